@@ -1,0 +1,115 @@
+/**
+ * The Store contract: what a backend implements so the queue can persist through it.
+ *
+ * The core queue owns every piece of in-memory state (ready order, in-flight reservations,
+ * waiters, capacity, seq assignment, group commit). A Store owns persistence only. The
+ * contract is batch-oriented so the core can batch and group-commit once, for every backend.
+ *
+ * The core calls a store from one logical owner and never overlaps two `append` calls or two
+ * `ack` calls; an `append` and an `ack` may be in flight at the same time. `read` may be called
+ * at any time between `open` and `close`.
+ *
+ * The conformance suite (`persistent-queue/conformance`) checks every rule written here.
+ */
+
+/** One stored item: its sequence number and its payload bytes. */
+export interface StoredItem {
+  /** Sequence number assigned by the core; strictly increasing in append order, never reused. */
+  readonly seq: number;
+  /** The payload exactly as pushed. The store must not mutate it after returning it. */
+  readonly bytes: Uint8Array;
+}
+
+/** What a store reports when it is opened. */
+export interface StoreRecovery {
+  /**
+   * The seq the next appended item must get: one more than the highest seq the store ever held
+   * (acked or not), or 1 for an empty store. A store must never make the core reuse a seq.
+   */
+  readonly nextSeq: number;
+  /** How many unacked items the store holds. */
+  readonly count: number;
+}
+
+/** Which parts of the conformance suite apply to a store. */
+export interface StoreFeatures {
+  /** Items survive closing the store and opening it again over the same data. */
+  readonly reopen: boolean;
+  /** Items survive the process being killed (SIGKILL) under `sync`/`group`. */
+  readonly crashSafe: boolean;
+}
+
+/** Arguments of {@link Store.read}. */
+export interface ReadRange {
+  /** Return only items with `seq > after`. */
+  readonly after: number;
+  /** Return only items with `seq < before`. */
+  readonly before: number;
+  /** Return at most this many items (at least one when any qualifies). */
+  readonly limit: number;
+}
+
+/**
+ * A persistence backend.
+ *
+ * Lifecycle: `open()` once, then any number of `append`/`ack`/`read`, then `close()` once.
+ * A store backs one open queue at a time.
+ *
+ * Errors: a method that rejects with anything but a `QueueError` of code `ERR_STORE_FULL`
+ * fails the queue instance (fail-stop: every pending and later operation rejects with
+ * `ERR_STORE_FAILED`). `ERR_STORE_FULL` means the batch was not stored and the store is still
+ * consistent (for example ENOSPC, with the partial write cut off again); only that batch fails.
+ * `read` may throw or reject `QueueError` `ERR_CORRUPT` for damage found while reading.
+ */
+export interface Store {
+  /** Largest payload, in bytes, this store accepts. Larger pushes reject with `ERR_TOO_LARGE`. */
+  readonly maxItemBytes: number;
+  /** What the conformance suite may expect of this store. */
+  readonly features: StoreFeatures;
+
+  /**
+   * Acquire the backing resource and recover its state. Rejects with `OpenError` (codes
+   * `ERR_STORE`, `ERR_CORRUPT`, `ERR_UNSUPPORTED_VERSION`, `ERR_LOCKED`) and changes nothing when
+   * the data cannot be opened.
+   */
+  open(): Promise<StoreRecovery>;
+
+  /**
+   * Store a batch. `items` is non-empty; its seqs are consecutive and continue from the last
+   * appended seq (or `StoreRecovery.nextSeq`). When `sync` is true the promise resolves only once
+   * the batch survives power loss (and every earlier batch with it); when false, once it survives
+   * the process exiting. The batch is all-or-nothing after a crash only in the sense that each
+   * item is either wholly present or absent; a prefix of a batch may survive an unsynced crash.
+   */
+  append(items: readonly StoredItem[], sync: boolean): Promise<void>;
+
+  /**
+   * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`
+   * the removal survives power loss when the promise resolves; without it, a process exit.
+   */
+  ack(seqs: readonly number[], sync: boolean): Promise<void>;
+
+  /**
+   * Unacked items in `(after, before)`, in seq order, at most `limit`, skipping acked ones.
+   * May return synchronously (the core then serves `tryReserve()` from it without waiting)
+   * or a promise. Items must be returned exactly as appended.
+   */
+  read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]>;
+
+  /** Release the backing resource. Called once, after every append and ack has settled. */
+  close(): Promise<void>;
+}
+
+/** True when `value` has the shape of a {@link Store}. */
+export function isStore(value: unknown): value is Store {
+  if (value === null || typeof value !== 'object') return false;
+  const s = value as Record<string, unknown>;
+  return (
+    typeof s.open === 'function' &&
+    typeof s.append === 'function' &&
+    typeof s.ack === 'function' &&
+    typeof s.read === 'function' &&
+    typeof s.close === 'function' &&
+    typeof s.maxItemBytes === 'number'
+  );
+}
