@@ -1,0 +1,262 @@
+/**
+ * The Store conformance suite. A backend runs it from its own test file in two lines:
+ *
+ * ```ts
+ * import { test } from 'vitest'; // or node:test, or any runner with test(name, fn)
+ * import { runStoreConformance } from 'persistent-queue/conformance';
+ * runStoreConformance(test, { name: 'MyStore', create: () => MyStore.open(freshDir()), reopen: (s) => MyStore.open(s.dir) });
+ * ```
+ *
+ * Each test makes its own fresh store. Assertions use node:assert, so any runner works. Tests that
+ * need a capability the store does not declare (`features.reopen`) or a hook that was not given
+ * (`reopen`, `crash`) are not registered.
+ */
+import assert from 'node:assert/strict';
+import { QueueError } from './errors.js';
+import { Builder, type Consumer, type Durability, type Producer } from './queue.js';
+import type { StoredItem, Store } from './store.js';
+
+/** The test registration function of any runner: `test(name, fn)`. */
+export type TestFunction = (name: string, fn: () => Promise<void>) => unknown;
+
+export interface ConformanceOptions<S extends Store = Store> {
+  /** Shown in every test name. */
+  name: string;
+  /** Make a fresh, empty store (not yet opened). */
+  create(): S | Promise<S>;
+  /** Make a store over the same data as `previous`, which has been closed. Needed for reopen tests. */
+  reopen?(previous: S): S | Promise<S>;
+  /**
+   * Simulate a power loss of `previous` (open or not) and return a store over what survived.
+   * Needed for the crash tests; a store whose tests cannot simulate one leaves it out.
+   */
+  crash?(previous: S): S | Promise<S>;
+  /** Release whatever `create` made (temporary directories). Called once per store made. */
+  destroy?(store: S): void | Promise<void>;
+}
+
+const bytesOf = (text: string): Uint8Array => new TextEncoder().encode(text);
+const textOf = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+function items(first: number, texts: string[]): StoredItem[] {
+  return texts.map((t, i) => ({ seq: first + i, bytes: bytesOf(t) }));
+}
+
+async function readAll<S extends Store>(store: S, after = 0, before = Number.MAX_SAFE_INTEGER, limit = 1_000_000) {
+  return [...(await store.read({ after, before, limit }))];
+}
+
+/** Drain every ready item through the queue, acking each; returns payload texts in delivery order. */
+async function drain(rx: Consumer): Promise<string[]> {
+  const out: string[] = [];
+  for (;;) {
+    const item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
+    if (!item) return out;
+    out.push(textOf(item.bytes));
+    await item.ack();
+  }
+}
+
+/** Register the conformance tests for a Store implementation. */
+export function runStoreConformance<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): void {
+  const made: S[] = [];
+  const make = async (): Promise<S> => {
+    const s = await options.create();
+    made.push(s);
+    return s;
+  };
+  const again = async (previous: S, how: 'reopen' | 'crash'): Promise<S> => {
+    const s = await options[how]!(previous);
+    made.push(s);
+    return s;
+  };
+  const t = (name: string, fn: () => Promise<void>): void => {
+    test(`${options.name} conformance: ${name}`, async () => {
+      try {
+        await fn();
+      } finally {
+        for (const s of made.splice(0)) await options.destroy?.(s);
+      }
+    });
+  };
+  const open = async (store: S, durability: Durability = 'group', capacity = Infinity): Promise<[Producer, Consumer]> =>
+    new Builder(store).durability(durability).capacity(capacity).open();
+
+  t('declares maxItemBytes and features', async () => {
+    const store = await make();
+    assert.ok(Number.isSafeInteger(store.maxItemBytes) && store.maxItemBytes > 0, 'maxItemBytes is a positive integer');
+    assert.equal(typeof store.features.reopen, 'boolean');
+    assert.equal(typeof store.features.crashSafe, 'boolean');
+  });
+
+  t('an empty store opens with nextSeq >= 1 and count 0', async () => {
+    const store = await make();
+    const r = await store.open();
+    assert.ok(Number.isSafeInteger(r.nextSeq) && r.nextSeq >= 1);
+    assert.equal(r.count, 0);
+    assert.deepEqual(await readAll(store), []);
+    await store.close();
+  });
+
+  t('read returns appended items exactly, in seq order, within the range and limit', async () => {
+    const store = await make();
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', '', 'ccc', 'dddd', 'e']);
+    await store.append(batch.slice(0, 2), true);
+    await store.append(batch.slice(2), false);
+    const all = await readAll(store);
+    assert.deepEqual(all.map((i) => i.seq), [s, s + 1, s + 2, s + 3, s + 4]);
+    assert.deepEqual(all.map((i) => textOf(i.bytes)), ['a', '', 'ccc', 'dddd', 'e']);
+    assert.deepEqual((await readAll(store, s + 1, s + 4)).map((i) => i.seq), [s + 2, s + 3]);
+    assert.deepEqual((await readAll(store, s - 1, Number.MAX_SAFE_INTEGER, 2)).map((i) => i.seq), [s, s + 1]);
+    await store.close();
+  });
+
+  t('acks in any order remove exactly the acked items', async () => {
+    const store = await make();
+    const { nextSeq: s } = await store.open();
+    await store.append(items(s, ['1', '2', '3', '4', '5']), true);
+    await store.ack([s + 4, s + 2], true);
+    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['1', '2', '4']);
+    await store.ack([s], false);
+    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['2', '4']);
+    await store.close();
+  });
+
+  t('binary payloads of every byte value and size up to 64 KiB round-trip', async () => {
+    const store = await make();
+    const { nextSeq: s } = await store.open();
+    const sizes = [0, 1, 255, 256, 4096, Math.min(65536, store.maxItemBytes)];
+    const batch = sizes.map((n, i) => {
+      const b = new Uint8Array(n);
+      for (let j = 0; j < n; j++) b[j] = (j * 31 + i) & 0xff;
+      return { seq: s + i, bytes: b };
+    });
+    await store.append(batch, true);
+    const got = await readAll(store);
+    assert.equal(got.length, batch.length);
+    for (let i = 0; i < batch.length; i++) assert.deepEqual(Buffer.from(got[i]!.bytes), Buffer.from(batch[i]!.bytes));
+    await store.close();
+  });
+
+  t('many items read back page by page', async () => {
+    const store = await make();
+    const { nextSeq: s } = await store.open();
+    const count = 5000;
+    for (let b = 0; b < count; b += 500) {
+      await store.append(items(s + b, Array.from({ length: 500 }, (_, i) => `item-${b + i}`)), false);
+    }
+    let after = s - 1;
+    let seen = 0;
+    for (;;) {
+      const page = await readAll(store, after, Number.MAX_SAFE_INTEGER, 128);
+      if (page.length === 0) break;
+      for (const item of page) {
+        assert.equal(item.seq, s + seen);
+        assert.equal(textOf(item.bytes), `item-${seen}`);
+        seen++;
+      }
+      after = page[page.length - 1]!.seq;
+    }
+    assert.equal(seen, count);
+    await store.close();
+  });
+
+  for (const durability of ['sync', 'group', 'none'] as const) {
+    t(`queue round trip under '${durability}': FIFO, nack redelivers first, ack removes`, async () => {
+      const store = await make();
+      const [tx, rx] = await open(store, durability);
+      const seqs = await Promise.all(['a', 'b', 'c'].map((p) => tx.push(p)));
+      assert.deepEqual([...seqs].sort((x, y) => x - y), seqs);
+      const a = (await rx.reserve())!;
+      const b = (await rx.reserve())!;
+      assert.deepEqual([textOf(a.bytes), textOf(b.bytes)], ['a', 'b']);
+      await b.nack();
+      await a.ack();
+      const again = (await rx.reserve())!;
+      assert.equal(textOf(again.bytes), 'b');
+      assert.equal(again.deliveries, 2);
+      await again.ack();
+      assert.deepEqual(await drain(rx), ['c']);
+      assert.equal(rx.stats().ready, 0);
+      await tx.close();
+    });
+  }
+
+  t('a payload over maxItemBytes rejects with ERR_TOO_LARGE and stores nothing', async () => {
+    const store = await make();
+    const [tx, rx] = await open(store);
+    if (store.maxItemBytes < 256 * 1024 * 1024) {
+      const big = new Uint8Array(store.maxItemBytes + 1);
+      await assert.rejects(tx.push(big), (e: unknown) => e instanceof QueueError && e.code === 'ERR_TOO_LARGE');
+    }
+    assert.equal(rx.stats().ready, 0);
+    await tx.push('after');
+    assert.deepEqual(await drain(rx), ['after']);
+    await tx.close();
+  });
+
+  t('a store backs one open queue at a time', async () => {
+    const store = await make();
+    const [tx] = await open(store);
+    await assert.rejects(new Builder(store).open(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_LOCKED');
+    await tx.close();
+  });
+
+  if (options.reopen) {
+    t('items and out-of-order acks survive close and reopen; seqs are never reused', async () => {
+      let store = await make();
+      if (!store.features.reopen) return;
+      let [tx, rx] = await open(store, 'sync');
+      const seqs = await tx.pushMany(['1', '2', '3', '4', '5']);
+      const got = [];
+      for (let i = 0; i < 5; i++) got.push((await rx.reserve())!);
+      await got[4]!.ack();
+      await got[2]!.ack();
+      await tx.close();
+      store = await again(store, 'reopen');
+      [tx, rx] = await open(store, 'sync');
+      assert.equal(rx.stats().ready, 3);
+      assert.deepEqual(await drain(rx), ['1', '2', '4']);
+      const next = await tx.push('6');
+      assert.ok(next > seqs[4]!, `seq ${next} after reopen must exceed ${seqs[4]}`);
+      await tx.close();
+      store = await again(store, 'reopen');
+      [tx, rx] = await open(store, 'group');
+      const last = await tx.push('7');
+      assert.ok(last > next, 'seqs keep increasing even when everything was acked');
+      assert.deepEqual(await drain(rx), ['6', '7']);
+      await tx.close();
+    });
+
+    t('unsettled reservations return to the store at close', async () => {
+      let store = await make();
+      if (!store.features.reopen) return;
+      let [tx, rx] = await open(store, 'group');
+      await tx.pushMany(['x', 'y']);
+      const x = (await rx.reserve())!;
+      assert.equal(textOf(x.bytes), 'x');
+      await tx.close();
+      await assert.rejects(x.ack(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_CLOSED');
+      store = await again(store, 'reopen');
+      [tx, rx] = await open(store);
+      assert.deepEqual(await drain(rx), ['x', 'y']);
+      await tx.close();
+    });
+  }
+
+  if (options.crash) {
+    for (const durability of ['sync', 'group'] as const) {
+      t(`pushes and acks resolved under '${durability}' survive a crash`, async () => {
+        let store = await make();
+        let [tx, rx] = await open(store, durability);
+        await Promise.all(Array.from({ length: 20 }, (_, i) => tx.push(`p${i}`)));
+        for (let i = 0; i < 5; i++) await (await rx.reserve())!.ack();
+        store = await again(store, 'crash');
+        [tx, rx] = await open(store, durability);
+        assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
+        await tx.close();
+      });
+    }
+  }
+}

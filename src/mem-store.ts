@@ -1,0 +1,107 @@
+/**
+ * MemStore: the reference implementation of the Store contract. It keeps items in memory only
+ * and never persists, whatever the durability policy; its contents survive closing and opening
+ * the same MemStore object again within one process, which is what the conformance suite's
+ * reopen tests use.
+ */
+import { OpenError, QueueError } from './errors.js';
+import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { optionsObject, positiveInteger } from './validate.js';
+
+export interface MemStoreOptions {
+  /**
+   * Largest payload accepted, in bytes.
+   * @default 67108864 (64 MiB)
+   */
+  maxItemBytes?: number;
+}
+
+const DEFAULT_MAX_ITEM_BYTES = 64 * 1024 * 1024;
+/** The item array is compacted once this many acked items sit before its live head. */
+const COMPACT_HEAD_COUNT = 1024;
+
+export class MemStore implements Store {
+  readonly maxItemBytes: number;
+  readonly features: StoreFeatures = { reopen: true, crashSafe: false };
+
+  /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
+  #items: StoredItem[] = [];
+  #head = 0;
+  /** Seqs acked out of order, at or after `#head`. */
+  #acked = new Set<number>();
+  #nextSeq = 1;
+  #open = false;
+
+  constructor(options?: MemStoreOptions) {
+    const o = optionsObject('options', options);
+    this.maxItemBytes =
+      o.maxItemBytes === undefined ? DEFAULT_MAX_ITEM_BYTES : positiveInteger('options.maxItemBytes', o.maxItemBytes);
+  }
+
+  async open(): Promise<StoreRecovery> {
+    if (this.#open) throw new OpenError('ERR_LOCKED', 'This MemStore already backs an open queue');
+    this.#open = true;
+    return { nextSeq: this.#nextSeq, count: this.#items.length - this.#head - this.#acked.size };
+  }
+
+  append(items: readonly StoredItem[], _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    for (const item of items) {
+      if (item.seq !== this.#nextSeq) {
+        return Promise.reject(
+          new QueueError('ERR_STORE', `MemStore expected seq ${this.#nextSeq}, got ${item.seq}`),
+        );
+      }
+      this.#items.push(item);
+      this.#nextSeq++;
+    }
+    return Promise.resolve();
+  }
+
+  ack(seqs: readonly number[], _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    for (const seq of seqs) {
+      const index = this.#indexOf(seq);
+      if (index < 0 || this.#acked.has(seq)) {
+        return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot ack seq ${seq}: not held`));
+      }
+      this.#acked.add(seq);
+    }
+    const items = this.#items;
+    while (this.#head < items.length && this.#acked.delete(items[this.#head]!.seq)) this.#head++;
+    if (this.#head >= COMPACT_HEAD_COUNT && this.#head * 2 >= items.length) {
+      this.#items = items.slice(this.#head);
+      this.#head = 0;
+    }
+    return Promise.resolve();
+  }
+
+  read(range: ReadRange): readonly StoredItem[] {
+    const out: StoredItem[] = [];
+    const items = this.#items;
+    let i = this.#lowerBound(range.after + 1);
+    for (; i < items.length && out.length < range.limit; i++) {
+      const item = items[i]!;
+      if (item.seq >= range.before) break;
+      if (!this.#acked.has(item.seq)) out.push(item);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.#open = false;
+  }
+
+  /** Index of the first live item with seq >= `seq`. Seqs are dense from the head, so this is arithmetic. */
+  #lowerBound(seq: number): number {
+    const items = this.#items;
+    if (this.#head >= items.length) return items.length;
+    const first = items[this.#head]!.seq;
+    return Math.min(items.length, this.#head + Math.max(0, seq - first));
+  }
+
+  #indexOf(seq: number): number {
+    const i = this.#lowerBound(seq);
+    return i < this.#items.length && this.#items[i]!.seq === seq ? i : -1;
+  }
+}

@@ -1,0 +1,990 @@
+/**
+ * The core queue: Builder, Producer, Consumer and Reserved over a Store.
+ *
+ * One object, QueueCore, owns all mutable in-memory state: seq assignment, capacity and its
+ * waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
+ * reservations and the items returned by nack. Producer and Consumer are thin handles on it.
+ * A Store only persists (see store.ts).
+ *
+ * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
+ * to take them.
+ */
+import { OpenError, QueueError } from './errors.js';
+import type { Store, StoredItem } from './store.js';
+import { isStore } from './store.js';
+import { expectation, optionalSignal, optionsObject, positiveInteger } from './validate.js';
+
+/** When a push or ack resolves; see README "Durability". */
+export type Durability = 'sync' | 'group' | 'none';
+
+/** The durability policies by name. */
+export const Durability = {
+  /** Each operation waits for an fsync of its own bytes. Survives power loss. */
+  Sync: 'sync',
+  /** Operations wait for an fsync that started after their bytes were written; concurrent operations share it. Survives power loss. */
+  Group: 'group',
+  /** Operations resolve once their bytes are handed to the OS. Survives a process crash, not power loss. */
+  None: 'none',
+} as const satisfies Record<string, Durability>;
+
+const DURABILITIES: readonly string[] = ['sync', 'group', 'none'];
+
+/** How many items one store read fetches ahead of the consumer. */
+const READ_AHEAD_COUNT = 256;
+
+export interface PushOptions {
+  /** Abort while the push waits for capacity or for its batch; an aborted push leaves no trace. */
+  signal?: AbortSignal;
+}
+
+export interface ReserveOptions {
+  /** Stop waiting: the returned promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface ProcessOptions {
+  /**
+   * How many handlers run at once.
+   * @default 1
+   */
+  concurrency?: number;
+  /** Stop taking new items; `process()` resolves once running handlers have settled. */
+  signal?: AbortSignal;
+}
+
+/** A snapshot of the queue's counters. */
+export interface QueueStats {
+  /** Stored items not reserved by the consumer. */
+  ready: number;
+  /** Reserved items not yet acked or nacked. */
+  inFlight: number;
+  /** Maximum unacked items (ready + in flight + being stored); `Infinity` when unbounded. */
+  capacity: number;
+  /** Pushes not yet resolved: waiting for capacity or for their batch to be stored. */
+  pendingPushes: number;
+  /** Acks issued and not yet resolved. */
+  pendingAcks: number;
+  durability: Durability;
+  closed: boolean;
+}
+
+type PushPayload = Uint8Array | string;
+
+interface PendingPush {
+  payloads: Uint8Array[];
+  /** `push` resolves with one seq, `pushMany` with the list. */
+  single: boolean;
+  resolve: (seqs: number | number[]) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+interface Waiter<T> {
+  resolve: (value: T) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+/** An item the consumer holds: in flight until acked or nacked. */
+interface Entry {
+  readonly seq: number;
+  readonly bytes: Uint8Array;
+  /** Deliveries so far, this one included. */
+  deliveries: number;
+  /** Identifies the current reservation, so a stale Reserved cannot settle a redelivery. */
+  token: number;
+}
+
+interface PendingAck {
+  entry: Entry;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+const encoder = new TextEncoder();
+/** Stores backing an open queue; a store backs one open queue at a time. */
+const busyStores = new WeakSet<Store>();
+
+/** Reservations that become unreachable unsettled are returned to the queue. */
+const dropped = new FinalizationRegistry<{ core: QueueCore; seq: number; token: number }>((held) => {
+  held.core.returnDropped(held.seq, held.token);
+});
+
+function toBytes(name: string, payload: unknown): Uint8Array {
+  if (typeof payload === 'string') return encoder.encode(payload);
+  // Copy: the caller may reuse its buffer before the batch is written.
+  if (payload instanceof Uint8Array) return payload.slice();
+  throw new TypeError(expectation(name, 'a Uint8Array or a string', payload));
+}
+
+function closedError(): QueueError {
+  return new QueueError('ERR_CLOSED', 'The queue is closed');
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
+/** Insert `entry` into `list`, kept sorted by seq. Returned items are few: a binary search suffices. */
+function insertBySeq(list: Entry[], entry: Entry): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]!.seq < entry.seq) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, entry);
+}
+
+/** Configures and opens a queue over a store. */
+export class Builder {
+  readonly #store: Store;
+  #capacity = Infinity;
+  #durability: Durability = 'group';
+
+  constructor(store: Store) {
+    if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
+    this.#store = store;
+  }
+
+  /**
+   * Maximum unacked items (ready + in flight). `push` waits while the queue is full.
+   * @default Infinity
+   */
+  capacity(n: number): this {
+    this.#capacity = positiveInteger('capacity', n, true);
+    return this;
+  }
+
+  /**
+   * When a push or ack resolves.
+   * @default 'group'
+   */
+  durability(policy: Durability): this {
+    if (typeof policy !== 'string') throw new TypeError(expectation('durability', "'sync', 'group' or 'none'", policy));
+    if (!DURABILITIES.includes(policy)) throw new RangeError(expectation('durability', "'sync', 'group' or 'none'", policy));
+    this.#durability = policy;
+    return this;
+  }
+
+  /** Open the store and return the queue's two handles. */
+  async open(): Promise<[Producer, Consumer]> {
+    const store = this.#store;
+    if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
+    busyStores.add(store);
+    let recovery;
+    try {
+      recovery = await store.open();
+    } catch (error) {
+      busyStores.delete(store);
+      if (error instanceof QueueError) throw error;
+      throw new OpenError('ERR_STORE', `The store failed to open: ${(error as Error)?.message ?? error}`, { cause: error });
+    }
+    const core = new QueueCore(store, this.#capacity, this.#durability, recovery.nextSeq, recovery.count);
+    return [new Producer(core), new Consumer(core)];
+  }
+}
+
+/** The single owner of a queue's in-memory state. Internal. */
+class QueueCore {
+  readonly store: Store;
+  readonly capacity: number;
+  readonly durability: Durability;
+  readonly #syncWrites: boolean;
+
+  #state: 'open' | 'closing' | 'closed' = 'open';
+  #failure: QueueError | undefined;
+  #readError: QueueError | undefined;
+  #closePromise: Promise<void> | undefined;
+
+  /** Seq the next stored item gets. */
+  #nextSeq: number;
+  /** Every item with a seq below this is stored (its push resolved), or was never assigned. */
+  #committedBefore: number;
+  /** Stored, unacked items: ready, in the read-ahead, in flight, or with an ack pending. */
+  #storedCount: number;
+
+  // Producer side.
+  #capacityWaiters: PendingPush[] = [];
+  #capacityHead = 0;
+  #admitted: PendingPush[] = [];
+  /** Items admitted under capacity and not yet stored. */
+  #admittedCount = 0;
+  #appendInFlight = false;
+  /** Pushes in the batch the store is writing now. */
+  #appendingPushes = 0;
+  #appendScheduled = false;
+
+  // Ack side.
+  #pendingAcks: PendingAck[] = [];
+  #ackInFlight = false;
+  #ackScheduled = false;
+  /** Acks handed over but not yet resolved (queued or in flight). */
+  #ackingCount = 0;
+
+  // Consumer side.
+  #buffer: StoredItem[] = [];
+  #bufferHead = 0;
+  /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
+  #readCursor: number;
+  #fetching = false;
+  #returned: Entry[] = [];
+  #inFlight = new Map<number, Entry>();
+  #reserveWaiters: Waiter<Reserved | null>[] = [];
+  #nextToken = 1;
+  /** Settles when the queue becomes idle (nothing being stored or acked); used by close. */
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(store: Store, capacity: number, durability: Durability, nextSeq: number, count: number) {
+    this.store = store;
+    this.capacity = capacity;
+    this.durability = durability;
+    this.#syncWrites = durability !== 'none';
+    this.#nextSeq = nextSeq;
+    this.#committedBefore = nextSeq;
+    this.#storedCount = count;
+    this.#readCursor = 0;
+  }
+
+  get closed(): boolean {
+    return this.#state !== 'open';
+  }
+
+  #operationalError(): QueueError | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#state !== 'open') return closedError();
+    return undefined;
+  }
+
+  stats(): QueueStats {
+    const pendingPushes =
+      this.#appendingPushes + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
+    return {
+      ready: this.#ready(),
+      inFlight: this.#inFlight.size,
+      capacity: this.capacity,
+      pendingPushes,
+      pendingAcks: this.#ackingCount,
+      durability: this.durability,
+      closed: this.#state !== 'open',
+    };
+  }
+
+  #ready(): number {
+    return this.#storedCount - this.#inFlight.size - this.#ackingCount;
+  }
+
+  // ---------------------------------------------------------------- producer
+
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined): Promise<number | number[]> {
+    const error = this.#operationalError();
+    if (error) return Promise.reject(error);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    const max = this.store.maxItemBytes;
+    for (const p of payloads) {
+      if (p.byteLength > max) {
+        return Promise.reject(
+          new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`),
+        );
+      }
+    }
+    if (payloads.length > this.capacity) {
+      return Promise.reject(
+        new RangeError(expectation('payloads.length', `at most the capacity (${this.capacity})`, payloads.length)),
+      );
+    }
+    return new Promise<number | number[]>((resolve, reject) => {
+      const pending: PendingPush = { payloads, single, resolve, reject, signal, onAbort: undefined };
+      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
+        this.#admit(pending);
+      } else {
+        this.#capacityWaiters.push(pending);
+      }
+      if (signal) {
+        pending.onAbort = () => this.#abortPush(pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+    });
+  }
+
+  #fits(count: number): boolean {
+    return this.#storedCount + this.#admittedCount + count <= this.capacity;
+  }
+
+  #admit(pending: PendingPush): void {
+    this.#admitted.push(pending);
+    this.#admittedCount += pending.payloads.length;
+    this.#scheduleAppend();
+  }
+
+  /** An aborted push leaves no trace: it is only abortable until its batch is handed to the store. */
+  #abortPush(pending: PendingPush): void {
+    let i = this.#admitted.indexOf(pending);
+    if (i >= 0) {
+      this.#admitted.splice(i, 1);
+      this.#admittedCount -= pending.payloads.length;
+      this.#admitWaiting();
+    } else {
+      i = this.#capacityWaiters.indexOf(pending, this.#capacityHead);
+      if (i < 0) return;
+      this.#capacityWaiters.splice(i, 1);
+      // The aborted push may have been the head that blocked smaller ones behind it.
+      this.#admitWaiting();
+    }
+    pending.reject(abortReason(pending.signal!));
+  }
+
+  #detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
+    if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
+    pending.onAbort = undefined;
+  }
+
+  /** Admit capacity waiters in FIFO order while they fit. */
+  #admitWaiting(): void {
+    const waiters = this.#capacityWaiters;
+    while (this.#capacityHead < waiters.length && this.#state === 'open' && !this.#failure) {
+      const next = waiters[this.#capacityHead]!;
+      if (!this.#fits(next.payloads.length)) break;
+      waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
+      this.#admit(next);
+    }
+    if (this.#capacityHead === waiters.length) {
+      waiters.length = 0;
+      this.#capacityHead = 0;
+    } else if (this.#capacityHead > 1024 && this.#capacityHead * 2 > waiters.length) {
+      this.#capacityWaiters = waiters.slice(this.#capacityHead);
+      this.#capacityHead = 0;
+    }
+  }
+
+  #scheduleAppend(): void {
+    if (this.#appendScheduled || this.#appendInFlight) return;
+    this.#appendScheduled = true;
+    // A microtask lets every push issued in the same synchronous run join one batch.
+    queueMicrotask(() => {
+      this.#appendScheduled = false;
+      this.#flushAppends();
+    });
+  }
+
+  /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
+  #flushAppends(): void {
+    if (this.#appendInFlight || this.#admitted.length === 0 || this.#failure) {
+      this.#checkIdle();
+      return;
+    }
+    let batch: PendingPush[];
+    if (this.durability === 'sync') {
+      batch = [this.#admitted.shift()!];
+    } else {
+      batch = this.#admitted;
+      this.#admitted = [];
+    }
+    const firstSeq = this.#nextSeq;
+    const items: StoredItem[] = [];
+    let seq = firstSeq;
+    for (const pending of batch) {
+      this.#detachAbort(pending);
+      for (const bytes of pending.payloads) items.push({ seq: seq++, bytes });
+    }
+    this.#nextSeq = seq;
+    this.#appendInFlight = true;
+    this.#appendingPushes = batch.length;
+    let result: Promise<void>;
+    try {
+      result = this.store.append(items, this.#syncWrites);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.then(
+      () => this.#appendDone(batch, firstSeq, items.length),
+      (error: unknown) => this.#appendFailed(batch, firstSeq, items.length, error),
+    );
+  }
+
+  #appendDone(batch: PendingPush[], firstSeq: number, count: number): void {
+    this.#appendInFlight = false;
+    this.#appendingPushes = 0;
+    this.#admittedCount -= count;
+    if (this.#failure) {
+      // The queue failed while this batch was being stored: report the failure, as for every pending operation.
+      for (const pending of batch) pending.reject(this.#failure);
+      this.#checkIdle();
+      return;
+    }
+    this.#storedCount += count;
+    this.#committedBefore = firstSeq + count;
+    let seq = firstSeq;
+    for (const pending of batch) {
+      if (pending.single) {
+        pending.resolve(seq++);
+        continue;
+      }
+      const seqs = new Array<number>(pending.payloads.length);
+      for (let i = 0; i < seqs.length; i++) seqs[i] = seq++;
+      pending.resolve(seqs);
+    }
+    this.#serveWaiters();
+    this.#flushAppends();
+  }
+
+  #appendFailed(batch: PendingPush[], firstSeq: number, count: number, error: unknown): void {
+    this.#appendInFlight = false;
+    this.#appendingPushes = 0;
+    this.#admittedCount -= count;
+    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
+      // Nothing of the batch was stored and the store is consistent: only this batch fails, and its seqs are reused.
+      this.#nextSeq = firstSeq;
+      for (const pending of batch) pending.reject(error);
+      this.#admitWaiting();
+      this.#flushAppends();
+      return;
+    }
+    this.#fail(error);
+    for (const pending of batch) pending.reject(this.#failure);
+    this.#checkIdle();
+  }
+
+  // ---------------------------------------------------------------- consumer
+
+  tryReserve(): Reserved | null {
+    if (this.#failure) throw this.#failure;
+    if (this.#state !== 'open') return null;
+    const entry = this.#takeNext();
+    return entry ? this.#deliver(entry) : null;
+  }
+
+  reserve(signal: AbortSignal | undefined): Promise<Reserved | null> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    if (this.#state !== 'open') return Promise.resolve(null);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if (this.#reserveWaiters.length === 0) {
+      try {
+        const entry = this.#takeNext();
+        if (entry) return Promise.resolve(this.#deliver(entry));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
+    return new Promise<Reserved | null>((resolve, reject) => {
+      const waiter: Waiter<Reserved | null> = { resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => {
+          const i = this.#reserveWaiters.indexOf(waiter);
+          if (i >= 0) this.#reserveWaiters.splice(i, 1);
+          reject(abortReason(signal));
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#reserveWaiters.push(waiter);
+    });
+  }
+
+  /**
+   * The next item to deliver: returned (nacked) items first, in seq order, since every one of them
+   * is older than anything in the read-ahead; then the read-ahead, refilled from the store.
+   * Returns null when nothing is ready or a fetch from an asynchronous store is in progress.
+   */
+  #takeNext(): Entry | null {
+    if (this.#readError) throw this.#readError;
+    if (this.#returned.length > 0) return this.#returned.shift()!;
+    if (this.#bufferHead === this.#buffer.length) {
+      if (this.#fetching || this.#ready() === 0) return null;
+      this.#fetch();
+      if (this.#bufferHead === this.#buffer.length) {
+        if (this.#readError) throw this.#readError;
+        return null;
+      }
+    }
+    const item = this.#buffer[this.#bufferHead]!;
+    this.#buffer[this.#bufferHead++] = undefined as unknown as StoredItem;
+    return { seq: item.seq, bytes: item.bytes, deliveries: 0, token: 0 };
+  }
+
+  /** Refill the read-ahead from the store; synchronous stores fill it before this returns. */
+  #fetch(): void {
+    this.#buffer = [];
+    this.#bufferHead = 0;
+    let result;
+    try {
+      result = this.store.read({ after: this.#readCursor, before: this.#committedBefore, limit: READ_AHEAD_COUNT });
+    } catch (error) {
+      this.#readFailed(error);
+      return;
+    }
+    if (Array.isArray(result)) {
+      this.#fill(result as readonly StoredItem[]);
+      return;
+    }
+    this.#fetching = true;
+    (result as Promise<readonly StoredItem[]>).then(
+      (items) => {
+        this.#fetching = false;
+        if (this.#state !== 'open') return;
+        this.#fill(items);
+        this.#serveWaiters();
+      },
+      (error: unknown) => {
+        this.#fetching = false;
+        this.#readFailed(error);
+        this.#serveWaiters();
+      },
+    );
+  }
+
+  #fill(items: readonly StoredItem[]): void {
+    let last = this.#readCursor;
+    for (const item of items) {
+      // The store must answer the range it was asked for, in seq order.
+      if (!(item.seq > last && item.seq < this.#committedBefore)) {
+        this.#fail(new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`));
+        return;
+      }
+      last = item.seq;
+    }
+    if (items.length === 0 && this.#ready() > 0) {
+      this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${this.#ready()} items are ready`));
+      return;
+    }
+    this.#buffer = items as StoredItem[];
+    this.#bufferHead = 0;
+    this.#readCursor = last;
+  }
+
+  #readFailed(error: unknown): void {
+    if (error instanceof QueueError && error.code === 'ERR_CORRUPT') {
+      // Damage met while reading: the item is never delivered, and nothing after it in its place.
+      this.#readError = error;
+      return;
+    }
+    this.#fail(error);
+  }
+
+  #deliver(entry: Entry): Reserved {
+    entry.deliveries++;
+    entry.token = this.#nextToken++;
+    this.#inFlight.set(entry.seq, entry);
+    const reserved = new Reserved(this, entry);
+    dropped.register(reserved, { core: this, seq: entry.seq, token: entry.token }, reserved);
+    return reserved;
+  }
+
+  #serveWaiters(): void {
+    const waiters = this.#reserveWaiters;
+    while (waiters.length > 0) {
+      let entry: Entry | null;
+      try {
+        entry = this.#takeNext();
+      } catch (error) {
+        for (const w of waiters.splice(0)) {
+          this.#detachAbort(w);
+          w.reject(error);
+        }
+        return;
+      }
+      if (!entry) return;
+      const waiter = waiters.shift()!;
+      this.#detachAbort(waiter);
+      waiter.resolve(this.#deliver(entry));
+    }
+  }
+
+  /** Settle check shared by ack and nack; returns the entry when `reserved` may still settle. */
+  #settleable(reserved: Reserved, entry: Entry): QueueError | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#state !== 'open') return closedError();
+    if (reserved.settled) return new QueueError('ERR_ALREADY_SETTLED', `Item ${entry.seq} was already settled`);
+    return undefined;
+  }
+
+  ack(reserved: Reserved, entry: Entry): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    reserved.markSettled();
+    dropped.unregister(reserved);
+    this.#inFlight.delete(entry.seq);
+    this.#ackingCount++;
+    return new Promise<void>((resolve, reject) => {
+      this.#pendingAcks.push({ entry, resolve, reject });
+      this.#scheduleAck();
+    });
+  }
+
+  nack(reserved: Reserved, entry: Entry): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    reserved.markSettled();
+    dropped.unregister(reserved);
+    this.#returnEntry(entry);
+    return Promise.resolve();
+  }
+
+  #returnEntry(entry: Entry): void {
+    this.#inFlight.delete(entry.seq);
+    insertBySeq(this.#returned, entry);
+    this.#serveWaiters();
+  }
+
+  /** Called by the FinalizationRegistry for a reservation dropped unsettled. */
+  returnDropped(seq: number, token: number): void {
+    const entry = this.#inFlight.get(seq);
+    if (!entry || entry.token !== token || this.#state !== 'open') return;
+    this.#returnEntry(entry);
+  }
+
+  #scheduleAck(): void {
+    if (this.#ackScheduled || this.#ackInFlight) return;
+    this.#ackScheduled = true;
+    queueMicrotask(() => {
+      this.#ackScheduled = false;
+      this.#flushAcks();
+    });
+  }
+
+  #flushAcks(): void {
+    if (this.#ackInFlight || this.#pendingAcks.length === 0 || this.#failure) {
+      this.#checkIdle();
+      return;
+    }
+    let batch: PendingAck[];
+    if (this.durability === 'sync') {
+      batch = [this.#pendingAcks.shift()!];
+    } else {
+      batch = this.#pendingAcks;
+      this.#pendingAcks = [];
+    }
+    const seqs = batch.map((a) => a.entry.seq);
+    this.#ackInFlight = true;
+    let result: Promise<void>;
+    try {
+      result = this.store.ack(seqs, this.#syncWrites);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.then(
+      () => this.#ackDone(batch),
+      (error: unknown) => this.#ackFailed(batch, error),
+    );
+  }
+
+  #ackDone(batch: PendingAck[]): void {
+    this.#ackInFlight = false;
+    this.#ackingCount -= batch.length;
+    if (this.#failure) {
+      for (const a of batch) a.reject(this.#failure);
+      this.#checkIdle();
+      return;
+    }
+    this.#storedCount -= batch.length;
+    for (const a of batch) a.resolve();
+    this.#admitWaiting();
+    this.#flushAcks();
+  }
+
+  #ackFailed(batch: PendingAck[], error: unknown): void {
+    this.#ackInFlight = false;
+    this.#ackingCount -= batch.length;
+    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
+      // The acks were not recorded: the items are still stored and unacked, so they are ready again.
+      for (const a of batch) {
+        if (this.#state === 'open') insertBySeq(this.#returned, a.entry);
+        a.reject(error);
+      }
+      this.#serveWaiters();
+      this.#flushAcks();
+      return;
+    }
+    this.#fail(error);
+    for (const a of batch) a.reject(this.#failure);
+    this.#checkIdle();
+  }
+
+  // ---------------------------------------------------------------- failure and close
+
+  /** Fail-stop: every pending and later operation rejects with ERR_STORE_FAILED. */
+  #fail(cause: unknown): void {
+    if (this.#failure) return;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    this.#failure =
+      cause instanceof QueueError && cause.code === 'ERR_STORE_FAILED'
+        ? cause
+        : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
+    const failure = this.#failure;
+    for (const p of this.#admitted.splice(0)) {
+      this.#detachAbort(p);
+      p.reject(failure);
+    }
+    this.#admittedCount = 0;
+    for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
+      const p = this.#capacityWaiters[i]!;
+      this.#detachAbort(p);
+      p.reject(failure);
+    }
+    this.#capacityWaiters = [];
+    this.#capacityHead = 0;
+    for (const a of this.#pendingAcks.splice(0)) a.reject(failure);
+    for (const w of this.#reserveWaiters.splice(0)) {
+      this.#detachAbort(w);
+      w.reject(failure);
+    }
+    this.#checkIdle();
+  }
+
+  #checkIdle(): void {
+    if (this.#appendInFlight || this.#ackInFlight) return;
+    if (!this.#failure && (this.#admitted.length > 0 || this.#pendingAcks.length > 0)) return;
+    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+
+  close(): Promise<void> {
+    this.#closePromise ??= this.#close();
+    return this.#closePromise;
+  }
+
+  async #close(): Promise<void> {
+    this.#state = 'closing';
+    const closed = closedError();
+    // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
+    for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
+      const p = this.#capacityWaiters[i]!;
+      this.#detachAbort(p);
+      p.reject(closed);
+    }
+    this.#capacityWaiters = [];
+    this.#capacityHead = 0;
+    for (const w of this.#reserveWaiters.splice(0)) {
+      this.#detachAbort(w);
+      w.resolve(null);
+    }
+    // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
+    for (const entry of this.#inFlight.values()) entry.token = -1;
+    this.#inFlight.clear();
+    this.#returned = [];
+    this.#buffer = [];
+    this.#bufferHead = 0;
+    // Admitted pushes and issued acks are finished: each is stored (or acked) or rejected.
+    await new Promise<void>((resolve) => {
+      this.#idleWaiters.push(resolve);
+      this.#checkIdle();
+      this.#flushAppends();
+      this.#flushAcks();
+    });
+    try {
+      await this.store.close();
+    } catch (error) {
+      if (!this.#failure) throw new QueueError('ERR_STORE_FAILED', `The store failed to close: ${(error as Error)?.message ?? error}`, { cause: error });
+    } finally {
+      this.#state = 'closed';
+      busyStores.delete(this.store);
+    }
+  }
+}
+
+/** The producing handle: push items. Any number of callers may push concurrently. */
+export class Producer {
+  readonly #core: QueueCore;
+
+  /** @internal */
+  constructor(core: QueueCore) {
+    this.#core = core;
+  }
+
+  /**
+   * Store one item. Resolves with its seq once it is stored under the queue's durability policy.
+   * Waits while the queue is at capacity. Strings are stored as UTF-8.
+   */
+  push(payload: PushPayload, options?: PushOptions): Promise<number> {
+    let bytes: Uint8Array;
+    let signal: AbortSignal | undefined;
+    try {
+      bytes = toBytes('payload', payload);
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.push([bytes], true, signal) as Promise<number>;
+  }
+
+  /**
+   * Store a batch behind one durability wait; resolves with the seqs in order. The batch is
+   * admitted whole: it waits until all of it fits under the capacity.
+   */
+  pushMany(payloads: Iterable<PushPayload>, options?: PushOptions): Promise<number[]> {
+    let list: Uint8Array[];
+    let signal: AbortSignal | undefined;
+    try {
+      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
+        throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
+      }
+      list = [];
+      let i = 0;
+      for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p));
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (list.length === 0) return this.#core.closed ? Promise.reject(closedError()) : Promise.resolve([]);
+    return this.#core.push(list, false, signal) as Promise<number[]>;
+  }
+
+  stats(): QueueStats {
+    return this.#core.stats();
+  }
+
+  /** Close the queue (both handles). Idempotent. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.#core.close();
+  }
+}
+
+/** The consuming handle: reserve items, then ack or nack each. */
+export class Consumer {
+  readonly #core: QueueCore;
+
+  /** @internal */
+  constructor(core: QueueCore) {
+    this.#core = core;
+  }
+
+  /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
+  reserve(options?: ReserveOptions): Promise<Reserved | null> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.reserve(signal);
+  }
+
+  /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. */
+  tryReserve(): Reserved | null {
+    return this.#core.tryReserve();
+  }
+
+  /**
+   * Run `handler` on each item, with up to `concurrency` at once: ack when it resolves, nack when
+   * it throws (the item is redelivered). Resolves once `signal` aborts or the queue closes and
+   * every running handler has settled; rejects if the queue fails.
+   */
+  async process(handler: (item: Reserved) => unknown, options?: ProcessOptions): Promise<void> {
+    if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
+    const o = optionsObject('options', options);
+    const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
+    const signal = optionalSignal('options.signal', o.signal);
+    const worker = async (): Promise<void> => {
+      while (!signal?.aborted) {
+        let item: Reserved | null;
+        try {
+          item = await this.#core.reserve(signal);
+        } catch (error) {
+          if (signal?.aborted) return;
+          throw error;
+        }
+        if (!item) return;
+        let ok = true;
+        try {
+          await handler(item);
+        } catch {
+          ok = false;
+        }
+        if (item.settled) continue;
+        try {
+          await (ok ? item.ack() : item.nack());
+        } catch (error) {
+          if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
+          throw error;
+        }
+      }
+    };
+    const workers: Promise<void>[] = [];
+    for (let i = 0; i < concurrency; i++) workers.push(worker());
+    const results = await Promise.allSettled(workers);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
+    for (;;) {
+      const item = await this.#core.reserve(undefined);
+      if (!item) return;
+      yield item;
+    }
+  }
+
+  stats(): QueueStats {
+    return this.#core.stats();
+  }
+
+  /** Close the queue (both handles). Idempotent. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.#core.close();
+  }
+}
+
+/** A reserved item. Ack it to remove it, nack it to have it redelivered. */
+export class Reserved {
+  readonly #core: QueueCore;
+  readonly #entry: Entry;
+  readonly #token: number;
+  #settled = false;
+
+  /** @internal */
+  constructor(core: QueueCore, entry: Entry) {
+    this.#core = core;
+    this.#entry = entry;
+    this.#token = entry.token;
+  }
+
+  /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
+  get bytes(): Uint8Array {
+    return this.#entry.bytes;
+  }
+
+  /** Stable id of the item, unchanged by redelivery: dedupe on it. */
+  get seq(): number {
+    return this.#entry.seq;
+  }
+
+  /** 1 on first delivery, +1 on each redelivery in this process. */
+  get deliveries(): number {
+    return this.#entry.deliveries;
+  }
+
+  /** True once acked, nacked, or returned by close. */
+  get settled(): boolean {
+    return this.#settled || this.#entry.token !== this.#token;
+  }
+
+  /** @internal */
+  markSettled(): void {
+    this.#settled = true;
+  }
+
+  /** Remove the item. Resolves once the removal is stored under the durability policy. */
+  ack(): Promise<void> {
+    return this.#core.ack(this, this.#entry);
+  }
+
+  /** Return the item to the queue, ahead of newer items, to be delivered again. */
+  nack(): Promise<void> {
+    return this.#core.nack(this, this.#entry);
+  }
+
+  /** Nack the item if it is still unsettled (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.settled) return;
+    await this.#core.nack(this, this.#entry);
+  }
+}

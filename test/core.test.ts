@@ -1,0 +1,559 @@
+import { describe, expect, it } from 'vitest';
+import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved } from '../src/index.js';
+import { RecordingStore, tick } from './support/stores.js';
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const code = (c: string) => (e: unknown) => e instanceof QueueError && e.code === c;
+
+async function openMem(capacity = Infinity, durability: 'sync' | 'group' | 'none' = 'group') {
+  const store = new RecordingStore();
+  const [tx, rx] = await new Builder(store).capacity(capacity).durability(durability).open();
+  return { store, tx, rx };
+}
+
+describe('push and reserve', () => {
+  it('deliversInFifoOrderWithIncreasingSeqs', async () => {
+    const { tx, rx } = await openMem();
+    const seqs = await Promise.all(['a', 'b', 'c'].map((s) => tx.push(s)));
+    expect(seqs).toEqual([1, 2, 3]);
+    const got: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const item = rx.tryReserve()!;
+      expect(item.seq).toBe(seqs[i]);
+      expect(item.deliveries).toBe(1);
+      got.push(dec(item.bytes));
+      await item.ack();
+    }
+    expect(got).toEqual(['a', 'b', 'c']);
+    expect(rx.tryReserve()).toBeNull();
+    await rx.close();
+  });
+
+  it('storesStringsAsUtf8AndCopiesByteInput', async () => {
+    const { tx, rx } = await openMem();
+    const buf = enc('mutable');
+    const pushed = tx.push(buf);
+    buf.fill(0); // the caller reuses its buffer before the batch is written
+    await pushed;
+    await tx.push('héllo ✓');
+    expect(dec(rx.tryReserve()!.bytes)).toBe('mutable');
+    expect(dec(rx.tryReserve()!.bytes)).toBe('héllo ✓');
+    await rx.close();
+  });
+
+  it('reserveWaitsForTheNextPush', async () => {
+    const { tx, rx } = await openMem();
+    const waiting = rx.reserve();
+    await tick();
+    await tx.push('late');
+    const item = await waiting;
+    expect(dec(item!.bytes)).toBe('late');
+    await rx.close();
+  });
+
+  it('itemsBecomeVisibleOnlyOnceTheirPushIsStored', async () => {
+    const { store, tx, rx } = await openMem();
+    store.hold = true;
+    const p = tx.push('x');
+    await store.heldCount(1);
+    expect(rx.tryReserve()).toBeNull();
+    expect(rx.stats().ready).toBe(0);
+    store.releaseAll();
+    await p;
+    expect(dec(rx.tryReserve()!.bytes)).toBe('x');
+    await rx.close();
+  });
+
+  it('pushManyStoresOneBatchBehindOneWait', async () => {
+    const { store, tx, rx } = await openMem(Infinity, 'sync');
+    const seqs = await tx.pushMany(['1', enc('2'), '3']);
+    expect(seqs).toEqual([1, 2, 3]);
+    expect(store.calls).toEqual([{ op: 'append', seqs: [1, 2, 3], sync: true }]);
+    expect(await tx.pushMany([])).toEqual([]);
+    expect(rx.stats().ready).toBe(3);
+    await rx.close();
+  });
+
+  it('tryReserveReadsFromAnAsynchronousStoreWithoutLosingItems', async () => {
+    const store = new RecordingStore();
+    store.asyncReads = true;
+    const [tx, rx] = await new Builder(store).open();
+    await tx.pushMany(['a', 'b']);
+    expect(rx.tryReserve()).toBeNull(); // the read is in flight
+    const a = await rx.reserve();
+    expect(dec(a!.bytes)).toBe('a');
+    expect(dec(rx.tryReserve()!.bytes)).toBe('b');
+    await rx.close();
+  });
+});
+
+describe('durability policies and group commit', () => {
+  it('groupBatchesPushesIssuedWhileASyncIsInFlight', async () => {
+    const { store, tx } = await openMem(Infinity, 'group');
+    store.hold = true;
+    const first = tx.push('1');
+    await store.heldCount(1);
+    const rest = [tx.push('2'), tx.push('3'), tx.push('4')];
+    await tick();
+    // Only one store call may be in flight; the later pushes wait to form the next batch.
+    expect(store.calls.length).toBe(1);
+    store.releaseAll();
+    await first;
+    await store.heldCount(1);
+    store.releaseAll();
+    expect(await Promise.all(rest)).toEqual([2, 3, 4]);
+    expect(store.calls).toEqual([
+      { op: 'append', seqs: [1], sync: true },
+      { op: 'append', seqs: [2, 3, 4], sync: true },
+    ]);
+    await tx.close();
+  });
+
+  it('aPushIssuedDuringASyncWaitsForTheNextSync', async () => {
+    const { store, tx } = await openMem(Infinity, 'group');
+    store.hold = true;
+    const first = tx.push('1');
+    await store.heldCount(1);
+    let secondDone = false;
+    const second = tx.push('2').then(() => (secondDone = true));
+    store.releaseAll();
+    await first;
+    await store.heldCount(1); // the next batch's append (write + sync) is now in flight
+    await tick();
+    expect(secondDone).toBe(false);
+    store.releaseAll();
+    await second;
+    expect(secondDone).toBe(true);
+    await tx.close();
+  });
+
+  it('syncGivesEachPushItsOwnSyncedAppend', async () => {
+    const { store, tx } = await openMem(Infinity, 'sync');
+    await Promise.all(['a', 'b', 'c'].map((p) => tx.push(p)));
+    expect(store.calls).toEqual([
+      { op: 'append', seqs: [1], sync: true },
+      { op: 'append', seqs: [2], sync: true },
+      { op: 'append', seqs: [3], sync: true },
+    ]);
+    await tx.close();
+  });
+
+  it('noneBatchesWithoutSync', async () => {
+    const { store, tx, rx } = await openMem(Infinity, Durability.None);
+    await Promise.all(['a', 'b'].map((p) => tx.push(p)));
+    const items = [rx.tryReserve()!, rx.tryReserve()!];
+    await Promise.all(items.map((i) => i.ack()));
+    expect(store.calls).toEqual([
+      { op: 'append', seqs: [1, 2], sync: false },
+      { op: 'ack', seqs: [1, 2], sync: false },
+    ]);
+    await tx.close();
+  });
+
+  it('acksUnderSyncAreEachSyncedAndUnderGroupShareOneCall', async () => {
+    for (const durability of ['sync', 'group'] as const) {
+      const { store, tx, rx } = await openMem(Infinity, durability);
+      await tx.pushMany(['a', 'b', 'c']);
+      store.calls = [];
+      const items = [rx.tryReserve()!, rx.tryReserve()!, rx.tryReserve()!];
+      await Promise.all(items.map((i) => i.ack()));
+      const expected =
+        durability === 'sync'
+          ? [[1], [2], [3]].map((seqs) => ({ op: 'ack', seqs, sync: true }))
+          : [{ op: 'ack', seqs: [1, 2, 3], sync: true }];
+      expect(store.calls).toEqual(expected);
+      await tx.close();
+    }
+  });
+
+  it('defaultsToGroup', async () => {
+    const [tx] = await new Builder(new MemStore()).open();
+    expect(tx.stats().durability).toBe('group');
+    expect(tx.stats().capacity).toBe(Infinity);
+    await tx.close();
+  });
+});
+
+describe('capacity', () => {
+  it('pushWaitsAtCapacityAndOnlyAnAckFreesASlot', async () => {
+    const { tx, rx } = await openMem(2);
+    await tx.push('1');
+    await tx.push('2');
+    let third = false;
+    const p3 = tx.push('3').then((seq) => ((third = true), seq));
+    await tick();
+    expect(third).toBe(false);
+    expect(tx.stats().pendingPushes).toBe(1);
+    const one = rx.tryReserve()!;
+    await one.nack(); // a nack does not free a slot
+    await tick();
+    expect(third).toBe(false);
+    const again = rx.tryReserve()!;
+    expect(again.seq).toBe(1);
+    await again.ack();
+    expect(await p3).toBe(3);
+    expect(third).toBe(true);
+    await tx.close();
+  });
+
+  it('waitingPushesAreAdmittedInFifoOrder', async () => {
+    const { tx, rx } = await openMem(1);
+    await tx.push('first');
+    const order: string[] = [];
+    const a = tx.pushMany(['a1', 'a2'].slice(0, 1)).then(() => order.push('a'));
+    const b = tx.push('b').then(() => order.push('b'));
+    await (await rx.reserve())!.ack();
+    await a;
+    await (await rx.reserve())!.ack();
+    await b;
+    expect(order).toEqual(['a', 'b']);
+    await tx.close();
+  });
+
+  it('aBatchLargerThanTheCapacityIsARangeError', async () => {
+    const { tx, rx } = await openMem(2);
+    await expect(tx.pushMany(['1', '2', '3'])).rejects.toBeInstanceOf(RangeError);
+    expect(rx.stats()).toMatchObject({ ready: 0, pendingPushes: 0 });
+    await tx.close();
+  });
+});
+
+describe('nack, dispose and dropped reservations', () => {
+  it('aNackedItemIsRedeliveredBeforeNewerItemsWithDeliveriesPlusOne', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(['1', '2', '3']);
+    const one = rx.tryReserve()!;
+    const two = rx.tryReserve()!;
+    await two.nack();
+    await one.nack();
+    const order = [rx.tryReserve()!, rx.tryReserve()!, rx.tryReserve()!];
+    expect(order.map((i) => [dec(i.bytes), i.deliveries])).toEqual([
+      ['1', 2],
+      ['2', 2],
+      ['3', 1],
+    ]);
+    expect(order[0]!.seq).toBe(one.seq);
+    await rx.close();
+  });
+
+  it('settlingTwiceRejectsWithErrAlreadySettled', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(['1', '2']);
+    const a = rx.tryReserve()!;
+    await a.ack();
+    await expect(a.ack()).rejects.toSatisfy(code('ERR_ALREADY_SETTLED'));
+    await expect(a.nack()).rejects.toSatisfy(code('ERR_ALREADY_SETTLED'));
+    const b = rx.tryReserve()!;
+    await b.nack();
+    await expect(b.ack()).rejects.toSatisfy(code('ERR_ALREADY_SETTLED'));
+    expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    await rx.close();
+  });
+
+  it('awaitUsingNacksAnUnsettledItemAtScopeExit', async () => {
+    const { tx, rx } = await openMem();
+    await tx.push('job');
+    {
+      await using item = await rx.reserve();
+      expect(item!.deliveries).toBe(1);
+    }
+    {
+      await using item = await rx.reserve();
+      expect(item!.deliveries).toBe(2);
+      await item!.ack();
+    } // disposing a settled item does nothing
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await rx.close();
+  });
+
+  it('aReservationDroppedUnsettledIsReturnedToTheQueue', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    expect(gc, 'run with --expose-gc').toBeTypeOf('function');
+    const { tx, rx } = await openMem();
+    await tx.push('dropped');
+    (() => {
+      rx.tryReserve(); // reserved and dropped on the floor
+    })();
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 1 });
+    for (let i = 0; i < 50 && rx.stats().inFlight > 0; i++) {
+      gc!();
+      await tick();
+    }
+    expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    const again = rx.tryReserve()!;
+    expect(dec(again.bytes)).toBe('dropped');
+    expect(again.deliveries).toBe(2);
+    await rx.close();
+  });
+});
+
+describe('abort signals', () => {
+  it('anAbortedPushWaitingForCapacityRejectsWithTheReasonAndLeavesNoTrace', async () => {
+    const { store, tx, rx } = await openMem(1);
+    await tx.push('1');
+    const ac = new AbortController();
+    const p = tx.push('never', { signal: ac.signal });
+    await tick();
+    const reason = new Error('stop');
+    ac.abort(reason);
+    await expect(p).rejects.toBe(reason);
+    expect(tx.stats().pendingPushes).toBe(0);
+    await (await rx.reserve())!.ack();
+    expect(await tx.push('2')).toBe(2); // no seq was spent on the aborted push
+    expect(store.calls.filter((c) => c.op === 'append').flatMap((c) => c.seqs)).toEqual([1, 2]);
+    await tx.close();
+  });
+
+  it('anAlreadyAbortedSignalRejectsAtOnce', async () => {
+    const { tx, rx } = await openMem();
+    const ac = new AbortController();
+    ac.abort(new Error('gone'));
+    await expect(tx.push('x', { signal: ac.signal })).rejects.toThrow('gone');
+    await expect(rx.reserve({ signal: ac.signal })).rejects.toThrow('gone');
+    expect(rx.stats().ready).toBe(0);
+    await tx.close();
+  });
+
+  it('anAbortedReserveStopsWaitingAndTakesNothing', async () => {
+    const { tx, rx } = await openMem();
+    const ac = new AbortController();
+    const r = rx.reserve({ signal: ac.signal });
+    ac.abort();
+    await expect(r).rejects.toMatchObject({ name: 'AbortError' });
+    await tx.push('kept');
+    expect(dec(rx.tryReserve()!.bytes)).toBe('kept');
+    await tx.close();
+  });
+});
+
+describe('close', () => {
+  it('closeSettlesEveryWaiter', async () => {
+    const { store, tx, rx } = await openMem(1);
+    await tx.push('held');
+    const item = rx.tryReserve()!;
+    const waitingReserve = rx.reserve();
+    const blockedPush = tx.push('blocked');
+    store.hold = true;
+    await tick();
+    const closing = tx.close();
+    expect(await waitingReserve).toBeNull();
+    await expect(blockedPush).rejects.toSatisfy(code('ERR_CLOSED'));
+    await closing;
+    await expect(item.ack()).rejects.toSatisfy(code('ERR_CLOSED'));
+    await expect(tx.push('after')).rejects.toSatisfy(code('ERR_CLOSED'));
+    expect(await rx.reserve()).toBeNull();
+    expect(rx.tryReserve()).toBeNull();
+    expect(rx.stats().closed).toBe(true);
+    await rx.close(); // idempotent
+  });
+
+  it('closeWaitsForAdmittedPushesToBeStored', async () => {
+    const store = new RecordingStore();
+    let [tx, rx] = await new Builder(store).open();
+    store.hold = true;
+    const p = tx.push('in flight');
+    await store.heldCount(1);
+    const closing = rx.close();
+    const q = tx.push('too late');
+    store.releaseAll();
+    expect(await p).toBe(1);
+    await expect(q).rejects.toSatisfy(code('ERR_CLOSED'));
+    await closing;
+    store.hold = false;
+    [tx, rx] = await new Builder(store).open();
+    expect(dec(rx.tryReserve()!.bytes)).toBe('in flight');
+    expect(rx.tryReserve()).toBeNull();
+    await tx[Symbol.asyncDispose]();
+    expect(tx.stats().closed).toBe(true);
+  });
+
+  it('unsettledReservationsReturnToTheStoreAtClose', async () => {
+    const store = new MemStore();
+    let [tx, rx] = await new Builder(store).open();
+    await tx.pushMany(['a', 'b']);
+    rx.tryReserve();
+    await rx.close();
+    [tx, rx] = await new Builder(store).open();
+    expect(rx.stats().ready).toBe(2);
+    expect(dec(rx.tryReserve()!.bytes)).toBe('a');
+    await rx.close();
+  });
+
+  it('aStoreBacksOneOpenQueueAtATime', async () => {
+    const store = new MemStore();
+    const [tx] = await new Builder(store).open();
+    await expect(new Builder(store).open()).rejects.toSatisfy(
+      (e: unknown) => e instanceof OpenError && e.code === 'ERR_LOCKED',
+    );
+    await tx.close();
+    const [tx2] = await new Builder(store).open();
+    await tx2.close();
+  });
+});
+
+describe('store failures', () => {
+  it('aFailedAppendFailsTheQueueFailStop', async () => {
+    const { store, tx, rx } = await openMem();
+    await tx.push('ok');
+    const item = rx.tryReserve()!;
+    const cause = Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' });
+    store.failNextAppend = cause;
+    const failed = tx.push('lost');
+    await expect(failed).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await expect(failed).rejects.toHaveProperty('cause', cause);
+    await expect(tx.push('later')).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await expect(item.ack()).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await expect(rx.reserve()).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    expect(() => rx.tryReserve()).toThrow(QueueError);
+    await tx.close(); // close still releases the store
+    const [tx2, rx2] = await new Builder(store).open();
+    expect(dec(rx2.tryReserve()!.bytes)).toBe('ok');
+    await tx2.close();
+  });
+
+  it('aFailedAckFailsTheQueue', async () => {
+    const { store, tx, rx } = await openMem();
+    await tx.push('x');
+    store.failNextAck = new Error('EIO');
+    await expect(rx.tryReserve()!.ack()).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await expect(tx.push('y')).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await tx.close();
+  });
+
+  it('aFullStoreFailsOnlyThatBatchAndSeqsAreReused', async () => {
+    const { store, tx, rx } = await openMem();
+    store.failNextAppend = new QueueError('ERR_STORE_FULL', 'no space');
+    await expect(tx.push('nope')).rejects.toSatisfy(code('ERR_STORE_FULL'));
+    expect(await tx.push('yes')).toBe(1);
+    expect(dec(rx.tryReserve()!.bytes)).toBe('yes');
+    await tx.close();
+  });
+
+  it('aFullStoreOnAckReturnsTheItemAsReady', async () => {
+    const { store, tx, rx } = await openMem();
+    await tx.push('x');
+    store.failNextAck = new QueueError('ERR_STORE_FULL', 'no space');
+    await expect(rx.tryReserve()!.ack()).rejects.toSatisfy(code('ERR_STORE_FULL'));
+    const again = rx.tryReserve()!;
+    expect(dec(again.bytes)).toBe('x');
+    await again.ack();
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await tx.close();
+  });
+
+  it('anOpenFailureIsAnOpenErrorAndReleasesTheStore', async () => {
+    const store = new MemStore();
+    let calls = 0;
+    store.open = async () => {
+      calls++;
+      throw new Error('disk gone');
+    };
+    await expect(new Builder(store).open()).rejects.toSatisfy(
+      (e: unknown) => e instanceof OpenError && e.code === 'ERR_STORE' && (e.cause as Error).message === 'disk gone',
+    );
+    await expect(new Builder(store).open()).rejects.toBeInstanceOf(OpenError);
+    expect(calls).toBe(2);
+  });
+
+  it('anItemOverTheStoreLimitIsErrTooLarge', async () => {
+    const [tx, rx] = await new Builder(new MemStore({ maxItemBytes: 4 })).open();
+    await expect(tx.push('12345')).rejects.toSatisfy(code('ERR_TOO_LARGE'));
+    await expect(tx.pushMany(['1', '12345'])).rejects.toSatisfy(code('ERR_TOO_LARGE'));
+    expect(await tx.push('1234')).toBe(1);
+    expect(rx.stats().ready).toBe(1);
+    await tx.close();
+  });
+});
+
+describe('process and iteration', () => {
+  it('processAcksOnResolveNacksOnThrowAndStopsOnAbort', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(['ok', 'flaky', 'ok2']);
+    const seen: string[] = [];
+    const ac = new AbortController();
+    let failedOnce = false;
+    const done = rx.process(
+      async (item: Reserved) => {
+        const text = dec(item.bytes);
+        seen.push(`${text}#${item.deliveries}`);
+        if (text === 'flaky' && !failedOnce) {
+          failedOnce = true;
+          throw new Error('transient');
+        }
+        if (seen.length === 4) ac.abort();
+      },
+      { signal: ac.signal },
+    );
+    await done;
+    expect(seen).toEqual(['ok#1', 'flaky#1', 'flaky#2', 'ok2#1']);
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await tx.close();
+  });
+
+  it('processRespectsConcurrencyAndEndsAtClose', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(Array.from({ length: 20 }, (_, i) => `j${i}`));
+    let running = 0;
+    let peak = 0;
+    let handled = 0;
+    const done = rx.process(
+      async () => {
+        running++;
+        peak = Math.max(peak, running);
+        await tick();
+        running--;
+        if (++handled === 20) void tx.close();
+      },
+      { concurrency: 3 },
+    );
+    await done;
+    expect(peak).toBe(3);
+    expect(handled).toBe(20);
+  });
+
+  it('forAwaitYieldsItemsUntilClose', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(['a', 'b', 'c']);
+    const got: string[] = [];
+    for await (const item of rx) {
+      got.push(dec(item.bytes));
+      await item.ack();
+      if (got.length === 3) void rx.close();
+    }
+    expect(got).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('bad input throws a typed error and changes nothing', () => {
+  it('builder', () => {
+    expect(() => new Builder({} as never)).toThrow(TypeError);
+    const b = new Builder(new MemStore());
+    expect(() => b.capacity(0)).toThrow(RangeError);
+    expect(() => b.capacity(-1)).toThrow(RangeError);
+    expect(() => b.capacity(1.5)).toThrow(RangeError);
+    expect(() => b.capacity('8' as never)).toThrow(/Expected `capacity` to be a positive integer, got `"8"` \(string\)/);
+    expect(() => b.durability('fast' as never)).toThrow(RangeError);
+    expect(() => b.durability(1 as never)).toThrow(TypeError);
+    expect(() => new MemStore({ maxItemBytes: 0 })).toThrow(RangeError);
+    expect(() => new MemStore(5 as never)).toThrow(TypeError);
+  });
+
+  it('producer, consumer and their options', async () => {
+    const { store, tx, rx } = await openMem();
+    await expect(tx.push(123 as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.push(null as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.push('x', 5 as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.push('x', { signal: 'no' as never })).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.pushMany(null as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.pushMany('abc' as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.pushMany(['ok', 7] as never)).rejects.toThrow(/payloads\[1\]/);
+    await expect(rx.reserve({ signal: {} as never })).rejects.toBeInstanceOf(TypeError);
+    await expect(rx.process('no' as never)).rejects.toBeInstanceOf(TypeError);
+    await expect(rx.process(() => {}, { concurrency: 0 })).rejects.toBeInstanceOf(RangeError);
+    await expect(rx.process(() => {}, { concurrency: 2.5 })).rejects.toBeInstanceOf(RangeError);
+    expect(store.calls).toEqual([]);
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0, pendingPushes: 0 });
+    await tx.close();
+  });
+});
