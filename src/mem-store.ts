@@ -76,7 +76,7 @@ export class MemStore implements Store {
     return Promise.resolve();
   }
 
-  read(range: ReadRange): readonly StoredItem[] {
+  read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]> {
     const out: StoredItem[] = [];
     const items = this.#items;
     let i = this.#lowerBound(range.after + 1);

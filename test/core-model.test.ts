@@ -1,0 +1,172 @@
+/**
+ * Model-based test of the core queue against a reference model: random interleavings of
+ * push / pushMany / reserve / ack / nack / dispose / close+reopen never lose, duplicate or reorder
+ * items beyond what the semantics allow. The model's rule for reserve is exact: the item
+ * delivered is always the ready item with the lowest seq.
+ *
+ * Reproduce a failure with the seed and path fast-check prints, e.g.
+ * `FC_SEED=123 FC_PATH="0:1" npx vitest run test/core-model.test.ts`.
+ */
+import fc from 'fast-check';
+import { expect, it } from 'vitest';
+import { Builder, MemStore, type Consumer, type Producer, type Reserved } from '../src/index.js';
+
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+interface Model {
+  capacity: number;
+  /** Unacked items by seq. */
+  items: Map<number, string>;
+  /** Deliveries since the last open, by seq. */
+  deliveries: Map<number, number>;
+  inFlight: number[];
+  lastSeq: number;
+}
+
+interface Real {
+  store: MemStore;
+  durability: 'sync' | 'group' | 'none';
+  tx: Producer;
+  rx: Consumer;
+  held: Map<number, Reserved>;
+}
+
+type Cmd = fc.AsyncCommand<Model, Real>;
+
+function ready(m: Model): number[] {
+  return [...m.items.keys()].filter((s) => !m.inFlight.includes(s)).sort((a, b) => a - b);
+}
+
+function checkStats(m: Model, r: Real): void {
+  expect(r.rx.stats()).toMatchObject({ ready: ready(m).length, inFlight: m.inFlight.length });
+}
+
+class Push implements Cmd {
+  constructor(readonly texts: string[], readonly many: boolean) {}
+  check(m: Readonly<Model>) {
+    return m.items.size + this.texts.length <= m.capacity && (this.many || this.texts.length === 1);
+  }
+  async run(m: Model, r: Real) {
+    const seqs = this.many ? await r.tx.pushMany(this.texts) : [await r.tx.push(this.texts[0]!)];
+    expect(seqs.length).toBe(this.texts.length);
+    seqs.forEach((seq, i) => {
+      expect(seq).toBeGreaterThan(m.lastSeq);
+      m.lastSeq = seq;
+      m.items.set(seq, this.texts[i]!);
+    });
+    checkStats(m, r);
+  }
+  toString() {
+    return `${this.many ? 'pushMany' : 'push'}(${JSON.stringify(this.texts)})`;
+  }
+}
+
+class Reserve implements Cmd {
+  check() {
+    return true;
+  }
+  async run(m: Model, r: Real) {
+    const expected = ready(m)[0];
+    const item = r.rx.tryReserve();
+    if (expected === undefined) {
+      expect(item).toBeNull();
+      return;
+    }
+    expect(item).not.toBeNull();
+    expect(item!.seq).toBe(expected);
+    expect(dec(item!.bytes)).toBe(m.items.get(expected));
+    const d = (m.deliveries.get(expected) ?? 0) + 1;
+    m.deliveries.set(expected, d);
+    expect(item!.deliveries).toBe(d);
+    m.inFlight.push(expected);
+    r.held.set(expected, item!);
+    checkStats(m, r);
+  }
+  toString() {
+    return 'reserve';
+  }
+}
+
+class Settle implements Cmd {
+  constructor(readonly pick: number, readonly how: 'ack' | 'nack' | 'dispose') {}
+  check(m: Readonly<Model>) {
+    return m.inFlight.length > 0;
+  }
+  async run(m: Model, r: Real) {
+    const seq = m.inFlight[this.pick % m.inFlight.length]!;
+    const item = r.held.get(seq)!;
+    if (this.how === 'ack') await item.ack();
+    else if (this.how === 'nack') await item.nack();
+    else await item[Symbol.asyncDispose]();
+    r.held.delete(seq);
+    m.inFlight = m.inFlight.filter((s) => s !== seq);
+    if (this.how === 'ack') m.items.delete(seq);
+    await expect(item.ack()).rejects.toMatchObject({ code: 'ERR_ALREADY_SETTLED' });
+    checkStats(m, r);
+  }
+  toString() {
+    return `${this.how}(#${this.pick})`;
+  }
+}
+
+class Reopen implements Cmd {
+  check() {
+    return true;
+  }
+  async run(m: Model, r: Real) {
+    await r.tx.close();
+    for (const item of r.held.values()) await expect(item.ack()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+    [r.tx, r.rx] = await new Builder(r.store).capacity(m.capacity).durability(r.durability).open();
+    r.held.clear();
+    m.inFlight = [];
+    m.deliveries.clear();
+    checkStats(m, r);
+  }
+  toString() {
+    return 'close+reopen';
+  }
+}
+
+const text = fc.string({ maxLength: 8 });
+const commands = [
+  text.map((t) => new Push([t], false)),
+  fc.array(text, { minLength: 1, maxLength: 4 }).map((ts) => new Push(ts, true)),
+  fc.constant(new Reserve()),
+  fc.constant(new Reserve()),
+  fc.nat(16).map((n) => new Settle(n, 'ack')),
+  fc.nat(16).map((n) => new Settle(n, 'nack')),
+  fc.nat(16).map((n) => new Settle(n, 'dispose')),
+  fc.constant(new Reopen()),
+];
+
+it('theCoreMatchesTheReferenceModel', async () => {
+  const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : 20261129;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom('sync', 'group', 'none' as const),
+      fc.integer({ min: 1, max: 12 }),
+      fc.commands(commands, { maxCommands: 80, size: 'max' }),
+      async (durability, capacity, cmds) => {
+        const store = new MemStore();
+        const [tx, rx] = await new Builder(store).capacity(capacity).durability(durability).open();
+        const real: Real = { store, durability, tx, rx, held: new Map() };
+        const model: Model = { capacity, items: new Map(), deliveries: new Map(), inFlight: [], lastSeq: 0 };
+        try {
+          await fc.asyncModelRun(() => ({ model, real }), cmds);
+          // Liveness: after everything is returned, every unacked item is delivered exactly once, in seq order.
+          await new Reopen().run(model, real);
+          const drained: number[] = [];
+          for (let item = real.rx.tryReserve(); item; item = real.rx.tryReserve()) {
+            expect(dec(item.bytes)).toBe(model.items.get(item.seq));
+            drained.push(item.seq);
+            await item.ack();
+          }
+          expect(drained).toEqual([...model.items.keys()].sort((a, b) => a - b));
+        } finally {
+          await real.tx.close();
+        }
+      },
+    ),
+    { seed, numRuns: Number(process.env.FC_RUNS ?? 300), path: process.env.FC_PATH, endOnFailure: false },
+  );
+});
