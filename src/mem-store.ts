@@ -19,6 +19,8 @@ export interface MemStoreOptions {
 const DEFAULT_MAX_ITEM_BYTES = 64 * 1024 * 1024;
 /** The item array is compacted once this many acked items sit before its live head. */
 const COMPACT_HEAD_COUNT = 1024;
+/** Every successful call settles with this one promise: nothing to wait for in memory. */
+const DONE = Promise.resolve();
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
@@ -52,10 +54,11 @@ export class MemStore implements Store {
           new QueueError('ERR_STORE', `MemStore expected seq ${this.#nextSeq}, got ${item.seq}`),
         );
       }
+      // The queue hands over bytes it copied from the caller: they are ours to keep.
       this.#items.push(item);
       this.#nextSeq++;
     }
-    return Promise.resolve();
+    return DONE;
   }
 
   ack(seqs: readonly number[], _sync: boolean): Promise<void> {
@@ -73,7 +76,7 @@ export class MemStore implements Store {
       this.#items = items.slice(this.#head);
       this.#head = 0;
     }
-    return Promise.resolve();
+    return DONE;
   }
 
   read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]> {

@@ -9,6 +9,7 @@
  * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
  * to take them.
  */
+import { copyBytes } from './bytes.js';
 import { OpenError, QueueError } from './errors.js';
 import type { Store, StoredItem } from './store.js';
 import { isStore } from './store.js';
@@ -97,25 +98,54 @@ interface Entry {
   token: number;
 }
 
-interface PendingAck {
-  entry: Entry;
+/** Acks that go to the store in one call and settle together, sharing one promise. */
+interface AckBatch {
+  readonly entries: Entry[];
+  readonly seqs: number[];
+  readonly promise: Promise<void>;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
 
+function newAckBatch(): AckBatch {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { entries: [], seqs: [], promise, resolve, reject };
+}
+
 const encoder = new TextEncoder();
+const NO_PUSHES: PendingPush[] = [];
 /** Stores backing an open queue; a store backs one open queue at a time. */
 const busyStores = new WeakSet<Store>();
 
-/** Reservations that become unreachable unsettled are returned to the queue. */
-const dropped = new FinalizationRegistry<{ core: QueueCore; seq: number; token: number }>((held) => {
-  held.core.returnDropped(held.seq, held.token);
+/**
+ * Reservations that become unreachable unsettled are returned to the queue. Registering every
+ * reservation costs about 0.6 µs (measured on Node 20), more than the rest of a delivery, so
+ * deliveries are tracked in groups: each unsettled Reserved holds its group's guard object, and
+ * the guard is registered once. When every unsettled member of a group is unreachable, the guard
+ * is collected and the members still in flight under the same reservation are returned.
+ */
+const GUARD_GROUP_COUNT = 16;
+
+interface Guard {
+  /** Entry and reservation token pairs, flattened: [entry, token, entry, token, ...]. */
+  readonly members: (Entry | number)[];
+}
+
+const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | number)[] }>((held) => {
+  const { core, members } = held;
+  for (let i = 0; i < members.length; i += 2) core.returnDropped(members[i] as Entry, members[i + 1] as number);
 });
 
 function toBytes(name: string, payload: unknown): Uint8Array {
   if (typeof payload === 'string') return encoder.encode(payload);
-  // Copy: the caller may reuse its buffer before the batch is written.
-  if (payload instanceof Uint8Array) return payload.slice();
+  // Copied, so the caller may reuse its buffer at once, and the core may hand the bytes to the
+  // store and to the consumer without further copies.
+  if (payload instanceof Uint8Array) return copyBytes(payload);
   throw new TypeError(expectation(name, 'a Uint8Array or a string', payload));
 }
 
@@ -214,13 +244,16 @@ class QueueCore {
   /** Items admitted under capacity and not yet stored. */
   #admittedCount = 0;
   #appendInFlight = false;
-  /** Pushes in the batch the store is writing now. */
-  #appendingPushes = 0;
+  /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
+  #appendBatch: PendingPush[] = NO_PUSHES;
+  #appendFirstSeq = 0;
   #appendScheduled = false;
 
-  // Ack side.
-  #pendingAcks: PendingAck[] = [];
-  #ackInFlight = false;
+  // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
+  #ackQueue: AckBatch[] = [];
+  /** The batch new acks join (group and none), until it is handed to the store. */
+  #openAckBatch: AckBatch | undefined;
+  #ackInFlight: AckBatch | undefined;
   #ackScheduled = false;
   /** Acks handed over but not yet resolved (queued or in flight). */
   #ackingCount = 0;
@@ -231,10 +264,18 @@ class QueueCore {
   /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
   #readCursor: number;
   #fetching = false;
+  /**
+   * True when the read-ahead holds every stored item above the read cursor: the last read
+   * returned less than it was asked for and every batch stored since was handed over directly.
+   * A caught-up consumer then never waits on a store read.
+   */
+  #caughtUp = false;
   #returned: Entry[] = [];
   #inFlight = new Map<number, Entry>();
   #reserveWaiters: Waiter<Reserved | null>[] = [];
   #nextToken = 1;
+  /** The guard of the group new deliveries join; weak, so that a partly filled group can be collected too. */
+  #guard: WeakRef<Guard> | undefined;
   /** Settles when the queue becomes idle (nothing being stored or acked); used by close. */
   #idleWaiters: (() => void)[] = [];
 
@@ -261,7 +302,7 @@ class QueueCore {
 
   stats(): QueueStats {
     const pendingPushes =
-      this.#appendingPushes + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
+      this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
     return {
       ready: this.#ready(),
       inFlight: this.#inFlight.size,
@@ -364,11 +405,13 @@ class QueueCore {
     if (this.#appendScheduled || this.#appendInFlight) return;
     this.#appendScheduled = true;
     // A microtask lets every push issued in the same synchronous run join one batch.
-    queueMicrotask(() => {
-      this.#appendScheduled = false;
-      this.#flushAppends();
-    });
+    queueMicrotask(this.#flushAppendsTask);
   }
+
+  readonly #flushAppendsTask = (): void => {
+    this.#appendScheduled = false;
+    this.#flushAppends();
+  };
 
   /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
   #flushAppends(): void {
@@ -392,22 +435,23 @@ class QueueCore {
     }
     this.#nextSeq = seq;
     this.#appendInFlight = true;
-    this.#appendingPushes = batch.length;
+    this.#appendBatch = batch;
+    this.#appendFirstSeq = firstSeq;
     let result: Promise<void>;
     try {
       result = this.store.append(items, this.#syncWrites);
     } catch (error) {
       result = Promise.reject(error);
     }
-    result.then(
-      () => this.#appendDone(batch, firstSeq, items.length),
-      (error: unknown) => this.#appendFailed(batch, firstSeq, items.length, error),
-    );
+    result.then(this.#appendDone, this.#appendFailed);
   }
 
-  #appendDone(batch: PendingPush[], firstSeq: number, count: number): void {
+  readonly #appendDone = (): void => {
+    const batch = this.#appendBatch;
+    const firstSeq = this.#appendFirstSeq;
+    const count = this.#nextSeq - firstSeq;
     this.#appendInFlight = false;
-    this.#appendingPushes = 0;
+    this.#appendBatch = NO_PUSHES;
     this.#admittedCount -= count;
     if (this.#failure) {
       // The queue failed while this batch was being stored: report the failure, as for every pending operation.
@@ -417,6 +461,7 @@ class QueueCore {
     }
     this.#storedCount += count;
     this.#committedBefore = firstSeq + count;
+    if (this.#caughtUp) this.#handOver(batch, firstSeq, count);
     let seq = firstSeq;
     for (const pending of batch) {
       if (pending.single) {
@@ -429,11 +474,14 @@ class QueueCore {
     }
     this.#serveWaiters();
     this.#flushAppends();
-  }
+  };
 
-  #appendFailed(batch: PendingPush[], firstSeq: number, count: number, error: unknown): void {
+  readonly #appendFailed = (error: unknown): void => {
+    const batch = this.#appendBatch;
+    const firstSeq = this.#appendFirstSeq;
+    const count = this.#nextSeq - firstSeq;
     this.#appendInFlight = false;
-    this.#appendingPushes = 0;
+    this.#appendBatch = NO_PUSHES;
     this.#admittedCount -= count;
     if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
       // Nothing of the batch was stored and the store is consistent: only this batch fails, and its seqs are reused.
@@ -446,7 +494,7 @@ class QueueCore {
     this.#fail(error);
     for (const pending of batch) pending.reject(this.#failure);
     this.#checkIdle();
-  }
+  };
 
   // ---------------------------------------------------------------- consumer
 
@@ -535,6 +583,21 @@ class QueueCore {
     );
   }
 
+  /** Put a just-stored batch straight into the read-ahead, while that stays bounded. */
+  #handOver(batch: PendingPush[], firstSeq: number, count: number): void {
+    if (this.#buffer.length - this.#bufferHead + count > READ_AHEAD_COUNT) {
+      this.#caughtUp = false;
+      return;
+    }
+    if (this.#bufferHead === this.#buffer.length) {
+      this.#buffer = [];
+      this.#bufferHead = 0;
+    }
+    let seq = firstSeq;
+    for (const pending of batch) for (const bytes of pending.payloads) this.#buffer.push({ seq: seq++, bytes });
+    this.#readCursor = firstSeq + count - 1;
+  }
+
   #fill(items: readonly StoredItem[]): void {
     let last = this.#readCursor;
     for (const item of items) {
@@ -552,6 +615,7 @@ class QueueCore {
     this.#buffer = items as StoredItem[];
     this.#bufferHead = 0;
     this.#readCursor = last;
+    this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight;
   }
 
   #readFailed(error: unknown): void {
@@ -567,9 +631,14 @@ class QueueCore {
     entry.deliveries++;
     entry.token = this.#nextToken++;
     this.#inFlight.set(entry.seq, entry);
-    const reserved = new Reserved(this, entry);
-    dropped.register(reserved, { core: this, seq: entry.seq, token: entry.token }, reserved);
-    return reserved;
+    let guard = this.#guard?.deref();
+    if (!guard || guard.members.length >= 2 * GUARD_GROUP_COUNT) {
+      guard = { members: [] };
+      dropped.register(guard, { core: this, members: guard.members });
+      this.#guard = new WeakRef(guard);
+    }
+    guard.members.push(entry, entry.token);
+    return new Reserved(this, entry, guard);
   }
 
   #serveWaiters(): void {
@@ -604,20 +673,25 @@ class QueueCore {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    dropped.unregister(reserved);
     this.#inFlight.delete(entry.seq);
     this.#ackingCount++;
-    return new Promise<void>((resolve, reject) => {
-      this.#pendingAcks.push({ entry, resolve, reject });
-      this.#scheduleAck();
-    });
+    let batch = this.#openAckBatch;
+    if (!batch) {
+      batch = newAckBatch();
+      this.#ackQueue.push(batch);
+      // Under `sync` every ack is its own batch: one fsync per operation.
+      if (this.durability !== 'sync') this.#openAckBatch = batch;
+    }
+    batch.entries.push(entry);
+    batch.seqs.push(entry.seq);
+    this.#scheduleAck();
+    return batch.promise;
   }
 
   nack(reserved: Reserved, entry: Entry): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    dropped.unregister(reserved);
     this.#returnEntry(entry);
     return Promise.resolve();
   }
@@ -628,79 +702,72 @@ class QueueCore {
     this.#serveWaiters();
   }
 
-  /** Called by the FinalizationRegistry for a reservation dropped unsettled. */
-  returnDropped(seq: number, token: number): void {
-    const entry = this.#inFlight.get(seq);
-    if (!entry || entry.token !== token || this.#state !== 'open') return;
+  /** Called by the FinalizationRegistry for a group of reservations that became unreachable. */
+  returnDropped(entry: Entry, token: number): void {
+    // Only a reservation still in flight under the same token was dropped unsettled.
+    if (entry.token !== token || this.#inFlight.get(entry.seq) !== entry || this.#state !== 'open') return;
     this.#returnEntry(entry);
   }
 
   #scheduleAck(): void {
     if (this.#ackScheduled || this.#ackInFlight) return;
     this.#ackScheduled = true;
-    queueMicrotask(() => {
-      this.#ackScheduled = false;
-      this.#flushAcks();
-    });
+    queueMicrotask(this.#flushAcksTask);
   }
 
+  readonly #flushAcksTask = (): void => {
+    this.#ackScheduled = false;
+    this.#flushAcks();
+  };
+
   #flushAcks(): void {
-    if (this.#ackInFlight || this.#pendingAcks.length === 0 || this.#failure) {
+    if (this.#ackInFlight || this.#ackQueue.length === 0 || this.#failure) {
       this.#checkIdle();
       return;
     }
-    let batch: PendingAck[];
-    if (this.durability === 'sync') {
-      batch = [this.#pendingAcks.shift()!];
-    } else {
-      batch = this.#pendingAcks;
-      this.#pendingAcks = [];
-    }
-    const seqs = batch.map((a) => a.entry.seq);
-    this.#ackInFlight = true;
+    const batch = this.#ackQueue.shift()!;
+    if (batch === this.#openAckBatch) this.#openAckBatch = undefined;
+    this.#ackInFlight = batch;
     let result: Promise<void>;
     try {
-      result = this.store.ack(seqs, this.#syncWrites);
+      result = this.store.ack(batch.seqs, this.#syncWrites);
     } catch (error) {
       result = Promise.reject(error);
     }
-    result.then(
-      () => this.#ackDone(batch),
-      (error: unknown) => this.#ackFailed(batch, error),
-    );
+    result.then(this.#ackDone, this.#ackFailed);
   }
 
-  #ackDone(batch: PendingAck[]): void {
-    this.#ackInFlight = false;
-    this.#ackingCount -= batch.length;
+  readonly #ackDone = (): void => {
+    const batch = this.#ackInFlight!;
+    this.#ackInFlight = undefined;
+    this.#ackingCount -= batch.entries.length;
     if (this.#failure) {
-      for (const a of batch) a.reject(this.#failure);
+      batch.reject(this.#failure);
       this.#checkIdle();
       return;
     }
-    this.#storedCount -= batch.length;
-    for (const a of batch) a.resolve();
+    this.#storedCount -= batch.entries.length;
+    batch.resolve();
     this.#admitWaiting();
     this.#flushAcks();
-  }
+  };
 
-  #ackFailed(batch: PendingAck[], error: unknown): void {
-    this.#ackInFlight = false;
-    this.#ackingCount -= batch.length;
+  readonly #ackFailed = (error: unknown): void => {
+    const batch = this.#ackInFlight!;
+    this.#ackInFlight = undefined;
+    this.#ackingCount -= batch.entries.length;
     if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
       // The acks were not recorded: the items are still stored and unacked, so they are ready again.
-      for (const a of batch) {
-        if (this.#state === 'open') insertBySeq(this.#returned, a.entry);
-        a.reject(error);
-      }
+      if (this.#state === 'open') for (const entry of batch.entries) insertBySeq(this.#returned, entry);
+      batch.reject(error);
       this.#serveWaiters();
       this.#flushAcks();
       return;
     }
     this.#fail(error);
-    for (const a of batch) a.reject(this.#failure);
+    batch.reject(this.#failure);
     this.#checkIdle();
-  }
+  };
 
   // ---------------------------------------------------------------- failure and close
 
@@ -725,7 +792,8 @@ class QueueCore {
     }
     this.#capacityWaiters = [];
     this.#capacityHead = 0;
-    for (const a of this.#pendingAcks.splice(0)) a.reject(failure);
+    for (const batch of this.#ackQueue.splice(0)) batch.reject(failure);
+    this.#openAckBatch = undefined;
     for (const w of this.#reserveWaiters.splice(0)) {
       this.#detachAbort(w);
       w.reject(failure);
@@ -735,7 +803,7 @@ class QueueCore {
 
   #checkIdle(): void {
     if (this.#appendInFlight || this.#ackInFlight) return;
-    if (!this.#failure && (this.#admitted.length > 0 || this.#pendingAcks.length > 0)) return;
+    if (!this.#failure && (this.#admitted.length > 0 || this.#ackQueue.length > 0)) return;
     for (const resolve of this.#idleWaiters.splice(0)) resolve();
   }
 
@@ -939,12 +1007,15 @@ export class Reserved {
   readonly #entry: Entry;
   readonly #token: number;
   #settled = false;
+  /** Keeps the tracking group alive while this reservation is unsettled and reachable. */
+  #guard: object | undefined;
 
   /** @internal */
-  constructor(core: QueueCore, entry: Entry) {
+  constructor(core: QueueCore, entry: Entry, guard: object) {
     this.#core = core;
     this.#entry = entry;
     this.#token = entry.token;
+    this.#guard = guard;
   }
 
   /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
@@ -970,6 +1041,7 @@ export class Reserved {
   /** @internal */
   markSettled(): void {
     this.#settled = true;
+    this.#guard = undefined;
   }
 
   /** Remove the item. Resolves once the removal is stored under the durability policy. */

@@ -32,8 +32,10 @@ export function nonNegativeInteger(name: string, value: unknown): number {
   return value;
 }
 
+const NO_OPTIONS: Record<string, unknown> = Object.freeze({});
+
 export function optionsObject(name: string, value: unknown): Record<string, unknown> {
-  if (value === undefined) return {};
+  if (value === undefined) return NO_OPTIONS;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new TypeError(expectation(name, 'an object', value));
   }

