@@ -30,11 +30,12 @@ describe('push and reserve', () => {
     await rx.close();
   });
 
-  it('storesStringsAsUtf8AndKeepsItsOwnCopyOfByteInput', async () => {
+  it('storesStringsAsUtf8AndCopiesByteInputDuringTheCall', async () => {
     const { tx, rx } = await openMem();
     const buf = enc('mutable');
-    await tx.push(buf);
-    buf.fill(0); // the caller reuses its buffer once the push has settled
+    const pushed = tx.push(buf);
+    buf.fill(0); // the caller reuses its buffer before the batch is written
+    await pushed;
     await tx.push('héllo ✓');
     expect(dec(rx.tryReserve()!.bytes)).toBe('mutable');
     expect(dec(rx.tryReserve()!.bytes)).toBe('héllo ✓');
