@@ -1,0 +1,473 @@
+/**
+ * SqliteStore: the Store contract over SQLite, exported as `persistent-queue/sqlite`.
+ *
+ * SQLite comes from `node:sqlite` where the running Node has it (22.5 and later, without a flag
+ * from 22.13), else from the optional peer `better-sqlite3` 12.x. Both are loaded with a dynamic
+ * import when a store is opened, so importing this module (let alone the package root) loads
+ * neither.
+ *
+ * Layout: one database file in WAL mode, held with `locking_mode=EXCLUSIVE` for the life of the
+ * store, so one process owns the queue. Table `items(seq INTEGER PRIMARY KEY, bytes BLOB)` holds
+ * unacked items; table `meta` holds the format version and `nextSeq`, so that a seq is never
+ * reused even after every item was acked and deleted.
+ *
+ * Durability: every `append` and every `ack` call is one transaction (the core already batches,
+ * so under `group` one commit serves the whole batch). A call with `sync` commits under
+ * `synchronous=FULL` (the WAL is fsynced before the commit returns); a call without commits under
+ * `synchronous=OFF`. See `#setSynchronous` for why a switch from OFF to FULL also checkpoints.
+ */
+import { closeSync, fsyncSync, openSync, realpathSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { OpenError, QueueError } from './errors.js';
+import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { expectation, nonEmptyString, nonNegativeInteger, optionsObject, positiveInteger } from './validate.js';
+
+/** Which SQLite binding a {@link SqliteStore} runs on. */
+export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
+
+export interface SqliteStoreOptions {
+  /**
+   * Largest payload accepted, in bytes. At most 512 MiB (SQLite's own limit on a value is
+   * 1,000,000,000 bytes by default).
+   * @default 16777216 (16 MiB), as LogStore
+   */
+  maxItemBytes?: number;
+  /**
+   * `'auto'` uses `node:sqlite` when the running Node has it and `better-sqlite3` otherwise.
+   * Naming a driver uses that one or fails.
+   * @default 'auto'
+   */
+  driver?: 'auto' | SqliteDriver;
+  /**
+   * Mode of the database file when this call creates it. SQLite gives its `-wal` file the same mode.
+   * @default 0o600
+   */
+  fileMode?: number;
+}
+
+/** Version of the table layout described at the top of this file; kept in `meta` under `format`. */
+export const SQLITE_FORMAT_VERSION = 1;
+
+const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
+const MAX_ITEM_BYTES_CAP = 512 * 1024 * 1024;
+const MISSING_PEER = 'SqliteStore needs better-sqlite3 12.x on Node < 22.5: npm install better-sqlite3@12';
+
+// The two drivers share this much API. They are typed here, not imported, so that neither has to
+// be installed to type-check or to use the rest of the package.
+interface SqlRunResult {
+  changes: number | bigint;
+}
+interface SqlStatement {
+  run(...params: unknown[]): SqlRunResult;
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+interface SqlDatabase {
+  exec(sql: string): void;
+  prepare(sql: string): SqlStatement;
+  close(): void;
+}
+type SqlConstructor = new (path: string, options: Record<string, unknown>) => SqlDatabase;
+
+/** Files opened by a SqliteStore in this process, by real path. See `SqliteStore.open`. */
+const openFiles = new Set<string>();
+
+/** Load a driver. The specifier is a variable so that no bundler or type checker resolves it eagerly. */
+async function loadDriver(wanted: 'auto' | SqliteDriver): Promise<{ driver: SqliteDriver; Database: SqlConstructor }> {
+  if (wanted !== 'better-sqlite3') {
+    const builtin: string = 'node:sqlite';
+    try {
+      const mod = (await import(builtin)) as { DatabaseSync?: SqlConstructor };
+      if (typeof mod.DatabaseSync === 'function') return { driver: 'node:sqlite', Database: mod.DatabaseSync };
+      throw new Error('node:sqlite has no DatabaseSync');
+    } catch (e) {
+      if (wanted === 'node:sqlite') {
+        throw new OpenError('ERR_STORE', `node:sqlite is not available in Node ${process.versions.node}`, { cause: e });
+      }
+    }
+  }
+  const peer: string = 'better-sqlite3';
+  try {
+    const mod = (await import(peer)) as { default?: SqlConstructor };
+    if (typeof mod.default !== 'function') throw new Error('better-sqlite3 has no default export');
+    return { driver: 'better-sqlite3', Database: mod.default };
+  } catch (e) {
+    throw new OpenError('ERR_STORE', MISSING_PEER, { cause: e });
+  }
+}
+
+/** SQLite's primary result code of a driver error, or 0 when it is not a SQLite error. */
+function sqliteResult(e: unknown): number {
+  if (e === null || typeof e !== 'object') return 0;
+  const err = e as { code?: unknown; errcode?: unknown; message?: unknown };
+  // node:sqlite (newer releases) carries the extended code as a number.
+  if (typeof err.errcode === 'number') return err.errcode & 0xff;
+  // better-sqlite3 names it: SQLITE_BUSY, SQLITE_BUSY_RECOVERY, ...
+  if (typeof err.code === 'string' && err.code.startsWith('SQLITE_')) {
+    const name = err.code.slice('SQLITE_'.length).split('_')[0]!;
+    return SQLITE_RESULTS[name] ?? -1;
+  }
+  // Early node:sqlite releases give only sqlite3_errmsg().
+  if (err.code === 'ERR_SQLITE_ERROR' && typeof err.message === 'string') {
+    for (const [text, result] of SQLITE_MESSAGES) if (err.message.includes(text)) return result;
+    return -1;
+  }
+  return 0;
+}
+
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+const SQLITE_CORRUPT = 11;
+const SQLITE_FULL = 13;
+const SQLITE_NOTADB = 26;
+const SQLITE_RESULTS: Record<string, number> = {
+  BUSY: SQLITE_BUSY,
+  LOCKED: SQLITE_LOCKED,
+  CORRUPT: SQLITE_CORRUPT,
+  FULL: SQLITE_FULL,
+  NOTADB: SQLITE_NOTADB,
+};
+const SQLITE_MESSAGES: [string, number][] = [
+  ['database is locked', SQLITE_BUSY],
+  ['database table is locked', SQLITE_LOCKED],
+  ['malformed', SQLITE_CORRUPT],
+  ['database or disk is full', SQLITE_FULL],
+  ['file is not a database', SQLITE_NOTADB],
+];
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** The OpenError for a failure while opening `file`. */
+function openError(file: string, e: unknown): OpenError {
+  if (e instanceof OpenError) return e;
+  switch (sqliteResult(e)) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return new OpenError('ERR_LOCKED', `Store ${file} is locked by another process`, { cause: e, file });
+    case SQLITE_CORRUPT:
+      return new OpenError('ERR_CORRUPT', `Store ${file} is damaged: ${message(e)}`, { cause: e, file });
+    case SQLITE_NOTADB:
+      return new OpenError('ERR_STORE', `Store ${file} is not a SQLite database`, { cause: e, file });
+    default:
+      return new OpenError('ERR_STORE', `Cannot open store ${file}: ${message(e)}`, { cause: e, file });
+  }
+}
+
+/** Create `file` empty with `mode` unless it exists, and make its directory entry durable. */
+function createFile(file: string, mode: number): void {
+  let fd: number;
+  try {
+    fd = openSync(file, 'wx', mode);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw e;
+  }
+  // The file is new and SQLite has not opened it, so this fd holds no lock that closing it could drop.
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const dir = openSync(dirname(file), 'r');
+  try {
+    fsyncSync(dir);
+  } catch (e) {
+    // Directories cannot be fsynced on Windows (BRIEF, lesson 16).
+    if (!(process.platform === 'win32' && (e as NodeJS.ErrnoException).code === 'EPERM')) throw e;
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/** The durable Store over one SQLite database file. */
+export class SqliteStore implements Store {
+  readonly maxItemBytes: number;
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true };
+  /** Absolute path of the database file. */
+  readonly path: string;
+  /** The binding this store runs on. */
+  readonly driver: SqliteDriver;
+
+  #db: SqlDatabase;
+  #key: string;
+  #state: 'recovered' | 'open' | 'closed' = 'recovered';
+  #nextSeq: number;
+  #count: number;
+  /** The `synchronous` pragma in force: true for FULL, false for OFF. */
+  #synchronousFull = true;
+  /**
+   * True while the database file may hold pages that were never fsynced: at open (an earlier
+   * session may have run under OFF) and after any commit under OFF.
+   */
+  #dbFileUnsynced = true;
+
+  #begin: SqlStatement;
+  #commit: SqlStatement;
+  #rollback: SqlStatement;
+  #insert: SqlStatement;
+  #setNextSeq: SqlStatement;
+  #delete: SqlStatement;
+  #select: SqlStatement;
+
+  private constructor(path: string, key: string, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
+    this.path = path;
+    this.#key = key;
+    this.driver = driver;
+    this.#db = db;
+    this.maxItemBytes = maxItemBytes;
+    this.#begin = db.prepare('BEGIN IMMEDIATE');
+    this.#commit = db.prepare('COMMIT');
+    this.#rollback = db.prepare('ROLLBACK');
+    this.#insert = db.prepare('INSERT INTO items (seq, bytes) VALUES (?, ?)');
+    this.#setNextSeq = db.prepare("UPDATE meta SET value = ? WHERE key = 'nextSeq'");
+    this.#delete = db.prepare('DELETE FROM items WHERE seq = ?');
+    this.#select = db.prepare('SELECT seq, bytes FROM items WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?');
+    const meta = db.prepare("SELECT value FROM meta WHERE key = 'nextSeq'").get() as { value: number | bigint } | undefined;
+    const last = db.prepare('SELECT max(seq) AS seq FROM items').get() as { seq: number | bigint | null };
+    this.#nextSeq = Math.max(Number(meta?.value ?? 1), Number(last.seq ?? 0) + 1);
+    // count(*) walks the table's b-tree inside SQLite; nothing is loaded into memory.
+    this.#count = Number((db.prepare('SELECT count(*) AS n FROM items').get() as { n: number | bigint }).n);
+  }
+
+  /**
+   * Open (creating if missing) the database file at `path` and lock it for this process. Its
+   * directory must exist. Rejects with `OpenError`: `ERR_LOCKED` when another process (or another
+   * store in this process) holds it, `ERR_STORE` when the file is not a queue database or the
+   * driver is missing, `ERR_CORRUPT`, `ERR_UNSUPPORTED_VERSION`. Arguments are validated first
+   * (`TypeError`/`RangeError`), before anything is touched.
+   */
+  static async open(path: string, options?: SqliteStoreOptions): Promise<SqliteStore> {
+    nonEmptyString('path', path);
+    const o = optionsObject('options', options);
+    let maxItemBytes = DEFAULT_MAX_ITEM_BYTES;
+    if (o.maxItemBytes !== undefined) {
+      maxItemBytes = positiveInteger('options.maxItemBytes', o.maxItemBytes);
+      if (maxItemBytes > MAX_ITEM_BYTES_CAP) {
+        throw new RangeError(expectation('options.maxItemBytes', `a positive integer of at most ${MAX_ITEM_BYTES_CAP}`, maxItemBytes));
+      }
+    }
+    const wanted = o.driver ?? 'auto';
+    if (typeof wanted !== 'string') {
+      throw new TypeError(expectation('options.driver', "'auto', 'node:sqlite' or 'better-sqlite3'", wanted));
+    }
+    if (wanted !== 'auto' && wanted !== 'node:sqlite' && wanted !== 'better-sqlite3') {
+      throw new RangeError(expectation('options.driver', "'auto', 'node:sqlite' or 'better-sqlite3'", wanted));
+    }
+    const fileMode = o.fileMode === undefined ? 0o600 : nonNegativeInteger('options.fileMode', o.fileMode);
+
+    const file = resolve(path);
+    const { driver, Database } = await loadDriver(wanted);
+    try {
+      if (statSync(file, { throwIfNoEntry: false })?.isDirectory()) {
+        throw new OpenError('ERR_STORE', `Store path ${file} is a directory, not a database file`, { file });
+      }
+      // Created here rather than by SQLite, which would use mode 0o644 and not fsync the directory.
+      createFile(file, fileMode);
+    } catch (e) {
+      throw openError(file, e);
+    }
+    const key = realpathSync(file);
+    // A second connection from this process must not reach SQLite: if it came from another copy of
+    // the SQLite library (node:sqlite beside better-sqlite3), closing it would drop the POSIX lock
+    // the first one holds (BRIEF, lesson 14).
+    if (openFiles.has(key)) {
+      throw new OpenError('ERR_LOCKED', `Store ${file} is already open in this process (pid ${process.pid})`, { file });
+    }
+    openFiles.add(key);
+    let db: SqlDatabase | undefined;
+    try {
+      // No busy timeout: a store held by another process is refused at once, not after 5 s.
+      db = new Database(file, { timeout: 0 });
+      SqliteStore.#prepareSchema(db, file);
+      return new SqliteStore(file, key, driver, db, maxItemBytes);
+    } catch (e) {
+      try {
+        db?.close();
+      } catch {
+        // The open already failed; that error is the one to report.
+      }
+      openFiles.delete(key);
+      if (db === undefined && !(e instanceof OpenError) && sqliteResult(e) === 0 && driver === 'better-sqlite3') {
+        // better-sqlite3 loads its native addon on first use: a broken install surfaces here.
+        throw new OpenError('ERR_STORE', `${MISSING_PEER} (its native addon failed to load: ${message(e)})`, { cause: e, file });
+      }
+      throw openError(file, e);
+    }
+  }
+
+  /**
+   * Lock the database, check it is ours (or empty), and create the schema. Nothing is written
+   * before the checks pass, so a refused file is left as it was.
+   */
+  static #prepareSchema(db: SqlDatabase, file: string): void {
+    // Must come before the first read: the lock taken then is never released until close.
+    db.prepare('PRAGMA locking_mode = EXCLUSIVE').get();
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map(
+      (t) => t.name,
+    );
+    if (tables.length > 0) {
+      const format = tables.includes('meta')
+        ? (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number | bigint } | undefined)
+        : undefined;
+      if (format === undefined || !tables.includes('items')) {
+        throw new OpenError('ERR_STORE', `Store ${file} is a SQLite database but not a persistent-queue store`, { file });
+      }
+      if (Number(format.value) > SQLITE_FORMAT_VERSION) {
+        throw new OpenError(
+          'ERR_UNSUPPORTED_VERSION',
+          `Store ${file} has format ${format.value}; this version reads up to ${SQLITE_FORMAT_VERSION}`,
+          { file },
+        );
+      }
+    }
+    const mode = db.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode: string };
+    if (mode.journal_mode.toLowerCase() !== 'wal') {
+      throw new OpenError('ERR_STORE', `Store ${file} cannot use WAL mode (journal_mode is ${mode.journal_mode})`, { file });
+    }
+    db.exec('PRAGMA synchronous = FULL');
+    // An exclusive transaction takes the write lock now, so that ownership is settled at open
+    // rather than at the first push; in EXCLUSIVE locking mode it is then held until close.
+    db.exec('BEGIN EXCLUSIVE');
+    try {
+      if (tables.length === 0) {
+        db.exec(
+          'CREATE TABLE items (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL);' +
+            'CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);',
+        );
+        db.prepare("INSERT INTO meta (key, value) VALUES ('format', ?), ('nextSeq', 1)").run(SQLITE_FORMAT_VERSION);
+      }
+      db.exec('COMMIT');
+    } catch (e) {
+      db.exec('ROLLBACK');
+      throw e;
+    }
+  }
+
+  /** Returns what the store holds. Callable once per instance; a closed store needs a new `SqliteStore.open`. */
+  open(): Promise<StoreRecovery> {
+    if (this.#state !== 'recovered') {
+      return Promise.reject(
+        this.#state === 'open'
+          ? new OpenError('ERR_LOCKED', `SqliteStore for ${this.path} already backs an open queue`)
+          : new OpenError('ERR_STORE', `SqliteStore for ${this.path} was closed; open it again with SqliteStore.open(path)`),
+      );
+    }
+    this.#state = 'open';
+    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count });
+  }
+
+  append(items: readonly StoredItem[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    if (items.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.append got an empty batch'));
+    let expected = items[0]!.seq;
+    if (!Number.isSafeInteger(expected) || expected < this.#nextSeq) {
+      return Promise.reject(new QueueError('ERR_STORE', `SqliteStore expected a seq of at least ${this.#nextSeq}, got ${expected}`));
+    }
+    for (const item of items) {
+      if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
+        return Promise.reject(
+          new QueueError('ERR_STORE', `SqliteStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`),
+        );
+      }
+    }
+    const next = expected;
+    return this.#transaction(sync, () => {
+      for (const item of items) this.#insert.run(item.seq, item.bytes);
+      this.#setNextSeq.run(next);
+    }).then(() => {
+      this.#nextSeq = next;
+      this.#count += items.length;
+    });
+  }
+
+  ack(seqs: readonly number[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    if (seqs.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.ack got an empty batch'));
+    return this.#transaction(sync, () => {
+      for (const seq of seqs) {
+        if (Number(this.#delete.run(seq).changes) !== 1) {
+          throw new QueueError('ERR_STORE', `SqliteStore cannot ack seq ${seq}: not held`);
+        }
+      }
+    }).then(() => {
+      this.#count -= seqs.length;
+    });
+  }
+
+  /** Synchronous: both drivers are, so `tryReserve()` is served without waiting. */
+  read(range: ReadRange): readonly StoredItem[] {
+    if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'SqliteStore is closed');
+    const rows = this.#select.all(range.after, range.before, range.limit) as { seq: number | bigint; bytes: Uint8Array }[];
+    const out: StoredItem[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) out[i] = { seq: Number(rows[i]!.seq), bytes: rows[i]!.bytes };
+    return out;
+  }
+
+  /** Release the database and its lock. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    openFiles.delete(this.#key);
+    try {
+      this.#db.close();
+    } catch (e) {
+      throw new QueueError('ERR_STORE', `Closing ${this.path} failed: ${message(e)}`, { cause: e, file: this.path });
+    }
+  }
+
+  /**
+   * Run `body` as one transaction, committed under FULL when `sync` and OFF otherwise. Both
+   * drivers are synchronous, so the whole transaction runs inside this call and never interleaves
+   * with another `append` or `ack`.
+   */
+  #transaction(sync: boolean, body: () => void): Promise<void> {
+    try {
+      this.#setSynchronous(sync);
+      this.#begin.run();
+      try {
+        body();
+        this.#commit.run();
+      } catch (e) {
+        try {
+          this.#rollback.run();
+        } catch {
+          // SQLite may already have rolled the transaction back (SQLITE_FULL does).
+        }
+        throw e;
+      }
+      if (sync && this.#dbFileUnsynced) {
+        // See #setSynchronous. The commit above put at least one frame in the WAL, so this
+        // checkpoint has something to copy and therefore ends with an fsync of the database file.
+        this.#db.exec('PRAGMA wal_checkpoint(PASSIVE)');
+        this.#dbFileUnsynced = false;
+      }
+      if (!sync) this.#dbFileUnsynced = true;
+      return Promise.resolve();
+    } catch (e) {
+      if (e instanceof QueueError) return Promise.reject(e);
+      // SQLite rolls a transaction that hit SQLITE_FULL back and stays consistent: only this batch fails.
+      const code = sqliteResult(e) === SQLITE_FULL ? 'ERR_STORE_FULL' : 'ERR_STORE';
+      return Promise.reject(new QueueError(code, `SqliteStore ${this.path}: ${message(e)}`, { cause: e, file: this.path }));
+    }
+  }
+
+  /**
+   * The Store contract passes `sync` per call rather than the policy, so the pragma follows the
+   * flag. The core derives the flag from the queue's policy, so in practice it changes at most
+   * once per open queue.
+   *
+   * Under OFF, a checkpoint copies WAL frames into the database file without fsyncing it, and the
+   * WAL is later overwritten from the start: those pages then exist only in the page cache. A
+   * later FULL commit fsyncs only the WAL, which would leave them exposed, and the contract says a
+   * synced batch makes every earlier batch durable too. So the first FULL commit after any OFF
+   * commit, and the first one of each session (an earlier session may have run under OFF), is
+   * followed by a checkpoint, which under FULL ends with an fsync of the database file.
+   */
+  #setSynchronous(sync: boolean): void {
+    if (sync === this.#synchronousFull) return;
+    this.#db.exec(sync ? 'PRAGMA synchronous = FULL' : 'PRAGMA synchronous = OFF');
+    this.#synchronousFull = sync;
+  }
+}
