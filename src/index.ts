@@ -6,3 +6,20 @@ export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
 export type { Store, StoredItem, StoreRecovery, StoreFeatures, ReadRange } from './store.js';
+export {
+  LogStore,
+  MIN_SEGMENT_BYTES,
+  nodeFileSystem,
+  verifyStore,
+  type CompactionResult,
+  type LogStoreOptions,
+  type LogStoreRecoveryInfo,
+  type LogStoreStats,
+  type VerifyOptions,
+  type VerifyProblem,
+  type VerifyResult,
+  type FileSystem,
+  type FileStat,
+  type LockHandle,
+  type OpenMode,
+} from './log-store.js';

@@ -948,7 +948,8 @@ export class CrashFileSystem implements FileSystem {
       landed = Math.max(0, Math.min(length, endMax - position));
     }
     if (landed > 0) {
-      const bytes = buffer.slice(offset, offset + landed);
+      // A copy, never a view: `Buffer.prototype.slice` returns a view, and the caller may reuse its buffer.
+      const bytes = new Uint8Array(buffer.subarray(offset, offset + landed));
       disk.record({ kind: 'write', node: file.node, position, bytes, sizeBefore: node.size }, file.path);
       disk.clearFlips(file.node, position, position + landed);
       disk.counters.writeCount++;

@@ -1,0 +1,72 @@
+// The physical limits, measured with node:fs directly: what any log on this disk can do.
+// Every function returns records per second for frames of `frameBytes` bytes.
+import { closeSync, fdatasyncSync, fdatasync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const fdatasyncAsync = promisify(fdatasync);
+
+function withFile(dir, preallocateBytes, body) {
+  const path = join(dir, `raw-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
+  const fd = openSync(path, 'w+', 0o600);
+  try {
+    if (preallocateBytes > 0) {
+      // Zero-fill and sync once, so later overwrites do not change the file's size (BRIEF lesson 15).
+      const zeros = Buffer.alloc(1 << 20);
+      for (let off = 0; off < preallocateBytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, preallocateBytes - off), off);
+      fdatasyncSync(fd);
+    }
+    return body(fd);
+  } finally {
+    closeSync(fd);
+    rmSync(path, { force: true });
+  }
+}
+
+/** Raw `fs.writeSync` of pre-framed records, `batch` frames per write, no sync. */
+export function rawBatchedAppend(dir, { frameBytes, records, batch = 64 }) {
+  const buf = Buffer.alloc(frameBytes * batch, 7);
+  return withFile(dir, 0, (fd) => {
+    const t0 = performance.now();
+    let pos = 0;
+    for (let i = 0; i < records; i += batch) {
+      writeSync(fd, buf, 0, buf.length, pos);
+      pos += buf.length;
+    }
+    return records / ((performance.now() - t0) / 1000);
+  });
+}
+
+/**
+ * Raw write + fdatasync, `batch` frames per sync (1 = one sync per record), either appending to a
+ * growing file or overwriting a zero-filled, synced file. Uses the async fdatasync, as an engine
+ * that keeps the event loop free must.
+ */
+export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false }) {
+  const buf = Buffer.alloc(frameBytes * batch, 7);
+  const bytes = buf.length * Math.ceil(records / batch);
+  const path = join(dir, `raw-sync-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
+  const fd = openSync(path, 'w+', 0o600);
+  try {
+    if (preallocate) {
+      const zeros = Buffer.alloc(1 << 20);
+      for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
+      fdatasyncSync(fd);
+    }
+    const t0 = performance.now();
+    let pos = 0;
+    for (let i = 0; i < records; i += batch) {
+      writeSync(fd, buf, 0, buf.length, pos);
+      pos += buf.length;
+      await fdatasyncAsync(fd);
+    }
+    return records / ((performance.now() - t0) / 1000);
+  } finally {
+    closeSync(fd);
+    rmSync(path, { force: true });
+  }
+}
+
+export function tempDir(base) {
+  return mkdtempSync(join(base, 'pq-raw-'));
+}

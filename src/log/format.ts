@@ -1,0 +1,159 @@
+// Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames" and §4 "Cursor file".
+/**
+ * The format vocabulary: every magic number, size, offset and type code of the on-disk format
+ * lives here, so the writer and the reader cannot drift apart. No other module spells a bare
+ * byte count; they import these names. All integers are little-endian.
+ */
+
+/** The one format version this code writes. Readers accept versions `<= FORMAT_VERSION`. */
+export const FORMAT_VERSION = 1;
+
+/** Bytes 0..3 of every segment file: ASCII "PQSG". */
+export const SEGMENT_MAGIC = 0x47535150; // 'P' 'Q' 'S' 'G' read as a little-endian u32
+/** Bytes 0..3 of the cursor file: ASCII "PQCK". */
+export const CURSOR_MAGIC = 0x4b435150; // 'P' 'Q' 'C' 'K' read as a little-endian u32
+
+// ---- Segment header (FORMAT.md §2.1) ----
+export const SEGMENT_HEADER_BYTES = 32;
+export const SEG_OFF_MAGIC = 0;
+export const SEG_OFF_VERSION = 4;
+export const SEG_OFF_HEADER_BYTES = 6;
+export const SEG_OFF_FLAGS = 8;
+export const SEG_OFF_BASE_SEQ = 12;
+export const SEG_OFF_REPLACES_END_SEQ = 20;
+export const SEG_OFF_HEADER_CRC = 28;
+/** Header flag: the segment was written by compaction and replaces every segment with a base seq in `[baseSeq, replacesEndSeq)`. */
+export const SEG_FLAG_COMPACTED = 0x1;
+/** Flags this version understands; a set unknown bit in a version-1 header is corruption. */
+export const SEG_KNOWN_FLAGS = SEG_FLAG_COMPACTED;
+
+// ---- Record frame (FORMAT.md §3) ----
+export const FRAME_HEADER_BYTES = 20;
+export const FRAME_OFF_CRC = 0;
+export const FRAME_OFF_LENGTH = 4;
+export const FRAME_OFF_SEQ = 8;
+export const FRAME_OFF_TYPE = 16;
+export const FRAME_OFF_FLAGS = 17;
+export const FRAME_OFF_META_BYTES = 18;
+/** The CRC covers the frame from this offset to its end: length, seq, type, flags, metaBytes, metadata and payload. */
+export const FRAME_CRC_START = FRAME_OFF_LENGTH;
+
+/** Record types. 0 is never a valid type, so a zero-filled region can never look like a record. */
+export const RECORD_ITEM = 1;
+export const RECORD_SEAL = 2;
+export const RECORD_ACK = 3;
+export const RECORD_OPENED = 4;
+
+/** Largest metadata area a frame can carry (the field is a u16). */
+export const MAX_META_BYTES = 0xffff;
+/** Each metadata entry is `tag u8, length u8, value[length]`. Readers skip tags they do not know. */
+export const META_ENTRY_HEADER_BYTES = 2;
+
+/**
+ * Hard upper bound of a payload length the reader accepts, whatever `maxItemBytes` was when the
+ * record was written. A length above it is never allocated for (FORMAT.md §3, "Bounds").
+ */
+export const MAX_PAYLOAD_BYTES_CAP = 256 * 1024 * 1024;
+
+// ---- Seal record payload (FORMAT.md §3.2) ----
+export const SEAL_PAYLOAD_BYTES = 20;
+export const SEAL_OFF_RECORD_COUNT = 0;
+export const SEAL_OFF_FIRST_SEQ = 4;
+export const SEAL_OFF_LAST_SEQ = 12;
+export const SEAL_FRAME_BYTES = FRAME_HEADER_BYTES + SEAL_PAYLOAD_BYTES;
+
+// ---- Cursor file (FORMAT.md §4) ----
+export const CURSOR_HEADER_BYTES = 32;
+export const CUR_OFF_MAGIC = 0;
+export const CUR_OFF_VERSION = 4;
+export const CUR_OFF_FLAGS = 6;
+export const CUR_OFF_LWM = 8;
+export const CUR_OFF_NEXT_SEQ = 16;
+export const CUR_OFF_RANGE_COUNT = 24;
+export const CUR_OFF_CRC = 28;
+/** One acked range `[start, end)`: two u64. Used in the checkpoint and in ACK record payloads. */
+export const RANGE_BYTES = 16;
+/** Cursor flag: written by a clean `close()`; an OPENED record appended after it clears it. */
+export const CUR_FLAG_CLEAN = 0x1;
+export const CUR_KNOWN_FLAGS = CUR_FLAG_CLEAN;
+/** Bound on the ranges of one checkpoint or one ACK record, so a hostile count cannot allocate without bound. */
+export const MAX_RANGES_PER_RECORD = 1 << 20;
+
+// ---- File names (FORMAT.md §5) ----
+export const SEGMENT_PREFIX = 'seg-';
+export const SEGMENT_SUFFIX = '.log';
+/** Base seqs are zero-padded to 20 digits so names sort in seq order (2^64 has 20 digits). */
+export const SEGMENT_SEQ_DIGITS = 20;
+export const CURSOR_FILE = 'cursor.pqc';
+export const LOCK_FILE = 'LOCK';
+/** Suffix of a file being written for an atomic replace; such files are deleted at open, never read. */
+export const TMP_SUFFIX = '.tmp';
+/** Side files that keep the bytes cut off a torn tail: `<file>.torn-<offset>`. */
+export const TORN_INFIX = '.torn-';
+
+export const TWO_POW_32 = 0x1_0000_0000;
+
+/** Name of the segment whose base seq is `baseSeq`. */
+export function segmentName(baseSeq: number): string {
+  return SEGMENT_PREFIX + String(baseSeq).padStart(SEGMENT_SEQ_DIGITS, '0') + SEGMENT_SUFFIX;
+}
+
+const SEGMENT_NAME_RE = /^seg-(\d{20})\.log$/;
+/** Base seq encoded in a segment name, or `null` when `name` is not a segment name. */
+export function parseSegmentName(name: string): number | null {
+  const m = SEGMENT_NAME_RE.exec(name);
+  if (m === null) return null;
+  const n = Number(m[1]);
+  return Number.isSafeInteger(n) && n >= 1 ? n : null;
+}
+
+/** What kind of file a directory entry is, for the "foreign files" check at open. */
+export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'foreign';
+
+const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc|LOCK)\.tmp(-\d+)?$/;
+const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
+export function classifyEntry(name: string): EntryKind {
+  if (parseSegmentName(name) !== null) return 'segment';
+  if (name === CURSOR_FILE) return 'cursor';
+  if (name === LOCK_FILE) return 'lock';
+  if (TMP_RE.test(name)) return 'tmp';
+  if (TORN_RE.test(name)) return 'torn';
+  return 'foreign';
+}
+
+// ---- Little-endian u64 helpers for safe-integer seqs (no BigInt on the hot path) ----
+
+export function writeU64(buf: Uint8Array, offset: number, value: number): void {
+  const hi = Math.floor(value / TWO_POW_32);
+  const lo = value - hi * TWO_POW_32;
+  writeU32(buf, offset, lo);
+  writeU32(buf, offset + 4, hi);
+}
+
+/** Reads a u64; returns -1 when it is not a safe integer (the caller treats that as corruption). */
+export function readU64(buf: Uint8Array, offset: number): number {
+  const lo = readU32(buf, offset);
+  const hi = readU32(buf, offset + 4);
+  if (hi >= 0x200000) return -1;
+  return hi * TWO_POW_32 + lo;
+}
+
+export function writeU32(buf: Uint8Array, offset: number, value: number): void {
+  buf[offset] = value & 0xff;
+  buf[offset + 1] = (value >>> 8) & 0xff;
+  buf[offset + 2] = (value >>> 16) & 0xff;
+  buf[offset + 3] = (value >>> 24) & 0xff;
+}
+
+export function readU32(buf: Uint8Array, offset: number): number {
+  return (buf[offset]! | (buf[offset + 1]! << 8) | (buf[offset + 2]! << 16)) + buf[offset + 3]! * 0x1000000;
+}
+
+export function writeU16(buf: Uint8Array, offset: number, value: number): void {
+  buf[offset] = value & 0xff;
+  buf[offset + 1] = (value >>> 8) & 0xff;
+}
+
+export function readU16(buf: Uint8Array, offset: number): number {
+  return buf[offset]! | (buf[offset + 1]! << 8);
+}

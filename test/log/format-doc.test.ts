@@ -1,0 +1,106 @@
+/** FORMAT.md and the code mirror each other: decode the hex examples straight out of FORMAT.md. */
+import { readFileSync } from 'node:fs';
+import { describe, expect, test } from 'vitest';
+import { crc32c32 } from '../../src/log/crc.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
+import {
+  CURSOR_HEADER_BYTES,
+  FRAME_HEADER_BYTES,
+  RECORD_ACK,
+  RECORD_ITEM,
+  RECORD_SEAL,
+  SEAL_FRAME_BYTES,
+  SEGMENT_HEADER_BYTES,
+  readU64,
+} from '../../src/log/format.js';
+import { encodeFrame, encodeFrameInPlace, frameBytes, frameCrcOk, newFrameHeader, payloadOffset, readFrameHeader } from '../../src/log/frame.js';
+import { decodeSegmentHeader, decodeTrailingSeal, encodeSealFrame, encodeSegmentHeader } from '../../src/log/segment.js';
+
+const doc = readFileSync(new URL('../../FORMAT.md', import.meta.url), 'utf8');
+
+/** The bytes of the ```hex block that follows `heading`; checks each line's offset column. */
+function hexExample(heading: string): Uint8Array {
+  const at = doc.indexOf(heading);
+  expect(at, heading).toBeGreaterThanOrEqual(0);
+  const start = doc.indexOf('```hex\n', at) + '```hex\n'.length;
+  const end = doc.indexOf('```', start);
+  const bytes: number[] = [];
+  for (const line of doc.slice(start, end).split('\n')) {
+    if (line.trim() === '') continue;
+    const [left] = line.split('|');
+    const [offset, ...hex] = left!.trim().split(/\s+/);
+    expect(Number.parseInt(offset!, 16), line).toBe(bytes.length);
+    for (const h of hex) bytes.push(Number.parseInt(h, 16));
+  }
+  return Uint8Array.from(bytes);
+}
+
+describe('FORMAT.md examples', () => {
+  test('crc32cCheckValueMatchesFormatDoc', () => {
+    expect(crc32c32(new TextEncoder().encode('123456789'))).toBe(0xe3069283);
+    expect(doc).toContain('0xE3069283');
+  });
+
+  test('exampleSegmentDecodes', () => {
+    const b = hexExample('### Example segment');
+    expect(b.length).toBe(119);
+    const header = decodeSegmentHeader(b, b.length);
+    expect(header).toEqual({ version: 1, flags: 0, baseSeq: 1, replacesEndSeq: 0 });
+    const h = newFrameHeader();
+    const got: [number, number, string][] = [];
+    let pos = SEGMENT_HEADER_BYTES;
+    while (pos < b.length) {
+      readFrameHeader(b, pos, h);
+      expect(frameCrcOk(b, pos, h)).toBe(true);
+      const p = payloadOffset(pos, h);
+      got.push([h.type, h.seq, h.type === RECORD_ITEM ? new TextDecoder().decode(b.subarray(p, p + h.length)) : '']);
+      pos += frameBytes(h);
+    }
+    expect(pos).toBe(b.length);
+    expect(got).toEqual([
+      [RECORD_ITEM, 1, 'hello'],
+      [RECORD_ITEM, 2, 'hi'],
+      [RECORD_SEAL, 3, ''],
+    ]);
+    expect(decodeTrailingSeal(b.subarray(b.length - SEAL_FRAME_BYTES))).toEqual({ recordCount: 2, firstSeq: 1, lastSeq: 2, endSeq: 3 });
+  });
+
+  test('exampleSegmentIsWhatTheWriterWrites', () => {
+    const b = hexExample('### Example segment');
+    const frames = new Uint8Array(2 * FRAME_HEADER_BYTES + 7);
+    let end = encodeFrame(frames, 0, 1, RECORD_ITEM, new TextEncoder().encode('hello'));
+    end = encodeFrame(frames, end, 2, RECORD_ITEM, new TextEncoder().encode('hi'));
+    const written = Buffer.concat([
+      encodeSegmentHeader({ flags: 0, baseSeq: 1, replacesEndSeq: 0 }),
+      frames.subarray(0, end),
+      encodeSealFrame({ recordCount: 2, firstSeq: 1, lastSeq: 2, endSeq: 3 }),
+    ]);
+    expect(Buffer.from(b).equals(written)).toBe(true);
+  });
+
+  test('exampleCursorDecodes', () => {
+    const b = hexExample('### Example cursor');
+    const h = decodeCheckpointHeader(b, b.length);
+    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1 });
+    const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
+    expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
+    const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
+    expect(frameCrcOk(b, CURSOR_HEADER_BYTES + 16, fh)).toBe(true);
+    expect([fh.type, fh.seq, fh.length]).toEqual([RECORD_ACK, 1, 16]);
+    const p = payloadOffset(CURSOR_HEADER_BYTES + 16, fh);
+    acks.add(readU64(b, p), readU64(b, p + 8));
+    expect([acks.lwm, acks.starts.length]).toEqual([3, 0]);
+    // And the writer produces exactly these bytes.
+    const a = new AckSet(1);
+    a.add(2, 3);
+    const rec = new Uint8Array(FRAME_HEADER_BYTES + 16);
+    const n = encodeAckRanges([1], rec, FRAME_HEADER_BYTES);
+    encodeFrameInPlace(rec, 0, 1, RECORD_ACK, n);
+    expect(Buffer.from(b).equals(Buffer.concat([encodeCheckpoint(a, 3, 0), rec]))).toBe(true);
+  });
+
+  test('everyTailTableRowIsInFormatDoc', async () => {
+    const { TAIL_TABLE } = await import('../../src/log/tail.js');
+    for (const row of TAIL_TABLE) expect(doc).toMatch(new RegExp(`\\| ${row.id} \\|`));
+  });
+});
