@@ -156,7 +156,7 @@ async function verify(args: string[]): Promise<number> {
     out(JSON.stringify(result, null, 2));
   } else {
     out(`checked ${result.files} file(s), ${fmt(result.records)} record(s), ${bytesText(result.bytes)}`);
-    for (const p of result.problems) out(red(`${p.file} at offset ${p.offset}: ${p.reason}`));
+    for (const p of result.problems) out(red(p.reason.includes(p.file) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`));
     for (const n of result.notes) out(dim(n));
     out(result.problems.length === 0 ? green('sound') : red(`${result.problems.length} problem(s)`));
   }
@@ -444,7 +444,10 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
 /** One clear line for every failure a user can meet. */
 function describeFailure(error: unknown): string {
   if (error instanceof QueueError) {
-    const where = error.file !== undefined ? ` (${error.file}${error.offset !== undefined ? ` at offset ${error.offset}` : ''})` : '';
+    const where =
+      error.file !== undefined && !error.message.includes(error.file)
+        ? ` (${error.file}${error.offset !== undefined ? ` at offset ${error.offset}` : ''})`
+        : '';
     const cause = error.cause as { pid?: number } | undefined;
     const pid = error.code === 'ERR_LOCKED' && cause?.pid !== undefined && !error.message.includes(String(cause.pid)) ? ` (held by pid ${cause.pid})` : '';
     return `pq: ${error.code}: ${error.message}${where}${pid}`;
