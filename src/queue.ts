@@ -88,14 +88,22 @@ interface Waiter<T> {
   onAbort: (() => void) | undefined;
 }
 
-/** An item the consumer holds: in flight until acked or nacked. */
-interface Entry {
-  readonly seq: number;
-  readonly bytes: Uint8Array;
+/**
+ * One item on its way through the core. The object made when its batch is handed to the store is
+ * the same one the store may keep, the read-ahead holds, and the consumer's reservation points
+ * to: one allocation per item. Stores read only `seq` and `bytes`.
+ */
+interface Entry extends StoredItem {
   /** Deliveries so far, this one included. */
   deliveries: number;
   /** Identifies the current reservation, so a stale Reserved cannot settle a redelivery. */
   token: number;
+  /** Reserved by the consumer and not yet settled. */
+  inFlight: boolean;
+}
+
+function newEntry(seq: number, bytes: Uint8Array): Entry {
+  return { seq, bytes, deliveries: 0, token: 0, inFlight: false };
 }
 
 /** Acks that go to the store in one call and settle together, sharing one promise. */
@@ -119,6 +127,7 @@ function newAckBatch(): AckBatch {
 
 const encoder = new TextEncoder();
 const NO_PUSHES: PendingPush[] = [];
+const NO_ENTRIES: Entry[] = [];
 /** Stores backing an open queue; a store backs one open queue at a time. */
 const busyStores = new WeakSet<Store>();
 
@@ -246,6 +255,7 @@ class QueueCore {
   #appendInFlight = false;
   /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
   #appendBatch: PendingPush[] = NO_PUSHES;
+  #appendItems: Entry[] = NO_ENTRIES;
   #appendFirstSeq = 0;
   #appendScheduled = false;
 
@@ -259,7 +269,7 @@ class QueueCore {
   #ackingCount = 0;
 
   // Consumer side.
-  #buffer: StoredItem[] = [];
+  #buffer: Entry[] = [];
   #bufferHead = 0;
   /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
   #readCursor: number;
@@ -271,7 +281,8 @@ class QueueCore {
    */
   #caughtUp = false;
   #returned: Entry[] = [];
-  #inFlight = new Map<number, Entry>();
+  /** Reserved items not yet settled. */
+  #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
   #nextToken = 1;
   /** The guard of the group new deliveries join; weak, so that a partly filled group can be collected too. */
@@ -305,7 +316,7 @@ class QueueCore {
       this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
     return {
       ready: this.#ready(),
-      inFlight: this.#inFlight.size,
+      inFlight: this.#inFlightCount,
       capacity: this.capacity,
       pendingPushes,
       pendingAcks: this.#ackingCount,
@@ -315,7 +326,7 @@ class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlight.size - this.#ackingCount;
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount;
   }
 
   // ---------------------------------------------------------------- producer
@@ -427,15 +438,16 @@ class QueueCore {
       this.#admitted = [];
     }
     const firstSeq = this.#nextSeq;
-    const items: StoredItem[] = [];
+    const items: Entry[] = [];
     let seq = firstSeq;
     for (const pending of batch) {
       this.#detachAbort(pending);
-      for (const bytes of pending.payloads) items.push({ seq: seq++, bytes });
+      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes));
     }
     this.#nextSeq = seq;
     this.#appendInFlight = true;
     this.#appendBatch = batch;
+    this.#appendItems = items;
     this.#appendFirstSeq = firstSeq;
     let result: Promise<void>;
     try {
@@ -448,6 +460,8 @@ class QueueCore {
 
   readonly #appendDone = (): void => {
     const batch = this.#appendBatch;
+    const items = this.#appendItems;
+    this.#appendItems = NO_ENTRIES;
     const firstSeq = this.#appendFirstSeq;
     const count = this.#nextSeq - firstSeq;
     this.#appendInFlight = false;
@@ -461,7 +475,7 @@ class QueueCore {
     }
     this.#storedCount += count;
     this.#committedBefore = firstSeq + count;
-    if (this.#caughtUp) this.#handOver(batch, firstSeq, count);
+    if (this.#caughtUp) this.#handOver(items);
     let seq = firstSeq;
     for (const pending of batch) {
       if (pending.single) {
@@ -478,6 +492,7 @@ class QueueCore {
 
   readonly #appendFailed = (error: unknown): void => {
     const batch = this.#appendBatch;
+    this.#appendItems = NO_ENTRIES;
     const firstSeq = this.#appendFirstSeq;
     const count = this.#nextSeq - firstSeq;
     this.#appendInFlight = false;
@@ -547,9 +562,9 @@ class QueueCore {
         return null;
       }
     }
-    const item = this.#buffer[this.#bufferHead]!;
-    this.#buffer[this.#bufferHead++] = undefined as unknown as StoredItem;
-    return { seq: item.seq, bytes: item.bytes, deliveries: 0, token: 0 };
+    const entry = this.#buffer[this.#bufferHead]!;
+    this.#buffer[this.#bufferHead++] = undefined as unknown as Entry;
+    return entry;
   }
 
   /** Refill the read-ahead from the store; synchronous stores fill it before this returns. */
@@ -584,18 +599,19 @@ class QueueCore {
   }
 
   /** Put a just-stored batch straight into the read-ahead, while that stays bounded. */
-  #handOver(batch: PendingPush[], firstSeq: number, count: number): void {
+  #handOver(items: Entry[]): void {
+    const count = items.length;
     if (this.#buffer.length - this.#bufferHead + count > READ_AHEAD_COUNT) {
       this.#caughtUp = false;
       return;
     }
     if (this.#bufferHead === this.#buffer.length) {
-      this.#buffer = [];
+      this.#buffer = items;
       this.#bufferHead = 0;
+    } else {
+      for (let i = 0; i < count; i++) this.#buffer.push(items[i]!);
     }
-    let seq = firstSeq;
-    for (const pending of batch) for (const bytes of pending.payloads) this.#buffer.push({ seq: seq++, bytes });
-    this.#readCursor = firstSeq + count - 1;
+    this.#readCursor = items[count - 1]!.seq;
   }
 
   #fill(items: readonly StoredItem[]): void {
@@ -612,7 +628,9 @@ class QueueCore {
       this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${this.#ready()} items are ready`));
       return;
     }
-    this.#buffer = items as StoredItem[];
+    const entries = new Array<Entry>(items.length);
+    for (let i = 0; i < items.length; i++) entries[i] = newEntry(items[i]!.seq, items[i]!.bytes);
+    this.#buffer = entries;
     this.#bufferHead = 0;
     this.#readCursor = last;
     this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight;
@@ -630,7 +648,8 @@ class QueueCore {
   #deliver(entry: Entry): Reserved {
     entry.deliveries++;
     entry.token = this.#nextToken++;
-    this.#inFlight.set(entry.seq, entry);
+    entry.inFlight = true;
+    this.#inFlightCount++;
     let guard = this.#guard?.deref();
     if (!guard || guard.members.length >= 2 * GUARD_GROUP_COUNT) {
       guard = { members: [] };
@@ -673,7 +692,8 @@ class QueueCore {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    this.#inFlight.delete(entry.seq);
+    entry.inFlight = false;
+    this.#inFlightCount--;
     this.#ackingCount++;
     let batch = this.#openAckBatch;
     if (!batch) {
@@ -697,7 +717,8 @@ class QueueCore {
   }
 
   #returnEntry(entry: Entry): void {
-    this.#inFlight.delete(entry.seq);
+    entry.inFlight = false;
+    this.#inFlightCount--;
     insertBySeq(this.#returned, entry);
     this.#serveWaiters();
   }
@@ -705,7 +726,7 @@ class QueueCore {
   /** Called by the FinalizationRegistry for a group of reservations that became unreachable. */
   returnDropped(entry: Entry, token: number): void {
     // Only a reservation still in flight under the same token was dropped unsettled.
-    if (entry.token !== token || this.#inFlight.get(entry.seq) !== entry || this.#state !== 'open') return;
+    if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
     this.#returnEntry(entry);
   }
 
@@ -828,8 +849,8 @@ class QueueCore {
       w.resolve(null);
     }
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
-    for (const entry of this.#inFlight.values()) entry.token = -1;
-    this.#inFlight.clear();
+    // (Reserved.settled reports them settled because the queue is closed.)
+    this.#inFlightCount = 0;
     this.#returned = [];
     this.#buffer = [];
     this.#bufferHead = 0;
@@ -1035,7 +1056,7 @@ export class Reserved {
 
   /** True once acked, nacked, or returned by close. */
   get settled(): boolean {
-    return this.#settled || this.#entry.token !== this.#token;
+    return this.#settled || this.#entry.token !== this.#token || this.#core.closed;
   }
 
   /** @internal */
