@@ -558,7 +558,9 @@ class QueueCore {
       if (this.#fetching || this.#ready() === 0) return null;
       this.#fetch();
       if (this.#bufferHead === this.#buffer.length) {
+        // A read that failed must fail this call, not look like "nothing ready".
         if (this.#readError) throw this.#readError;
+        if (this.#failure) throw this.#failure;
         return null;
       }
     }

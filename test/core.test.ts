@@ -442,6 +442,33 @@ describe('store failures', () => {
     await tx.close();
   });
 
+  it('aReadThatFailsFailsTheCallThatMetIt', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    const cause = Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+    store.read = () => {
+      throw cause;
+    };
+    expect(() => rx.tryReserve()).toThrow(expect.objectContaining({ code: 'ERR_STORE_FAILED', cause }));
+    await expect(rx.reserve()).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await tx.close();
+  });
+
+  it('aCorruptReadFailsEveryLaterReserveButNotTheProducer', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    const damage = new QueueError('ERR_CORRUPT', 'damaged', { file: 'seg', offset: 42 });
+    store.read = () => {
+      throw damage;
+    };
+    expect(() => rx.tryReserve()).toThrow(damage);
+    await expect(rx.reserve()).rejects.toBe(damage);
+    expect(await tx.push('b')).toBe(2);
+    await tx.close();
+  });
+
   it('anOpenFailureIsAnOpenErrorAndReleasesTheStore', async () => {
     const store = new MemStore();
     let calls = 0;
