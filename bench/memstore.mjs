@@ -1,40 +1,14 @@
 // MemStore end to end (push + reserve + ack, 128 B payloads) beside a bare array-backed async
 // queue doing the same work, in the same run. Prints msgs/s and the ratio.
-// Usage: npm run build && node bench/memstore.mjs [--quick]
+// Usage: npm run build && node bench/memstore.mjs [--quick]  (npm run bench runs the same comparison, and more)
 import b from 'benny';
 import { Builder, MemStore } from '../dist/index.js';
+import { BareQueue } from './lib/bare-queue.mjs';
 
 const quick = process.argv.includes('--quick');
 const MESSAGES = 4096;
 const payload = new Uint8Array(128).fill(7);
 const options = quick ? { minSamples: 5, maxTime: 1 } : { minSamples: 20, maxTime: 4 };
-
-/** The baseline: the least an async queue with the same API shape can do. */
-class BareQueue {
-  items = [];
-  head = 0;
-  waiters = [];
-  push(bytes) {
-    const copy = bytes.slice();
-    const w = this.waiters.shift();
-    if (w) w({ bytes: copy, ack: () => Promise.resolve() });
-    else this.items.push(copy);
-    return Promise.resolve(this.head + this.items.length);
-  }
-  tryReserve() {
-    if (this.head === this.items.length) return null;
-    const bytes = this.items[this.head++];
-    if (this.head === this.items.length) {
-      this.items = [];
-      this.head = 0;
-    }
-    return { bytes, ack: () => Promise.resolve() };
-  }
-  reserve() {
-    const item = this.tryReserve();
-    return item ? Promise.resolve(item) : new Promise((resolve) => this.waiters.push(resolve));
-  }
-}
 
 /** Move MESSAGES items through `tx`/`rx` with `producers` concurrent producers and one consumer. */
 async function endToEnd(tx, rx, producers) {

@@ -64,6 +64,11 @@ export class MemStore implements Store {
   ack(seqs: readonly number[], _sync: boolean): Promise<void> {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
     for (const seq of seqs) {
+      // In-order acks, the common case, only move the head.
+      if (this.#head < this.#items.length && this.#items[this.#head]!.seq === seq && this.#acked.size === 0) {
+        this.#head++;
+        continue;
+      }
       const index = this.#indexOf(seq);
       if (index < 0 || this.#acked.has(seq)) {
         return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot ack seq ${seq}: not held`));

@@ -24,16 +24,19 @@ function withFile(dir, preallocateBytes, body) {
 }
 
 /** Raw `fs.writeSync` of pre-framed records, `batch` frames per write, no sync. */
-export function rawBatchedAppend(dir, { frameBytes, records, batch = 64 }) {
+export function rawBatchedAppend(dir, { frameBytes, records, batch = 64, budgetMs = Infinity }) {
   const buf = Buffer.alloc(frameBytes * batch, 7);
   return withFile(dir, 0, (fd) => {
     const t0 = performance.now();
+    const deadline = t0 + budgetMs;
     let pos = 0;
-    for (let i = 0; i < records; i += batch) {
+    let i = 0;
+    while (i < records && performance.now() < deadline) {
       writeSync(fd, buf, 0, buf.length, pos);
       pos += buf.length;
+      i += batch;
     }
-    return records / ((performance.now() - t0) / 1000);
+    return i / ((performance.now() - t0) / 1000);
   });
 }
 
@@ -42,7 +45,7 @@ export function rawBatchedAppend(dir, { frameBytes, records, batch = 64 }) {
  * growing file or overwriting a zero-filled, synced file. Uses the async fdatasync, as an engine
  * that keeps the event loop free must.
  */
-export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false }) {
+export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false, budgetMs = Infinity, latencies }) {
   const buf = Buffer.alloc(frameBytes * batch, 7);
   const bytes = buf.length * Math.ceil(records / batch);
   const path = join(dir, `raw-sync-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
@@ -54,13 +57,18 @@ export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallo
       fdatasyncSync(fd);
     }
     const t0 = performance.now();
+    const deadline = t0 + budgetMs;
     let pos = 0;
-    for (let i = 0; i < records; i += batch) {
+    let i = 0;
+    while (i < records && performance.now() < deadline) {
+      const t = performance.now();
       writeSync(fd, buf, 0, buf.length, pos);
       pos += buf.length;
       await fdatasyncAsync(fd);
+      latencies?.add(performance.now() - t);
+      i += batch;
     }
-    return records / ((performance.now() - t0) / 1000);
+    return i / ((performance.now() - t0) / 1000);
   } finally {
     closeSync(fd);
     rmSync(path, { force: true });

@@ -1,0 +1,136 @@
+// The harness for what benny cannot express: concurrent producers, a consumer with acks in
+// flight, time-bounded runs and per-push latency. Every workload returns { msgs, seconds } and
+// works on any object with the Producer / Consumer shape (the built package or BareQueue).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Builder, LogStore, MemStore } from '../../dist/index.js';
+
+/** Open a fresh store of `kind` in a new temp dir under `base`. `reopen()` gives a new instance over the same data. */
+export async function freshStore(kind, base) {
+  const dir = kind === 'memstore' ? null : mkdtempSync(join(base, `pq-${kind}-`));
+  const mem = kind === 'memstore' ? new MemStore() : null;
+  const open = async () => {
+    switch (kind) {
+      case 'memstore':
+        return mem;
+      case 'logstore':
+        return LogStore.open(join(dir, 'q'));
+      case 'sqlitestore': {
+        const { SqliteStore } = await import('../../dist/sqlite-store.js');
+        return SqliteStore.open(join(dir, 'q.db'));
+      }
+      case 'levelstore': {
+        const { LevelStore } = await import('../../dist/level-store.js');
+        return LevelStore.open(join(dir, 'q'));
+      }
+      default:
+        throw new Error(`unknown store ${kind}`);
+    }
+  };
+  return {
+    dir,
+    open,
+    cleanup: () => dir && rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** `capacity` bounds unacked items, so an end-to-end run measures the steady state, not a backlog. */
+export async function openQueue(store, policy, capacity = Infinity) {
+  return new Builder(store).durability(policy).capacity(capacity).open();
+}
+
+/** `producers` concurrent producers push until `count` are pushed or `budgetMs` has passed. */
+export async function pushOnly(tx, { producers, payload, count, budgetMs, latencies }) {
+  const deadline = performance.now() + budgetMs;
+  let pushed = 0;
+  const produce = async () => {
+    while (pushed < count && performance.now() < deadline) {
+      pushed++;
+      if (latencies) {
+        const t = performance.now();
+        await tx.push(payload);
+        latencies.add(performance.now() - t);
+      } else {
+        await tx.push(payload);
+      }
+    }
+  };
+  const t0 = performance.now();
+  const work = [];
+  for (let p = 0; p < producers; p++) work.push(produce());
+  await Promise.all(work);
+  return { msgs: pushed, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** Fill a backlog fast: pushMany in batches (callers open the queue under `none`). */
+export async function fill(tx, payload, count, batch = 4096) {
+  const list = new Array(batch).fill(payload);
+  for (let n = 0; n < count; n += batch) await tx.pushMany(n + batch <= count ? list : list.slice(0, count - n));
+}
+
+/**
+ * Reserve and ack from a backlog with up to `window` acks in flight (1 = await every ack), until
+ * `count` are acked or `budgetMs` has passed.
+ */
+export async function drain(rx, { window, count, budgetMs }) {
+  const deadline = performance.now() + budgetMs;
+  const ring = new Array(window).fill(null);
+  let i = 0;
+  let acked = 0;
+  const t0 = performance.now();
+  while (acked < count && performance.now() < deadline) {
+    const item = rx.tryReserve() ?? (await rx.reserve());
+    if (ring[i]) await ring[i];
+    ring[i] = item.ack();
+    i = (i + 1) % window;
+    acked++;
+  }
+  await Promise.all(ring);
+  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+}
+
+/**
+ * End to end: `producers` push (time- or count-bounded) while one consumer reserves and acks with
+ * up to `window` acks in flight; done when every pushed item is acked.
+ */
+export async function endToEnd(tx, rx, { producers, window, payload, count, budgetMs }) {
+  const deadline = performance.now() + budgetMs;
+  let pushed = 0;
+  let producersDone = false;
+  const stop = new AbortController();
+  const produce = async () => {
+    while (pushed < count && performance.now() < deadline) {
+      pushed++;
+      await tx.push(payload);
+    }
+  };
+  const consume = async () => {
+    const ring = new Array(window).fill(null);
+    let i = 0;
+    let acked = 0;
+    for (;;) {
+      if (producersDone && acked === pushed) break;
+      let item = rx.tryReserve();
+      if (!item) {
+        // Once the producers are done, every remaining item is committed, so a plain wait ends.
+        item = await rx.reserve(producersDone ? undefined : { signal: stop.signal }).catch(() => null);
+        if (!item) continue;
+      }
+      if (ring[i]) await ring[i];
+      ring[i] = item.ack();
+      i = (i + 1) % window;
+      acked++;
+    }
+    await Promise.all(ring);
+    return acked;
+  };
+  const t0 = performance.now();
+  const consumer = consume();
+  const work = [];
+  for (let p = 0; p < producers; p++) work.push(produce());
+  await Promise.all(work);
+  producersDone = true;
+  stop.abort();
+  const acked = await consumer;
+  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+}

@@ -1,0 +1,405 @@
+// `npm run bench` (full run, the default) and `npm run bench -- --quick` (about a minute).
+// Runs every benchmark of issue 7 against the BUILT package (dist/), in one process except the
+// open/memory measurements (fresh child processes), and writes one results file:
+//   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
+//   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
+// Options: --quick, --report, --only=raw,benny,matrix,peers,contract,open, --dir=<scratch dir>.
+// A benchmark measures, it does not assert: targets are reported, never enforced here.
+import b from 'benny';
+import { fork } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Builder, MemStore } from '../dist/index.js';
+import { FRAME_HEADER_BYTES } from '../dist/log/format.js';
+import { BareQueue } from './lib/bare-queue.mjs';
+import { describeMachine } from './lib/env.mjs';
+import { levelPeer, sqlitePeer } from './lib/peers.mjs';
+import { Progress } from './lib/progress.mjs';
+import { rawBatchedAppend, rawSyncLoop } from './lib/raw.mjs';
+import { Latencies, median, spread } from './lib/stats.mjs';
+import { computeTargets, formatTargets } from './lib/targets.mjs';
+import { runCell } from './lib/cell.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = args.find((a) => a.startsWith('--only='))?.slice(7).split(',');
+const wants = (section) => !only || only.includes(section);
+const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? process.env.PQ_BENCH_DIR ?? tmpdir();
+
+/** Everything that differs between the quick and the full run. */
+const config = quick
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8 };
+
+const DISK_CAP_BYTES = 512 * 2 ** 20;
+const BENNY_MESSAGES = 4096;
+
+const scratch = mkdtempSync(join(scratchRoot, 'pq-bench-'));
+const cleanupScratch = () => rmSync(scratch, { recursive: true, force: true });
+process.on('exit', cleanupScratch);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
+
+const env = describeMachine(scratch);
+const startedAt = new Date().toISOString();
+const t0 = performance.now();
+const results = [];
+
+console.log(`persistent-queue benchmarks (${quick ? 'quick' : 'full'} run)`);
+console.log(`  node ${env.node}, ${env.cpu}, ${env.memoryGiB} GiB RAM, ${env.platform}`);
+console.log(`  scratch ${scratch}: ${env.filesystem} on ${env.device}`);
+console.log(`  ${config.reps} repetition(s) per figure, median reported; figures are from this one machine only`);
+
+/** Record one figure: `samples` are the repetitions, `value` their median. */
+function record(r) {
+  const samples = r.samples ?? [r.value];
+  const entry = { ...r, value: r.value ?? median(samples), samples, spread: spread(samples) };
+  results.push(entry);
+  return entry;
+}
+
+const rate = (r) => r.msgs / r.seconds;
+const fmtRate = (v) => (v >= 1e6 ? `${(v / 1e6).toFixed(2)} M/s` : v >= 1e3 ? `${(v / 1e3).toFixed(1)} k/s` : `${v.toFixed(0)}/s`);
+
+// ------------------------------------------------------------------ plan (for the progress display)
+
+const policies = ['none', 'group', 'sync'];
+const workloads = ['push', 'drain', 'e2e'];
+const plan = [];
+if (wants('raw')) for (const p of config.payloads) plan.push({ section: 'raw', payload: p, weight: config.reps * 5 * 1.2 });
+if (wants('benny')) for (const p of config.payloads) for (const n of config.producers) plan.push({ section: 'benny', payload: p, producers: n, weight: 4 * (config.bennyMaxTime * 1.6) / (config.budgetMs / 1000) });
+if (wants('matrix'))
+  for (const store of ['bare', 'memstore', 'logstore'])
+    for (const policy of store === 'logstore' ? policies : ['none'])
+      for (const payload of config.payloads)
+        for (const producers of config.producers)
+          for (const workload of workloads) plan.push({ section: 'matrix', store, policy, payload, producers, workload, weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1) });
+if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
+if (wants('contract'))
+  for (const store of ['sqlitestore', 'levelstore'])
+    for (const policy of policies)
+      for (const producers of config.contractProducers)
+        for (const workload of ['push', 'e2e']) plan.push({ section: 'contract', store, policy, producers, workload, weight: 1.2 });
+if (wants('open')) for (const size of config.openSizes) plan.push({ section: 'open', size, weight: (size / 1e6) * 4 / (config.budgetMs / 1000) + 3 });
+const progress = new Progress(plan.reduce((s, t) => s + t.weight, 0));
+const step = (i) => plan[i];
+
+// ------------------------------------------------------------------ raw baselines
+
+async function runRaw(task) {
+  const frameBytes = FRAME_HEADER_BYTES + task.payload;
+  const dir = mkdtempSync(join(scratch, 'raw-'));
+  try {
+    const budgetMs = config.budgetMs;
+    const reps = (fn) => Promise.all([]).then(async () => {
+      const out = [];
+      for (let r = 0; r < config.reps; r++) out.push(await fn());
+      return out;
+    });
+    const batched = await reps(() => rawBatchedAppend(dir, { frameBytes, records: Math.min(2_000_000, Math.floor(DISK_CAP_BYTES / frameBytes)), batch: 64, budgetMs }));
+    record({ id: `raw/batched-append/${task.payload}`, kind: 'raw', name: 'raw writeSync, 64 frames per write, no sync', payloadBytes: task.payload, frameBytes, unit: 'msgs/s', samples: batched });
+    const summary = [`batched ${fmtRate(median(batched))}`];
+    for (const batch of [1, 64]) {
+      for (const preallocate of [false, true]) {
+        const lat = batch === 1 ? new Latencies() : undefined;
+        const records = batch === 1 ? 20_000 : Math.min(256 * 1024, Math.floor((64 * 2 ** 20) / frameBytes));
+        const samples = await reps(() => rawSyncLoop(dir, { frameBytes, records, batch, preallocate, budgetMs, latencies: lat }));
+        record({
+          id: `raw/sync${batch}/${preallocate ? 'overwrite' : 'append'}/${task.payload}`,
+          kind: 'raw',
+          name: `raw write + fdatasync, ${batch} frame(s) per sync, ${preallocate ? 'overwriting a zero-filled file' : 'appending'}`,
+          payloadBytes: task.payload,
+          frameBytes,
+          batch,
+          preallocate,
+          unit: 'msgs/s',
+          samples,
+          latency: lat?.summary(),
+        });
+        summary.push(`sync${batch}${preallocate ? '/prealloc' : ''} ${fmtRate(median(samples))}`);
+      }
+    }
+    return summary.join(', ');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ------------------------------------------------------------------ benny: MemStore vs bare queue
+
+async function consumeAll(rx, count) {
+  for (let i = 0; i < count; i++) {
+    const item = rx.tryReserve() ?? (await rx.reserve());
+    await item.ack();
+  }
+}
+
+async function runBenny(task) {
+  const payload = new Uint8Array(task.payload).fill(7);
+  const producers = task.producers;
+  const per = BENNY_MESSAGES / producers;
+  const produce = async (tx) => {
+    for (let i = 0; i < per; i++) await tx.push(payload);
+  };
+  const options = { minSamples: config.bennyMinSamples, maxTime: config.bennyMaxTime };
+  const out = [];
+  for (const workload of ['e2e', 'push']) {
+    const [mtx, mrx] = await new Builder(new MemStore()).durability('none').open();
+    const bare = new BareQueue();
+    const cases = {
+      // End to end: one long-lived queue, every op moves BENNY_MESSAGES items through it.
+      e2e: {
+        bare: () => Promise.all([consumeAll(bare, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(bare))]),
+        memstore: () => Promise.all([consumeAll(mrx, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(mtx))]),
+      },
+      // Push only: a fresh queue per op, so the backlog does not grow across ops.
+      push: {
+        bare: async () => {
+          const q = new BareQueue();
+          await Promise.all(Array.from({ length: producers }, () => produce(q)));
+        },
+        memstore: async () => {
+          const [tx] = await new Builder(new MemStore()).durability('none').open();
+          await Promise.all(Array.from({ length: producers }, () => produce(tx)));
+          await tx.close();
+        },
+      },
+    }[workload];
+    const log = console.log;
+    console.log = () => {}; // benny's own "Running…" lines would break the progress line
+    let summary;
+    try {
+      summary = await b.suite(
+        `MemStore vs bare, ${workload}, ${task.payload} B, ${producers} producer(s)`,
+        b.add('bare array queue', cases.bare, options),
+        b.add('MemStore queue', cases.memstore, options),
+      );
+    } finally {
+      console.log = log;
+    }
+    await mtx.close();
+    const byName = Object.fromEntries(summary.results.map((r) => [r.name, r]));
+    for (const [store, name] of [['bare', 'bare array queue'], ['memstore', 'MemStore queue']]) {
+      const r = byName[name];
+      record({
+        id: `benny/${store}/${workload}/p${producers}/${task.payload}`,
+        kind: 'benny',
+        store,
+        workload,
+        producers,
+        payloadBytes: task.payload,
+        unit: 'msgs/s',
+        value: r.ops * BENNY_MESSAGES,
+        samples: [r.ops * BENNY_MESSAGES],
+        marginPercent: r.margin,
+        tool: 'benny',
+      });
+    }
+    const ratio = byName['MemStore queue'].ops / byName['bare array queue'].ops;
+    out.push(`${workload} ${(ratio * 100).toFixed(0)} % of bare`);
+  }
+  return out.join(', ');
+}
+
+// ------------------------------------------------------------------ the queue matrix (own harness)
+
+async function runMatrixCell(task, section = 'matrix', reps = config.reps) {
+  const lat = task.workload === 'push' && task.policy !== 'none' ? new Latencies() : undefined;
+  const runs = [];
+  for (let r = 0; r < reps; r++) runs.push(await runCell(task, { budgetMs: config.budgetMs, scratch, latencies: lat }));
+  const samples = runs.map(rate);
+  const e = record({
+    id: `${section === 'matrix' ? 'queue' : 'contract'}/${task.store}/${task.policy}/p${task.producers}/${task.payload}/${task.workload}`,
+    kind: section === 'matrix' ? 'queue' : 'contract',
+    store: task.store,
+    policy: task.policy,
+    producers: task.producers,
+    ackWindow: task.workload === 'push' ? undefined : task.producers,
+    payloadBytes: task.payload,
+    workload: task.workload,
+    unit: 'msgs/s',
+    samples,
+    msgs: runs.map((r) => r.msgs),
+    latency: lat?.summary(),
+    tool: 'harness',
+  });
+  return `${fmtRate(e.value)}${e.spread > 0.15 ? ` (spread ${(e.spread * 100).toFixed(0)} %)` : ''}${e.latency ? `, p99 ${e.latency.p99Ms.toFixed(2)} ms` : ''}`;
+}
+
+// ------------------------------------------------------------------ peers, directly
+
+const PEERS = [
+  { peer: 'sqlite', durable: true, mode: 'perCommit', batch: 1, label: 'better-sqlite3 FULL, 1 insert per commit' },
+  { peer: 'sqlite', durable: true, mode: 'perCommit', batch: 64, label: 'better-sqlite3 FULL, 64 inserts per commit' },
+  { peer: 'sqlite', durable: true, mode: 'endToEnd', batch: 64, label: 'better-sqlite3 FULL, 64 in + 64 out per commit pair' },
+  { peer: 'sqlite', durable: false, mode: 'perCommit', batch: 64, label: 'better-sqlite3 OFF, 64 inserts per commit' },
+  { peer: 'sqlite', durable: false, mode: 'endToEnd', batch: 64, label: 'better-sqlite3 OFF, 64 in + 64 out per commit pair' },
+  { peer: 'level', durable: true, mode: 'perCommit', batch: 1, label: 'classic-level sync, single puts' },
+  { peer: 'level', durable: true, mode: 'perCommit', batch: 64, label: 'classic-level sync, batches of 64' },
+  { peer: 'level', durable: true, mode: 'endToEnd', batch: 64, label: 'classic-level sync, 64 in + 64 out' },
+  { peer: 'level', durable: false, mode: 'perCommit', batch: 1, label: 'classic-level no sync, single puts' },
+  { peer: 'level', durable: false, mode: 'perCommit', batch: 64, label: 'classic-level no sync, batches of 64' },
+  { peer: 'level', durable: false, mode: 'endToEnd', batch: 64, label: 'classic-level no sync, 64 in + 64 out' },
+];
+
+async function runPeer(p) {
+  const payload = Buffer.alloc(128, 7);
+  const count = 2_000_000;
+  const samples = [];
+  for (let r = 0; r < config.reps; r++) {
+    const run =
+      p.peer === 'sqlite'
+        ? await sqlitePeer(scratch, { durable: p.durable, mode: p.mode, batch: p.batch, payload, count, budgetMs: config.budgetMs })
+        : await levelPeer(scratch, { sync: p.durable, mode: p.mode, batch: p.batch, payload, count, budgetMs: config.budgetMs });
+    samples.push(rate(run));
+  }
+  const e = record({
+    id: `peer/${p.peer}/${p.durable ? 'durable' : 'nosync'}/${p.mode}${p.batch}/128`,
+    kind: 'peer',
+    name: p.label,
+    peer: p.peer,
+    durable: p.durable,
+    mode: p.mode,
+    batch: p.batch,
+    payloadBytes: 128,
+    unit: 'msgs/s',
+    samples,
+  });
+  return fmtRate(e.value);
+}
+
+// ------------------------------------------------------------------ open time and memory (child processes)
+
+const CHILD = join(here, 'lib', 'open-child.mjs');
+
+function child(argv, { onMessage } = {}) {
+  return new Promise((resolve, reject) => {
+    const cp = fork(CHILD, argv, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    let last;
+    cp.on('message', (m) => {
+      last = m;
+      onMessage?.(m, cp);
+    });
+    cp.on('error', reject);
+    cp.on('exit', (code, signal) => (code === 0 || signal === 'SIGKILL' ? resolve(last) : reject(new Error(`open child ${argv.join(' ')} exited ${code ?? signal}`))));
+  });
+}
+
+/** Run a child that reports once and is then SIGKILLed by us. */
+const childKilledAfterReport = (argv) => child(argv, { onMessage: (_m, cp) => cp.kill('SIGKILL') });
+
+async function runOpen(task) {
+  const n = task.size;
+  const out = [];
+  for (const how of ['clean', 'kill']) {
+    const dir = join(mkdtempSync(join(scratch, `open-${how}-`)), 'q');
+    try {
+      const built = how === 'clean' ? await child(['build', dir, String(n), 'clean']) : await childKilledAfterReport(['build', dir, String(n), 'hold']);
+      record({ id: `disk/${n}/${how}`, kind: 'disk', items: n, how, unit: 'bytes/item', value: built.allocated / n, samples: [built.allocated / n], apparentBytesPerItem: built.bytes / n, bytes: built.bytes, allocated: built.allocated, files: built.files, buildMsgsPerS: n / built.seconds });
+      // Every open is in a fresh process. After a kill, each measuring child is killed too, so the
+      // next one also opens an uncleanly closed store; the last one acks the backlog (1 M only).
+      const opens = [];
+      const reps = Math.max(config.reps, 1);
+      for (let r = 0; r < reps; r++) {
+        const last = r === reps - 1;
+        const then = last ? (n <= 1_000_000 && how === 'clean' ? 'drain' : 'close') : how === 'kill' ? 'kill' : 'close';
+        opens.push(then === 'kill' ? await childKilledAfterReport(['open', dir, 'kill']) : await child(['open', dir, then]));
+      }
+      const m = (k) => median(opens.map((o) => o[k]));
+      record({
+        id: `open/${n}/${how}`,
+        kind: 'open',
+        items: n,
+        how,
+        unit: 'ms',
+        samples: opens.map((o) => o.openMs),
+        firstReadMs: m('firstReadMs'),
+        rssGrowthBytes: Math.max(...opens.map((o) => o.rssGrowth)),
+        heapGrowthBytes: Math.max(...opens.map((o) => o.heapGrowth)),
+        rssAfterBytes: m('rssAfter'),
+        ready: opens[0].ready,
+        cleanShutdownSeen: opens.map((o) => o.cleanShutdown),
+      });
+      const drained = opens.find((o) => o.drained !== undefined);
+      if (drained) {
+        record({ id: `disk/${n}/after-ack`, kind: 'disk', items: n, how: 'after-ack', unit: 'bytes', value: drained.afterClose.allocated, samples: [drained.afterClose.allocated], bytesOnDiskAfterAck: drained.bytesOnDiskAfterAck, apparentBytes: drained.afterClose.bytes, files: drained.afterClose.files, drainMsgsPerS: drained.drained / drained.drainSeconds });
+      }
+      out.push(`${how}: open ${m('openMs').toFixed(1)} ms, rss +${(Math.max(...opens.map((o) => o.rssGrowth)) / 2 ** 20).toFixed(1)} MiB`);
+    } finally {
+      rmSync(dirname(dir), { recursive: true, force: true });
+    }
+  }
+  return out.join('; ');
+}
+
+// ------------------------------------------------------------------ run everything
+
+const peerIter = PEERS[Symbol.iterator]();
+for (let i = 0; i < plan.length; i++) {
+  const task = step(i);
+  let label;
+  let run;
+  switch (task.section) {
+    case 'raw':
+      label = `raw baselines, ${task.payload} B payloads`;
+      run = () => runRaw(task);
+      break;
+    case 'benny':
+      label = `benny: MemStore vs bare queue, ${task.payload} B, ${task.producers} producer(s)`;
+      run = () => runBenny(task);
+      break;
+    case 'matrix':
+      label = `${task.store}${task.store === 'logstore' ? ` ${task.policy}` : ''}, ${task.workload}, ${task.producers} ${task.workload === 'drain' ? 'acks in flight' : 'producer(s)'}, ${task.payload} B`;
+      run = () => runMatrixCell(task);
+      break;
+    case 'peers': {
+      const p = peerIter.next().value;
+      label = `peer: ${p.label}`;
+      run = () => runPeer(p);
+      break;
+    }
+    case 'contract':
+      task.payload = 128;
+      label = `${task.store} (Store contract) ${task.policy}, ${task.workload}, ${task.producers} producer(s)`;
+      run = () => runMatrixCell(task, 'contract', 1);
+      break;
+    case 'open':
+      label = `open time and memory, ${task.size.toLocaleString('en-US')} items`;
+      run = () => runOpen(task);
+      break;
+  }
+  progress.start(label, task.weight);
+  let summary;
+  try {
+    summary = await run();
+  } catch (error) {
+    summary = `FAILED: ${error?.stack ?? error}`;
+    results.push({ id: `error/${i}`, kind: 'error', label, error: String(error?.stack ?? error) });
+  }
+  progress.done(summary);
+}
+
+const output = {
+  schema: 1,
+  quick,
+  startedAt,
+  durationSeconds: Math.round((performance.now() - t0) / 1000),
+  config,
+  env,
+  command: quick ? 'npm run bench -- --quick' : 'npm run bench',
+  note: 'Figures are from one machine, measured in one run; compare ratios, not absolute numbers. Each figure is the median of the repetitions; `spread` is (max - min) / median.',
+  results,
+};
+output.targets = computeTargets(output);
+const file = join(here, 'results', quick ? 'quick.json' : 'latest.json');
+mkdirSync(dirname(file), { recursive: true });
+writeFileSync(file, `${JSON.stringify(output, null, 1)}\n`);
+console.log(`\nresults: ${file} (${output.durationSeconds} s)`);
+console.log(formatTargets(output.targets));
+if (!quick || args.includes('--report')) {
+  const { writeReport } = await import('./report.mjs');
+  const written = await writeReport(output);
+  console.log(`report: ${written.join(', ')}`);
+}
