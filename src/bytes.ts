@@ -23,5 +23,6 @@ export function copyBytes(bytes: Uint8Array): Uint8Array {
   const start = slabOffset;
   slab.set(bytes, start);
   slabOffset = start + length;
-  return slab.subarray(start, slabOffset);
+  // A constructed view is measurably cheaper than `subarray`, which looks up the species constructor.
+  return new Uint8Array(slab.buffer, start, length);
 }
