@@ -3,9 +3,9 @@
  * imports node:fs; LogStore reaches the disk only through the interface.
  *
  * Locking (BRIEF lesson 14): with the optional peer dependency `fs-ext` installed, a kernel
- * `flock` on `LOCK` (released by the kernel when the holder dies). Without it, a lock file
- * created with O_EXCL that holds the owner's pid; a lock file whose pid is not alive is taken over
- * by writing a new one through tmp + rename and reading it back.
+ * `flock` on `LOCK` (released by the kernel when the holder dies). Without it, a lock file that
+ * holds the owner's pid, created complete by link(); a lock file whose pid is not alive is taken
+ * over by rename, serialised by a `LOCK.takeover` mutex file (see `pidFileLock`).
  */
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -94,35 +94,111 @@ function flockLock(lockPath: string): LockHandle {
   };
 }
 
-function pidFileLock(lockPath: string): LockHandle {
-  const me = process.pid;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      writeFileDurably(lockPath, `${me}\n`, 'wx');
-      return pidFileHandle(lockPath);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    }
-    const holder = readPid(lockPath);
-    if (holder !== null && isAlive(holder)) throw lockedError(lockPath, holder);
-    // Stale (dead owner, or an unreadable file left by a crash between create and write): take it
-    // over with an atomic replace, then read it back to see whose rename won.
-    const tmp = `${lockPath}.tmp-${me}`;
-    writeFileDurably(tmp, `${me}\n`, 'w');
-    fs.renameSync(tmp, lockPath);
-    if (readPid(lockPath) === me) return pidFileHandle(lockPath);
-  }
-  throw lockedError(lockPath, readPid(lockPath));
+/** What the pid lock needs from the process; tests substitute it to replay interleavings. */
+export interface PidLockEnv {
+  readonly pid: number;
+  isAlive(pid: number): boolean;
+  /** Test hook: called when a stale holder was seen, before taking the lock over. */
+  readonly afterStaleSeen?: () => void;
 }
 
-function pidFileHandle(lockPath: string): LockHandle {
+const processEnv: PidLockEnv = { pid: process.pid, isAlive };
+
+/** Lock files this process holds, by path: our own pid in a LOCK we do not hold is a stale one. */
+const heldByThisProcess = new Set<string>();
+
+/** Suffix of the mutex file that serialises takeovers of a stale lock (FORMAT.md §5). */
+const TAKEOVER_SUFFIX = '.takeover';
+
+/** Create `path` as a new name of `from` (atomic, fails with EEXIST); false when it exists. */
+function linkNew(from: string, path: string, text: string): boolean {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      fs.linkSync(from, path);
+      return true;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return false;
+      // `from` is a tmp file that a concurrent opener's stray cleanup may delete: write it again.
+      if (code !== 'ENOENT' || attempt > 0) throw e;
+      writeFileDurably(from, text, 'w');
+    }
+  }
+}
+
+/** `exists: false` when there is no file; `pid: null` when it exists but names no pid. */
+function readHolder(path: string): { exists: boolean; pid: number | null } {
+  let text: string;
+  try {
+    text = fs.readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { exists: false, pid: null };
+    throw e;
+  }
+  const pid = Number.parseInt(text.trim(), 10);
+  return { exists: true, pid: Number.isSafeInteger(pid) && pid > 0 ? pid : null };
+}
+
+/**
+ * The pid lock (no fs-ext). Every lock file is born complete: the pid is written to
+ * `LOCK.tmp-<pid>` and fsynced, then linked (created; fails if it exists) or renamed into place,
+ * so no process ever sees an empty LOCK of a live holder. A stale LOCK (a dead pid; our own pid
+ * while this process does not hold it, as after a container restart that reuses pids; or no pid
+ * at all) is replaced only under the mutex `LOCK.takeover` (created by link, so one process takes
+ * over at a time), after checking the holder again under it. Found by review: two processes
+ * replacing the same stale LOCK both read their own pid back.
+ */
+export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): LockHandle {
+  const me = env.pid;
+  const stale = (pid: number | null): boolean =>
+    pid === null || (pid === me ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
+  const tmp = `${lockPath}.tmp-${me}`;
+  const mutex = lockPath + TAKEOVER_SUFFIX;
+  const text = `${me}\n`;
+  try {
+    for (let attempt = 0; attempt < 4; attempt++) {
+      // (Re)written each attempt: a rename below consumes it.
+      if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
+      if (linkNew(tmp, lockPath, text)) return pidFileHandle(lockPath, me);
+      const seen = readHolder(lockPath);
+      if (!seen.exists) continue; // released meanwhile: try to create it again
+      if (!stale(seen.pid)) throw lockedError(lockPath, seen.pid);
+      env.afterStaleSeen?.();
+      if (!linkNew(tmp, mutex, text)) {
+        const other = readHolder(mutex);
+        // Another process is taking the lock over right now; it wins.
+        if (other.exists && !stale(other.pid)) throw lockedError(lockPath, other.pid);
+        // Left by a process that died inside its takeover (a few syscalls): remove it, retry.
+        if (other.exists) fs.rmSync(mutex, { force: true });
+        continue;
+      }
+      try {
+        const now = readHolder(lockPath);
+        if (!now.exists) continue; // released meanwhile: create it, never replace it
+        if (!stale(now.pid)) throw lockedError(lockPath, now.pid);
+        // Atomic replace: LOCK never disappears, so no process can create it in between.
+        fs.renameSync(tmp, lockPath);
+        return pidFileHandle(lockPath, me);
+      } finally {
+        fs.rmSync(mutex, { force: true });
+      }
+    }
+    throw lockedError(lockPath, readPid(lockPath));
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
+function pidFileHandle(lockPath: string, me: number): LockHandle {
+  heldByThisProcess.add(lockPath);
   let released = false;
   return {
     release() {
       if (released) return;
       released = true;
+      heldByThisProcess.delete(lockPath);
       // Remove the file only while it is still ours.
-      if (readPid(lockPath) === process.pid) fs.unlinkSync(lockPath);
+      if (readPid(lockPath) === me) fs.unlinkSync(lockPath);
     },
   };
 }

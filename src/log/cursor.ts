@@ -12,7 +12,6 @@ import {
   CURSOR_HEADER_BYTES,
   CURSOR_MAGIC,
   FORMAT_VERSION,
-  MAX_RANGES_PER_RECORD,
   RANGE_BYTES,
   readU16,
   readU32,
@@ -191,8 +190,10 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   const lwm = readU64(buf, CUR_OFF_LWM);
   const nextSeq = readU64(buf, CUR_OFF_NEXT_SEQ);
   const rangeCount = readU32(buf, CUR_OFF_RANGE_COUNT);
-  // Bound the range count by the file size before anything is allocated for it.
-  if (rangeCount > MAX_RANGES_PER_RECORD || CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES > fileSize) {
+  // Bound the range count by the file size before anything is allocated for it. A checkpoint holds
+  // every open hole, so it is not bounded by MAX_RANGES_PER_RECORD (which bounds one ACK record):
+  // the writer never limits it, and a reader that did would refuse a checkpoint it wrote itself.
+  if (CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES > fileSize) {
     return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
   }
   return { version, flags, lwm, nextSeq, rangeCount };

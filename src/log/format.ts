@@ -86,6 +86,8 @@ export const SEGMENT_SUFFIX = '.log';
 export const SEGMENT_SEQ_DIGITS = 20;
 export const CURSOR_FILE = 'cursor.pqc';
 export const LOCK_FILE = 'LOCK';
+/** The mutex a process holds while it takes over a stale pid lock (src/node-fs.ts); never read by the store. */
+export const LOCK_TAKEOVER_FILE = 'LOCK.takeover';
 /** Suffix of a file being written for an atomic replace; such files are deleted at open, never read. */
 export const TMP_SUFFIX = '.tmp';
 /** Side files that keep the bytes cut off a torn tail: `<file>.torn-<offset>`. */
@@ -115,7 +117,7 @@ const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
 export function classifyEntry(name: string): EntryKind {
   if (parseSegmentName(name) !== null) return 'segment';
   if (name === CURSOR_FILE) return 'cursor';
-  if (name === LOCK_FILE) return 'lock';
+  if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE) return 'lock';
   if (TMP_RE.test(name)) return 'tmp';
   if (TORN_RE.test(name)) return 'torn';
   return 'foreign';

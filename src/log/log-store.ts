@@ -20,6 +20,7 @@ import {
   CURSOR_HEADER_BYTES,
   FORMAT_VERSION,
   FRAME_HEADER_BYTES,
+  FRAME_OFF_LENGTH,
   LOCK_FILE,
   MAX_PAYLOAD_BYTES_CAP,
   MAX_RANGES_PER_RECORD,
@@ -39,6 +40,7 @@ import {
   TORN_INFIX,
   classifyEntry,
   parseSegmentName,
+  readU32,
   readU64,
   segmentName,
 } from './format.js';
@@ -51,7 +53,7 @@ import {
   encodeSegmentHeader,
   type SealInfo,
 } from './segment.js';
-import { FileWindow, scanFrames, type FrameRules, type TailRow } from './tail.js';
+import { FileWindow, scanFrames, type FrameRules, type ScanResult, type TailRow } from './tail.js';
 
 const MiB = 1024 * 1024;
 /** Smallest accepted `segmentBytes`: a header, a seal and a few small frames. Tests use tiny segments. */
@@ -226,6 +228,12 @@ interface ResolvedOptions {
   compactionLiveRatio: number;
   dirMode: number;
   fileMode: number;
+  /**
+   * Ranges per ACK record, for writer and reader alike: MAX_RANGES_PER_RECORD. Not a public option:
+   * tests lower it (`maxRangesPerRecord`) to exercise the split of a large ack into several records
+   * without acking 2^20 holes.
+   */
+  maxRangesPerRecord: number;
 }
 
 let defaultFs: FileSystem | undefined;
@@ -272,6 +280,8 @@ function resolveOptions(raw: unknown): ResolvedOptions {
     compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
     dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
+    maxRangesPerRecord:
+      o.maxRangesPerRecord === undefined ? MAX_RANGES_PER_RECORD : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
   };
 }
 
@@ -498,9 +508,20 @@ export class LogStore implements Store {
         // scanning it (open time must not grow with the backlog); a small one is cheaper to scan
         // than a new segment file per open/close cycle.
         if (this.active.seal === null && this.active.bytes - SEGMENT_HEADER_BYTES >= SEAL_AT_CLOSE_BYTES) {
-          await this.sealActive(this.nextSeq);
+          await this.sealActive(this.nextSeq).catch((e: unknown) => {
+            if (!isStoreFull(e)) throw e; // a full disk: the segment stays unsealed (scanned at open)
+          });
         }
-        await this.writeCheckpoint(CUR_FLAG_CLEAN);
+        try {
+          await this.writeCheckpoint(CUR_FLAG_CLEAN);
+        } catch (e) {
+          if (!isStoreFull(e)) throw e;
+          // A full disk: keep the current cursor (checkpoint + records) and make it durable. The
+          // next open reads it as an unclean shutdown, which only costs it a scan.
+          await this.syncActiveData();
+          await this.syncCursor();
+          if (this.failure !== null) throw this.failure;
+        }
       }
     } catch (e) {
       error = this.markFailed(e);
@@ -656,6 +677,9 @@ export class LogStore implements Store {
 
   /** One fdatasync of the active segment; failure is fatal (never retried: fsyncgate). */
   private syncActiveData(): Promise<void> {
+    // No active fd only inside a roll, between the sealed segment (already fdatasynced) and the
+    // durable creation of the next one: a checkpoint taken meanwhile has nothing left to sync.
+    if (this.writeFd < 0) return this.failure !== null ? Promise.reject(this.failure) : Promise.resolve();
     return this.syncFd(this.writeFd, true).then(undefined, (e: unknown) => this.fail(e));
   }
 
@@ -747,8 +771,11 @@ export class LogStore implements Store {
    */
   private async roll(endSeq: number): Promise<void> {
     await this.sealActive(endSeq);
-    // The old fd's data is durable; close it once no sync is pending on it.
+    // The old fd's data is durable; close it once no sync is pending on it. Forget it at once: if
+    // creating the next segment fails, close() must not close that number again (by then it may
+    // belong to another file; found by review).
     this.closeWhenIdle(this.writeFd);
+    this.writeFd = -1;
     const seg = await this.createSegment(endSeq);
     this.segments.push(seg);
     this.active = seg;
@@ -788,7 +815,11 @@ export class LogStore implements Store {
     old.seal = seal;
   }
 
-  /** Create a segment file: header, fsync file, fsync directory. Sets `writeFd`. */
+  /**
+   * Create a segment file: header, fsync file, fsync directory. Sets `writeFd` once the segment is
+   * durable; on failure the new fd is closed here (the instance fails; recovery deletes or keeps
+   * the file by the interrupted-creation rule, FORMAT §6.2).
+   */
   private async createSegment(base: number): Promise<Segment> {
     const name = segmentName(base);
     const path = join(this.dir, name);
@@ -799,14 +830,15 @@ export class LogStore implements Store {
     } catch (e) {
       throw this.markFailed(e);
     }
-    this.writeFd = fd;
     try {
       this.fs.write(fd, header, 0, header.length, 0);
       await this.syncFd(fd, false);
       await this.fs.fsyncDir(this.dir);
     } catch (e) {
+      this.closeWhenIdle(fd);
       throw this.markFailed(e);
     }
+    this.writeFd = fd;
     return { base, name, path, bytes: header.length, seal: null, compacted: false, readFd: -1, retired: false };
   }
 
@@ -835,13 +867,32 @@ export class LogStore implements Store {
   // Ack path
   // =============================================================================================
 
+  /**
+   * Write the ranges of one `ack()` call as ACK records (FORMAT §4.2) with one positional write.
+   * A record holds at most `maxRangesPerRecord` ranges (the reader's bound), so an ack of more
+   * holes is split into several consecutive records; a crash can keep a prefix of them, which
+   * acks a subset of an ack that never resolved (allowed: each seq is acked or not).
+   */
   private ackNow(seqs: readonly number[], sync: boolean): Promise<void> {
     if (this.failure !== null) return Promise.reject(this.failure);
-    const need = FRAME_HEADER_BYTES + seqs.length * RANGE_BYTES;
+    const perRecord = this.opts.maxRangesPerRecord;
+    // Ranges are encoded after room for the most frame headers they can need (one range per seq
+    // at worst), then each chunk is moved down behind its own header (never over a later chunk).
+    const maxRecords = Math.ceil(seqs.length / perRecord);
+    const rangesAt = maxRecords * FRAME_HEADER_BYTES;
+    const need = rangesAt + seqs.length * RANGE_BYTES;
     if (this.ackBuf.length < need) this.ackBuf = new Uint8Array(Math.max(need, this.ackBuf.length * 2));
     const buf = this.ackBuf;
-    const payloadBytes = encodeAckRanges(seqs, buf, FRAME_HEADER_BYTES);
-    const end = encodeFrameInPlace(buf, 0, this.cursorRecordSeq + 1, RECORD_ACK, payloadBytes);
+    const payloadBytes = encodeAckRanges(seqs, buf, rangesAt);
+    const chunkBytes = perRecord * RANGE_BYTES;
+    let end = 0;
+    let records = 0;
+    for (let from = 0; from < payloadBytes; from += chunkBytes) {
+      const length = Math.min(chunkBytes, payloadBytes - from);
+      buf.copyWithin(end + FRAME_HEADER_BYTES, rangesAt + from, rangesAt + from + length);
+      end = encodeFrameInPlace(buf, end, this.cursorRecordSeq + records + 1, RECORD_ACK, length);
+      records++;
+    }
     const at = this.cursorOffset;
     try {
       this.fs.write(this.cursorFd, buf, 0, end, at);
@@ -849,9 +900,13 @@ export class LogStore implements Store {
       return this.writeFailed(e, this.cursorFd, at, 'ack');
     }
     this.cursorOffset = at + end;
-    this.cursorRecordSeq++;
-    for (let p = FRAME_HEADER_BYTES; p < FRAME_HEADER_BYTES + payloadBytes; p += RANGE_BYTES) {
-      this.acks.add(readU64(buf, p), readU64(buf, p + 8));
+    this.cursorRecordSeq += records;
+    for (let p = 0; p < end; ) {
+      const length = readU32(buf, p + FRAME_OFF_LENGTH);
+      for (let q = p + FRAME_HEADER_BYTES; q < p + FRAME_HEADER_BYTES + length; q += RANGE_BYTES) {
+        this.acks.add(readU64(buf, q), readU64(buf, q + 8));
+      }
+      p += FRAME_HEADER_BYTES + length;
     }
     if (this.needsMaintenance()) this.scheduleMaintenance();
     if (!sync) return Promise.resolve();
@@ -902,6 +957,21 @@ export class LogStore implements Store {
       const fd = this.fs.open(tmp, 'create', this.opts.fileMode);
       try {
         this.fs.write(fd, buf, 0, buf.length, 0);
+      } catch (e) {
+        this.closeQuietly(fd);
+        if (errnoCode(e) === 'ENOSPC') {
+          // A full disk is not a failure: the current cursor file stays in place and valid, and
+          // the callers fall back to it (open, close) or retry later (maintenance).
+          try {
+            this.fs.unlink(tmp);
+          } catch {
+            // Deleted at the next open.
+          }
+          throw new QueueError('ERR_STORE_FULL', 'No space left on device (cursor checkpoint)', { cause: e });
+        }
+        throw e;
+      }
+      try {
         await this.syncFd(fd, false);
       } catch (e) {
         this.closeQuietly(fd);
@@ -913,6 +983,7 @@ export class LogStore implements Store {
       if (this.cursorFd >= 0) this.closeWhenIdle(this.cursorFd);
       this.cursorFd = fd;
     } catch (e) {
+      if (e instanceof QueueError && e.code === 'ERR_STORE_FULL') throw e;
       throw this.markFailed(e);
     }
     this.cursorOffset = buf.length;
@@ -983,10 +1054,15 @@ export class LogStore implements Store {
       if (!frameCrcOk(win.buf, at, h)) throw this.readCorrupt(seg, pos, 'CRC mismatch');
       if (h.seq <= this.readerPrevSeq || h.seq < seg.base) throw this.readCorrupt(seg, pos, `seq ${h.seq} out of order`);
       if (h.type === RECORD_SEAL) {
+        // A roll in progress: the SEAL is written but its fdatasync (which sets `seal`) is
+        // pending, or the next segment is not created yet. Nothing follows yet: caught up, and
+        // the position stays on the seal (found by review: reported as corruption).
+        if (seg === this.active && seg.seal === null && pos + bytes === seg.bytes) return;
         if (seg.seal === null || pos + bytes !== seg.bytes || h.seq !== seg.seal.endSeq) {
           throw this.readCorrupt(seg, pos, 'unexpected seal record');
         }
         const idx = this.segments.indexOf(seg);
+        if (idx >= 0 && idx === this.segments.length - 1 && seg === this.active) return;
         if (idx < 0 || idx + 1 >= this.segments.length) throw this.readCorrupt(seg, pos, 'no segment after a sealed one');
         seg = this.segments[idx + 1]!;
         this.openReader(seg);
@@ -1042,13 +1118,18 @@ export class LogStore implements Store {
       do {
         this.maintenanceAgain = false;
         if (this.failure !== null || this.state === 'closing' || this.state === 'closed') return;
+        let full = false;
         if (this.cursorOffset - this.cursorLogStart > this.opts.cursorCheckpointBytes) {
-          await this.withCursorLane(() => this.writeCheckpoint(0));
+          // On a full disk the checkpoint waits; deleting acked segments below still frees space.
+          await this.withCursorLane(() => this.writeCheckpoint(0)).catch((e: unknown) => {
+            if (!isStoreFull(e)) throw e;
+            full = true;
+          });
         }
         const del = await this.deleteAckedSegments();
         bytesReclaimed += del.bytes;
         segmentsDeleted += del.count;
-        if (force || (this.opts.autoCompact && this.compactionBlockedBy === null)) {
+        if (!full && (force || (this.opts.autoCompact && this.compactionBlockedBy === null))) {
           const c = await this.compactSealed(force);
           bytesReclaimed += c.bytes;
           segmentsRewritten += c.count;
@@ -1059,6 +1140,12 @@ export class LogStore implements Store {
       () => ({ bytesReclaimed, segmentsDeleted, segmentsRewritten }),
       (e: unknown) => {
         if (e instanceof Aborted) return { bytesReclaimed, segmentsDeleted, segmentsRewritten };
+        if (isStoreFull(e) || errnoCode(e) === 'ENOSPC') {
+          // A full disk stops this round (a compaction's tmp file is removed by compactSealed);
+          // nothing is lost, and the next trigger tries again. compact() reports it.
+          if (!force) return { bytesReclaimed, segmentsDeleted, segmentsRewritten };
+          throw isStoreFull(e) ? e : new QueueError('ERR_STORE_FULL', 'No space left on device (compaction)', { cause: e });
+        }
         if (e instanceof QueueError && e.code === 'ERR_CORRUPT') {
           // Damage found while compacting: surfaced, never repaired; the files stay as they are
           // and automatic compaction stops until `compact()` is asked for again.
@@ -1291,6 +1378,10 @@ export class LogStore implements Store {
     set.add(key);
     this.lockKey = key;
     try {
+      // Before the lock: a directory that is not a store must not have its own LOCK file taken
+      // over or deleted (found by review: a LevelDB directory lost its LOCK). A failed open
+      // changes no file.
+      refuseForeign(dir, fs.readdir(dir));
       try {
         this.lock = fs.lock(join(dir, LOCK_FILE));
       } catch (e) {
@@ -1322,23 +1413,15 @@ export class LogStore implements Store {
     const fs = this.fs;
     const dir = this.dir;
     const names = fs.readdir(dir).sort();
+    refuseForeign(dir, names); // again under the lock: the directory may have changed meanwhile
     const segNames: string[] = [];
     const stray: string[] = [];
     let hasCursor = false;
-    const foreign: string[] = [];
     for (const n of names) {
       const kind = classifyEntry(n);
       if (kind === 'segment') segNames.push(n);
       else if (kind === 'cursor') hasCursor = true;
       else if (kind === 'tmp') stray.push(n);
-      else if (kind === 'foreign') foreign.push(n);
-    }
-    if (foreign.length > 0) {
-      throw new OpenError(
-        'ERR_STORE',
-        `Directory ${dir} holds files that are not part of a store (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''})`,
-        { file: join(dir, foreign[0]!) },
-      );
     }
 
     // Pass 1: every header, versions first (BRIEF lesson 1).
@@ -1378,7 +1461,7 @@ export class LogStore implements Store {
       if (hasCursor) {
         const fd = fs.open(cursorPath, 'read');
         fds.push(fd);
-        cursor = readCursor(fs, fd, cursorPath);
+        cursor = readCursor(fs, fd, cursorPath, this.opts.maxRangesPerRecord);
       }
       if (problems.length > 0) throw problems[0]!;
 
@@ -1421,7 +1504,7 @@ export class LogStore implements Store {
       let activeScan: ActiveScan | null = null;
       if (layout.length > 0) {
         const f = layout[layout.length - 1]!;
-        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, this.opts.readAheadBytes);
+        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, this.opts.readAheadBytes, (f.flags & SEG_FLAG_COMPACTED) !== 0);
         segments.push({
           base: f.base,
           name: f.name,
@@ -1542,6 +1625,12 @@ export class LogStore implements Store {
       this.active = activeSeg;
       this.writeFd = fs.open(activeSeg.path, 'readWrite');
       this.activeFileBytes = activeSeg.bytes; // the scan cut any zero tail
+      // fsyncgate (F5): after a failed fsync the previous session's tail may sit in the page cache
+      // as clean pages that never reached the disk, and an fdatasync now would write nothing.
+      // Unless the previous session closed cleanly, write the tail past the last point the
+      // checkpoint knows durable back in place (same bytes; at most one segment), so that the
+      // fdatasync below really makes it durable. Found by review.
+      if (plan.cursor === null || !plan.cursor.clean) this.rewriteTail(scan!.durableEnd, activeSeg.bytes);
       // KAFKA-10101: after a crash the tail may sit only in the page cache; make it durable
       // before anything is served from it.
       await this.syncActiveData();
@@ -1552,6 +1641,7 @@ export class LogStore implements Store {
       if (activeSeg.seal !== null) {
         // Crashed between sealing and creating the next segment: start it now.
         this.closeWhenIdle(this.writeFd);
+        this.writeFd = -1;
         const seg = await this.createSegment(activeSeg.seal.endSeq);
         this.segments.push(seg);
         this.active = seg;
@@ -1575,7 +1665,15 @@ export class LogStore implements Store {
     if (this.failure !== null) throw this.failure;
     // A fresh checkpoint at every open: it drops stale ACK records, clears the CLEAN flag, and is
     // written over data made durable just above.
-    await this.writeCheckpoint(0);
+    try {
+      await this.writeCheckpoint(0);
+    } catch (e) {
+      if (!isStoreFull(e) || plan.cursor === null) throw e;
+      // A full disk: serve with the existing cursor instead of refusing to open (found by review:
+      // the store was wedged until space was freed by hand). An OPENED record (FORMAT §4.2)
+      // clears its CLEAN flag; the fdatasync makes the records read at recovery durable.
+      await this.reuseCursor(plan.cursor);
+    }
     await fs.fsyncDir(dir);
     if (this.failure !== null) throw this.failure;
     this.durableLwm = this.acks.lwm;
@@ -1591,6 +1689,41 @@ export class LogStore implements Store {
       nextSeqRaisedFrom: raisedFrom,
     };
     this.scheduleMaintenanceAfterOpen();
+  }
+
+  /**
+   * Open the existing cursor file for appending records after `cursor` and make it durable. A
+   * CLEAN one gets an OPENED record, so a crash of this session is not reported as a clean
+   * shutdown (which would skip the tail rewrite at the next open); an unclean one needs none, and
+   * a full disk may leave no room for it.
+   */
+  private async reuseCursor(cursor: CursorRead): Promise<void> {
+    const fd = this.fs.open(join(this.dir, CURSOR_FILE), 'readWrite');
+    this.cursorFd = fd;
+    this.cursorOffset = cursor.validEnd;
+    this.cursorLogStart = cursor.logStart;
+    this.cursorRecordSeq = cursor.lastRecord;
+    if (!cursor.clean) {
+      await this.syncFd(fd, true);
+      return;
+    }
+    const frame = new Uint8Array(FRAME_HEADER_BYTES);
+    encodeFrame(frame, 0, this.cursorRecordSeq + 1, RECORD_OPENED, new Uint8Array(0));
+    this.fs.write(fd, frame, 0, FRAME_HEADER_BYTES, this.cursorOffset);
+    this.cursorOffset += FRAME_HEADER_BYTES;
+    this.cursorRecordSeq++;
+    await this.syncFd(fd, true);
+  }
+
+  /** Read `[from, to)` of the active segment and write the same bytes back (see applyPhase). */
+  private rewriteTail(from: number, to: number): void {
+    const chunk = new Uint8Array(Math.min(MiB, Math.max(0, to - from)));
+    for (let pos = from; pos < to; ) {
+      const n = readFully(this.fs, this.writeFd, chunk, 0, Math.min(chunk.length, to - pos), pos);
+      if (n === 0) break;
+      this.fs.write(this.writeFd, chunk, 0, n, pos);
+      pos += n;
+    }
   }
 
   private scheduleMaintenanceAfterOpen(): void {
@@ -1640,6 +1773,11 @@ export class LogStore implements Store {
 export interface ActiveScan {
   readonly row: TailRow;
   readonly validEnd: number;
+  /**
+   * End of the last record the cursor checkpoint knows durable (seq below its `nextSeq`), or 0
+   * when no record of this segment is known durable (then even the header may not be).
+   */
+  readonly durableEnd: number;
   readonly tornZero: boolean;
   readonly records: number;
   readonly firstSeq: number;
@@ -1649,6 +1787,10 @@ export interface ActiveScan {
 
 export interface CursorRead {
   readonly acks: AckSet;
+  /** Offset where the record log starts (the checkpoint's size). */
+  readonly logStart: number;
+  /** Number of the last valid record (0 when none). */
+  readonly lastRecord: number;
   readonly checkpointNextSeq: number;
   readonly maxAckEnd: number;
   readonly clean: boolean;
@@ -1667,6 +1809,18 @@ interface RecoveryPlan {
   readonly dataNext: number;
   readonly raiseTo: number;
   readonly fds: number[];
+}
+
+/** `ERR_STORE` when the directory holds an entry that no store writes (FORMAT §5). */
+function refuseForeign(dir: string, names: readonly string[]): void {
+  const foreign = names.filter((n) => classifyEntry(n) === 'foreign').sort();
+  if (foreign.length > 0) {
+    throw new OpenError(
+      'ERR_STORE',
+      `Directory ${dir} holds files that are not part of a store (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''})`,
+      { file: join(dir, foreign[0]!) },
+    );
+  }
 }
 
 /**
@@ -1702,12 +1856,14 @@ export function scanActive(
   size: number,
   durableNextSeq: number,
   chunkBytes: number,
+  compacted = false,
 ): ActiveScan {
   const win = new FileWindow(fs, fd, size, chunkBytes);
   let records = 0;
   let firstSeq = 0;
   let lastSeq = 0;
   let seal: SealInfo | null = null;
+  let durableEnd = 0;
   const rules: FrameRules = {
     maxPayloadBytes: MAX_PAYLOAD_BYTES_CAP,
     contentOk(h, buf, at) {
@@ -1721,26 +1877,30 @@ export function scanActive(
       }
       return false;
     },
-    plausible(h) {
-      return (h.type === RECORD_ITEM || h.type === RECORD_SEAL) && h.seq > lastSeq && h.seq >= base;
+    plausible(h, skippedBytes) {
+      if (!((h.type === RECORD_ITEM || h.type === RECORD_SEAL) && h.seq > lastSeq && h.seq >= base)) return false;
+      // Seqs of a plain segment are consecutive and every frame takes at least a header, so the
+      // next valid ITEM lies at most one seq per header skipped ahead. (A COMPACTED segment, with
+      // gaps, is never written in place: damage in it is corruption whatever the search says.)
+      return compacted || h.type !== RECORD_ITEM || h.seq <= Math.max(base, lastSeq + 1) + Math.floor(skippedBytes / FRAME_HEADER_BYTES);
     },
-    accept(h, buf, at) {
+    accept(h, buf, at, offset) {
       if (h.type === RECORD_SEAL) {
         seal = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
         return;
       }
+      if (h.seq < durableNextSeq) durableEnd = offset + frameBytes(h);
       if (records === 0) firstSeq = h.seq;
       lastSeq = h.seq;
       records++;
     },
   };
   const result = scanFrames(win, SEGMENT_HEADER_BYTES, rules, () => Math.max(base, lastSeq + 1) < durableNextSeq);
-  if (result.row.verdict === 'corrupt') {
-    throw corrupt(path, result.stopOffset, `${result.row.label} (recovery table row ${result.row.id})`);
-  }
+  if (result.row.verdict === 'corrupt') throw corrupt(path, result.stopOffset, rowReason(result));
   return {
     row: result.row,
     validEnd: result.validEnd,
+    durableEnd,
     tornZero: result.inputs?.restZero ?? false,
     records,
     firstSeq,
@@ -1749,8 +1909,17 @@ export function scanActive(
   };
 }
 
+function isStoreFull(e: unknown): boolean {
+  return e instanceof QueueError && e.code === 'ERR_STORE_FULL';
+}
+
+function rowReason(result: ScanResult): string {
+  const why = `${result.row.label} (recovery table row ${result.row.id})`;
+  return result.resyncBudgetExhausted ? `${why}; the resync search spent its budget without ruling out valid data after the damage` : why;
+}
+
 /** Read the cursor file: checkpoint, then ACK/OPENED records with the tail table. */
-export function readCursor(fs: FileSystem, fd: number, path: string): CursorRead {
+export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord = MAX_RANGES_PER_RECORD): CursorRead {
   const size = fs.size(fd);
   const hbuf = Buffer.alloc(CURSOR_HEADER_BYTES);
   const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_HEADER_BYTES, size), 0);
@@ -1779,15 +1948,20 @@ export function readCursor(fs: FileSystem, fd: number, path: string): CursorRead
     return true;
   };
   const rules: FrameRules = {
-    maxPayloadBytes: MAX_RANGES_PER_RECORD * RANGE_BYTES,
+    maxPayloadBytes: maxRangesPerRecord * RANGE_BYTES,
     contentOk(fh, buf, at) {
       if (fh.seq !== prevRecord + 1 || fh.metaBytes !== 0) return false;
       if (fh.type === RECORD_OPENED) return fh.length === 0;
       if (fh.type !== RECORD_ACK || fh.length === 0 || fh.length % RANGE_BYTES !== 0) return false;
       return rangesOk(buf, payloadOffset(at, fh), fh.length);
     },
-    plausible(fh) {
-      return (fh.type === RECORD_ACK || fh.type === RECORD_OPENED) && fh.seq > prevRecord;
+    plausible(fh, skippedBytes) {
+      // Record numbers are consecutive and every record takes at least a header.
+      return (
+        (fh.type === RECORD_ACK || fh.type === RECORD_OPENED) &&
+        fh.seq > prevRecord &&
+        fh.seq <= prevRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
+      );
     },
     accept(fh, buf, at) {
       prevRecord = fh.seq;
@@ -1806,11 +1980,11 @@ export function readCursor(fs: FileSystem, fd: number, path: string): CursorRead
     },
   };
   const result = scanFrames(win, ckBytes, rules, () => false);
-  if (result.row.verdict === 'corrupt') {
-    throw corrupt(path, result.stopOffset, `${result.row.label} (recovery table row ${result.row.id})`);
-  }
+  if (result.row.verdict === 'corrupt') throw corrupt(path, result.stopOffset, rowReason(result));
   return {
     acks,
+    logStart: ckBytes,
+    lastRecord: prevRecord,
     checkpointNextSeq: h.nextSeq,
     maxAckEnd,
     clean,

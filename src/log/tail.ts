@@ -177,8 +177,12 @@ export interface FrameRules {
   readonly maxPayloadBytes: number;
   /** Does this CRC-valid frame make sense at this point of the scan? May read the payload at `buf[at..]`. */
   contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean;
-  /** Cheap pre-check (no CRC) for the resync search: could a frame with this header come next? */
-  plausible(h: FrameHeader): boolean;
+  /**
+   * Cheap pre-check (no CRC) for the resync search: could a frame with this header come next,
+   * `skippedBytes` after the damaged position? (Frames are at least FRAME_HEADER_BYTES long, so
+   * consecutive numbers can advance by at most one per FRAME_HEADER_BYTES skipped.)
+   */
+  plausible(h: FrameHeader, skippedBytes: number): boolean;
   /** Accept the frame (called after `contentOk`). */
   accept(h: FrameHeader, buf: Uint8Array, at: number, offset: number): void;
 }
@@ -191,6 +195,8 @@ export interface ScanResult {
   /** Offset where the scan stopped (equals validEnd). */
   readonly stopOffset: number;
   readonly inputs: TailInputs | null;
+  /** The resync search stopped at its budget without ruling out valid data after the damage. */
+  readonly resyncBudgetExhausted: boolean;
 }
 
 /**
@@ -230,6 +236,7 @@ export function scanFrames(
         if (inputs.crcOk) inputs.contentOk = rules.contentOk(h, win.buf, at);
       }
     }
+    let exhausted = false;
     if (inputs.headerComplete && inputs.lengthInFile && inputs.crcOk && inputs.contentOk) {
       // Row 9, "valid record": accept and move on.
       rules.accept(h, win.buf, at, pos);
@@ -239,29 +246,56 @@ export function scanFrames(
     if (!inputs.atEnd) {
       inputs.restZero = win.restIsZero(pos);
       if (!inputs.restZero && !(inputs.crcOk && !inputs.contentOk)) {
-        inputs.validAfter = findValidFrameAfter(win, pos + 1, rules, maxPayload);
+        const found = findValidFrameAfter(win, pos + 1, rules, maxPayload, resyncBudgetBytes(win.size));
+        // Budget spent: valid data after the damage was not ruled out, so it is not called a torn
+        // tail (which would cut it); it is reported as corruption.
+        exhausted = found === 'budget';
+        inputs.validAfter = found !== 'none';
       }
       inputs.belowDurable = belowDurable(pos);
     }
-    return { row: classifyTail(inputs), validEnd: pos, stopOffset: pos, inputs };
+    return { row: classifyTail(inputs), validEnd: pos, stopOffset: pos, inputs, resyncBudgetExhausted: exhausted };
   }
+}
+
+/** Work counters of the resync search, read by tests to bound it without timing it. */
+export const resyncCounters = { crcBytes: 0 };
+
+/**
+ * CRC bytes the resync search may hash for a file of `fileBytes`: twice its size (plus a little
+ * for tiny files). Without a bound a hostile file with a plausible header every 20 bytes, each
+ * claiming a length to EOF, costs quadratic time (found by review: 4.7 s for 512 KiB).
+ */
+export function resyncBudgetBytes(fileBytes: number): number {
+  return 2 * fileBytes + 64 * 1024;
 }
 
 /**
  * Is there a CRC-valid, plausible frame starting anywhere in `[from, size)`? Used only on a
  * damaged frame, to tell a torn tail (nothing valid follows) from corruption in the middle.
- * Cheap header checks run first, so the CRC is computed only for plausible candidates.
+ * Cheap header checks run first, so the CRC is computed only for plausible candidates; at most
+ * `budgetBytes` are hashed in all, after which the answer is 'budget' (not ruled out).
  */
-function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, maxPayload: number): boolean {
+function findValidFrameAfter(
+  win: FileWindow,
+  from: number,
+  rules: FrameRules,
+  maxPayload: number,
+  budgetBytes: number,
+): 'found' | 'none' | 'budget' {
   const h = newFrameHeader();
+  let hashed = 0;
   for (let pos = from; pos + FRAME_HEADER_BYTES <= win.size; pos++) {
     let at = win.ensure(pos, FRAME_HEADER_BYTES);
     readFrameHeader(win.buf, at, h);
-    if (h.length > maxPayload || h.seq < 0 || !rules.plausible(h)) continue;
+    if (h.length > maxPayload || h.seq < 0 || !rules.plausible(h, pos - from + 1)) continue;
     const bytes = frameBytes(h);
     if (pos + bytes > win.size) continue;
+    if (hashed + bytes > budgetBytes) return 'budget';
+    hashed += bytes;
     at = win.ensure(pos, bytes);
-    if (frameCrcOk(win.buf, at, h)) return true;
+    resyncCounters.crcBytes += bytes;
+    if (frameCrcOk(win.buf, at, h)) return 'found';
   }
-  return false;
+  return 'none';
 }
