@@ -1,28 +1,40 @@
 /**
  * Cheap copies of small payloads. Allocating a Uint8Array per item costs about 370 ns on Node 20
- * (each one gets its own ArrayBuffer); copying into a shared slab and taking a view costs about
- * 50 ns. A slab stays alive while any view into it does, which bounds the waste to one slab per
+ * (each one gets its own ArrayBuffer); copying into a slab and taking a view costs about 50 ns.
+ * A slab stays alive while any view into it does, which bounds the waste to one slab per
  * long-lived small item.
+ *
+ * Each queue and each store has an arena of its own, so a view's `.buffer` never holds another
+ * queue's payloads; within one queue, `item.bytes.buffer` is shared with neighbouring items and
+ * must not be transferred (README, "Reserved").
  */
 
 const SLAB_BYTES = 64 * 1024;
 /** Items at least this large get their own buffer: they would waste too much of a slab. */
 const SLAB_ITEM_BYTES_MAX = 4096;
 
-let slab = new Uint8Array(0);
-let slabOffset = 0;
+export class ByteArena {
+  #slab = new Uint8Array(0);
+  #offset = 0;
 
-/** A copy of `bytes` that shares no memory with it. */
-export function copyBytes(bytes: Uint8Array): Uint8Array {
-  const length = bytes.byteLength;
-  if (length >= SLAB_ITEM_BYTES_MAX) return bytes.slice();
-  if (slabOffset + length > slab.length) {
-    slab = new Uint8Array(SLAB_BYTES);
-    slabOffset = 0;
+  /** A copy of `bytes` that shares no memory with it. */
+  copy(bytes: Uint8Array): Uint8Array {
+    const length = bytes.byteLength;
+    if (length >= SLAB_ITEM_BYTES_MAX) {
+      // Not `bytes.slice()`: on a Node Buffer that is a view of the same memory, not a copy.
+      const own = new Uint8Array(length);
+      own.set(bytes);
+      return own;
+    }
+    let slab = this.#slab;
+    if (this.#offset + length > slab.length) {
+      slab = this.#slab = new Uint8Array(SLAB_BYTES);
+      this.#offset = 0;
+    }
+    const start = this.#offset;
+    slab.set(bytes, start);
+    this.#offset = start + length;
+    // A constructed view is measurably cheaper than `subarray`, which looks up the species constructor.
+    return new Uint8Array(slab.buffer, start, length);
   }
-  const start = slabOffset;
-  slab.set(bytes, start);
-  slabOffset = start + length;
-  // A constructed view is measurably cheaper than `subarray`, which looks up the species constructor.
-  return new Uint8Array(slab.buffer, start, length);
 }

@@ -21,6 +21,7 @@ const DEFAULT_MAX_ITEM_BYTES = 64 * 1024 * 1024;
 const COMPACT_HEAD_COUNT = 1024;
 /** Every successful call settles with this one promise: nothing to wait for in memory. */
 const DONE = Promise.resolve();
+const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
@@ -74,6 +75,8 @@ export class MemStore implements Store {
         return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot ack seq ${seq}: not held`));
       }
       this.#acked.add(seq);
+      // Free the payload now: an old unacked item at the head may keep the array from compacting.
+      this.#items[index] = { seq, bytes: EMPTY };
     }
     const items = this.#items;
     while (this.#head < items.length && this.#acked.delete(items[this.#head]!.seq)) this.#head++;

@@ -9,7 +9,7 @@
  * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
  * to take them.
  */
-import { copyBytes } from './bytes.js';
+import { ByteArena } from './bytes.js';
 import { OpenError, QueueError } from './errors.js';
 import type { Store, StoredItem } from './store.js';
 import { isStore } from './store.js';
@@ -141,20 +141,26 @@ const busyStores = new WeakSet<Store>();
 const GUARD_GROUP_COUNT = 16;
 
 interface Guard {
-  /** Entry and reservation token pairs, flattened: [entry, token, entry, token, ...]. */
-  readonly members: (Entry | number)[];
+  /**
+   * Entry and reservation token pairs, flattened: [entry, token, entry, token, ...]. Settling a
+   * reservation clears its pair, so the registry holds no settled item (nor its bytes).
+   */
+  readonly members: (Entry | number | undefined)[];
 }
 
-const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | number)[] }>((held) => {
+const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | number | undefined)[] }>((held) => {
   const { core, members } = held;
-  for (let i = 0; i < members.length; i += 2) core.returnDropped(members[i] as Entry, members[i + 1] as number);
+  for (let i = 0; i < members.length; i += 2) {
+    const entry = members[i] as Entry | undefined;
+    if (entry !== undefined) core.returnDropped(entry, members[i + 1] as number);
+  }
 });
 
-function toBytes(name: string, payload: unknown): Uint8Array {
+function toBytes(name: string, payload: unknown, arena: ByteArena): Uint8Array {
   if (typeof payload === 'string') return encoder.encode(payload);
   // Copied, so the caller may reuse its buffer at once, and the core may hand the bytes to the
   // store and to the consumer without further copies.
-  if (payload instanceof Uint8Array) return copyBytes(payload);
+  if (payload instanceof Uint8Array) return arena.copy(payload);
   throw new TypeError(expectation(name, 'a Uint8Array or a string', payload));
 }
 
@@ -222,6 +228,19 @@ export class Builder {
       if (error instanceof QueueError) throw error;
       throw new OpenError('ERR_STORE', `The store failed to open: ${(error as Error)?.message ?? error}`, { cause: error });
     }
+    if (
+      recovery === null ||
+      typeof recovery !== 'object' ||
+      !Number.isSafeInteger(recovery.nextSeq) ||
+      recovery.nextSeq < 1 ||
+      !Number.isSafeInteger(recovery.count) ||
+      recovery.count < 0 ||
+      recovery.count >= recovery.nextSeq
+    ) {
+      busyStores.delete(store);
+      await store.close().catch(() => {});
+      throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
+    }
     const core = new QueueCore(store, this.#capacity, this.#durability, recovery.nextSeq, recovery.count);
     return [new Producer(core), new Consumer(core)];
   }
@@ -232,6 +251,8 @@ class QueueCore {
   readonly store: Store;
   readonly capacity: number;
   readonly durability: Durability;
+  /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
+  readonly arena = new ByteArena();
   readonly #syncWrites: boolean;
 
   #state: 'open' | 'closing' | 'closed' = 'open';
@@ -274,6 +295,8 @@ class QueueCore {
   /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
   #readCursor: number;
   #fetching = false;
+  /** Settles when the asynchronous read in flight has been handled; close waits for it. */
+  #fetchDone: Promise<void> | undefined;
   /**
    * True when the read-ahead holds every stored item above the read cursor: the last read
    * returned less than it was asked for and every batch stored since was handed over directly.
@@ -305,7 +328,7 @@ class QueueCore {
     return this.#state !== 'open';
   }
 
-  #operationalError(): QueueError | undefined {
+  operationalError(): QueueError | undefined {
     if (this.#failure) return this.#failure;
     if (this.#state !== 'open') return closedError();
     return undefined;
@@ -332,7 +355,7 @@ class QueueCore {
   // ---------------------------------------------------------------- producer
 
   push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined): Promise<number | number[]> {
-    const error = this.#operationalError();
+    const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     const max = this.store.maxItemBytes;
@@ -571,29 +594,37 @@ class QueueCore {
 
   /** Refill the read-ahead from the store; synchronous stores fill it before this returns. */
   #fetch(): void {
-    this.#buffer = [];
+    this.#buffer.length = 0;
     this.#bufferHead = 0;
+    // Batches stored while an asynchronous read is in flight are not in its answer: remember the
+    // bound it was asked for, so the consumer is not taken for caught up past them.
+    const before = this.#committedBefore;
+    // No hand-over while a read is out: its items must come first.
+    this.#caughtUp = false;
     let result;
     try {
-      result = this.store.read({ after: this.#readCursor, before: this.#committedBefore, limit: READ_AHEAD_COUNT });
+      result = this.store.read({ after: this.#readCursor, before, limit: READ_AHEAD_COUNT });
     } catch (error) {
       this.#readFailed(error);
       return;
     }
     if (Array.isArray(result)) {
-      this.#fill(result as readonly StoredItem[]);
+      this.#fill(result as readonly StoredItem[], before);
       return;
     }
     this.#fetching = true;
-    (result as Promise<readonly StoredItem[]>).then(
+    this.#fetchDone = (result as Promise<readonly StoredItem[]>).then(
       (items) => {
         this.#fetching = false;
+        this.#fetchDone = undefined;
         if (this.#state !== 'open') return;
-        this.#fill(items);
+        this.#fill(items, before);
         this.#serveWaiters();
       },
       (error: unknown) => {
         this.#fetching = false;
+        this.#fetchDone = undefined;
+        if (this.#state !== 'open') return;
         this.#readFailed(error);
         this.#serveWaiters();
       },
@@ -607,35 +638,40 @@ class QueueCore {
       this.#caughtUp = false;
       return;
     }
+    // The read-ahead never aliases `items`: that array was handed to the store, which may keep it.
     if (this.#bufferHead === this.#buffer.length) {
-      this.#buffer = items;
+      this.#buffer.length = 0;
       this.#bufferHead = 0;
-    } else {
-      for (let i = 0; i < count; i++) this.#buffer.push(items[i]!);
+    } else if (this.#bufferHead >= READ_AHEAD_COUNT) {
+      // A consumer a few items behind never empties the array: drop the consumed slots.
+      this.#buffer = this.#buffer.slice(this.#bufferHead);
+      this.#bufferHead = 0;
     }
+    for (let i = 0; i < count; i++) this.#buffer.push(items[i]!);
     this.#readCursor = items[count - 1]!.seq;
   }
 
-  #fill(items: readonly StoredItem[]): void {
+  #fill(items: readonly StoredItem[], before: number): void {
     let last = this.#readCursor;
     for (const item of items) {
       // The store must answer the range it was asked for, in seq order.
-      if (!(item.seq > last && item.seq < this.#committedBefore)) {
+      if (!(item.seq > last && item.seq < before)) {
         this.#fail(new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`));
         return;
       }
       last = item.seq;
     }
-    if (items.length === 0 && this.#ready() > 0) {
-      this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${this.#ready()} items are ready`));
+    // Ready items that are neither returned nor read ahead are in the store, above the read
+    // cursor; when the read was asked for all of them, it must have found some.
+    const unread = this.#ready() - this.#returned.length - (this.#buffer.length - this.#bufferHead);
+    if (items.length === 0 && unread > 0 && before === this.#committedBefore) {
+      this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${unread} items are ready`));
       return;
     }
-    const entries = new Array<Entry>(items.length);
-    for (let i = 0; i < items.length; i++) entries[i] = newEntry(items[i]!.seq, items[i]!.bytes);
-    this.#buffer = entries;
-    this.#bufferHead = 0;
+    const buffer = this.#buffer;
+    for (let i = 0; i < items.length; i++) buffer.push(newEntry(items[i]!.seq, items[i]!.bytes));
     this.#readCursor = last;
-    this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight;
+    this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight && before === this.#committedBefore;
   }
 
   #readFailed(error: unknown): void {
@@ -658,8 +694,9 @@ class QueueCore {
       dropped.register(guard, { core: this, members: guard.members });
       this.#guard = new WeakRef(guard);
     }
+    const slot = guard.members.length;
     guard.members.push(entry, entry.token);
-    return new Reserved(this, entry, guard);
+    return new Reserved(this, entry, guard, slot);
   }
 
   #serveWaiters(): void {
@@ -815,7 +852,10 @@ class QueueCore {
     }
     this.#capacityWaiters = [];
     this.#capacityHead = 0;
-    for (const batch of this.#ackQueue.splice(0)) batch.reject(failure);
+    for (const batch of this.#ackQueue.splice(0)) {
+      this.#ackingCount -= batch.entries.length;
+      batch.reject(failure);
+    }
     this.#openAckBatch = undefined;
     for (const w of this.#reserveWaiters.splice(0)) {
       this.#detachAbort(w);
@@ -856,6 +896,8 @@ class QueueCore {
     this.#returned = [];
     this.#buffer = [];
     this.#bufferHead = 0;
+    // A read still in flight finishes before the store closes (its answer is dropped).
+    if (this.#fetchDone) await this.#fetchDone;
     // Admitted pushes and issued acks are finished: each is stored (or acked) or rejected.
     await new Promise<void>((resolve) => {
       this.#idleWaiters.push(resolve);
@@ -891,7 +933,7 @@ export class Producer {
     let bytes: Uint8Array;
     let signal: AbortSignal | undefined;
     try {
-      bytes = toBytes('payload', payload);
+      bytes = toBytes('payload', payload, this.#core.arena);
       signal = optionalSignal('options.signal', optionsObject('options', options).signal);
     } catch (error) {
       return Promise.reject(error);
@@ -912,12 +954,17 @@ export class Producer {
       }
       list = [];
       let i = 0;
-      for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p));
+      for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p, this.#core.arena));
       signal = optionalSignal('options.signal', optionsObject('options', options).signal);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (list.length === 0) return this.#core.closed ? Promise.reject(closedError()) : Promise.resolve([]);
+    if (list.length === 0) {
+      const error = this.#core.operationalError();
+      if (error) return Promise.reject(error);
+      if (signal?.aborted) return Promise.reject(abortReason(signal));
+      return Promise.resolve([]);
+    }
     return this.#core.push(list, false, signal) as Promise<number[]>;
   }
 
@@ -970,13 +1017,21 @@ export class Consumer {
     const o = optionsObject('options', options);
     const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
     const signal = optionalSignal('options.signal', o.signal);
+    // The first fatal error stops every worker, not only the one that met it.
+    const stop = new AbortController();
+    const stopped = stop.signal;
+    const onAbort = () => stop.abort(signal!.reason);
+    if (signal?.aborted) stop.abort(signal.reason);
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    let fatal: { error: unknown } | undefined;
     const worker = async (): Promise<void> => {
-      while (!signal?.aborted) {
+      let handled = 0;
+      while (!stopped.aborted) {
         let item: Reserved | null;
         try {
-          item = await this.#core.reserve(signal);
+          item = await this.#core.reserve(stopped);
         } catch (error) {
-          if (signal?.aborted) return;
+          if (stopped.aborted) return;
           throw error;
         }
         if (!item) return;
@@ -986,20 +1041,33 @@ export class Consumer {
         } catch {
           ok = false;
         }
-        if (item.settled) continue;
-        try {
-          await (ok ? item.ack() : item.nack());
-        } catch (error) {
-          if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
-          throw error;
+        if (!item.settled) {
+          try {
+            await (ok ? item.ack() : item.nack());
+          } catch (error) {
+            if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
+            // The ack was not recorded and the item is ready again: the queue itself is healthy.
+            if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
+            ok = false;
+          }
         }
+        // A nacked item comes straight back: without a turn of the event loop, a handler that
+        // always throws would starve timers, I/O, abort signals and close().
+        if (!ok || ++handled % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
     const workers: Promise<void>[] = [];
-    for (let i = 0; i < concurrency; i++) workers.push(worker());
-    const results = await Promise.allSettled(workers);
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    for (let i = 0; i < concurrency; i++) {
+      workers.push(
+        worker().catch((error: unknown) => {
+          fatal ??= { error };
+          stop.abort();
+        }),
+      );
+    }
+    await Promise.all(workers);
+    signal?.removeEventListener('abort', onAbort);
+    if (fatal) throw fatal.error;
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
@@ -1031,14 +1099,16 @@ export class Reserved {
   readonly #token: number;
   #settled = false;
   /** Keeps the tracking group alive while this reservation is unsettled and reachable. */
-  #guard: object | undefined;
+  #guard: Guard | undefined;
+  readonly #slot: number;
 
   /** @internal */
-  constructor(core: QueueCore, entry: Entry, guard: object) {
+  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number) {
     this.#core = core;
     this.#entry = entry;
     this.#token = entry.token;
     this.#guard = guard;
+    this.#slot = slot;
   }
 
   /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
@@ -1064,7 +1134,11 @@ export class Reserved {
   /** @internal */
   markSettled(): void {
     this.#settled = true;
-    this.#guard = undefined;
+    const guard = this.#guard;
+    if (guard !== undefined) {
+      guard.members[this.#slot] = undefined;
+      this.#guard = undefined;
+    }
   }
 
   /** Remove the item. Resolves once the removal is stored under the durability policy. */

@@ -82,6 +82,8 @@ export interface Store {
    * item is either wholly present or absent; a prefix of a batch may survive an unsynced crash.
    */
   append(items: readonly StoredItem[], sync: boolean): Promise<void>;
+  // The store may keep `items` and the objects in it: the core never changes the array, nor the
+  // `seq` and `bytes` of an item, after the call (the bytes are the core's own copy).
 
   /**
    * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved } from '../src/index.js';
+import type { StoredItem } from '../src/store.js';
 import { RecordingStore, tick } from './support/stores.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -582,5 +583,164 @@ describe('bad input throws a typed error and changes nothing', () => {
     expect(store.calls).toEqual([]);
     expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0, pendingPushes: 0 });
     await tx.close();
+  });
+});
+
+describe('payload copies', () => {
+  it('aLargeNodeBufferPayloadIsCopiedNotViewed', async () => {
+    const { tx, rx } = await openMem();
+    for (const size of [100, 4096, 70_000]) {
+      const buf = Buffer.alloc(size, 1); // Buffer#slice returns a view: the copy must not use it
+      await tx.push(buf);
+      buf.fill(2);
+      const item = rx.tryReserve()!;
+      expect(item.bytes.every((b) => b === 1), `${size} bytes`).toBe(true);
+      await item.ack();
+    }
+    await tx.close();
+  });
+});
+
+describe('review regressions', () => {
+  it('aHandlerThatAlwaysThrowsDoesNotStarveTheEventLoop', async () => {
+    const { tx, rx } = await openMem();
+    await tx.push('poison');
+    const ac = new AbortController();
+    let deliveries = 0;
+    // If the nack/redeliver cycle never yielded, this macrotask would never run and the test would time out.
+    setImmediate(() => ac.abort());
+    await rx.process(
+      () => {
+        // A guard so that a regression fails instead of hanging the whole run.
+        if (++deliveries === 100_000) ac.abort();
+        throw new Error('always');
+      },
+      { signal: ac.signal },
+    );
+    expect(deliveries).toBeGreaterThan(0);
+    expect(deliveries).toBeLessThan(100_000);
+    expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    await tx.close();
+  });
+
+  it('aBatchStoredDuringAnAsynchronousReadIsNotSkipped', async () => {
+    const store = new RecordingStore();
+    const held: (() => void)[] = [];
+    const read = store.read.bind(store);
+    store.read = (range) => {
+      const items = read(range) as readonly StoredItem[];
+      return new Promise((resolve) => held.push(() => resolve(items)));
+    };
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('1');
+    const first = rx.reserve(); // the read for seq 1 is now in flight
+    await tick();
+    await tx.push('2'); // stored while that read is out: not in its answer
+    held.shift()!();
+    const one = (await first)!;
+    expect(one.seq).toBe(1);
+    await tx.push('3');
+    const next = rx.reserve();
+    for (let i = 0; i < 3; i++) {
+      await tick();
+      while (held.length > 0) held.shift()!();
+    }
+    const two = (await next)!;
+    expect(two.seq).toBe(2);
+    await tx.close();
+  });
+
+  it('anAckRejectedAsFullDoesNotStopProcess', async () => {
+    const { store, tx, rx } = await openMem();
+    await tx.pushMany(['a', 'b']);
+    store.failNextAck = new QueueError('ERR_STORE_FULL', 'no space');
+    const seen: string[] = [];
+    const done = rx.process(async (item) => {
+      seen.push(`${dec(item.bytes)}#${item.deliveries}`);
+      if (seen.length === 3) void tx.close();
+    });
+    await done;
+    expect(seen).toEqual(['a#1', 'a#2', 'b#1']);
+  });
+
+  it('closeWaitsForAnAsynchronousReadInFlight', async () => {
+    const store = new RecordingStore();
+    const order: string[] = [];
+    let release!: () => void;
+    const read = store.read.bind(store);
+    store.read = (range) => {
+      order.push('read');
+      const items = read(range) as readonly StoredItem[];
+      return new Promise((resolve, reject) => {
+        release = () => {
+          order.push('read done');
+          reject(new Error('EIO while closing'));
+        };
+      });
+    };
+    const close = store.close.bind(store);
+    store.close = async () => {
+      order.push('store closed');
+      return close();
+    };
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('x');
+    expect(rx.tryReserve()).toBeNull();
+    const closing = tx.close();
+    await tick();
+    release();
+    await closing;
+    expect(order).toEqual(['read', 'read done', 'store closed']);
+    await expect(tx.push('y')).rejects.toSatisfy(code('ERR_CLOSED'));
+  });
+
+  it('theCoreNeverChangesTheArrayItHandedToTheStore', async () => {
+    const store = new RecordingStore();
+    const kept: StoredItem[][] = [];
+    const append = store.append.bind(store);
+    store.append = (items, sync) => {
+      kept.push(items as StoredItem[]);
+      return append(items, sync);
+    };
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    rx.tryReserve(); // the consumer is now caught up: the next batches are handed over directly
+    await tx.pushMany(['b', 'c']);
+    rx.tryReserve();
+    await tx.pushMany(['d']);
+    rx.tryReserve();
+    rx.tryReserve();
+    expect(kept.map((batch) => batch.map((i) => i?.seq))).toEqual([[1], [2, 3], [4]]);
+    await tx.close();
+  });
+
+  it('queuesDoNotSharePayloadMemory', async () => {
+    const a = await openMem();
+    const b = await openMem();
+    await a.tx.push(enc('from a')); // bytes, not strings: byte payloads are copied into slabs
+    await b.tx.push(enc('from b'));
+    expect(a.rx.tryReserve()!.bytes.buffer).not.toBe(b.rx.tryReserve()!.bytes.buffer);
+    await a.tx.close();
+    await b.tx.close();
+  });
+
+  it('aFailedQueueCountsNoPendingAcksAndRejectsAnEmptyPushMany', async () => {
+    const { store, tx, rx } = await openMem(Infinity, 'sync');
+    await tx.pushMany(['1', '2', '3']);
+    const items = [rx.tryReserve()!, rx.tryReserve()!, rx.tryReserve()!];
+    store.failNextAck = new Error('EIO');
+    const acks = items.map((i) => i.ack().catch((e: unknown) => e));
+    for (const e of await Promise.all(acks)) expect(e).toMatchObject({ code: 'ERR_STORE_FAILED' });
+    expect(rx.stats()).toMatchObject({ pendingAcks: 0 });
+    await expect(tx.pushMany([])).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await tx.close();
+  });
+
+  it('anInvalidRecoveryFromAStoreIsAnOpenError', async () => {
+    const store = new MemStore();
+    store.open = async () => ({ nextSeq: 0, count: 5 });
+    await expect(new Builder(store).open()).rejects.toSatisfy(
+      (e: unknown) => e instanceof OpenError && e.code === 'ERR_STORE',
+    );
   });
 });

@@ -8,7 +8,7 @@
  * maintenance lane, ordered so that the cursor is durable before any segment leaves the disk.
  */
 import { dirname, join, resolve } from 'node:path';
-import { copyBytes } from '../bytes.js';
+import { ByteArena } from '../bytes.js';
 import { OpenError, QueueError } from '../errors.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from '../store.js';
 import { nonNegativeInteger, optionsObject, positiveInteger, expectation } from '../validate.js';
@@ -347,6 +347,8 @@ export class LogStore implements Store {
   private readerOffset = 0;
   private readerPrevSeq = 0;
   private readonly hdr: FrameHeader = newFrameHeader();
+  /** Copies of the payloads read from disk, in slabs of this store's own. */
+  private readonly arena = new ByteArena();
 
   // ---- tail cache ----
   /** Appended batches (copies of the arrays; the payloads are the core's own copies), oldest first. */
@@ -1075,7 +1077,7 @@ export class LogStore implements Store {
       if (h.seq >= from && !this.acks.has(h.seq)) {
         const p = payloadOffset(at, h);
         // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
-        out.push({ seq: h.seq, bytes: copyBytes(win.buf.subarray(p, p + h.length)) });
+        out.push({ seq: h.seq, bytes: this.arena.copy(win.buf.subarray(p, p + h.length)) });
         if (out.length >= limit) return;
       }
     }
