@@ -696,10 +696,20 @@ export class LogStore implements Store {
         if (this.fdCloseWanted.delete(fd)) this.closeQuietly(fd);
       }
     };
-    return (dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd)).then(done, (e: unknown) => {
-      done();
-      throw e;
-    });
+    return (dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd)).then(
+      () => {
+        done();
+        // After any failed sync, a later successful one proves nothing: the failed sync may have
+        // dropped dirty pages that this one was meant to cover (fsyncgate). Found by the
+        // engine-crash fuzzer: an ack whose record was written before a failed fdatasync of the
+        // cursor resolved on the next, successful one, and came back after a power loss.
+        if (this.failure !== null) throw this.failure;
+      },
+      (e: unknown) => {
+        done();
+        throw e;
+      },
+    );
   }
 
   /** Close `fd` now, or when the last sync pending on it settles. */
