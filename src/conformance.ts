@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { QueueError } from './errors.js';
 import { Builder, type Consumer, type Durability, type Producer } from './queue.js';
 import type { StoredItem, Store } from './store.js';
+import { expectation, nonEmptyString, optionsObject } from './validate.js';
 
 /** The test registration function of any runner: `test(name, fn)`. */
 export type TestFunction = (name: string, fn: () => Promise<void>) => unknown;
@@ -59,6 +60,15 @@ async function drain(rx: Consumer): Promise<string[]> {
 
 /** Register the conformance tests for a Store implementation. */
 export function runStoreConformance<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): void {
+  if (typeof test !== 'function') throw new TypeError(expectation('test', 'a test registration function', test));
+  const o = optionsObject('options', options);
+  nonEmptyString('options.name', o.name);
+  if (typeof o.create !== 'function') throw new TypeError(expectation('options.create', 'a function', o.create));
+  for (const hook of ['reopen', 'crash', 'destroy'] as const) {
+    if (o[hook] !== undefined && typeof o[hook] !== 'function') {
+      throw new TypeError(expectation(`options.${hook}`, 'a function', o[hook]));
+    }
+  }
   const made: S[] = [];
   const make = async (): Promise<S> => {
     const s = await options.create();
