@@ -86,7 +86,7 @@ export function hashDir(dir: string): Record<string, string> {
   return out;
 }
 
-/** mulberry32: a tiny seeded PRNG (tests never use Math.random). */
+/** mulberry32: a tiny seeded PRNG (tests never use the unseeded global generator). */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
