@@ -137,35 +137,55 @@ function newAckBatch(): AckBatch {
  */
 const TURN_STORE_CALLS = 16;
 
-class TurnBudget {
+/**
+ * When one pipeline (appends or acks) hands its next batch to the store. `schedule()` flushes in
+ * a microtask, so every operation issued in the same synchronous run joins one batch; `admit()`
+ * counts store calls against the per-turn budget and, once it is spent, moves the flush to the
+ * next turn.
+ */
+class FlushScheduler {
+  readonly #flush: () => void;
+  #scheduled = false;
   #calls = 0;
   #resetScheduled = false;
-  #deferred = false;
+
+  constructor(flush: () => void) {
+    this.#flush = flush;
+  }
+
+  readonly #run = (): void => {
+    this.#scheduled = false;
+    this.#flush();
+  };
+
   readonly #reset = (): void => {
     this.#calls = 0;
     this.#resetScheduled = false;
   };
 
-  /** Count one store call; true when this turn's budget is already used up. */
-  spent(): boolean {
-    if (this.#calls >= TURN_STORE_CALLS) return true;
+  /** Flush soon (once, however often this is called before then). */
+  schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(this.#run);
+  }
+
+  /** Count one store call. False when this turn's budget is spent: a flush then runs next turn. */
+  admit(): boolean {
+    if (this.#calls >= TURN_STORE_CALLS) {
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(this.#run);
+      }
+      return false;
+    }
     this.#calls++;
     if (!this.#resetScheduled) {
+      // Scheduled before any deferred flush of this turn, so the budget is fresh when that runs.
       this.#resetScheduled = true;
       setImmediate(this.#reset);
     }
-    return false;
-  }
-
-  /** Run `task` on the next turn, once however often this is called before then. */
-  later(task: () => void, markScheduled: () => void): void {
-    markScheduled();
-    if (this.#deferred) return;
-    this.#deferred = true;
-    setImmediate(() => {
-      this.#deferred = false;
-      task();
-    });
+    return true;
   }
 }
 
@@ -322,16 +342,14 @@ class QueueCore {
   #appendBatch: PendingPush[] = NO_PUSHES;
   #appendItems: Entry[] = NO_ENTRIES;
   #appendFirstSeq = 0;
-  #appendScheduled = false;
-  readonly #appendTurn = new TurnBudget();
+  readonly #appendFlush = new FlushScheduler(() => this.#flushAppends());
 
   // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
   #ackQueue: AckBatch[] = [];
   /** The batch new acks join (group and none), until it is handed to the store. */
   #openAckBatch: AckBatch | undefined;
   #ackInFlight: AckBatch | undefined;
-  #ackScheduled = false;
-  readonly #ackTurn = new TurnBudget();
+  readonly #ackFlush = new FlushScheduler(() => this.#flushAcks());
   /** Acks handed over but not yet resolved (queued or in flight). */
   #ackingCount = 0;
 
@@ -482,16 +500,9 @@ class QueueCore {
   }
 
   #scheduleAppend(): void {
-    if (this.#appendScheduled || this.#appendInFlight) return;
-    this.#appendScheduled = true;
-    // A microtask lets every push issued in the same synchronous run join one batch.
-    queueMicrotask(this.#flushAppendsTask);
+    // While a batch is in flight, its completion flushes what gathered meanwhile.
+    if (!this.#appendInFlight) this.#appendFlush.schedule();
   }
-
-  readonly #flushAppendsTask = (): void => {
-    this.#appendScheduled = false;
-    this.#flushAppends();
-  };
 
   /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
   #flushAppends(): void {
@@ -499,10 +510,7 @@ class QueueCore {
       this.#checkIdle();
       return;
     }
-    if (this.#appendTurn.spent()) {
-      this.#appendTurn.later(this.#flushAppendsTask, () => (this.#appendScheduled = true));
-      return;
-    }
+    if (!this.#appendFlush.admit()) return;
     let batch: PendingPush[];
     if (this.durability === 'sync') {
       batch = [this.#admitted.shift()!];
@@ -820,25 +828,15 @@ class QueueCore {
   }
 
   #scheduleAck(): void {
-    if (this.#ackScheduled || this.#ackInFlight) return;
-    this.#ackScheduled = true;
-    queueMicrotask(this.#flushAcksTask);
+    if (!this.#ackInFlight) this.#ackFlush.schedule();
   }
-
-  readonly #flushAcksTask = (): void => {
-    this.#ackScheduled = false;
-    this.#flushAcks();
-  };
 
   #flushAcks(): void {
     if (this.#ackInFlight || this.#ackQueue.length === 0 || this.#failure) {
       this.#checkIdle();
       return;
     }
-    if (this.#ackTurn.spent()) {
-      this.#ackTurn.later(this.#flushAcksTask, () => (this.#ackScheduled = true));
-      return;
-    }
+    if (!this.#ackFlush.admit()) return;
     const batch = this.#ackQueue.shift()!;
     if (batch === this.#openAckBatch) this.#openAckBatch = undefined;
     this.#ackInFlight = batch;
