@@ -100,7 +100,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   // ---------------------------------------------------------------- targets
   md.push('## Targets');
   md.push('');
-  md.push('From `../shared/BRIEF.md` ("What good looks like"). `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes).');
+  md.push('From `../shared/BRIEF.md` ("What good looks like"). `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes). The fsync-bound rows with a round count come from [interleaved A/B rounds](#interleaved-ab-rounds-fsync-bound-targets): every contestant ran once per round, back to back, and the ratio is the median of the per-round ratios (range in brackets); "measured" and "baseline" are then the medians of the contestants\' rates.');
   md.push('');
   md.push(table(['what', 'measured', 'baseline', 'ratio', 'target', 'status'], targets.map((t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'])));
   md.push('');
@@ -227,6 +227,35 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
         return [r.name, `${rateFmt(r.value)}${noisy(r)}`, `LogStore ${policy} ${w}, ${p.slice(1)} prod.`, ls ? rateFmt(ls.value) : 'n/a', ls ? times(ls.value / r.value) : 'n/a'];
       });
     md.push(table(['peer', 'msgs/s', 'LogStore cell', 'LogStore msgs/s', 'LogStore / peer'], body), '');
+  }
+  {
+    const groups = [...new Set(results.filter((r) => r.kind === 'ab-rate').map((r) => r.group))];
+    if (groups.length) {
+      md.push('## Interleaved A/B rounds (fsync-bound targets)');
+      md.push('');
+      md.push(`\`bench/lib/ab.mjs\`: fdatasync throughput on this shared virtual disk moves by up to 2× from one second to the next, so figures measured minutes apart (the sections above) give unreliable ratios. Here each comparison runs every contestant for ${output.config.abBudgetMs} ms, back to back, once per round, ${output.config.abRounds} rounds; a ratio is computed per round and the median is reported with its range. LogStore runs behind the full queue (\`Builder\`, \`push\`, \`reserve\`, \`ack\`), 128 B payloads. The end-to-end consumer batches like the SQL peer: it takes up to 64 ready items, acks them and waits for those acks. Rows marked *main thread* call \`fdatasyncSync\`, blocking the event loop for the whole device flush as better-sqlite3 does; they are reference points that isolate the cost of the libuv threadpool round trip, not modes of the product.`);
+      md.push('');
+      const label = {
+        'raw-append': 'raw write + fdatasync, appending',
+        'raw-overwrite': 'raw write + fdatasync, overwriting a zero-filled file',
+        logstore: 'LogStore (queue)',
+        sqlite: 'better-sqlite3, synchronous=FULL',
+        level: 'classic-level, sync: true',
+        'raw-overwrite-main-thread': 'raw, overwriting, fdatasyncSync (main thread)',
+        'logstore-main-thread': 'LogStore (queue) over a main-thread fdatasync FileSystem',
+      };
+      for (const g of groups) {
+        const titles = { sync1: 'One record per fdatasync (LogStore `sync`, 1 producer, push only; peers: one insert / put per commit)', group64: '64 records per fdatasync (LogStore `group`, 64 producers, push only; peers: 64 per commit)', e2e64: 'End to end (LogStore `group`, 64 producers, consumer acking 64 per batch; peers: 64 in + 64 out per commit pair)' };
+        md.push(`**${titles[g] ?? g}**`, '');
+        const rateRows = results.filter((r) => r.kind === 'ab-rate' && r.group === g).map((r) => [label[r.name] ?? r.name, `${rateFmt(r.value)}`, `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`]);
+        md.push(table(['contestant', 'median msgs/s', 'range over rounds'], rateRows), '');
+        const ratioRows = results.filter((r) => r.kind === 'ab-ratio' && r.group === g).map((r) => {
+          const den = Array.isArray(r.denominator) ? `best of ${r.denominator.map((d) => label[d] ?? d).join(' / ')}` : label[r.denominator] ?? r.denominator;
+          return [`${label[r.numerator] ?? r.numerator} / ${den}`, times(r.value), `${times(r.min)} – ${times(r.max)}`];
+        });
+        md.push(table(['ratio', 'median of rounds', 'range'], ratioRows), '');
+      }
+    }
   }
   md.push('## SqliteStore and LevelStore through the Store contract (128 B)');
   md.push('');

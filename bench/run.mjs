@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,peers,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -21,6 +21,7 @@ import { rawBatchedAppend, rawSyncLoop } from './lib/raw.mjs';
 import { Latencies, median, spread } from './lib/stats.mjs';
 import { computeTargets, formatTargets } from './lib/targets.mjs';
 import { runCell } from './lib/cell.mjs';
+import { AB_GROUPS, runAbGroup } from './lib/ab.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -31,8 +32,8 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8 };
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600 };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -77,6 +78,7 @@ if (wants('matrix'))
         for (const producers of config.producers)
           for (const workload of workloads) plan.push({ section: 'matrix', store, policy, payload, producers, workload, weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1) });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
+if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
   for (const store of ['sqlitestore', 'levelstore'])
     for (const policy of policies)
@@ -270,6 +272,22 @@ async function runPeer(p) {
   return fmtRate(e.value);
 }
 
+// ------------------------------------------------------------------ interleaved A/B rounds (fsync-bound targets)
+
+async function runAb(group) {
+  const { rates, ratios } = await runAbGroup(group, { scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  for (const [name, samples] of Object.entries(rates)) {
+    record({ id: `ab/${group.id}/${name}`, kind: 'ab-rate', group: group.id, name, unit: 'msgs/s', samples });
+  }
+  const out = [];
+  for (const [ratio, samples] of Object.entries(ratios)) {
+    const [num, den] = group.ratios[ratio];
+    const e = record({ id: `ab/${group.id}/ratio/${ratio}`, kind: 'ab-ratio', group: group.id, ratio, numerator: num, denominator: den, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${ratio} ${e.value.toFixed(2)}`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ open time and memory (child processes)
 
 const CHILD = join(here, 'lib', 'open-child.mjs');
@@ -360,6 +378,10 @@ for (let i = 0; i < plan.length; i++) {
       run = () => runPeer(p);
       break;
     }
+    case 'ab':
+      label = `A/B rounds: ${task.group.title}`;
+      run = () => runAb(task.group);
+      break;
     case 'contract':
       task.payload = 128;
       label = `${task.store} (Store contract) ${task.policy}, ${task.workload}, ${task.producers} producer(s)`;

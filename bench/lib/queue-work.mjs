@@ -134,3 +134,48 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
   const acked = await consumer;
   return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
 }
+
+/**
+ * End to end with the consumer batching like the SQL peer (`SELECT … LIMIT 64` then one DELETE
+ * per commit): take up to `batch` ready items, ack them all, wait for those acks, repeat.
+ * `producers` push meanwhile (time- or count-bounded); done when every pushed item is acked.
+ */
+export async function endToEndBatched(tx, rx, { producers, batch, payload, count, budgetMs }) {
+  const deadline = performance.now() + budgetMs;
+  let pushed = 0;
+  let producersDone = false;
+  const stop = new AbortController();
+  const produce = async () => {
+    while (pushed < count && performance.now() < deadline) {
+      pushed++;
+      await tx.push(payload);
+    }
+  };
+  const consume = async () => {
+    let acked = 0;
+    const acks = [];
+    for (;;) {
+      if (producersDone && acked === pushed) break;
+      acks.length = 0;
+      let item;
+      while (acks.length < batch && (item = rx.tryReserve())) acks.push(item.ack());
+      if (acks.length === 0) {
+        item = await rx.reserve(producersDone ? undefined : { signal: stop.signal }).catch(() => null);
+        if (!item) continue;
+        acks.push(item.ack());
+      }
+      await Promise.all(acks);
+      acked += acks.length;
+    }
+    return acked;
+  };
+  const t0 = performance.now();
+  const consumer = consume();
+  const work = [];
+  for (let p = 0; p < producers; p++) work.push(produce());
+  await Promise.all(work);
+  producersDone = true;
+  stop.abort();
+  const acked = await consumer;
+  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+}

@@ -43,9 +43,9 @@ export function rawBatchedAppend(dir, { frameBytes, records, batch = 64, budgetM
 /**
  * Raw write + fdatasync, `batch` frames per sync (1 = one sync per record), either appending to a
  * growing file or overwriting a zero-filled, synced file. Uses the async fdatasync, as an engine
- * that keeps the event loop free must.
+ * that keeps the event loop free must (unless `mainThread`).
  */
-export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false, budgetMs = Infinity, latencies }) {
+export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false, budgetMs = Infinity, latencies, mainThread = false }) {
   const buf = Buffer.alloc(frameBytes * batch, 7);
   const bytes = buf.length * Math.ceil(records / batch);
   const path = join(dir, `raw-sync-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
@@ -64,7 +64,10 @@ export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallo
       const t = performance.now();
       writeSync(fd, buf, 0, buf.length, pos);
       pos += buf.length;
-      await fdatasyncAsync(fd);
+      // `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 does (a reference
+      // point for the cost of the threadpool round trip, not a limit an async engine can reach).
+      if (mainThread) fdatasyncSync(fd);
+      else await fdatasyncAsync(fd);
       latencies?.add(performance.now() - t);
       i += batch;
     }

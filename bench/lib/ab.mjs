@@ -1,0 +1,140 @@
+// Interleaved A/B rounds for the fsync-bound targets. fdatasync throughput on a shared virtual disk
+// moves by 2× from one second to the next, so a ratio of two figures measured minutes apart says
+// little. Here every contestant of a comparison runs once per round, back to back, in the same
+// process; each round gives one ratio, and the report takes the median over the rounds.
+import { fdatasyncSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Builder, LogStore, nodeFileSystem } from '../../dist/index.js';
+import { levelPeer, sqlitePeer } from './peers.mjs';
+import { rawSyncLoop } from './raw.mjs';
+import { endToEndBatched, pushOnly } from './queue-work.mjs';
+
+const FRAME_BYTES = 20 + 128;
+
+/**
+ * A FileSystem whose fdatasync runs on the main thread (fdatasyncSync), as better-sqlite3's does.
+ * Only a reference point: it shows what the engine does without the libuv threadpool round trip.
+ * It blocks the event loop for the whole device flush, which the product never does.
+ */
+const mainThreadSyncFs = {
+  ...nodeFileSystem,
+  fdatasync(fd) {
+    try {
+      fdatasyncSync(fd);
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  },
+};
+
+async function logStoreRun(scratch, { policy, producers, workload, budgetMs, mainThread = false }) {
+  const dir = mkdtempSync(join(scratch, 'ab-log-'));
+  try {
+    const store = await LogStore.open(join(dir, 'q'), mainThread ? { fs: mainThreadSyncFs } : {});
+    const [tx, rx] = await new Builder(store).durability(policy).capacity(workload === 'e2e' ? 65536 : Infinity).open();
+    const payload = new Uint8Array(128).fill(7);
+    try {
+      const r =
+        workload === 'e2e'
+          ? await endToEndBatched(tx, rx, { producers, batch: 64, payload, count: 2_000_000, budgetMs })
+          : await pushOnly(tx, { producers, payload, count: 2_000_000, budgetMs });
+      return r.msgs / r.seconds;
+    } finally {
+      await tx.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const peerRate = async (fn) => {
+  const r = await fn();
+  return r.msgs / r.seconds;
+};
+
+/**
+ * The comparisons: each has contestants (name -> run(scratch, budgetMs) -> msgs/s) and ratios
+ * (id -> [numerator, denominator or [denominators: best of]]).
+ */
+export const AB_GROUPS = [
+  {
+    id: 'sync1',
+    title: 'One record per fdatasync: LogStore `sync`, 1 producer, push only',
+    contestants: {
+      'raw-append': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, budgetMs: ms }),
+      'raw-overwrite': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, preallocate: true, budgetMs: ms }),
+      logstore: (s, ms) => logStoreRun(s, { policy: 'sync', producers: 1, workload: 'push', budgetMs: ms }),
+      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch: 1, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch: 1, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      'raw-overwrite-main-thread': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, preallocate: true, budgetMs: ms, mainThread: true }),
+      'logstore-main-thread': (s, ms) => logStoreRun(s, { policy: 'sync', producers: 1, workload: 'push', budgetMs: ms, mainThread: true }),
+    },
+    ratios: {
+      'logstore/raw': ['logstore', ['raw-append', 'raw-overwrite']],
+      'logstore/sqlite': ['logstore', 'sqlite'],
+      'logstore/level': ['logstore', 'level'],
+      'sqlite/raw': ['sqlite', ['raw-append', 'raw-overwrite']],
+      'raw/raw-main-thread': ['raw-overwrite', 'raw-overwrite-main-thread'],
+      'logstore-main-thread/sqlite': ['logstore-main-thread', 'sqlite'],
+    },
+  },
+  {
+    id: 'group64',
+    title: '64 records per fdatasync: LogStore `group`, 64 producers, push only',
+    contestants: {
+      'raw-append': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, budgetMs: ms }),
+      'raw-overwrite': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, preallocate: true, budgetMs: ms }),
+      logstore: (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'push', budgetMs: ms }),
+      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      'raw-overwrite-main-thread': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, preallocate: true, budgetMs: ms, mainThread: true }),
+      'logstore-main-thread': (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'push', budgetMs: ms, mainThread: true }),
+    },
+    ratios: {
+      'logstore/raw': ['logstore', ['raw-append', 'raw-overwrite']],
+      'logstore/sqlite': ['logstore', 'sqlite'],
+      'logstore/level': ['logstore', 'level'],
+      'sqlite/raw': ['sqlite', ['raw-append', 'raw-overwrite']],
+      'raw/raw-main-thread': ['raw-overwrite', 'raw-overwrite-main-thread'],
+      'logstore-main-thread/sqlite': ['logstore-main-thread', 'sqlite'],
+    },
+  },
+  {
+    id: 'e2e64',
+    title: 'End to end, 64 in + 64 out per commit: LogStore `group`, 64 producers, consumer acking 64 per batch',
+    contestants: {
+      logstore: (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'e2e', budgetMs: ms }),
+      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+    },
+    ratios: {
+      'logstore/sqlite': ['logstore', 'sqlite'],
+      'logstore/level': ['logstore', 'level'],
+    },
+  },
+];
+
+/** Run `rounds` rounds of one group; returns { rates: {name: [per round]}, ratios: {id: [per round]} }. */
+export async function runAbGroup(group, { scratch, rounds, budgetMs, onRound }) {
+  const rates = Object.fromEntries(Object.keys(group.contestants).map((k) => [k, []]));
+  const ratios = Object.fromEntries(Object.keys(group.ratios).map((k) => [k, []]));
+  const dir = mkdtempSync(join(scratch, `ab-${group.id}-`));
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const got = {};
+      for (const [name, run] of Object.entries(group.contestants)) {
+        got[name] = await run(dir, budgetMs);
+        rates[name].push(got[name]);
+      }
+      for (const [id, [num, den]] of Object.entries(group.ratios)) {
+        const d = Array.isArray(den) ? Math.max(...den.map((k) => got[k])) : got[den];
+        ratios[id].push(got[num] / d);
+      }
+      onRound?.(r);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { rates, ratios };
+}
