@@ -174,6 +174,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   }
 
   // ---------------------------------------------------------------- latency
+  {
+    const mem = R.get('queue/memstore/none/p4/128/e2e-many');
+    const log = R.get('queue/logstore/none/p4/128/e2e-many');
+    if (mem || log) {
+      md.push('**Through the batch API** (`none`, 128 B): 4 producers each pushing 64 items per `pushMany`, one consumer taking up to 1 024 ready items at a time, acking them all and waiting for those acks (`endToEndMany` in `bench/lib/queue-work.mjs`). What a user who needs the highest rate writes; the per-item cells above are what the targets name.', '');
+      const rowsMany = [];
+      if (mem) rowsMany.push(['MemStore', `${rateFmt(mem.value)}${noisy(mem)}`, '']);
+      if (log) rowsMany.push(['LogStore none', `${rateFmt(log.value)}${noisy(log)}`, mem ? `${((log.value / mem.value) * 100).toFixed(0)} % of MemStore` : '']);
+      md.push(table(['end to end, batch API', 'msgs/s', ''], rowsMany), '');
+    }
+  }
   md.push('## Push latency (ms)');
   md.push('');
   md.push('Per `push` in the push-only cells above (all repetitions pooled), and per write + fdatasync in the raw loop.');

@@ -77,6 +77,8 @@ if (wants('matrix'))
       for (const payload of config.payloads)
         for (const producers of config.producers)
           for (const workload of workloads) plan.push({ section: 'matrix', store, policy, payload, producers, workload, weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1) });
+// The batch API (pushMany of 64 by 4 producers, a consumer acking up to 1024 per batch), `none`.
+if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers: 4, workload: 'e2e-many', weight: config.reps * 1.1 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))

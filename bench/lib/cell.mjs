@@ -2,7 +2,7 @@
 // it under --cpu-prof). Returns { msgs, seconds }.
 import { FRAME_HEADER_BYTES } from '../../dist/log/format.js';
 import { BareQueue } from './bare-queue.mjs';
-import { drain, endToEnd, fill, freshStore, openQueue, pushOnly } from './queue-work.mjs';
+import { drain, endToEnd, endToEndMany, fill, freshStore, openQueue, pushOnly } from './queue-work.mjs';
 
 /** Rough msgs/s per policy, only to size backlogs and caps so a cell fills its time budget. */
 const EXPECTED_RATE = { bare: 4e6, memstore: 3e6, none: 1.5e6, group: 2e5, sync: 4e3 };
@@ -31,6 +31,7 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
       await fill(q, payload, backlog);
       return drain(q, { window: producers, count: backlog, budgetMs });
     }
+    if (workload === 'e2e-many') throw new Error('the bare queue has no batch API');
     return endToEnd(q, q, { producers, window: producers, payload, count, budgetMs });
   }
   const s = await freshStore(kind, scratch);
@@ -41,10 +42,11 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
       await fill(ftx, payload, backlog);
       await ftx.close();
     }
-    const [tx, rx] = await openQueue(await s.open(), policy, workload === 'e2e' ? E2E_CAPACITY : Infinity);
+    const [tx, rx] = await openQueue(await s.open(), policy, workload.startsWith('e2e') ? E2E_CAPACITY : Infinity);
     try {
       if (workload === 'push') return await pushOnly(tx, { producers, payload, count, budgetMs, latencies });
       if (workload === 'drain') return await drain(rx, { window: producers, count: backlog, budgetMs });
+      if (workload === 'e2e-many') return await endToEndMany(tx, rx, { producers, perPush: 64, batch: 1024, payload, count, budgetMs });
       return await endToEnd(tx, rx, { producers, window: producers, payload, count, budgetMs });
     } finally {
       await tx.close();
