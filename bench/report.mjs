@@ -70,7 +70,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       '**Figures are from one machine** (below), measured in one run; absolute numbers move from machine to machine, so the targets are ratios ' +
       `of figures taken in the same run. Each figure is the median of ${output.config.reps} repetition(s) of ${output.config.budgetMs} ms ` +
       '(or of a fixed item count, whichever ends first); a `±` marks figures whose repetitions spread by more than 20 % ' +
-      '(other engineers ran tests on the same 2 cores during the run, so expect ±10–30 % on CPU-bound figures).',
+      '(this is a shared 2-vCPU virtual machine: CPU-bound figures move by ±10–30 % from run to run, fsync-bound ones by up to 2×).',
   );
   md.push('');
   md.push(table(['machine', ''], [
@@ -87,11 +87,12 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('');
   md.push('```sh');
   md.push('npm ci');
-  md.push('npm run bench              # full run (about 15 min): bench/results/latest.json, BENCHMARKS.md, bench/charts/*.svg');
+  md.push('npm run bench              # full run (about 10 min): bench/results/latest.json, BENCHMARKS.md, bench/charts/*.svg');
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, peers, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, peers, ab, contract, open');
+  md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push('```');
   md.push('');
   md.push('Scratch files go to `$PQ_BENCH_DIR` (default: the OS temp dir; this run: ' + `\`${env.benchDir.replace(/pq-bench-.*/, '')}\`` + ') and are deleted at the end. Everything imports the built package (`dist/`).');
@@ -261,7 +262,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
         const rateRows = results.filter((r) => r.kind === 'ab-rate' && r.group === g).map((r) => [label[r.name] ?? r.name, `${rateFmt(r.value)}`, `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`]);
         md.push(table(['contestant', 'median msgs/s', 'range over rounds'], rateRows), '');
         const ratioRows = results.filter((r) => r.kind === 'ab-ratio' && r.group === g).map((r) => {
-          const den = Array.isArray(r.denominator) ? `best of ${r.denominator.map((d) => label[d] ?? d).join(' / ')}` : label[r.denominator] ?? r.denominator;
+          const den = Array.isArray(r.denominator) ? `the faster of (${r.denominator.map((d) => label[d] ?? d).join('; ')})` : label[r.denominator] ?? r.denominator;
           return [`${label[r.numerator] ?? r.numerator} / ${den}`, times(r.value), `${times(r.min)} – ${times(r.max)}`];
         });
         md.push(table(['ratio', 'median of rounds', 'range'], ratioRows), '');

@@ -4,7 +4,8 @@
 //   queue     the full queue (Builder, 64 producers awaiting push), with the FileSystem and the
 //             Store wrapped to time each step of a cycle
 // Usage: npm run build && node bench/experiments/group-cycle.mjs [rounds=3] [ms=1500]
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, fdatasync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Builder, LogStore, nodeFileSystem } from '../../dist/index.js';
@@ -37,8 +38,20 @@ async function queue() {
   let T = {};
   const sum = { resolve: 0, wake: 0, pushes: 0, encode: 0, n: 0 };
   const syncs = [];
+  const preallocSyncs = [];
+  let zerosWritten = false;
+  let gcMs = 0;
+  const gc = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcMs += e.duration;
+  });
+  gc.observe({ entryTypes: ['gc'] });
   const fs = {
     ...nodeFileSystem,
+    write(fd, buffer, offset, length, position) {
+      // The engine writes preallocation zeros in 1 MiB writes; batches here are 9.5 KB.
+      if (length >= 1 << 20) zerosWritten = true;
+      return nodeFileSystem.write(fd, buffer, offset, length, position);
+    },
     fdatasync(fd) {
       const t = performance.now();
       if (T.syncDone && T.resolved && T.firstPush && T.append) {
@@ -48,9 +61,11 @@ async function queue() {
         sum.encode += t - T.append;
         sum.n++;
       }
+      const carriesZeros = zerosWritten;
+      zerosWritten = false;
       return nodeFileSystem.fdatasync(fd).then(() => {
         const done = performance.now();
-        syncs.push(done - t);
+        (carriesZeros ? preallocSyncs : syncs).push(done - t);
         T = { syncDone: done };
       });
     },
@@ -82,18 +97,51 @@ async function queue() {
   };
   const t0 = performance.now();
   await Promise.all(Array.from({ length: 64 }, produce));
-  const rate = pushed / ((performance.now() - t0) / 1000);
+  const wall = performance.now() - t0;
+  const rate = pushed / (wall / 1000);
+  gc.disconnect();
   await tx.close();
   syncs.sort((a, b) => a - b);
+  const all = syncs.concat(preallocSyncs);
+  const allMean = all.reduce((a, b) => a + b, 0) / all.length;
+  const pre = preallocSyncs.reduce((a, b) => a + b, 0);
   const us = (x) => `${Math.round((x / sum.n) * 1000)} µs`;
   const mean = syncs.reduce((a, b) => a + b, 0) / syncs.length;
   return {
     rate,
-    detail: `fdatasync (submit to callback) p50 ${Math.round(syncs[syncs.length >> 1] * 1000)} µs, mean ${Math.round(mean * 1000)} µs; then store resolves ${us(sum.resolve)}, first producer runs ${us(sum.wake)}, 64 pushes until store.append ${us(sum.pushes)}, append until fdatasync is called ${us(sum.encode)}`,
+    detail:
+      `fdatasync (call to callback): all ${all.length}: mean ${Math.round(allMean * 1000)} µs; without preallocation: p50 ${Math.round(syncs[syncs.length >> 1] * 1000)} µs, mean ${Math.round(mean * 1000)} µs; ` +
+      `the ${preallocSyncs.length} carrying 4 MiB of preallocated zeros: mean ${(pre / Math.max(1, preallocSyncs.length)).toFixed(1)} ms, ${((pre / wall) * 100).toFixed(0)} % of the wall time\n` +
+      `  then store resolves ${us(sum.resolve)}, first producer runs ${us(sum.wake)}, 64 pushes until store.append ${us(sum.pushes)}, append until fdatasync is called ${us(sum.encode)}; GC pauses ${((gcMs / wall) * 100).toFixed(0)} % of the wall time`,
   };
 }
 
+/** Main-thread time of calling the async fdatasync (handing it to the libuv threadpool). */
+async function submitCost() {
+  const path = join(base, 'submit.bin');
+  const fd = openSync(path, 'w+');
+  const zeros = Buffer.alloc(1 << 20);
+  for (let o = 0; o < 16 << 20; o += zeros.length) writeSync(fd, zeros, 0, zeros.length, o);
+  fdatasyncSync(fd);
+  const buf = Buffer.alloc(148 * 64, 7);
+  let total = 0;
+  const n = 500;
+  for (let i = 0; i < n; i++) {
+    writeSync(fd, buf, 0, buf.length, i * buf.length);
+    let done;
+    const p = new Promise((r) => (done = r));
+    const t = performance.now();
+    fdatasync(fd, done);
+    total += performance.now() - t;
+    await p;
+  }
+  closeSync(fd);
+  rmSync(path);
+  return (total / n) * 1000;
+}
+
 const k = (x) => `${(x / 1000).toFixed(0)}k/s`;
+console.log(`calling the async fdatasync costs ${(await submitCost()).toFixed(0)} µs of main-thread time (mean of 500, raw)`);
 for (let r = 0; r < rounds; r++) {
   const raw = await rawSyncLoop(base, { frameBytes: 148, records: 1_000_000, batch: 64, preallocate: true, budgetMs: ms });
   const engine = await engineOnly();
