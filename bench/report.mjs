@@ -148,7 +148,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   // ---------------------------------------------------------------- matrix
   md.push('## Throughput matrix (msgs/s)');
   md.push('');
-  md.push('Own harness (`bench/lib/queue-work.mjs`), one fresh store per repetition. `push`: N producers each awaiting its push in a loop. `drain`: reserve + ack of a backlog built beforehand (with `pushMany` under `none`, then reopened under the policy), N = acks in flight. `e2e`: N producers and one consumer with up to N acks in flight, capacity 65 536 (so producers cannot run far ahead), until every pushed item is acked. MemStore runs under `none` (it never persists). "vs limit": the best producer count against the physical limit for that policy — raw batched `writeSync` for `none`, the best raw 64-frames + fdatasync loop for `group`, the best raw write + fdatasync per record for `sync`.');
+  md.push('Own harness (`bench/lib/queue-work.mjs`), one fresh store per repetition. `push`: N producers each awaiting its push in a loop. `drain`: reserve + ack of a backlog built beforehand (with `pushMany` under `none`, then reopened under the policy), N = acks in flight. `e2e`: N producers and one consumer with up to N acks in flight, capacity 65 536 (so producers cannot run far ahead); the rate counts the acks issued until the producers stop, not the drain of what is left after that. MemStore runs under `none` (it never persists). "vs limit": the best producer count against the physical limit for that policy — raw batched `writeSync` for `none`, the best raw 64-frames + fdatasync loop for `group`, the best raw write + fdatasync per record for `sync`.');
   md.push('');
   for (const payload of payloads) {
     const limits = {
@@ -178,12 +178,23 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   {
     const mem = R.get('queue/memstore/none/p4/128/e2e-many');
     const log = R.get('queue/logstore/none/p4/128/e2e-many');
-    if (mem || log) {
-      md.push('**Through the batch API** (`none`, 128 B): 4 producers each pushing 64 items per `pushMany`, one consumer taking up to 1 024 ready items at a time, acking them all and waiting for those acks (`endToEndMany` in `bench/lib/queue-work.mjs`). What a user who needs the highest rate writes; the per-item cells above are what the targets name.', '');
+    const turn = (store, p) => R.get(`queue/${store}/none/p${p}/128/e2e/turn1`);
+    if (mem || log || turn('logstore', 64)) {
+      md.push('**`none` end to end, other ways to use the queue** (128 B). *Batch API*: 4 producers each pushing 64 items per `pushMany`, one consumer taking up to 1 024 ready items at a time, acking them all and waiting for those acks (`endToEndMany` in `bench/lib/queue-work.mjs`). *One store call per turn*: the e2e cell above with `Builder.storeCallsPerTurn(1)` (default 16), which batches everything chained in promise callbacks within one event-loop turn and costs a serial caller a turn per operation.', '');
       const rowsMany = [];
-      if (mem) rowsMany.push(['MemStore', `${rateFmt(mem.value)}${noisy(mem)}`, '']);
-      if (log) rowsMany.push(['LogStore none', `${rateFmt(log.value)}${noisy(log)}`, mem ? `${((log.value / mem.value) * 100).toFixed(0)} % of MemStore` : '']);
-      md.push(table(['end to end, batch API', 'msgs/s', ''], rowsMany), '');
+      const vsDefault = (r, p, store) => {
+        const d = R.get(`queue/${store}/none/p${p}/128/e2e`);
+        return d ? `${((r.value / d.value) * 100).toFixed(0)} % of the default (${rateFmt(d.value)})` : '';
+      };
+      if (mem) rowsMany.push(['MemStore, batch API', `${rateFmt(mem.value)}${noisy(mem)}`, '']);
+      if (log) rowsMany.push(['LogStore none, batch API', `${rateFmt(log.value)}${noisy(log)}`, mem ? `${((log.value / mem.value) * 100).toFixed(0)} % of MemStore` : '']);
+      for (const p of [64, 1]) {
+        for (const [store, name] of [['memstore', 'MemStore'], ['logstore', 'LogStore none']]) {
+          const r = turn(store, p);
+          if (r) rowsMany.push([`${name}, ${p} prod., storeCallsPerTurn(1)`, `${rateFmt(r.value)}${noisy(r)}`, vsDefault(r, p, store)]);
+        }
+      }
+      md.push(table(['end to end', 'msgs/s', ''], rowsMany), '');
     }
   }
   md.push('## Push latency (ms)');
@@ -214,18 +225,21 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('');
   md.push('## Peers, driven directly (128 B)');
   md.push('');
-  md.push('`bench/lib/peers.mjs`: better-sqlite3 (WAL; `synchronous=FULL` when durable, `OFF` otherwise; table `(seq INTEGER PRIMARY KEY, payload BLOB)`, reads `ORDER BY seq LIMIT 64` and deletes by seq range) and classic-level (16-digit keys, `sync` per write). Compared with the LogStore cell doing the same durable work with the same batching: one push per fsync is `sync` with 1 producer; 64 per commit is `group` with 64 producers (one fdatasync per group of ≈64 pushes); end to end is `group` e2e with 64 producers and 64 acks in flight.');
+  md.push('`bench/lib/peers.mjs`: better-sqlite3 (WAL; `synchronous=FULL` when durable, `OFF` otherwise; table `(seq INTEGER PRIMARY KEY, payload BLOB)`, reads `ORDER BY seq LIMIT 64` and deletes by seq range) and classic-level (16-digit keys, `sync` per write). Compared with the LogStore cell doing the same work with the same batching: one push per fsync is `sync` with 1 producer; 64 per commit is `group` with 64 producers (the A/B section counts the pushes per fdatasync); end to end is `group` with 64 producers and a consumer acking 64 at a time. The durable rows take both figures of the ratio from the interleaved A/B rounds ("A/B"); the `none` rows compare this section with the matrix, measured minutes apart.');
   md.push('');
   {
+    const abRatio = {
+      'sqlite/durable/perCommit1': ['sync1', 'sqlite'],
+      'sqlite/durable/perCommit64': ['group64', 'sqlite'],
+      'sqlite/durable/endToEnd64': ['e2e64', 'sqlite'],
+      'level/durable/perCommit1': ['sync1', 'level'],
+      'level/durable/perCommit64': ['group64', 'level'],
+      'level/durable/endToEnd64': ['e2e64', 'level'],
+    };
+    const abCell = { sync1: 'LogStore sync push, 1 prod.', group64: 'LogStore group push, 64 prod.', e2e64: 'LogStore group e2e, 64 prod., acks 64 at a time' };
     const match = {
-      'sqlite/durable/perCommit1': 'queue/logstore/sync/p1/128/push',
-      'sqlite/durable/perCommit64': 'queue/logstore/group/p64/128/push',
-      'sqlite/durable/endToEnd64': 'queue/logstore/group/p64/128/e2e',
       'sqlite/nosync/perCommit64': 'queue/logstore/none/p64/128/push',
       'sqlite/nosync/endToEnd64': 'queue/logstore/none/p64/128/e2e',
-      'level/durable/perCommit1': 'queue/logstore/sync/p1/128/push',
-      'level/durable/perCommit64': 'queue/logstore/group/p64/128/push',
-      'level/durable/endToEnd64': 'queue/logstore/group/p64/128/e2e',
       'level/nosync/perCommit1': 'queue/logstore/none/p1/128/push',
       'level/nosync/perCommit64': 'queue/logstore/none/p64/128/push',
       'level/nosync/endToEnd64': 'queue/logstore/none/p64/128/e2e',
@@ -233,7 +247,16 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     const body = results
       .filter((r) => r.kind === 'peer')
       .map((r) => {
-        const lsId = match[`${r.peer}/${r.durable ? 'durable' : 'nosync'}/${r.mode}${r.batch}`];
+        const key = `${r.peer}/${r.durable ? 'durable' : 'nosync'}/${r.mode}${r.batch}`;
+        const ab = abRatio[key];
+        if (ab) {
+          const ratio = R.get(`ab/${ab[0]}/ratio/logstore/${ab[1]}`);
+          const peerAb = R.get(`ab/${ab[0]}/${ab[1]}`);
+          const ls = R.get(`ab/${ab[0]}/logstore`);
+          if (ratio && peerAb && ls) return [r.name, `${rateFmt(r.value)}${noisy(r)}; A/B ${rateFmt(peerAb.value)}`, `${abCell[ab[0]]} (A/B)`, rateFmt(ls.value), `${times(ratio.value)} (${times(ratio.min)} – ${times(ratio.max)})`];
+          return [r.name, `${rateFmt(r.value)}${noisy(r)}`, abCell[ab[0]], 'n/a', 'n/a'];
+        }
+        const lsId = match[key];
         const ls = R.get(lsId);
         const [, , policy, p, , w] = lsId.split('/');
         return [r.name, `${rateFmt(r.value)}${noisy(r)}`, `LogStore ${policy} ${w}, ${p.slice(1)} prod.`, ls ? rateFmt(ls.value) : 'n/a', ls ? times(ls.value / r.value) : 'n/a'];
@@ -245,7 +268,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     if (groups.length) {
       md.push('## Interleaved A/B rounds (fsync-bound targets)');
       md.push('');
-      md.push(`\`bench/lib/ab.mjs\`: fdatasync throughput on this shared virtual disk moves by up to 2× from one second to the next, so figures measured minutes apart (the sections above) give unreliable ratios. Here each comparison runs every contestant for ${output.config.abBudgetMs} ms, back to back, once per round, ${output.config.abRounds} rounds; a ratio is computed per round and the median is reported with its range. LogStore runs behind the full queue (\`Builder\`, \`push\`, \`reserve\`, \`ack\`), 128 B payloads. The end-to-end consumer batches like the SQL peer: it takes up to 64 ready items, acks them and waits for those acks. Rows marked *main thread* call \`fdatasyncSync\`, blocking the event loop for the whole device flush as better-sqlite3 does; they are reference points that isolate the cost of the libuv threadpool round trip, not modes of the product.`);
+      md.push(`\`bench/lib/ab.mjs\`: fdatasync throughput on this shared virtual disk moves by up to 2× from one second to the next, so figures measured minutes apart (the sections above) give unreliable ratios. Here each comparison runs every contestant for ${output.config.abBudgetMs} ms, back to back, once per round, ${output.config.abRounds} rounds; a ratio is computed per round and the median is reported with its range. LogStore runs behind the full queue (\`Builder\`, \`push\`, \`reserve\`, \`ack\`), 128 B payloads. The contestants' order rotates by one each round. The end-to-end consumer batches like the SQL peer: it takes up to 64 ready items, acks them and waits for those acks; capacity 128 keeps the backlog as small as the peer's, and the rate counts acks until the producers stop. \"Records per fdatasync\" counts the LogStore's fdatasync calls over a run: pushes per sync, and for end to end pushes plus acks per sync (the segment's and the cursor's syncs both count). The \"best raw\" denominator of a round is the fastest raw loop of that round, the main-thread one included; a second ratio uses the async loops only, the limit for an engine that keeps the event loop free. Rows marked *main thread* call \`fdatasyncSync\`, blocking the event loop for the whole device flush as better-sqlite3 does; they are reference points that isolate the cost of the libuv threadpool round trip, not modes of the product.`);
       md.push('');
       const label = {
         'raw-append': 'raw write + fdatasync, appending',
@@ -253,14 +276,14 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
         logstore: 'LogStore (queue)',
         sqlite: 'better-sqlite3, synchronous=FULL',
         level: 'classic-level, sync: true',
-        'raw-overwrite-main-thread': 'raw, overwriting, fdatasyncSync (main thread)',
+        'raw-overwrite-main-thread': 'raw write + fdatasyncSync (main thread), overwriting',
         'logstore-main-thread': 'LogStore (queue) over a main-thread fdatasync FileSystem',
       };
       for (const g of groups) {
         const titles = { sync1: 'One record per fdatasync (LogStore `sync`, 1 producer, push only; peers: one insert / put per commit)', group64: '64 records per fdatasync (LogStore `group`, 64 producers, push only; peers: 64 per commit)', e2e64: 'End to end (LogStore `group`, 64 producers, consumer acking 64 per batch; peers: 64 in + 64 out per commit pair)' };
         md.push(`**${titles[g] ?? g}**`, '');
-        const rateRows = results.filter((r) => r.kind === 'ab-rate' && r.group === g).map((r) => [label[r.name] ?? r.name, `${rateFmt(r.value)}`, `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`]);
-        md.push(table(['contestant', 'median msgs/s', 'range over rounds'], rateRows), '');
+        const rateRows = results.filter((r) => r.kind === 'ab-rate' && r.group === g).map((r) => [label[r.name] ?? r.name, `${rateFmt(r.value)}`, `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`, r.recordsPerSync === undefined ? '' : r.recordsPerSync.toFixed(1)]);
+        md.push(table(['contestant', 'median msgs/s', 'range over rounds', 'records per fdatasync'], rateRows), '');
         const ratioRows = results.filter((r) => r.kind === 'ab-ratio' && r.group === g).map((r) => {
           const den = Array.isArray(r.denominator) ? `the faster of (${r.denominator.map((d) => label[d] ?? d).join('; ')})` : label[r.denominator] ?? r.denominator;
           return [`${label[r.numerator] ?? r.numerator} / ${den}`, times(r.value), `${times(r.min)} – ${times(r.max)}`];
@@ -307,7 +330,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   // ---------------------------------------------------------------- MemStore micro-benchmarks (benny)
   md.push('## MemStore vs a bare array-backed queue (benny)');
   md.push('');
-  md.push(`benny (benchmark.js) micro-benchmarks: one op moves 4096 messages; \`e2e\` through one long-lived queue (one consumer awaiting each ack), \`push\` into a fresh queue per op. The bare queue (\`bench/lib/bare-queue.mjs\`) is the least an async queue with the same API shape can do. ± is benny's margin of error.`);
+  md.push(`benny (benchmark.js) micro-benchmarks: one op moves 4096 messages through a fresh queue (\`e2e\`: one consumer awaiting each ack; \`push\`: producers only). The bare queue (\`bench/lib/bare-queue.mjs\`) is a minimal array-backed async queue with the same API shape; it is a reference, not a floor (its per-item promises cost about what the core's do). ± is benny's margin of error.`);
   md.push('');
   {
     const body = [];

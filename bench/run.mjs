@@ -21,7 +21,7 @@ import { rawBatchedAppend, rawSyncLoop } from './lib/raw.mjs';
 import { Latencies, median, spread } from './lib/stats.mjs';
 import { computeTargets, formatTargets } from './lib/targets.mjs';
 import { runCell } from './lib/cell.mjs';
-import { AB_GROUPS, runAbGroup } from './lib/ab.mjs';
+import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -79,6 +79,8 @@ if (wants('matrix'))
           for (const workload of workloads) plan.push({ section: 'matrix', store, policy, payload, producers, workload, weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1) });
 // The batch API (pushMany of 64 by 4 producers, a consumer acking up to 1024 per batch), `none`.
 if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers: 4, workload: 'e2e-many', weight: config.reps * 1.1 });
+// `none` end to end with one store call per pipeline per turn (Builder.storeCallsPerTurn(1)).
+if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers, workload: 'e2e', storeCallsPerTurn: 1, weight: config.reps * 1.1 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
@@ -150,15 +152,21 @@ async function runBenny(task) {
   const options = { minSamples: config.bennyMinSamples, maxTime: config.bennyMaxTime };
   const out = [];
   for (const workload of ['e2e', 'push']) {
-    const [mtx, mrx] = await new Builder(new MemStore()).durability('none').open();
-    const bare = new BareQueue();
+    // A fresh queue per op in both workloads: benny calls a case once, unawaited, before its
+    // measured cycles, and a queue shared across ops would let that call overlap the next one.
     const cases = {
-      // End to end: one long-lived queue, every op moves BENNY_MESSAGES items through it.
       e2e: {
-        bare: () => Promise.all([consumeAll(bare, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(bare))]),
-        memstore: () => Promise.all([consumeAll(mrx, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(mtx))]),
+        bare: () => {
+          const q = new BareQueue();
+          return Promise.all([consumeAll(q, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(q))]);
+        },
+        memstore: async () => {
+          const [tx, rx] = await new Builder(new MemStore()).durability('none').open();
+          await Promise.all([consumeAll(rx, BENNY_MESSAGES), ...Array.from({ length: producers }, () => produce(tx))]);
+          await tx.close();
+        },
       },
-      // Push only: a fresh queue per op, so the backlog does not grow across ops.
+      // Push only: the backlog does not grow across ops.
       push: {
         bare: async () => {
           const q = new BareQueue();
@@ -183,7 +191,6 @@ async function runBenny(task) {
     } finally {
       console.log = log;
     }
-    await mtx.close();
     const byName = Object.fromEntries(summary.results.map((r) => [r.name, r]));
     for (const [store, name] of [['bare', 'bare array queue'], ['memstore', 'MemStore queue']]) {
       const r = byName[name];
@@ -215,7 +222,8 @@ async function runMatrixCell(task, section = 'matrix', reps = config.reps) {
   for (let r = 0; r < reps; r++) runs.push(await runCell(task, { budgetMs: config.budgetMs, scratch, latencies: lat }));
   const samples = runs.map(rate);
   const e = record({
-    id: `${section === 'matrix' ? 'queue' : 'contract'}/${task.store}/${task.policy}/p${task.producers}/${task.payload}/${task.workload}`,
+    id: `${section === 'matrix' ? 'queue' : 'contract'}/${task.store}/${task.policy}/p${task.producers}/${task.payload}/${task.workload}${task.storeCallsPerTurn ? `/turn${task.storeCallsPerTurn}` : ''}`,
+    storeCallsPerTurn: task.storeCallsPerTurn,
     kind: section === 'matrix' ? 'queue' : 'contract',
     store: task.store,
     policy: task.policy,
@@ -277,14 +285,29 @@ async function runPeer(p) {
 // ------------------------------------------------------------------ interleaved A/B rounds (fsync-bound targets)
 
 async function runAb(group) {
-  const { rates, ratios } = await runAbGroup(group, { scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  const { rates, ratios, denominators } = await runAbGroup(group, { scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
   for (const [name, samples] of Object.entries(rates)) {
-    record({ id: `ab/${group.id}/${name}`, kind: 'ab-rate', group: group.id, name, unit: 'msgs/s', samples });
+    const perSync = syncStats[`${group.id}/${name}`];
+    record({ id: `ab/${group.id}/${name}`, kind: 'ab-rate', group: group.id, name, unit: 'msgs/s', samples, recordsPerSync: perSync ? median(perSync) : undefined });
   }
   const out = [];
   for (const [ratio, samples] of Object.entries(ratios)) {
     const [num, den] = group.ratios[ratio];
-    const e = record({ id: `ab/${group.id}/ratio/${ratio}`, kind: 'ab-ratio', group: group.id, ratio, numerator: num, denominator: den, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `ab/${group.id}/ratio/${ratio}`,
+      kind: 'ab-ratio',
+      group: group.id,
+      ratio,
+      numerator: num,
+      denominator: den,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+      // The denominator of each round (for a "faster of" ratio: the faster contestant of that round).
+      denominatorSamples: denominators[ratio],
+      denominatorMedian: median(denominators[ratio]),
+    });
     out.push(`${ratio} ${e.value.toFixed(2)}`);
   }
   return out.join(', ');
@@ -371,7 +394,7 @@ for (let i = 0; i < plan.length; i++) {
       run = () => runBenny(task);
       break;
     case 'matrix':
-      label = `${task.store}${task.store === 'logstore' ? ` ${task.policy}` : ''}, ${task.workload}, ${task.producers} ${task.workload === 'drain' ? 'acks in flight' : 'producer(s)'}, ${task.payload} B`;
+      label = `${task.store}${task.store === 'logstore' ? ` ${task.policy}` : ''}, ${task.workload}, ${task.producers} ${task.workload === 'drain' ? 'acks in flight' : 'producer(s)'}, ${task.payload} B${task.storeCallsPerTurn ? `, storeCallsPerTurn(${task.storeCallsPerTurn})` : ''}`;
       run = () => runMatrixCell(task);
       break;
     case 'peers': {

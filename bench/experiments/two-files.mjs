@@ -3,7 +3,9 @@
 // cursor, each followed by fdatasync, both files preallocated:
 //   one file    items + ack record in one write, one fdatasync per cycle (acks in the segment)
 //   two files   the same writes to two files, both fdatasyncs in flight at once (the layout today)
-//   two serial  two files, the second fdatasync after the first (what SQLite's commit pair does)
+//   two serial  two files, the second fdatasync after the first
+//   one, twice  one file, items then fdatasync, then the ack record then fdatasync (the shape of
+//               SQLite's commit pair in WAL mode: two commits to one file, one after the other)
 // Usage: node bench/experiments/two-files.mjs [rounds=3]
 import { closeSync, fdatasync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,7 +34,14 @@ async function run(mode, ms) {
   let n = 0;
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
-    if (mode === 'one') {
+    if (mode === 'one-twice') {
+      writeSync(a, items, 0, items.length, pa);
+      pa += items.length;
+      await fdatasyncAsync(a);
+      writeSync(a, ack, 0, ack.length, pa);
+      pa += ack.length;
+      await fdatasyncAsync(a);
+    } else if (mode === 'one') {
       writeSync(a, Buffer.concat([items, ack]), 0, items.length + ack.length, pa);
       pa += items.length + ack.length;
       await fdatasyncAsync(a);
@@ -56,6 +65,6 @@ async function run(mode, ms) {
 }
 
 for (let r = 0; r < rounds; r++) {
-  console.log(`one file ${await run('one', 1000)}  two files ${await run('two', 1000)}  two serial ${await run('serial', 1000)}`);
+  console.log(`one file ${await run('one', 1000)}  two files ${await run('two', 1000)}  two serial ${await run('serial', 1000)}  one, twice ${await run('one-twice', 1000)}`);
 }
 rmSync(dir, { recursive: true, force: true });

@@ -21,7 +21,7 @@ function capsFor(storeKind, policy, payloadBytes, budgetMs) {
 }
 
 /** One repetition of one matrix cell on a fresh store; returns { msgs, seconds }. */
-export async function runCell({ store: kind, policy, payload: payloadBytes, producers, workload }, { budgetMs, scratch, latencies }) {
+export async function runCell({ store: kind, policy, payload: payloadBytes, producers, workload, storeCallsPerTurn }, { budgetMs, scratch, latencies }) {
   const payload = new Uint8Array(payloadBytes).fill(7);
   const { count, backlog } = capsFor(kind, policy, payloadBytes, budgetMs);
   if (kind === 'bare') {
@@ -42,7 +42,7 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
       await fill(ftx, payload, backlog);
       await ftx.close();
     }
-    const [tx, rx] = await openQueue(await s.open(), policy, workload.startsWith('e2e') ? E2E_CAPACITY : Infinity);
+    const [tx, rx] = await openQueue(await s.open(), policy, workload.startsWith('e2e') ? E2E_CAPACITY : Infinity, storeCallsPerTurn);
     try {
       if (workload === 'push') return await pushOnly(tx, { producers, payload, count, budgetMs, latencies });
       if (workload === 'drain') return await drain(rx, { window: producers, count: backlog, budgetMs });

@@ -35,8 +35,10 @@ export async function freshStore(kind, base) {
 }
 
 /** `capacity` bounds unacked items, so an end-to-end run measures the steady state, not a backlog. */
-export async function openQueue(store, policy, capacity = Infinity) {
-  return new Builder(store).durability(policy).capacity(capacity).open();
+export async function openQueue(store, policy, capacity = Infinity, storeCallsPerTurn = undefined) {
+  const builder = new Builder(store).durability(policy).capacity(capacity);
+  if (storeCallsPerTurn !== undefined) builder.storeCallsPerTurn(storeCallsPerTurn);
+  return builder.open();
 }
 
 /** `producers` concurrent producers push until `count` are pushed or `budgetMs` has passed. */
@@ -96,6 +98,7 @@ export async function drain(rx, { window, count, budgetMs }) {
 export async function endToEnd(tx, rx, { producers, window, payload, count, budgetMs }) {
   const deadline = performance.now() + budgetMs;
   let pushed = 0;
+  let acked = 0;
   let producersDone = false;
   const stop = new AbortController();
   const produce = async () => {
@@ -107,7 +110,6 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
   const consume = async () => {
     const ring = new Array(window).fill(null);
     let i = 0;
-    let acked = 0;
     for (;;) {
       if (producersDone && acked === pushed) break;
       let item = rx.tryReserve();
@@ -122,17 +124,29 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
       acked++;
     }
     await Promise.all(ring);
-    return acked;
   };
+  return runEndToEnd(produce, consume, producers, () => acked, () => {
+    producersDone = true;
+    stop.abort();
+  });
+}
+
+/**
+ * Run the producers and the consumer; the rate counts the acks issued from the start until the
+ * producers stopped (time or count), so draining what is left afterwards is not measured. The
+ * run still waits for the drain, so every item is acked before the queue closes.
+ */
+async function runEndToEnd(produce, consume, producers, ackedSoFar, stopProducing) {
   const t0 = performance.now();
   const consumer = consume();
   const work = [];
   for (let p = 0; p < producers; p++) work.push(produce());
   await Promise.all(work);
-  producersDone = true;
-  stop.abort();
-  const acked = await consumer;
-  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+  const msgs = ackedSoFar();
+  const seconds = (performance.now() - t0) / 1000;
+  stopProducing();
+  await consumer;
+  return { msgs, seconds, total: ackedSoFar() };
 }
 
 /**
@@ -143,6 +157,7 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
 export async function endToEndBatched(tx, rx, { producers, batch, payload, count, budgetMs }) {
   const deadline = performance.now() + budgetMs;
   let pushed = 0;
+  let acked = 0;
   let producersDone = false;
   const stop = new AbortController();
   const produce = async () => {
@@ -152,7 +167,6 @@ export async function endToEndBatched(tx, rx, { producers, batch, payload, count
     }
   };
   const consume = async () => {
-    let acked = 0;
     const acks = [];
     for (;;) {
       if (producersDone && acked === pushed) break;
@@ -167,17 +181,11 @@ export async function endToEndBatched(tx, rx, { producers, batch, payload, count
       await Promise.all(acks);
       acked += acks.length;
     }
-    return acked;
   };
-  const t0 = performance.now();
-  const consumer = consume();
-  const work = [];
-  for (let p = 0; p < producers; p++) work.push(produce());
-  await Promise.all(work);
-  producersDone = true;
-  stop.abort();
-  const acked = await consumer;
-  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+  return runEndToEnd(produce, consume, producers, () => acked, () => {
+    producersDone = true;
+    stop.abort();
+  });
 }
 
 /**
@@ -189,6 +197,7 @@ export async function endToEndMany(tx, rx, { producers, perPush, batch, payload,
   const deadline = performance.now() + budgetMs;
   const list = new Array(perPush).fill(payload);
   let pushed = 0;
+  let acked = 0;
   let producersDone = false;
   const stop = new AbortController();
   const produce = async () => {
@@ -198,7 +207,6 @@ export async function endToEndMany(tx, rx, { producers, perPush, batch, payload,
     }
   };
   const consume = async () => {
-    let acked = 0;
     const acks = [];
     for (;;) {
       if (producersDone && acked === pushed) break;
@@ -213,15 +221,9 @@ export async function endToEndMany(tx, rx, { producers, perPush, batch, payload,
       await Promise.all(acks);
       acked += acks.length;
     }
-    return acked;
   };
-  const t0 = performance.now();
-  const consumer = consume();
-  const work = [];
-  for (let p = 0; p < producers; p++) work.push(produce());
-  await Promise.all(work);
-  producersDone = true;
-  stop.abort();
-  const acked = await consumer;
-  return { msgs: acked, seconds: (performance.now() - t0) / 1000 };
+  return runEndToEnd(produce, consume, producers, () => acked, () => {
+    producersDone = true;
+    stop.abort();
+  });
 }
