@@ -25,7 +25,7 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
   const payload = new Uint8Array(payloadBytes).fill(7);
   const { count, backlog } = capsFor(kind, policy, payloadBytes, budgetMs);
   if (kind === 'bare') {
-    const q = new BareQueue();
+    const q = new BareQueue(workload.startsWith('e2e') ? E2E_CAPACITY : Infinity);
     if (workload === 'push') return pushOnly(q, { producers, payload, count, budgetMs });
     if (workload === 'drain') {
       await fill(q, payload, backlog);
