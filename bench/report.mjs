@@ -103,7 +103,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('');
   md.push('From `../shared/BRIEF.md` ("What good looks like"). `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes). The fsync-bound rows with a round count come from [interleaved A/B rounds](#interleaved-ab-rounds-fsync-bound-targets): every contestant ran once per round, back to back, and the ratio is the median of the per-round ratios (range in brackets); "measured" and "baseline" are then the medians of the contestants\' rates.');
   md.push('');
-  md.push(table(['what', 'measured', 'baseline', 'ratio', 'target', 'status'], targets.map((t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'])));
+  md.push(table(['what', 'measured', 'baseline', 'ratio', 'target', 'status'], targets.map((t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.reference ? 'reference' : t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'])));
   md.push('');
 
   // ---------------------------------------------------------------- charts
@@ -148,7 +148,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   // ---------------------------------------------------------------- matrix
   md.push('## Throughput matrix (msgs/s)');
   md.push('');
-  md.push('Own harness (`bench/lib/queue-work.mjs`), one fresh store per repetition. `push`: N producers each awaiting its push in a loop. `drain`: reserve + ack of a backlog built beforehand (with `pushMany` under `none`, then reopened under the policy), N = acks in flight. `e2e`: N producers and one consumer with up to N acks in flight, capacity 65 536 (so producers cannot run far ahead); the rate counts the acks issued until the producers stop, not the drain of what is left after that. MemStore runs under `none` (it never persists). "vs limit": the best producer count against the physical limit for that policy — raw batched `writeSync` for `none`, the best raw 64-frames + fdatasync loop for `group`, the best raw write + fdatasync per record for `sync`.');
+  md.push('Own harness (`bench/lib/queue-work.mjs`), one fresh store per repetition. `push`: N producers each awaiting its push in a loop. `drain`: reserve + ack of a backlog built beforehand (with `pushMany` under `none`, then reopened under the policy), N = acks in flight. `e2e`: N producers and one consumer with up to N acks in flight, capacity 1 024 (producers wait while that many items are unacked, so the run reaches its steady state within the time budget), bounded by time; the rate counts the acks resolved until the producers stop, not the drain of what is left after that. MemStore runs under `none` (it never persists). "vs limit": the best producer count against the physical limit for that policy — raw batched `writeSync` for `none`, the best raw 64-frames + fdatasync loop for `group`, the best raw write + fdatasync per record for `sync`.');
   md.push('');
   for (const payload of payloads) {
     const limits = {
@@ -321,7 +321,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     const disk = results.filter((r) => r.kind === 'disk');
     const bodyD = disk.map((r) =>
       r.how === 'after-ack'
-        ? [`${r.items.toLocaleString('en-US')} items, after all are acked and compaction settled`, '—', `${(r.value / 1024).toFixed(0)} KiB allocated in ${r.files} files (${(r.apparentBytes / 1024).toFixed(0)} KiB apparent); drained at ${rateFmt(r.drainMsgsPerS)}`]
+        ? [`${r.items.toLocaleString('en-US')} items, after all are acked, compaction settled and the store closed`, '—', `${(r.value / 1024).toFixed(0)} KiB allocated in ${r.files} files (${(r.apparentBytes / 1024).toFixed(0)} KiB apparent)${r.bytesOnDiskAfterAck === undefined ? '' : `; ${(r.bytesOnDiskAfterAck / 1024).toFixed(0)} KiB counted by the store while still open`}; drained at ${rateFmt(r.drainMsgsPerS)}`]
         : [`${r.items.toLocaleString('en-US')} items, ${r.how === 'kill' ? 'held at SIGKILL' : 'after clean close'}`, `${r.value.toFixed(1)} (apparent ${r.apparentBytesPerItem.toFixed(1)})`, `${(r.allocated / MiB).toFixed(0)} MiB in ${r.files} files; built at ${rateFmt(r.buildMsgsPerS)} with pushMany`],
     );
     md.push(table(['disk', 'bytes per item', ''], bodyD), '');

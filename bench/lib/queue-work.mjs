@@ -99,6 +99,11 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
   const deadline = performance.now() + budgetMs;
   let pushed = 0;
   let acked = 0;
+  // Acks resolved (the rate counts these; `acked` counts acks issued, for the end condition).
+  let resolved = 0;
+  const onAcked = () => {
+    resolved++;
+  };
   let producersDone = false;
   const stop = new AbortController();
   const produce = async () => {
@@ -119,13 +124,13 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
         if (!item) continue;
       }
       if (ring[i]) await ring[i];
-      ring[i] = item.ack();
+      ring[i] = item.ack().then(onAcked);
       i = (i + 1) % window;
       acked++;
     }
     await Promise.all(ring);
   };
-  return runEndToEnd(produce, consume, producers, () => acked, () => {
+  return runEndToEnd(produce, consume, producers, () => resolved, () => {
     producersDone = true;
     stop.abort();
   });
