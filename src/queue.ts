@@ -286,7 +286,7 @@ export class Builder {
    * How many store calls each pipeline (appends, acks) makes in one turn of the event loop. Past
    * that, the operations issued in the rest of the turn wait for the next turn and join one batch.
    * Lower values give larger batches when many callers chain operations in promise callbacks
-   * (measured under `none`, LogStore, 64 producers end to end: 1 is 2–4× faster than 16); a
+   * (measured under `none`, LogStore, 64 producers end to end: 1 was 1.6–4.4× faster than 16); a
    * serial caller then waits a turn every `n` operations (measured: with 1, a serial MemStore
    * producer and consumer end to end are about 4× slower).
    * `Infinity` never defers. See README, "Batching under `none`".
