@@ -751,38 +751,46 @@ describe('review regressions', () => {
   });
 });
 
+/**
+ * 64 producers that push again as soon as a push resolves (20 each), and a consumer that acks each
+ * item as soon as it gets it, with at most 64 acks in flight: all of it runs in microtasks and
+ * never yields on its own. Returns the items per append call and per ack call.
+ */
+async function chainedEndToEnd(configure?: (b: Builder) => void): Promise<{ appends: number; acks: number }> {
+  const { store, tx, rx } = await openMem(Infinity, 'none', configure);
+  const producers = Array.from({ length: 64 }, async (_, p) => {
+    for (let i = 0; i < 20; i++) await tx.push(`${p}:${i}`);
+  });
+  let consumed = 0;
+  const consumer = (async () => {
+    // The consumer waits for the ack it issued 64 items ago.
+    const ring: (Promise<void> | undefined)[] = new Array(64);
+    while (consumed < 64 * 20) {
+      const item = rx.tryReserve() ?? (await rx.reserve());
+      const slot = consumed % ring.length;
+      if (ring[slot]) await ring[slot];
+      ring[slot] = item!.ack();
+      consumed++;
+    }
+    await Promise.all(ring);
+  })();
+  await Promise.all([...producers, consumer]);
+  await tick();
+  const appends = store.calls.filter((c) => c.op === 'append');
+  const acks = store.calls.filter((c) => c.op === 'ack');
+  expect(appends.reduce((n, c) => n + c.seqs.length, 0)).toBe(64 * 20);
+  expect(acks.reduce((n, c) => n + c.seqs.length, 0)).toBe(64 * 20);
+  await tx.close();
+  return { appends: (64 * 20) / appends.length, acks: (64 * 20) / acks.length };
+}
+
 describe('batching across a turn of the event loop', () => {
   it('operationsChainedInMicrotasksStillShareStoreCalls', async () => {
-    const { store, tx, rx } = await openMem(Infinity, 'none');
-    // 64 producers that push again as soon as a push resolves, and a consumer that acks each item
-    // as soon as it gets it: all of it runs in microtasks and never yields on its own.
-    const producers = Array.from({ length: 64 }, async (_, p) => {
-      for (let i = 0; i < 20; i++) await tx.push(`${p}:${i}`);
-    });
-    let consumed = 0;
-    const consumer = (async () => {
-      // At most 64 acks in flight: the consumer waits for the ack it issued 64 items ago.
-      const ring: (Promise<void> | undefined)[] = new Array(64);
-      while (consumed < 64 * 20) {
-        const item = rx.tryReserve() ?? (await rx.reserve());
-        const slot = consumed % ring.length;
-        if (ring[slot]) await ring[slot];
-        ring[slot] = item!.ack();
-        consumed++;
-      }
-      await Promise.all(ring);
-    })();
-    await Promise.all([...producers, consumer]);
-    await tick();
-    const appends = store.calls.filter((c) => c.op === 'append');
-    const acks = store.calls.filter((c) => c.op === 'ack');
-    const perCall = (calls: typeof appends) => calls.reduce((n, c) => n + c.seqs.length, 0) / calls.length;
-    expect(appends.reduce((n, c) => n + c.seqs.length, 0)).toBe(64 * 20);
-    expect(perCall(appends)).toBeGreaterThan(8);
+    const perCall = await chainedEndToEnd();
+    expect(perCall.appends).toBeGreaterThan(8);
     // Measured: 7.8 acks per call with the per-turn budget, 4.2 without it (each store call
     // carried what one microtask produced).
-    expect(perCall(acks)).toBeGreaterThan(6);
-    await tx.close();
+    expect(perCall.acks).toBeGreaterThan(6);
   });
 });
 
@@ -824,35 +832,8 @@ describe('storeCallsPerTurn', () => {
   });
 
   it('oneCallPerTurnGathersOperationsChainedInMicrotasksIntoLargerBatches', async () => {
-    // The end-to-end shape of 'operationsChainedInMicrotasksStillShareStoreCalls' above.
-    const perCall = async (budget: number): Promise<{ appends: number; acks: number }> => {
-      const { store, tx, rx } = await openMem(Infinity, 'none', (b) => b.storeCallsPerTurn(budget));
-      const producers = Array.from({ length: 64 }, async (_, p) => {
-        for (let i = 0; i < 20; i++) await tx.push(`${p}:${i}`);
-      });
-      let consumed = 0;
-      const consumer = (async () => {
-        const ring: (Promise<void> | undefined)[] = new Array(64);
-        while (consumed < 64 * 20) {
-          const item = rx.tryReserve() ?? (await rx.reserve());
-          const slot = consumed % ring.length;
-          if (ring[slot]) await ring[slot];
-          ring[slot] = item!.ack();
-          consumed++;
-        }
-        await Promise.all(ring);
-      })();
-      await Promise.all([...producers, consumer]);
-      await tick();
-      const appends = store.calls.filter((c) => c.op === 'append');
-      const acks = store.calls.filter((c) => c.op === 'ack');
-      expect(appends.reduce((n, c) => n + c.seqs.length, 0)).toBe(64 * 20);
-      expect(acks.reduce((n, c) => n + c.seqs.length, 0)).toBe(64 * 20);
-      await tx.close();
-      return { appends: (64 * 20) / appends.length, acks: (64 * 20) / acks.length };
-    };
-    const one = await perCall(1);
-    const sixteen = await perCall(16);
+    const one = await chainedEndToEnd((b) => b.storeCallsPerTurn(1));
+    const sixteen = await chainedEndToEnd((b) => b.storeCallsPerTurn(16));
     // Measured: 7.8 acks per call with 16, 64 with 1; appends batch fully either way here
     // (64 producers, no capacity bound).
     expect(one.acks).toBeGreaterThan(sixteen.acks * 2);

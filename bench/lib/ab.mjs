@@ -83,60 +83,48 @@ const peerRate = async (fn) => {
 };
 
 /**
+ * A comparison at one batch size: raw loops (appending, overwriting, and overwriting with a
+ * main-thread fdatasync), LogStore behind the queue (and over a main-thread fdatasync
+ * FileSystem), and the two peers committing `batch` records at a time.
+ */
+function fsyncGroup({ id, title, batch, records, policy, producers }) {
+  const raw = (extra) => (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records, batch, budgetMs: ms, ...extra });
+  const logstore = (mainThread, name) => (s, ms) => logStoreRun(s, { policy, producers, workload: 'push', budgetMs: ms, mainThread }, track(id, name));
+  const payload = Buffer.alloc(128, 7);
+  return {
+    id,
+    title,
+    contestants: {
+      'raw-append': raw({}),
+      'raw-overwrite': raw({ preallocate: true }),
+      logstore: logstore(false, 'logstore'),
+      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
+      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
+      'raw-overwrite-main-thread': raw({ preallocate: true, mainThread: true }),
+      'logstore-main-thread': logstore(true, 'logstore-main-thread'),
+    },
+    ratios: {
+      // The limit: the fastest raw loop of the round, main-thread fdatasync included.
+      'logstore/raw': ['logstore', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
+      // The limit for an engine that keeps the event loop free (async fdatasync only).
+      'logstore/raw-async': ['logstore', ['raw-append', 'raw-overwrite']],
+      'logstore/sqlite': ['logstore', 'sqlite'],
+      'logstore/level': ['logstore', 'level'],
+      'sqlite/raw': ['sqlite', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
+      'raw/raw-main-thread': ['raw-overwrite', 'raw-overwrite-main-thread'],
+      'logstore-main-thread/raw-main-thread': ['logstore-main-thread', 'raw-overwrite-main-thread'],
+      'logstore-main-thread/sqlite': ['logstore-main-thread', 'sqlite'],
+    },
+  };
+}
+
+/**
  * The comparisons: each has contestants (name -> run(scratch, budgetMs) -> msgs/s) and ratios
  * (id -> [numerator, denominator or [denominators: best of]]).
  */
 export const AB_GROUPS = [
-  {
-    id: 'sync1',
-    title: 'One record per fdatasync: LogStore `sync`, 1 producer, push only',
-    contestants: {
-      'raw-append': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, budgetMs: ms }),
-      'raw-overwrite': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, preallocate: true, budgetMs: ms }),
-      logstore: (s, ms) => logStoreRun(s, { policy: 'sync', producers: 1, workload: 'push', budgetMs: ms }, track('sync1', 'logstore')),
-      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch: 1, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
-      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch: 1, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
-      'raw-overwrite-main-thread': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 20_000, batch: 1, preallocate: true, budgetMs: ms, mainThread: true }),
-      'logstore-main-thread': (s, ms) => logStoreRun(s, { policy: 'sync', producers: 1, workload: 'push', budgetMs: ms, mainThread: true }, track('sync1', 'logstore-main-thread')),
-    },
-    ratios: {
-      // The limit: the fastest raw loop of the round, main-thread fdatasync included.
-      'logstore/raw': ['logstore', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
-      // The limit for an engine that keeps the event loop free (async fdatasync only).
-      'logstore/raw-async': ['logstore', ['raw-append', 'raw-overwrite']],
-      'logstore/sqlite': ['logstore', 'sqlite'],
-      'logstore/level': ['logstore', 'level'],
-      'sqlite/raw': ['sqlite', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
-      'raw/raw-main-thread': ['raw-overwrite', 'raw-overwrite-main-thread'],
-      'logstore-main-thread/raw-main-thread': ['logstore-main-thread', 'raw-overwrite-main-thread'],
-      'logstore-main-thread/sqlite': ['logstore-main-thread', 'sqlite'],
-    },
-  },
-  {
-    id: 'group64',
-    title: '64 records per fdatasync: LogStore `group`, 64 producers, push only',
-    contestants: {
-      'raw-append': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, budgetMs: ms }),
-      'raw-overwrite': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, preallocate: true, budgetMs: ms }),
-      logstore: (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'push', budgetMs: ms }, track('group64', 'logstore')),
-      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
-      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
-      'raw-overwrite-main-thread': (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records: 400_000, batch: 64, preallocate: true, budgetMs: ms, mainThread: true }),
-      'logstore-main-thread': (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'push', budgetMs: ms, mainThread: true }, track('group64', 'logstore-main-thread')),
-    },
-    ratios: {
-      // The limit: the fastest raw loop of the round, main-thread fdatasync included.
-      'logstore/raw': ['logstore', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
-      // The limit for an engine that keeps the event loop free (async fdatasync only).
-      'logstore/raw-async': ['logstore', ['raw-append', 'raw-overwrite']],
-      'logstore/sqlite': ['logstore', 'sqlite'],
-      'logstore/level': ['logstore', 'level'],
-      'sqlite/raw': ['sqlite', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
-      'raw/raw-main-thread': ['raw-overwrite', 'raw-overwrite-main-thread'],
-      'logstore-main-thread/raw-main-thread': ['logstore-main-thread', 'raw-overwrite-main-thread'],
-      'logstore-main-thread/sqlite': ['logstore-main-thread', 'sqlite'],
-    },
-  },
+  fsyncGroup({ id: 'sync1', title: 'One record per fdatasync: LogStore `sync`, 1 producer, push only', batch: 1, records: 20_000, policy: 'sync', producers: 1 }),
+  fsyncGroup({ id: 'group64', title: '64 records per fdatasync: LogStore `group`, 64 producers, push only', batch: 64, records: 400_000, policy: 'group', producers: 64 }),
   {
     id: 'e2e64',
     title: 'End to end, 64 in + 64 out per commit: LogStore `group`, 64 producers, consumer acking 64 per batch',

@@ -2,7 +2,7 @@
 // it under --cpu-prof). Returns { msgs, seconds }.
 import { FRAME_HEADER_BYTES } from '../../dist/log/format.js';
 import { BareQueue } from './bare-queue.mjs';
-import { drain, endToEnd, endToEndMany, fill, freshStore, openQueue, pushOnly } from './queue-work.mjs';
+import { drain, endToEnd, endToEndBatched, fill, freshStore, openQueue, pushOnly } from './queue-work.mjs';
 
 /** Rough msgs/s per policy, only to size backlogs and caps so a cell fills its time budget. */
 const EXPECTED_RATE = { bare: 4e6, memstore: 3e6, none: 1.5e6, group: 2e5, sync: 4e3 };
@@ -53,7 +53,8 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
     try {
       if (workload === 'push') return await pushOnly(tx, { producers, payload, count, budgetMs, latencies });
       if (workload === 'drain') return await drain(rx, { window: producers, count: backlog, budgetMs });
-      if (workload === 'e2e-many') return await endToEndMany(tx, rx, { producers, perPush: 64, batch: 1024, payload, count: e2eCount, budgetMs });
+      // The batch API: `pushMany` of 64 per producer call, a consumer acking up to 1 024 at a time.
+      if (workload === 'e2e-many') return await endToEndBatched(tx, rx, { producers, perPush: 64, batch: 1024, payload, count: e2eCount, budgetMs });
       return await endToEnd(tx, rx, { producers, window: producers, payload, count: e2eCount, budgetMs });
     } finally {
       await tx.close();

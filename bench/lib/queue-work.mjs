@@ -157,48 +157,10 @@ async function runEndToEnd(produce, consume, producers, ackedSoFar, stopProducin
 /**
  * End to end with the consumer batching like the SQL peer (`SELECT … LIMIT 64` then one DELETE
  * per commit): take up to `batch` ready items, ack them all, wait for those acks, repeat.
- * `producers` push meanwhile (time- or count-bounded); done when every pushed item is acked.
+ * `producers` push meanwhile (time- or count-bounded), each `push` one item at a time, or with
+ * `perPush` > 1, `pushMany` of that many.
  */
-export async function endToEndBatched(tx, rx, { producers, batch, payload, count, budgetMs }) {
-  const deadline = performance.now() + budgetMs;
-  let pushed = 0;
-  let acked = 0;
-  let producersDone = false;
-  const stop = new AbortController();
-  const produce = async () => {
-    while (pushed < count && performance.now() < deadline) {
-      pushed++;
-      await tx.push(payload);
-    }
-  };
-  const consume = async () => {
-    const acks = [];
-    for (;;) {
-      if (producersDone && acked === pushed) break;
-      acks.length = 0;
-      let item;
-      while (acks.length < batch && (item = rx.tryReserve())) acks.push(item.ack());
-      if (acks.length === 0) {
-        item = await rx.reserve(producersDone ? undefined : { signal: stop.signal }).catch(() => null);
-        if (!item) continue;
-        acks.push(item.ack());
-      }
-      await Promise.all(acks);
-      acked += acks.length;
-    }
-  };
-  return runEndToEnd(produce, consume, producers, () => acked, () => {
-    producersDone = true;
-    stop.abort();
-  });
-}
-
-/**
- * End to end through the batch API: `producers` each push `perPush` items per `pushMany`, and
- * one consumer takes up to `batch` ready items at a time, acks them all and waits for those acks.
- * What a user who needs the highest rate writes; the per-item workloads above are the baseline.
- */
-export async function endToEndMany(tx, rx, { producers, perPush, batch, payload, count, budgetMs }) {
+export async function endToEndBatched(tx, rx, { producers, batch, payload, count, budgetMs, perPush = 1 }) {
   const deadline = performance.now() + budgetMs;
   const list = new Array(perPush).fill(payload);
   let pushed = 0;
@@ -208,7 +170,7 @@ export async function endToEndMany(tx, rx, { producers, perPush, batch, payload,
   const produce = async () => {
     while (pushed < count && performance.now() < deadline) {
       pushed += perPush;
-      await tx.pushMany(list);
+      await (perPush === 1 ? tx.push(payload) : tx.pushMany(list));
     }
   };
   const consume = async () => {
