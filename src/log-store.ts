@@ -1,23 +1,28 @@
 /**
- * Public entry of the durable store: {@link LogStore} over the node:fs {@link FileSystem} by default.
- * This module installs `nodeFileSystem` as LogStore's default file system, so that nothing under
- * `src/log` imports node:fs.
+ * Public entry of the durable store: {@link LogStore} over the node:fs {@link FileSystem} unless
+ * `options.fs` says otherwise. The engine under `src/log` takes its file system from here, so that
+ * nothing there imports node:fs.
  */
-import { LogStore as Engine, setDefaultFileSystem } from './log/log-store.js';
-import { nodeFileSystem } from './node-fs.js';
-
-setDefaultFileSystem(nodeFileSystem);
+import type { FileSystem } from './fs/file-system.js';
+import { nodeFileSystem } from './fs/node-fs.js';
+import { LogStore as Engine } from './log/log-store.js';
+import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
 /**
  * The durable Store: a segmented write-ahead log plus an ack cursor (DESIGN.md, FORMAT.md).
  * `const store = await LogStore.open(dir, options)`, then hand it to `new Builder(store)`.
- *
- * Bound here (not re-exported) on purpose: the package declares `sideEffects: false`, and a bundler
- * may skip evaluating a module that only re-exports; using this binding evaluates this module, so
- * the default FileSystem is always installed.
  */
-export const LogStore: typeof Engine = Engine;
-export type LogStore = Engine;
+export class LogStore extends Engine {
+  protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
+}
+
+/**
+ * A full, read-only check of a store directory (`pq verify`): every header, every frame of every
+ * segment, the chain of segments and the cursor. Never writes, locks or deletes anything.
+ */
+export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyResult {
+  return verifyWith(dir, { ...options, fs: options.fs ?? nodeFileSystem });
+}
 
 export {
   MIN_SEGMENT_BYTES,
@@ -26,6 +31,6 @@ export {
   type LogStoreRecoveryInfo,
   type LogStoreStats,
 } from './log/log-store.js';
-export type { FileSystem, FileStat, LockHandle, OpenMode } from './log/file-system.js';
-export { nodeFileSystem } from './node-fs.js';
-export { verifyStore, type VerifyOptions, type VerifyProblem, type VerifyResult } from './log/verify.js';
+export type { FileSystem, FileStat, LockHandle, OpenMode } from './fs/file-system.js';
+export { nodeFileSystem } from './fs/node-fs.js';
+export type { VerifyOptions, VerifyProblem, VerifyResult } from './log/verify.js';

@@ -53,3 +53,14 @@ export function nonEmptyString(name: string, value: unknown): string {
   if (value.length === 0) throw new RangeError(expectation(name, 'a non-empty string', value));
   return value;
 }
+
+/**
+ * Refuse option names outside `known`: a misspelt option (`segmentByte`) would otherwise be
+ * ignored silently and the store would run with the default.
+ */
+export function knownKeys(name: string, options: Record<string, unknown>, known: readonly string[]): void {
+  const unknown = Object.keys(options).filter((k) => !known.includes(k));
+  if (unknown.length > 0) {
+    throw new TypeError(`Unknown ${unknown.length === 1 ? 'option' : 'options'} in \`${name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} (known: ${known.join(', ')})`);
+  }
+}

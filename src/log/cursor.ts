@@ -121,11 +121,6 @@ export class AckSet {
     return count;
   }
 
-  /** Highest acked seq + 1 (0 when nothing is known acked above seq 0). */
-  get highestEnd(): number {
-    return this.ends.length > 0 ? this.ends[this.ends.length - 1]! : this.lwm;
-  }
-
   /** Internal consistency, checked after decoding and before encoding (assertion as documentation). */
   check(): string | null {
     if (!Number.isSafeInteger(this.lwm) || this.lwm < 1) return `low-water mark ${this.lwm} out of range`;

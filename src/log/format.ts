@@ -86,7 +86,7 @@ export const SEGMENT_SUFFIX = '.log';
 export const SEGMENT_SEQ_DIGITS = 20;
 export const CURSOR_FILE = 'cursor.pqc';
 export const LOCK_FILE = 'LOCK';
-/** The mutex a process holds while it takes over a stale pid lock (src/node-fs.ts); never read by the store. */
+/** The mutex a process holds while it takes over a stale pid lock (src/fs/pid-lock.ts); never read by the store. */
 export const LOCK_TAKEOVER_FILE = 'LOCK.takeover';
 /** Suffix of a file being written for an atomic replace; such files are deleted at open, never read. */
 export const TMP_SUFFIX = '.tmp';

@@ -56,7 +56,7 @@
  */
 
 import { posix } from 'node:path';
-import type { FileStat, FileSystem, LockHandle, OpenMode } from '../log/file-system.js';
+import type { FileStat, FileSystem, LockHandle, OpenMode } from '../fs/file-system.js';
 import { expectation, nonNegativeInteger } from '../validate.js';
 import { Prng, formatSeed } from './prng.js';
 

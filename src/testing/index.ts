@@ -21,4 +21,4 @@ export {
   type TraceEntry,
 } from './crash-fs.js';
 export { Prng, formatSeed, parseSeed, seedFromEnv, withReproduction } from './prng.js';
-export type { FileStat, FileSystem, LockHandle, OpenMode } from '../log/file-system.js';
+export type { FileStat, FileSystem, LockHandle, OpenMode } from '../fs/file-system.js';

@@ -279,7 +279,7 @@ describe('open', () => {
     const dir = freshDir();
     const store = await LogStore.open(dir);
     await store.open();
-    await expect(store.open()).rejects.toMatchObject({ code: 'ERR_STORE', message: /already open/ });
+    await expect(store.open()).rejects.toMatchObject({ code: 'ERR_LOCKED', message: /already backs an open queue/ });
     await store.close();
     await expect(store.open()).rejects.toMatchObject({ code: 'ERR_STORE', message: /LogStore.open/ });
     await expect(store.append(items(1, ['x']), false)).rejects.toMatchObject({ code: 'ERR_CLOSED' });
@@ -294,6 +294,8 @@ describe('open', () => {
     await expect(LogStore.open(dir, { compactionLiveRatio: 2 })).rejects.toThrow(RangeError);
     await expect(LogStore.open(dir, { fs: {} as never })).rejects.toThrow(TypeError);
     await expect(LogStore.open('' as string)).rejects.toThrow(TypeError);
+    // A misspelt option is refused by name instead of being ignored.
+    await expect(LogStore.open(dir, { segmentByte: 4096 } as never)).rejects.toThrow(/Unknown option in `options`: `segmentByte`/);
     expect(fs.existsSync(dir)).toBe(false); // invalid options create nothing
   });
 

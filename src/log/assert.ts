@@ -1,0 +1,13 @@
+/**
+ * Assertions at the storage boundary: a record is checked right before it is written and right
+ * after it is read, so a bug shows where it happens instead of as damage found later. A failed
+ * assertion fails the store instance (fail-stop) with this error as the cause; it never exits the
+ * process. A plain function, not node:assert: it costs one branch on the hot path.
+ */
+export class StoreInvariantError extends Error {
+  override readonly name = 'StoreInvariantError';
+}
+
+export function assertStore(condition: boolean, what: string): asserts condition {
+  if (!condition) throw new StoreInvariantError(`LogStore invariant violated: ${what}`);
+}

@@ -1,0 +1,229 @@
+// Writes FORMAT.md §4 (the cursor file: ACK and OPENED records, checkpoint replacement §4.4).
+/**
+ * The cursor log: the set of acked seqs, the cursor file's descriptor and write position, and the
+ * lane that keeps ACK writes from interleaving with a checkpoint (which replaces the file).
+ */
+import { join } from 'node:path';
+import { QueueError } from '../errors.js';
+import type { FileSystem } from '../fs/file-system.js';
+import { assertStore } from './assert.js';
+import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
+import { errnoCode, type Durability } from './durability.js';
+import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RANGE_BYTES, RECORD_ACK, RECORD_OPENED, TMP_SUFFIX, readU32, readU64 } from './format.js';
+import { encodeFrame, encodeFrameInPlace } from './frame.js';
+import { closeQuietly } from './layout.js';
+import type { ResolvedOptions } from './options.js';
+
+/** What recovery read of an existing cursor file, for reusing it when a new checkpoint does not fit. */
+export interface CursorTail {
+  /** Offset just past the last valid record. */
+  readonly validEnd: number;
+  /** Offset where the record log starts (the checkpoint's size). */
+  readonly logStart: number;
+  /** Number of the last valid record (0 when none). */
+  readonly lastRecord: number;
+  readonly clean: boolean;
+}
+
+export class CursorLog {
+  acks = new AckSet(1);
+  #fd = -1;
+  #offset = 0;
+  #logStart = 0;
+  #recordSeq = 0;
+  #buf = new Uint8Array(4096);
+  /** Held while a checkpoint replaces the file; ACK writes wait for it. Null when free. */
+  #lane: Promise<void> | null = null;
+  /** Low-water mark known durable on disk. */
+  durableLwm = 1;
+
+  constructor(
+    private readonly fs: FileSystem,
+    private readonly dir: string,
+    private readonly opts: ResolvedOptions,
+    private readonly durability: Durability,
+    /** Called after every ACK write: the store starts maintenance from it when there is work. */
+    private readonly onAcked: () => void,
+  ) {}
+
+  /** Bytes of the cursor file. */
+  get bytes(): number {
+    return this.#offset;
+  }
+
+  /** The record log has grown past `cursorCheckpointBytes`: time for a checkpoint. */
+  needsCheckpoint(): boolean {
+    return this.#offset - this.#logStart > this.opts.cursorCheckpointBytes;
+  }
+
+  /** Write ACK records for `seqs` once no checkpoint is running; `sync` makes them durable. */
+  ack(seqs: readonly number[], sync: boolean): Promise<void> {
+    if (this.#lane === null) return this.#ackNow(seqs, sync);
+    return this.#lane.then(() => this.ack(seqs, sync));
+  }
+
+  /**
+   * Write the ranges of one `ack()` call as ACK records (FORMAT §4.2) with one positional write.
+   * A record holds at most `maxRangesPerRecord` ranges (the reader's bound), so an ack of more
+   * holes is split into several consecutive records; a crash can keep a prefix of them, which
+   * acks a subset of an ack that never resolved (allowed: each seq is acked or not).
+   */
+  #ackNow(seqs: readonly number[], sync: boolean): Promise<void> {
+    if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
+    const perRecord = this.opts.maxRangesPerRecord;
+    // Ranges are encoded after room for the most frame headers they can need (one range per seq
+    // at worst), then each chunk is moved down behind its own header (never over a later chunk).
+    const maxRecords = Math.ceil(seqs.length / perRecord);
+    const rangesAt = maxRecords * FRAME_HEADER_BYTES;
+    const need = rangesAt + seqs.length * RANGE_BYTES;
+    if (this.#buf.length < need) this.#buf = new Uint8Array(Math.max(need, this.#buf.length * 2));
+    const buf = this.#buf;
+    const payloadBytes = encodeAckRanges(seqs, buf, rangesAt);
+    const chunkBytes = perRecord * RANGE_BYTES;
+    let end = 0;
+    let records = 0;
+    for (let from = 0; from < payloadBytes; from += chunkBytes) {
+      const length = Math.min(chunkBytes, payloadBytes - from);
+      buf.copyWithin(end + FRAME_HEADER_BYTES, rangesAt + from, rangesAt + from + length);
+      end = encodeFrameInPlace(buf, end, this.#recordSeq + records + 1, RECORD_ACK, length);
+      records++;
+    }
+    const at = this.#offset;
+    try {
+      this.fs.write(this.#fd, buf, 0, end, at);
+    } catch (e) {
+      if (errnoCode(e) === 'ENOSPC') return this.durability.cutBack(this.#fd, at, 'ack', e);
+      return this.durability.fail(e);
+    }
+    this.#offset = at + end;
+    this.#recordSeq += records;
+    // The ack set changes from the records as written, so what is in memory is what a reader of
+    // the file would decode.
+    let ranges = 0;
+    for (let p = 0; p < end; ) {
+      const length = readU32(buf, p + FRAME_OFF_LENGTH);
+      for (let q = p + FRAME_HEADER_BYTES; q < p + FRAME_HEADER_BYTES + length; q += RANGE_BYTES) {
+        this.acks.add(readU64(buf, q), readU64(buf, q + 8));
+        ranges++;
+      }
+      p += FRAME_HEADER_BYTES + length;
+    }
+    assertStore(ranges * RANGE_BYTES === payloadBytes, `ACK records hold ${ranges} ranges, ${payloadBytes / RANGE_BYTES} were encoded`);
+    this.onAcked();
+    if (!sync) return Promise.resolve();
+    return this.sync();
+  }
+
+  /** fdatasync the cursor file; the low-water mark of that moment is then durable. */
+  sync(): Promise<void> {
+    const lwm = this.acks.lwm;
+    return this.durability.syncData(this.#fd).then(() => {
+      if (lwm > this.durableLwm) this.durableLwm = lwm;
+    });
+  }
+
+  /** Run `fn` with the lane held (no ACK write interleaves). */
+  async withLane<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.#lane !== null) await this.#lane;
+    let release!: () => void;
+    this.#lane = new Promise<void>((r) => (release = r));
+    try {
+      return await fn();
+    } finally {
+      this.#lane = null;
+      release();
+    }
+  }
+
+  /** Resolves when no checkpoint is running. */
+  async idle(): Promise<void> {
+    while (this.#lane !== null) await this.#lane;
+  }
+
+  /**
+   * Replace the cursor file with one checkpoint holding the current ack state and `nextSeq`
+   * (tmp, fsync, rename, fsync dir; FORMAT §4.4). `syncData` makes the segments' data durable
+   * first, so a checkpoint never describes data that could still be lost. The caller holds the
+   * lane, or the store is closing or recovering. Rejects with ERR_STORE_FULL (the current cursor
+   * file stays in place and valid) or fails the instance.
+   */
+  async writeCheckpoint(flags: number, nextSeq: number, syncData: () => Promise<void>): Promise<AckSet> {
+    // Capture the state first: appends may continue during the sync, and the checkpoint must not
+    // claim their seqs are durable. ACKs cannot change it meanwhile (the lane is held).
+    const snapshot = this.acks.clone();
+    await syncData();
+    const buf = encodeCheckpoint(snapshot, nextSeq, flags);
+    const path = join(this.dir, CURSOR_FILE);
+    const tmp = path + TMP_SUFFIX;
+    try {
+      if (this.fs.stat(tmp) !== null) this.fs.unlink(tmp);
+      const fd = this.fs.open(tmp, 'create', this.opts.fileMode);
+      try {
+        this.fs.write(fd, buf, 0, buf.length, 0);
+      } catch (e) {
+        closeQuietly(this.fs, fd);
+        if (errnoCode(e) === 'ENOSPC') this.#dropTmp(tmp, e);
+        throw e;
+      }
+      try {
+        await this.durability.syncFd(fd, false);
+      } catch (e) {
+        closeQuietly(this.fs, fd);
+        throw e;
+      }
+      this.fs.rename(tmp, path);
+      await this.fs.fsyncDir(this.dir);
+      // The old cursor fd held only records now covered by the durable checkpoint.
+      if (this.#fd >= 0) this.durability.closeWhenIdle(this.#fd);
+      this.#fd = fd;
+    } catch (e) {
+      if (e instanceof QueueError && e.code === 'ERR_STORE_FULL') throw e;
+      throw this.durability.markFailed(e);
+    }
+    this.#offset = buf.length;
+    this.#logStart = buf.length;
+    this.#recordSeq = 0;
+    if (snapshot.lwm > this.durableLwm) this.durableLwm = snapshot.lwm;
+    return snapshot;
+  }
+
+  /**
+   * A full disk is not a failure: the current cursor file stays in place and valid, and the
+   * callers fall back to it (open, close) or try again later (maintenance).
+   */
+  #dropTmp(tmp: string, cause: unknown): never {
+    try {
+      this.fs.unlink(tmp);
+    } catch {
+      // Deleted at the next open.
+    }
+    throw new QueueError('ERR_STORE_FULL', 'No space left on device (cursor checkpoint)', { cause });
+  }
+
+  /**
+   * Go on appending to the existing cursor file after `tail` and make it durable. A CLEAN one gets
+   * an OPENED record, so a crash of this session is not reported as a clean shutdown (which would
+   * skip the tail rewrite at the next open); an unclean one needs none, and a full disk may leave
+   * no room for it.
+   */
+  async reuse(tail: CursorTail): Promise<void> {
+    const fd = this.fs.open(join(this.dir, CURSOR_FILE), 'readWrite');
+    this.#fd = fd;
+    this.#offset = tail.validEnd;
+    this.#logStart = tail.logStart;
+    this.#recordSeq = tail.lastRecord;
+    if (tail.clean) {
+      const frame = new Uint8Array(FRAME_HEADER_BYTES);
+      encodeFrame(frame, 0, this.#recordSeq + 1, RECORD_OPENED, new Uint8Array(0));
+      this.fs.write(fd, frame, 0, FRAME_HEADER_BYTES, this.#offset);
+      this.#offset += FRAME_HEADER_BYTES;
+      this.#recordSeq++;
+    }
+    await this.durability.syncFd(fd, true);
+  }
+
+  release(): void {
+    if (this.#fd >= 0) closeQuietly(this.fs, this.#fd);
+    this.#fd = -1;
+  }
+}

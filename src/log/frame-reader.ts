@@ -1,0 +1,249 @@
+// Implements FORMAT.md §3 "Bounds" and §6.1 "The tail rule" for every reader of frames.
+/**
+ * The one place where a frame is judged. {@link FrameReader} walks the frames of a file window
+ * and, at each position, measures the inputs of the tail table and looks up its row: a record,
+ * the end of the data, a torn tail or corruption. The consumer reader, compaction, recovery and
+ * `verify` all read frames through it, with the content rules of `./frame-rules.ts`, so a frame
+ * is valid for all of them or for none.
+ */
+import type { FileSystem } from '../fs/file-system.js';
+import { FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES_CAP } from './format.js';
+import { frameBytes, frameCrcOk, newFrameHeader, readFrameHeader, type FrameHeader } from './frame.js';
+import { tailRow, tailRowForMask, VALID_RECORD_MASK, type TailInputs, type TailRow, type TailVerdict } from './tail.js';
+
+/**
+ * A read window over an open file: keeps one chunk in memory and refills it on demand, so that
+ * scanning a large file costs one chunk of memory, not the file's size.
+ */
+export class FileWindow {
+  /** A plain Uint8Array (not a Buffer) so that `slice` copies: returned payloads never alias it. */
+  buf: Uint8Array;
+  /** File offset of `buf[0]`. */
+  start = 0;
+  /** Bytes of `buf` that hold file data. */
+  filled = 0;
+  /** Bytes read from the file through this window (tests count these). */
+  bytesRead = 0;
+
+  constructor(
+    private readonly fs: FileSystem,
+    readonly fd: number,
+    /** File size; reads never go past it. */
+    public size: number,
+    private readonly chunkBytes: number,
+  ) {
+    this.buf = new Uint8Array(0);
+  }
+
+  /**
+   * Make `[offset, offset + length)` (clamped to `size`) available in `buf`; returns the index of
+   * `offset` inside `buf`. `length` is bounded by the caller before it allocates.
+   */
+  ensure(offset: number, length: number): number {
+    const end = Math.min(offset + length, this.size);
+    if (offset >= this.start && end <= this.start + this.filled) return offset - this.start;
+    const want = Math.min(Math.max(end - offset, this.chunkBytes), this.size - offset);
+    if (this.buf.length < want) this.buf = new Uint8Array(Math.max(want, this.chunkBytes));
+    let got = 0;
+    while (got < want) {
+      const n = this.fs.read(this.fd, this.buf, got, want - got, offset + got);
+      if (n === 0) break;
+      got += n;
+    }
+    this.bytesRead += got;
+    this.start = offset;
+    this.filled = got;
+    if (offset + got < end) {
+      // The file shrank under us, or a short read: report it as an I/O error, never as corruption.
+      const err = new Error(`short read at offset ${offset + got} (wanted ${end - offset} bytes)`) as Error & { code: string };
+      err.code = 'EIO';
+      throw err;
+    }
+    return 0;
+  }
+
+  /** True when every byte of `[offset, size)` is zero. */
+  restIsZero(offset: number): boolean {
+    let pos = offset;
+    while (pos < this.size) {
+      const n = Math.min(this.chunkBytes, this.size - pos);
+      const at = this.ensure(pos, n);
+      for (let k = 0; k < n; k++) if (this.buf[at + k] !== 0) return false;
+      pos += n;
+    }
+    return true;
+  }
+}
+
+/** What a reader checks frame by frame beyond the CRC; `./frame-rules.ts` has one per file kind. */
+export interface FrameRules {
+  /** Largest payload accepted (bounded by MAX_PAYLOAD_BYTES_CAP). */
+  readonly maxPayloadBytes: number;
+  /** Does this CRC-valid frame make sense at this point of the file? May read the payload at `buf[at..]`. */
+  contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean;
+  /**
+   * Cheap pre-check (no CRC) for the resync search: could a frame with this header come next,
+   * `skippedBytes` after the damaged position? (Frames are at least FRAME_HEADER_BYTES long, so
+   * consecutive numbers can advance by at most one per FRAME_HEADER_BYTES skipped.)
+   */
+  plausible(h: FrameHeader, skippedBytes: number): boolean;
+  /** Take the frame (called once per record the consumer accepts). */
+  accept(h: FrameHeader, buf: Uint8Array, at: number, offset: number): void;
+}
+
+const NEVER_DURABLE = (): boolean => false;
+
+/**
+ * Walks the frames of `win` from `offset`. `next()` judges the frame at the current position
+ * without moving; after a `'record'` the consumer either takes it with `accept()` (the position
+ * moves past it) or stops there. Any other verdict is final for this position: `row` and `inputs`
+ * say which row of the tail table matched.
+ */
+export class FrameReader {
+  readonly h: FrameHeader = newFrameHeader();
+  /** File offset of the frame under judgement; after the last `accept()`, the end of the valid data. */
+  offset: number;
+  /** Index in `win.buf` of the current frame, valid after `next()` returned `'record'`. */
+  at = 0;
+  /** The row of the last verdict. */
+  row: TailRow = tailRowForMask(VALID_RECORD_MASK);
+  /** The measured inputs of the last verdict other than a record (null after a record). */
+  inputs: TailInputs | null = null;
+  /** The resync search stopped at its budget without ruling out valid data after the damage. */
+  resyncBudgetExhausted = false;
+  readonly #maxPayload: number;
+
+  constructor(
+    readonly win: FileWindow,
+    offset: number,
+    private readonly rules: FrameRules,
+    /** Whether a torn tail at this offset would lose data known to be durable. */
+    private readonly belowDurable: (offset: number) => boolean = NEVER_DURABLE,
+  ) {
+    this.offset = offset;
+    this.#maxPayload = Math.min(rules.maxPayloadBytes, MAX_PAYLOAD_BYTES_CAP);
+  }
+
+  /** Judge the frame at `offset`. */
+  next(): TailVerdict {
+    const win = this.win;
+    const pos = this.offset;
+    const h = this.h;
+    const remaining = win.size - pos;
+    let lengthInFile = false;
+    let crcOk = false;
+    let contentOk = false;
+    if (remaining >= FRAME_HEADER_BYTES) {
+      let at = win.ensure(pos, FRAME_HEADER_BYTES);
+      readFrameHeader(win.buf, at, h);
+      const bytes = frameBytes(h);
+      lengthInFile = h.length <= this.#maxPayload && bytes <= remaining;
+      if (lengthInFile) {
+        at = win.ensure(pos, bytes);
+        crcOk = frameCrcOk(win.buf, at, h);
+        if (crcOk) contentOk = this.rules.contentOk(h, win.buf, at);
+      }
+      this.at = at;
+      if (crcOk && contentOk) {
+        this.row = tailRowForMask(VALID_RECORD_MASK);
+        this.inputs = null;
+        return this.row.verdict;
+      }
+    }
+    const inputs: TailInputs = {
+      atEnd: remaining <= 0,
+      restZero: false,
+      headerComplete: remaining >= FRAME_HEADER_BYTES,
+      lengthInFile,
+      crcOk,
+      contentOk,
+      validAfter: false,
+      belowDurable: false,
+    };
+    this.resyncBudgetExhausted = false;
+    if (!inputs.atEnd) {
+      inputs.restZero = win.restIsZero(pos);
+      if (!inputs.restZero && !(crcOk && !contentOk)) {
+        const found = findValidFrameAfter(win, pos + 1, this.rules, this.#maxPayload, resyncBudgetBytes(win.size));
+        // Budget spent: valid data after the damage was not ruled out, so it is not called a torn
+        // tail (which would cut it); it is reported as corruption.
+        this.resyncBudgetExhausted = found === 'budget';
+        inputs.validAfter = found !== 'none';
+      }
+      inputs.belowDurable = this.belowDurable(pos);
+    }
+    this.inputs = inputs;
+    this.row = tailRow(inputs);
+    return this.row.verdict;
+  }
+
+  /** Bytes of the current frame (after `'record'`). */
+  get frameBytes(): number {
+    return frameBytes(this.h);
+  }
+
+  /** Take the current record and move past it. */
+  accept(): void {
+    this.rules.accept(this.h, this.win.buf, this.at, this.offset);
+    this.offset += frameBytes(this.h);
+  }
+
+  /** Why the last verdict is damage: the row, and whether the resync search ran out of budget. */
+  reason(): string {
+    const why = `${this.row.label} (tail table row ${this.row.id})`;
+    return this.resyncBudgetExhausted ? `${why}; the resync search spent its budget without ruling out valid data after the damage` : why;
+  }
+}
+
+export interface ScanResult {
+  /** The row that ended the scan (row 1 for a clean end). */
+  readonly row: TailRow;
+  /** Offset just past the last accepted frame, where the scan stopped. */
+  readonly validEnd: number;
+  readonly inputs: TailInputs | null;
+  /** Why the scan stopped, when it stopped on damage. */
+  readonly reason: string;
+}
+
+/** Accept every record from `offset` until a row other than "valid record" matches. */
+export function scanFrames(win: FileWindow, offset: number, rules: FrameRules, belowDurable: (offset: number) => boolean): ScanResult {
+  const reader = new FrameReader(win, offset, rules, belowDurable);
+  while (reader.next() === 'record') reader.accept();
+  return { row: reader.row, validEnd: reader.offset, inputs: reader.inputs, reason: reader.reason() };
+}
+
+/** Work counters of the resync search, read by tests to bound it without timing it. */
+export const resyncCounters = { crcBytes: 0 };
+
+/**
+ * CRC bytes the resync search may hash for a file of `fileBytes`: twice its size (plus a little
+ * for tiny files). Without a bound, a hostile file with a plausible header every 20 bytes, each
+ * claiming a length to EOF, costs quadratic time (measured: 4.7 s for 512 KiB).
+ */
+export function resyncBudgetBytes(fileBytes: number): number {
+  return 2 * fileBytes + 64 * 1024;
+}
+
+/**
+ * Is there a CRC-valid, plausible frame starting anywhere in `[from, size)`? Used only on a
+ * damaged frame, to tell a torn tail (nothing valid follows) from corruption in the middle.
+ * Cheap header checks run first, so the CRC is computed only for plausible candidates; at most
+ * `budgetBytes` are hashed in all, after which the answer is 'budget' (not ruled out).
+ */
+function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, maxPayload: number, budgetBytes: number): 'found' | 'none' | 'budget' {
+  const h = newFrameHeader();
+  let hashed = 0;
+  for (let pos = from; pos + FRAME_HEADER_BYTES <= win.size; pos++) {
+    let at = win.ensure(pos, FRAME_HEADER_BYTES);
+    readFrameHeader(win.buf, at, h);
+    if (h.length > maxPayload || h.seq < 0 || !rules.plausible(h, pos - from + 1)) continue;
+    const bytes = frameBytes(h);
+    if (pos + bytes > win.size) continue;
+    if (hashed + bytes > budgetBytes) return 'budget';
+    hashed += bytes;
+    at = win.ensure(pos, bytes);
+    resyncCounters.crcBytes += bytes;
+    if (frameCrcOk(win.buf, at, h)) return 'found';
+  }
+  return 'none';
+}

@@ -1,0 +1,130 @@
+// Implements the content rules of FORMAT.md §3.1–§3.2 (segment records) and §4.2 (cursor records).
+/**
+ * What makes a CRC-valid frame acceptable at its place in a file, for each kind of file. These are
+ * the only definitions of frame validity: the consumer reader, compaction, recovery and `verify`
+ * all judge frames with them through `FrameReader`.
+ */
+import type { FrameRules } from './frame-reader.js';
+import { FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES_CAP, RANGE_BYTES, RECORD_ACK, RECORD_ITEM, RECORD_OPENED, RECORD_SEAL, SEAL_PAYLOAD_BYTES, readU64 } from './format.js';
+import { frameBytes, payloadOffset, type FrameHeader } from './frame.js';
+import { decodeSealPayload, type SealInfo } from './segment.js';
+
+function sameSeal(a: SealInfo, b: SealInfo): boolean {
+  return a.recordCount === b.recordCount && a.firstSeq === b.firstSeq && a.lastSeq === b.lastSeq && a.endSeq === b.endSeq;
+}
+
+/**
+ * The frames of one segment, read from its first record: ITEM records with increasing seqs not
+ * below the base, then at most one SEAL whose fields match the records before it (and, when the
+ * seal is already known from the segment's last bytes or from this session, equal it), and nothing
+ * after the SEAL. Counts what it accepted.
+ */
+export class SegmentFrames implements FrameRules {
+  readonly maxPayloadBytes = MAX_PAYLOAD_BYTES_CAP;
+  records = 0;
+  firstSeq = 0;
+  lastSeq = 0;
+  seal: SealInfo | null = null;
+  /** End of the last ITEM with a seq below `durableNextSeq` (0 when none). */
+  durableEnd = 0;
+
+  constructor(
+    readonly base: number,
+    /** A COMPACTED segment has gaps between its seqs. */
+    readonly compacted: boolean,
+    /** The seal this segment must end with, when known. */
+    readonly expectedSeal: SealInfo | null = null,
+    /** Records with a seq below this are known durable (recovery's checkpoint `nextSeq`). */
+    readonly durableNextSeq = 0,
+  ) {}
+
+  contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean {
+    if (this.seal !== null) return false; // nothing may follow a seal
+    if (h.seq <= this.lastSeq || h.seq < this.base) return false;
+    if (h.type === RECORD_ITEM) return true;
+    if (h.type !== RECORD_SEAL || h.length !== SEAL_PAYLOAD_BYTES || h.metaBytes !== 0) return false;
+    const s = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
+    if (s === null) return false;
+    const counted = this.records > 0;
+    if (s.recordCount !== this.records || s.firstSeq !== (counted ? this.firstSeq : 0) || s.lastSeq !== (counted ? this.lastSeq : 0)) return false;
+    return this.expectedSeal === null || sameSeal(s, this.expectedSeal);
+  }
+
+  plausible(h: FrameHeader, skippedBytes: number): boolean {
+    if (!((h.type === RECORD_ITEM || h.type === RECORD_SEAL) && h.seq > this.lastSeq && h.seq >= this.base)) return false;
+    // Seqs of a plain segment are consecutive and every frame takes at least a header, so the
+    // next valid ITEM lies at most one seq per header skipped ahead. (A COMPACTED segment, with
+    // gaps, is never written in place: damage in it is corruption whatever the search says.)
+    return this.compacted || h.type !== RECORD_ITEM || h.seq <= Math.max(this.base, this.lastSeq + 1) + Math.floor(skippedBytes / FRAME_HEADER_BYTES);
+  }
+
+  accept(h: FrameHeader, buf: Uint8Array, at: number, offset: number): void {
+    if (h.type === RECORD_SEAL) {
+      this.seal = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
+      return;
+    }
+    if (h.seq < this.durableNextSeq) this.durableEnd = offset + frameBytes(h);
+    if (this.records === 0) this.firstSeq = h.seq;
+    this.lastSeq = h.seq;
+    this.records++;
+  }
+}
+
+/** The reason given when a sealed segment's data ends before its SEAL record. */
+export const MISSING_SEAL = 'sealed segment ends without a seal record';
+
+/**
+ * The record log of the cursor file after its checkpoint: ACK records (well-formed ranges) and
+ * OPENED records, numbered 1, 2, 3... Collects the acked ranges through `onRange`.
+ */
+export class CursorFrames implements FrameRules {
+  readonly maxPayloadBytes: number;
+  /** Number of the last accepted record (0 when none). */
+  lastRecord = 0;
+  /** Highest end of an accepted ACK range. */
+  maxAckEnd = 0;
+  /** Whether any record was accepted (a CLEAN checkpoint followed by records was reopened since). */
+  sawRecord = false;
+
+  constructor(
+    maxRangesPerRecord: number,
+    private readonly onRange: (start: number, end: number) => void,
+  ) {
+    this.maxPayloadBytes = maxRangesPerRecord * RANGE_BYTES;
+  }
+
+  contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean {
+    if (h.seq !== this.lastRecord + 1 || h.metaBytes !== 0) return false;
+    if (h.type === RECORD_OPENED) return h.length === 0;
+    if (h.type !== RECORD_ACK || h.length === 0 || h.length % RANGE_BYTES !== 0) return false;
+    const p0 = payloadOffset(at, h);
+    for (let p = p0; p < p0 + h.length; p += RANGE_BYTES) {
+      const s = readU64(buf, p);
+      const e = readU64(buf, p + 8);
+      if (s < 1 || e <= s) return false;
+    }
+    return true;
+  }
+
+  plausible(h: FrameHeader, skippedBytes: number): boolean {
+    // Record numbers are consecutive and every record takes at least a header.
+    return (
+      (h.type === RECORD_ACK || h.type === RECORD_OPENED) &&
+      h.seq > this.lastRecord &&
+      h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
+    );
+  }
+
+  accept(h: FrameHeader, buf: Uint8Array, at: number): void {
+    this.lastRecord = h.seq;
+    this.sawRecord = true;
+    if (h.type === RECORD_OPENED) return;
+    const p0 = payloadOffset(at, h);
+    for (let p = p0; p < p0 + h.length; p += RANGE_BYTES) {
+      const s = readU64(buf, p);
+      const e = readU64(buf, p + 8);
+      this.onRange(s, e);
+      if (e > this.maxAckEnd) this.maxAckEnd = e;
+    }
+  }
+}

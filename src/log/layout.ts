@@ -1,0 +1,99 @@
+// The segments of a store in seq order (FORMAT.md §2.2, §5): what every role of the engine reads.
+import type { FileSystem } from '../fs/file-system.js';
+import type { SealInfo } from './segment.js';
+
+/** One segment file as the engine knows it. */
+export interface Segment {
+  readonly base: number;
+  readonly name: string;
+  readonly path: string;
+  /** File size (for the active segment: the write position). */
+  bytes: number;
+  /** Present once the segment ends in a SEAL record. */
+  seal: SealInfo | null;
+  readonly compacted: boolean;
+  /** A read descriptor, opened by the reader on first use (-1 until then). */
+  readFd: number;
+  /** Set when the segment left the layout (deleted or replaced); readers re-seek. */
+  retired: boolean;
+}
+
+export function newSegment(base: number, name: string, path: string, bytes: number, seal: SealInfo | null, compacted: boolean): Segment {
+  return { base, name, path, bytes, seal, compacted, readFd: -1, retired: false };
+}
+
+/**
+ * The live segments, oldest first; the last one is the active segment. Owned by the store and
+ * changed only by the writer (a roll adds one), maintenance (deleting and replacing sealed ones)
+ * and recovery (the initial list).
+ */
+export class SegmentLayout {
+  list: Segment[] = [];
+
+  constructor(private readonly fs: FileSystem) {}
+
+  get active(): Segment {
+    return this.list[this.list.length - 1]!;
+  }
+
+  get first(): Segment {
+    return this.list[0]!;
+  }
+
+  /** The segment that holds `seq`: the last with base <= seq, or the first. */
+  segmentFor(seq: number): Segment {
+    let lo = 0;
+    let hi = this.list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.list[mid]!.base <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.list[Math.max(0, lo - 1)]!;
+  }
+
+  /** The segment after `seg`, or null when it is the last (or no longer in the layout). */
+  after(seg: Segment): Segment | null {
+    const idx = this.list.indexOf(seg);
+    return idx >= 0 && idx + 1 < this.list.length ? this.list[idx + 1]! : null;
+  }
+
+  /** The leading run of sealed segments. */
+  sealedRun(): Segment[] {
+    const run: Segment[] = [];
+    for (const s of this.list) {
+      if (s.seal === null) break;
+      run.push(s);
+    }
+    return run;
+  }
+
+  /** Replace the first `count` segments with `replacement` (none to just drop them); they are retired. */
+  replaceFront(count: number, replacement: Segment | null): void {
+    const gone = this.list.slice(0, count);
+    this.list = replacement === null ? this.list.slice(count) : [replacement, ...this.list.slice(count)];
+    for (const s of gone) this.retire(s);
+  }
+
+  private retire(s: Segment): void {
+    s.retired = true;
+    if (s.readFd >= 0) closeQuietly(this.fs, s.readFd);
+    s.readFd = -1;
+  }
+
+  /** Close every read descriptor (the store is closing). */
+  release(): void {
+    for (const s of this.list) {
+      if (s.readFd >= 0) closeQuietly(this.fs, s.readFd);
+      s.readFd = -1;
+    }
+  }
+}
+
+export function closeQuietly(fs: FileSystem, fd: number): void {
+  try {
+    fs.close(fd);
+  } catch {
+    // Closing a descriptor whose data is already durable cannot lose anything.
+  }
+}

@@ -1,0 +1,332 @@
+// Implements FORMAT.md §7 "Compaction file protocol" and the deletion order of DESIGN.md "Compaction".
+/**
+ * Background work of one LogStore, in one lane: cursor checkpoints, deleting fully acked segments
+ * and compacting sealed ones. The store starts it (`poke()` after an ack or a roll); nothing here
+ * reaches into the ack or append paths. The order that keeps every ack: the cursor is durable
+ * past a segment before the segment is unlinked, and the unlink is made durable by a directory
+ * fsync.
+ */
+import { QueueError } from '../errors.js';
+import type { FileSystem } from '../fs/file-system.js';
+import type { CursorLog } from './cursor-log.js';
+import type { AckSet } from './cursor.js';
+import { errnoCode, isStoreFull, type Durability } from './durability.js';
+import { RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, TMP_SUFFIX } from './format.js';
+import { FileWindow, FrameReader } from './frame-reader.js';
+import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
+import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
+import type { ResolvedOptions } from './options.js';
+import { damaged } from './reader.js';
+import { encodeSealFrame, encodeSegmentHeader, type SealInfo } from './segment.js';
+
+const MiB = 1024 * 1024;
+/** Compaction yields to the event loop after copying this many bytes. */
+const YIELD_BYTES = 4 * MiB;
+
+export interface CompactionResult {
+  readonly bytesReclaimed: number;
+  readonly segmentsDeleted: number;
+  readonly segmentsRewritten: number;
+}
+
+/** Thrown inside compaction when the store starts closing or fails; never escapes. */
+class Aborted extends Error {}
+
+/** What maintenance needs from the rest of the store. */
+export interface MaintenanceDeps {
+  readonly fs: FileSystem;
+  readonly dir: string;
+  readonly opts: ResolvedOptions;
+  readonly durability: Durability;
+  readonly layout: SegmentLayout;
+  readonly cursor: CursorLog;
+  /** The store accepts work (open, or recovered and not yet handed to a queue). */
+  readonly running: () => boolean;
+  /** Checkpoint the cursor now (the store supplies the next seq and the data sync). */
+  readonly checkpoint: () => Promise<AckSet>;
+}
+
+interface Tally {
+  bytes: number;
+  count: number;
+}
+
+export class Maintenance {
+  #current: Promise<CompactionResult> | null = null;
+  #again = false;
+  /** Damage found while compacting stops automatic compaction until `compact()` is asked for. */
+  #blockedBy: QueueError | null = null;
+
+  constructor(private readonly d: MaintenanceDeps) {}
+
+  /** Start a round when there is work: a long cursor log, or a fully acked sealed segment. */
+  poke(): void {
+    const first = this.d.layout.first;
+    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm)) this.schedule();
+  }
+
+  schedule(): void {
+    if (!this.d.running()) return;
+    if (this.#current !== null) {
+      this.#again = true;
+      return;
+    }
+    this.#start(false).catch(() => undefined);
+  }
+
+  /** A forced round: delete acked segments and rewrite every sealed segment that holds acked records. */
+  async compact(): Promise<CompactionResult> {
+    await this.settled();
+    this.#blockedBy = null;
+    return this.#start(true);
+  }
+
+  async settled(): Promise<void> {
+    while (this.#current !== null) await this.#current.catch(() => undefined);
+  }
+
+  #start(force: boolean): Promise<CompactionResult> {
+    const p = this.#run(force);
+    this.#current = p;
+    const clear = (): void => {
+      if (this.#current === p) this.#current = null;
+    };
+    p.then(clear, clear);
+    return p;
+  }
+
+  #stopping(): boolean {
+    return !this.d.running() || this.d.durability.failure !== null;
+  }
+
+  async #run(force: boolean): Promise<CompactionResult> {
+    const deleted: Tally = { bytes: 0, count: 0 };
+    const rewritten: Tally = { bytes: 0, count: 0 };
+    const result = (): CompactionResult => ({
+      bytesReclaimed: deleted.bytes + rewritten.bytes,
+      segmentsDeleted: deleted.count,
+      segmentsRewritten: rewritten.count,
+    });
+    try {
+      do {
+        this.#again = false;
+        if (this.#stopping()) break;
+        await this.#round(force, deleted, rewritten);
+      } while (this.#again);
+      return result();
+    } catch (e) {
+      if (e instanceof Aborted) return result();
+      if (isStoreFull(e) || errnoCode(e) === 'ENOSPC') {
+        // A full disk stops this round (a compaction's tmp file is removed by #rewrite); nothing
+        // is lost, and the next trigger tries again. compact() reports it.
+        if (!force) return result();
+        throw isStoreFull(e) ? e : new QueueError('ERR_STORE_FULL', 'No space left on device (compaction)', { cause: e });
+      }
+      if (e instanceof QueueError && e.code === 'ERR_CORRUPT') {
+        // Damage found while compacting: surfaced, never repaired; the files stay as they are.
+        this.#blockedBy = e;
+        throw e;
+      }
+      throw this.d.durability.markFailed(e);
+    }
+  }
+
+  async #round(force: boolean, deleted: Tally, rewritten: Tally): Promise<void> {
+    let full = false;
+    if (this.d.cursor.needsCheckpoint()) {
+      // On a full disk the checkpoint waits; deleting acked segments below still frees space.
+      await this.d.cursor.withLane(() => this.d.checkpoint()).catch((e: unknown) => {
+        if (!isStoreFull(e)) throw e;
+        full = true;
+      });
+    }
+    const del = await this.#deleteAcked();
+    deleted.bytes += del.bytes;
+    deleted.count += del.count;
+    if (!full && (force || (this.d.opts.autoCompact && this.#blockedBy === null))) {
+      const c = await this.#compactSealed(force);
+      rewritten.bytes += c.bytes;
+      rewritten.count += c.count;
+    }
+  }
+
+  /** Cursor durable past the segments, then unlink, then fsync the directory. */
+  async #deleteAcked(): Promise<Tally> {
+    const { layout, cursor } = this.d;
+    const doomed: Segment[] = [];
+    for (const s of layout.list) {
+      if (s.seal === null || s.seal.endSeq > cursor.acks.lwm) break;
+      doomed.push(s);
+    }
+    if (doomed.length === 0) return { bytes: 0, count: 0 };
+    const need = doomed[doomed.length - 1]!.seal!.endSeq;
+    if (cursor.durableLwm < need) {
+      await cursor.withLane(() => cursor.sync());
+      if (this.d.durability.failure !== null) throw this.d.durability.failure;
+    }
+    if (cursor.durableLwm < need) return { bytes: 0, count: 0 };
+    let bytes = 0;
+    layout.replaceFront(doomed.length, null);
+    for (const s of doomed) {
+      this.d.fs.unlink(s.path);
+      bytes += s.bytes;
+    }
+    await this.d.fs.fsyncDir(this.d.dir);
+    return { bytes, count: doomed.length };
+  }
+
+  /** Live bytes of a sealed segment, estimated from its seal and the ack set. */
+  #liveBytesEstimate(s: Segment): number {
+    const seal = s.seal!;
+    if (seal.recordCount === 0) return 0;
+    const unacked = seal.endSeq - s.base - this.d.cursor.acks.ackedIn(s.base, seal.endSeq);
+    const perRecord = (s.bytes - SEGMENT_HEADER_BYTES - SEAL_FRAME_BYTES) / seal.recordCount;
+    return Math.min(unacked, seal.recordCount) * perRecord;
+  }
+
+  /**
+   * Rewrite the run of sealed segments into one COMPACTED segment holding only their unacked
+   * records (FORMAT.md §7). Policy: when their live bytes are below `compactionLiveRatio` of their
+   * size (or, when forced, whenever any of their records is acked).
+   */
+  async #compactSealed(force: boolean): Promise<Tally> {
+    const run = this.d.layout.sealedRun();
+    if (run.length === 0) return { bytes: 0, count: 0 };
+    let total = 0;
+    let live = 0;
+    for (const s of run) {
+      total += s.bytes;
+      live += this.#liveBytesEstimate(s);
+    }
+    const headerBytes = SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES;
+    if (force ? live + headerBytes >= total : live >= total * this.d.opts.compactionLiveRatio) return { bytes: 0, count: 0 };
+    // (1) The cursor must be durable for every record about to be dropped.
+    const snapshot = await this.d.cursor.withLane(() => this.d.checkpoint());
+    const written = await this.#rewrite(run, snapshot);
+    return this.#swapIn(run, written);
+  }
+
+  /** Write the live records of `run` into `<first>.tmp`, sealed and fsynced. */
+  async #rewrite(run: readonly Segment[], snapshot: AckSet): Promise<{ seal: SealInfo; bytes: number }> {
+    const { fs, opts } = this.d;
+    const first = run[0]!;
+    const endSeq = run[run.length - 1]!.seal!.endSeq;
+    const tmp = first.path + TMP_SUFFIX;
+    if (fs.stat(tmp) !== null) fs.unlink(tmp);
+    const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq });
+    const fd = fs.open(tmp, 'create', opts.fileMode);
+    try {
+      fs.write(fd, header, 0, header.length, 0);
+      const out = new CopyBuffer(fs, fd, header.length);
+      for (const s of run) await this.#copyLive(s, snapshot, out);
+      out.flush();
+      const seal: SealInfo = { recordCount: out.count, firstSeq: out.firstSeq, lastSeq: out.lastSeq, endSeq };
+      const sealFrame = encodeSealFrame(seal);
+      fs.write(fd, sealFrame, 0, sealFrame.length, out.pos);
+      await fs.fsync(fd);
+      closeQuietly(fs, fd);
+      return { seal, bytes: out.pos + sealFrame.length };
+    } catch (e) {
+      closeQuietly(fs, fd);
+      try {
+        fs.unlink(tmp);
+      } catch {
+        // A leftover tmp file is deleted at the next open.
+      }
+      throw e;
+    }
+  }
+
+  /** Copy the unacked ITEM frames of sealed segment `s` into `out`, validating every frame. */
+  async #copyLive(s: Segment, snapshot: AckSet, out: CopyBuffer): Promise<void> {
+    const fs = this.d.fs;
+    const rfd = fs.open(s.path, 'read');
+    try {
+      const rules = new SegmentFrames(s.base, s.compacted, s.seal);
+      const frames = new FrameReader(new FileWindow(fs, rfd, s.bytes, this.d.opts.readAheadBytes), SEGMENT_HEADER_BYTES, rules);
+      let sinceYield = 0;
+      for (;;) {
+        const verdict = frames.next();
+        if (verdict === 'end') {
+          if (rules.seal === null) throw damaged(s, frames.offset, MISSING_SEAL);
+          return;
+        }
+        if (verdict !== 'record') throw damaged(s, frames.offset, frames.reason());
+        const h = frames.h;
+        const bytes = frames.frameBytes;
+        if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) out.add(frames.win.buf, frames.at, bytes, h.seq);
+        frames.accept();
+        sinceYield += bytes;
+        if (sinceYield >= YIELD_BYTES) {
+          sinceYield = 0;
+          await new Promise<void>((r) => setImmediate(r));
+          if (this.#stopping()) throw new Aborted();
+        }
+      }
+    } finally {
+      closeQuietly(fs, rfd);
+    }
+  }
+
+  /**
+   * (2) Atomically replace the first segment of the run, switching the in-memory layout in the
+   * same synchronous step so that no reader opens the new file as the old segment; (3) once the
+   * rename is durable, drop the rest of the run (recovery would delete them anyway, by the
+   * COMPACTED header's replaced range).
+   */
+  async #swapIn(run: readonly Segment[], written: { seal: SealInfo; bytes: number }): Promise<Tally> {
+    const { fs, layout } = this.d;
+    const first = run[0]!;
+    if (this.#stopping()) {
+      try {
+        fs.unlink(first.path + TMP_SUFFIX);
+      } catch {
+        // Deleted at the next open.
+      }
+      throw new Aborted();
+    }
+    fs.rename(first.path + TMP_SUFFIX, first.path);
+    let reclaimed = 0;
+    for (const s of run) reclaimed += s.bytes;
+    layout.replaceFront(run.length, newSegment(first.base, first.name, first.path, written.bytes, written.seal, true));
+    await fs.fsyncDir(this.d.dir);
+    for (const s of run) if (s !== first) fs.unlink(s.path);
+    await fs.fsyncDir(this.d.dir);
+    return { bytes: Math.max(0, reclaimed - written.bytes), count: run.length };
+  }
+}
+
+/** Frames copied into a compacted segment, written in 1 MiB chunks. */
+class CopyBuffer {
+  #buf = new Uint8Array(MiB);
+  #len = 0;
+  count = 0;
+  firstSeq = 0;
+  lastSeq = 0;
+
+  constructor(
+    private readonly fs: FileSystem,
+    private readonly fd: number,
+    /** File offset where the buffered bytes go. */
+    public pos: number,
+  ) {}
+
+  add(src: Uint8Array, at: number, bytes: number, seq: number): void {
+    if (this.#len + bytes > this.#buf.length) {
+      this.flush();
+      if (bytes > this.#buf.length) this.#buf = new Uint8Array(bytes);
+    }
+    this.#buf.set(src.subarray(at, at + bytes), this.#len);
+    this.#len += bytes;
+    if (this.count === 0) this.firstSeq = seq;
+    this.lastSeq = seq;
+    this.count++;
+  }
+
+  flush(): void {
+    if (this.#len === 0) return;
+    this.fs.write(this.fd, this.#buf, 0, this.#len, this.pos);
+    this.pos += this.#len;
+    this.#len = 0;
+  }
+}

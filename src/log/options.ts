@@ -1,0 +1,160 @@
+// The options of LogStore.open, their defaults and their validation.
+import type { FileSystem } from '../fs/file-system.js';
+import { MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD } from './format.js';
+import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../validate.js';
+
+const MiB = 1024 * 1024;
+/** Smallest accepted `segmentBytes`: a header, a seal and a few small frames. Tests use tiny segments. */
+export const MIN_SEGMENT_BYTES = 256;
+
+/** Options of {@link LogStore.open}. */
+export interface LogStoreOptions {
+  /**
+   * A segment is sealed and a new one started when the next batch would take it past this size.
+   * A single batch larger than this goes whole into one segment.
+   * @default 67108864 (64 MiB)
+   */
+  segmentBytes?: number;
+  /**
+   * Largest payload accepted, in bytes; larger pushes reject with `ERR_TOO_LARGE`. At most 256 MiB.
+   * @default 16777216 (16 MiB)
+   */
+  maxItemBytes?: number;
+  /**
+   * The file system all I/O goes through.
+   * @default `nodeFileSystem` (the node:fs implementation) when opened through `persistent-queue`
+   */
+  fs?: FileSystem;
+  /**
+   * When the ACK records appended to the cursor file exceed this many bytes, the cursor is
+   * checkpointed (rewritten atomically as one compact record) in the background.
+   * @default 1048576 (1 MiB)
+   */
+  cursorCheckpointBytes?: number;
+  /**
+   * Bytes of just-appended payloads kept in memory so a caught-up consumer reads without disk I/O.
+   * @default 8388608 (8 MiB)
+   */
+  tailCacheBytes?: number;
+  /**
+   * Chunk size of the consumer's read-ahead from disk.
+   * @default 262144 (256 KiB)
+   */
+  readAheadBytes?: number;
+  /**
+   * Automatic compaction: `true` rewrites the sealed segments when their live (unacked) bytes fall
+   * below `compactionLiveRatio` of their size. Fully acked segments are always deleted.
+   * @default true
+   */
+  autoCompact?: boolean;
+  /**
+   * Extend the active segment with zeros ahead of synced writes (4 MiB at a time, never past
+   * `segmentBytes`), so that most fdatasyncs overwrite allocated blocks instead of growing the
+   * file (DESIGN.md, "Write path": measured ≈ +40 % records/s for write + fdatasync of 64 frames). The
+   * zeros are cut at a clean close, at a roll, and as a zero tail by recovery.
+   * @default true
+   */
+  preallocate?: boolean;
+  /**
+   * Live fraction of the sealed segments below which automatic compaction rewrites them.
+   * @default 0.25
+   */
+  compactionLiveRatio?: number;
+  /**
+   * Mode of the store directory when it is created.
+   * @default 0o700
+   */
+  dirMode?: number;
+  /**
+   * Mode of the files the store creates.
+   * @default 0o600
+   */
+  fileMode?: number;
+}
+
+function ratio(name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(expectation(name, 'a number between 0 and 1', value));
+  if (!(value >= 0 && value <= 1)) throw new RangeError(expectation(name, 'a number between 0 and 1', value));
+  return value;
+}
+
+function bool(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(expectation(name, 'a boolean', value));
+  return value;
+}
+
+export interface ResolvedOptions {
+  segmentBytes: number;
+  maxItemBytes: number;
+  fs: FileSystem;
+  cursorCheckpointBytes: number;
+  tailCacheBytes: number;
+  readAheadBytes: number;
+  autoCompact: boolean;
+  preallocate: boolean;
+  compactionLiveRatio: number;
+  dirMode: number;
+  fileMode: number;
+  /**
+   * Ranges per ACK record, for writer and reader alike: MAX_RANGES_PER_RECORD. Not a public option:
+   * tests lower it (`maxRangesPerRecord`) to exercise the split of a large ack into several records
+   * without acking 2^20 holes.
+   */
+  maxRangesPerRecord: number;
+}
+
+const OPTION_NAMES: readonly string[] = [
+  'segmentBytes',
+  'maxItemBytes',
+  'fs',
+  'cursorCheckpointBytes',
+  'tailCacheBytes',
+  'readAheadBytes',
+  'autoCompact',
+  'preallocate',
+  'compactionLiveRatio',
+  'dirMode',
+  'fileMode',
+  'maxRangesPerRecord',
+];
+
+export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined): ResolvedOptions {
+  const o = optionsObject('options', raw);
+  knownKeys('options', o, OPTION_NAMES);
+  const segmentBytes = o.segmentBytes === undefined ? 64 * MiB : positiveInteger('segmentBytes', o.segmentBytes);
+  if (segmentBytes < MIN_SEGMENT_BYTES) {
+    throw new RangeError(expectation('segmentBytes', `an integer of at least ${MIN_SEGMENT_BYTES}`, segmentBytes));
+  }
+  const maxItemBytes = o.maxItemBytes === undefined ? 16 * MiB : positiveInteger('maxItemBytes', o.maxItemBytes);
+  if (maxItemBytes > MAX_PAYLOAD_BYTES_CAP) {
+    throw new RangeError(expectation('maxItemBytes', `a positive integer of at most ${MAX_PAYLOAD_BYTES_CAP}`, maxItemBytes));
+  }
+  let fs: FileSystem | undefined = defaultFs;
+  if (o.fs !== undefined) {
+    const f = o.fs as Partial<FileSystem> | null;
+    if (f === null || typeof f !== 'object' || typeof f.open !== 'function' || typeof f.lock !== 'function') {
+      throw new TypeError(expectation('fs', 'a FileSystem', o.fs));
+    }
+    fs = o.fs as FileSystem;
+  }
+  if (fs === undefined) {
+    throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
+  }
+  return {
+    segmentBytes,
+    maxItemBytes,
+    fs,
+    cursorCheckpointBytes:
+      o.cursorCheckpointBytes === undefined ? MiB : positiveInteger('cursorCheckpointBytes', o.cursorCheckpointBytes),
+    tailCacheBytes: o.tailCacheBytes === undefined ? 8 * MiB : nonNegativeInteger('tailCacheBytes', o.tailCacheBytes),
+    readAheadBytes: o.readAheadBytes === undefined ? 256 * 1024 : positiveInteger('readAheadBytes', o.readAheadBytes),
+    autoCompact: o.autoCompact === undefined ? true : bool('autoCompact', o.autoCompact),
+    preallocate: o.preallocate === undefined ? true : bool('preallocate', o.preallocate),
+    compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
+    dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),
+    fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
+    maxRangesPerRecord:
+      o.maxRangesPerRecord === undefined ? MAX_RANGES_PER_RECORD : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
+  };
+}
+

@@ -1,0 +1,187 @@
+// Reads FORMAT.md §3 frames forward through the segments (§6.3: errors found while reading).
+/**
+ * The consumer's reader: a forward position in one segment, read ahead in chunks, and a bounded
+ * cache of just-appended batches so that a caught-up consumer never reads the disk. Reads are
+ * synchronous (`tryReserve()` is served from them).
+ */
+import { ByteArena } from '../bytes.js';
+import { QueueError } from '../errors.js';
+import type { FileSystem } from '../fs/file-system.js';
+import type { ReadRange, StoredItem } from '../store.js';
+import { assertStore } from './assert.js';
+import type { AckSet } from './cursor.js';
+import { RECORD_SEAL, SEGMENT_HEADER_BYTES } from './format.js';
+import { payloadOffset } from './frame.js';
+import { FileWindow, FrameReader } from './frame-reader.js';
+import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
+import type { Segment, SegmentLayout } from './layout.js';
+import type { ResolvedOptions } from './options.js';
+
+export function damaged(seg: Segment, offset: number, reason: string): QueueError {
+  return new QueueError('ERR_CORRUPT', `Store file ${seg.name} is damaged at offset ${offset}: ${reason}`, { file: seg.path, offset });
+}
+
+/** Appended batches kept in memory, oldest first, up to `tailCacheBytes`. */
+class TailCache {
+  #batches: (readonly StoredItem[] | null)[] = [];
+  #batchBytes: number[] = [];
+  #head = 0;
+  #bytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  /** First cached seq, or Infinity. */
+  get firstSeq(): number {
+    return this.#head < this.#batches.length ? this.#batches[this.#head]![0]!.seq : Infinity;
+  }
+
+  add(items: readonly StoredItem[], bytes: number): void {
+    if (this.maxBytes === 0) return;
+    // Whole batches: O(1) per append instead of per item. The core may reuse its array.
+    this.#batches.push(items.slice());
+    this.#batchBytes.push(bytes);
+    this.#bytes += bytes;
+    while (this.#bytes > this.maxBytes && this.#head < this.#batches.length) {
+      this.#bytes -= this.#batchBytes[this.#head]!;
+      this.#batches[this.#head] = null;
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#batches.length) {
+      this.#batches = this.#batches.slice(this.#head);
+      this.#batchBytes = this.#batchBytes.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** Unacked items with `from <= seq < before` into `out`, up to `limit` in total. */
+  read(from: number, before: number, limit: number, acks: AckSet, out: StoredItem[]): void {
+    if (this.#head >= this.#batches.length) return;
+    // Appended seqs are consecutive within one session: find the batch holding `from` by its
+    // first seq, then walk forward.
+    let lo = this.#head;
+    let hi = this.#batches.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if (this.#batches[mid]![0]!.seq <= from) lo = mid;
+      else hi = mid - 1;
+    }
+    for (let b = lo; b < this.#batches.length; b++) {
+      const batch = this.#batches[b]!;
+      for (let i = Math.max(0, from - batch[0]!.seq); i < batch.length; i++) {
+        const item = batch[i]!;
+        if (item.seq >= before || out.length >= limit) return;
+        if (!acks.has(item.seq)) out.push(item);
+      }
+    }
+  }
+}
+
+export class LogReader {
+  #seg: Segment | null = null;
+  #frames: FrameReader | null = null;
+  #rules: SegmentFrames | null = null;
+  /** Copies of the payloads read from disk, in slabs of this store's own. */
+  readonly #arena = new ByteArena();
+  readonly #cache: TailCache;
+
+  constructor(
+    private readonly fs: FileSystem,
+    private readonly opts: ResolvedOptions,
+    private readonly layout: SegmentLayout,
+  ) {
+    this.#cache = new TailCache(opts.tailCacheBytes);
+  }
+
+  /** Just-appended items, kept so a caught-up consumer reads them without disk I/O. */
+  appended(items: readonly StoredItem[], bytes: number): void {
+    this.#cache.add(items, bytes);
+  }
+
+  read(range: ReadRange, acks: AckSet, nextSeq: number): StoredItem[] {
+    const out: StoredItem[] = [];
+    const { before, limit } = range;
+    let from = range.after + 1;
+    if (limit <= 0 || from >= before || from >= nextSeq) return out;
+    const cacheFirst = this.#cache.firstSeq;
+    if (from < cacheFirst) {
+      // Disk, up to where the cache starts. Damage met after some items were collected ends the
+      // batch there; the next read starts at the damage and throws.
+      try {
+        this.#readDisk(from, Math.min(before, cacheFirst), limit, acks, out);
+      } catch (e) {
+        if (out.length > 0 && e instanceof QueueError && e.code === 'ERR_CORRUPT') return out;
+        throw e;
+      }
+      if (out.length >= limit || cacheFirst >= before) return out;
+      from = cacheFirst;
+    }
+    this.#cache.read(from, before, limit, acks, out);
+    return out;
+  }
+
+  #open(seg: Segment): FrameReader {
+    if (seg.readFd < 0) seg.readFd = this.fs.open(seg.path, 'read');
+    this.#seg = seg;
+    this.#rules = new SegmentFrames(seg.base, seg.compacted, seg.seal);
+    this.#frames = new FrameReader(new FileWindow(this.fs, seg.readFd, seg.bytes, this.opts.readAheadBytes), SEGMENT_HEADER_BYTES, this.#rules);
+    return this.#frames;
+  }
+
+  /** Read unacked items with `from <= seq < before` from disk into `out`, up to `limit` in total. */
+  #readDisk(from: number, before: number, limit: number, acks: AckSet, out: StoredItem[]): void {
+    let seg = this.#seg;
+    let frames = this.#frames;
+    const rules0 = this.#rules;
+    // Keep the forward position when `from` lies ahead of it in the same segment; otherwise seek
+    // through the segment index (base seq -> segment) and scan from that segment's start.
+    // `from < seg.base` too: after crossing a seal into the next segment the reader has read no
+    // record there yet, so a read that starts further back must re-seek.
+    if (seg === null || frames === null || rules0 === null || seg.retired || rules0.lastSeq >= from || from < seg.base || (seg.seal !== null && seg.seal.endSeq <= from)) {
+      seg = this.layout.segmentFor(from);
+      frames = this.#open(seg);
+    }
+    for (;;) {
+      const rules = this.#rules!;
+      // For the active segment: up to the write position, never past it.
+      frames.win.size = seg.bytes;
+      const verdict = frames.next();
+      if (verdict === 'end') {
+        if (rules.seal === null) {
+          if (seg === this.layout.active) return; // caught up with the writer
+          throw damaged(seg, frames.offset, MISSING_SEAL);
+        }
+        // Past a seal. A roll in progress (the next segment not created yet): caught up.
+        const next = this.layout.after(seg);
+        if (next === null) {
+          if (seg === this.layout.active) return;
+          throw damaged(seg, frames.offset, 'no segment after a sealed one');
+        }
+        seg = next;
+        frames = this.#open(seg);
+        continue;
+      }
+      if (verdict !== 'record') throw damaged(seg, frames.offset, frames.reason());
+      const h = frames.h;
+      if (h.type === RECORD_SEAL) {
+        frames.accept();
+        continue;
+      }
+      if (h.seq >= before) return; // the position stays on this record
+      const at = frames.at;
+      frames.accept();
+      if (h.seq >= from && !acks.has(h.seq)) {
+        assertStore(out.length === 0 || out[out.length - 1]!.seq < h.seq, `disk read of seq ${h.seq} out of order`);
+        const p = payloadOffset(at, h);
+        // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
+        out.push({ seq: h.seq, bytes: this.#arena.copy(frames.win.buf.subarray(p, p + h.length)) });
+        if (out.length >= limit) return;
+      }
+    }
+  }
+
+  release(): void {
+    this.#seg = null;
+    this.#frames = null;
+    this.#rules = null;
+  }
+}

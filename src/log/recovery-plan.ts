@@ -1,0 +1,344 @@
+// Implements FORMAT.md §6 "Recovery decision table": the read-only half of recovery.
+/**
+ * Recovery, part one: read the directory and decide everything, without writing a byte. Open
+ * applies the plan (`./recovery-apply.ts`); `verify` runs the same plan and reports what it found.
+ * Every file-level decision names its row of `FILE_CHECKS` (FORMAT.md §6.2); the torn-tail
+ * decisions are rows of the tail table (§6.1), taken by `FrameReader`.
+ */
+import { join } from 'node:path';
+import type { OpenError } from '../errors.js';
+import type { FileSystem } from '../fs/file-system.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointHeader } from './cursor.js';
+import {
+  CUR_FLAG_CLEAN,
+  CUR_OFF_VERSION,
+  CURSOR_FILE,
+  CURSOR_HEADER_BYTES,
+  FORMAT_VERSION,
+  RANGE_BYTES,
+  SEAL_FRAME_BYTES,
+  SEG_FLAG_COMPACTED,
+  SEG_OFF_BASE_SEQ,
+  SEG_OFF_VERSION,
+  SEGMENT_HEADER_BYTES,
+  classifyEntry,
+  parseSegmentName,
+  segmentName,
+} from './format.js';
+import { FileWindow, scanFrames } from './frame-reader.js';
+import { CursorFrames, SegmentFrames } from './frame-rules.js';
+import { closeQuietly, newSegment, type Segment } from './layout.js';
+import { FILE_CHECKS, checkFailed, damageAt } from './recovery-checks.js';
+import { decodeSegmentHeader, decodeTrailingSeal, encodeSegmentHeader, type SealInfo } from './segment.js';
+import { readFully } from './segment-writer.js';
+import type { TailRow } from './tail.js';
+
+/** What the scan of the active segment found. */
+export interface ActiveScan {
+  readonly row: TailRow;
+  readonly validEnd: number;
+  /**
+   * End of the last record the cursor checkpoint knows durable (seq below its `nextSeq`), or 0
+   * when no record of this segment is known durable (then even the header may not be).
+   */
+  readonly durableEnd: number;
+  /** The cut tail is all zeros (preallocated space, or F3 padding), not torn records. */
+  readonly tornZero: boolean;
+  readonly records: number;
+  readonly firstSeq: number;
+  readonly lastSeq: number;
+  readonly seal: SealInfo | null;
+}
+
+/** What was read of the cursor file. */
+export interface CursorRead {
+  readonly acks: AckSet;
+  /** Offset where the record log starts (the checkpoint's size). */
+  readonly logStart: number;
+  /** Number of the last valid record (0 when none). */
+  readonly lastRecord: number;
+  readonly checkpointNextSeq: number;
+  readonly maxAckEnd: number;
+  readonly clean: boolean;
+  readonly row: TailRow;
+  readonly validEnd: number;
+  readonly tornZero: boolean;
+}
+
+export interface RecoveryPlan {
+  /** Store file names found, sorted. */
+  readonly names: readonly string[];
+  /** Files to delete, never read: tmp files and an interrupted segment creation. */
+  readonly stray: readonly string[];
+  /** Segments a completed compaction replaced. */
+  readonly superseded: readonly string[];
+  readonly segments: Segment[];
+  readonly activeScan: ActiveScan | null;
+  readonly cursor: CursorRead | null;
+  readonly acks: AckSet;
+  /** The seq after the recovered data. */
+  readonly dataNext: number;
+  /** The next seq to use: above `dataNext` when ACK records reference seqs past the data. */
+  readonly raiseTo: number;
+}
+
+export interface PlanOptions {
+  readonly maxRangesPerRecord: number;
+  readonly readAheadBytes: number;
+  /**
+   * Where problems go. Open leaves it out: the first problem throws. `verify` collects them and
+   * the plan goes on as far as it can.
+   */
+  readonly onProblem?: (problem: OpenError) => void;
+}
+
+interface Found {
+  readonly name: string;
+  readonly path: string;
+  readonly base: number;
+  readonly size: number;
+  readonly fd: number;
+  readonly flags: number;
+  readonly replacesEndSeq: number;
+}
+
+/** `ERR_STORE` when the directory holds an entry that no store writes (FORMAT §5). */
+export function foreignEntryProblem(dir: string, names: readonly string[]): OpenError | null {
+  const foreign = names.filter((n) => classifyEntry(n) === 'foreign').sort();
+  if (foreign.length === 0) return null;
+  const shown = `${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`;
+  return checkFailed(FILE_CHECKS.foreignFile, join(dir, foreign[0]!), 0, `Directory ${dir} holds files that are not part of a store (${shown})`);
+}
+
+/** Read the directory `dir` and decide what recovery does. Writes nothing. */
+export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): RecoveryPlan {
+  const report = opts.onProblem ?? ((p: OpenError): never => {
+    throw p;
+  });
+  const names = fs.readdir(dir).sort();
+  const foreign = foreignEntryProblem(dir, names);
+  if (foreign !== null) report(foreign);
+  const segNames = names.filter((n) => classifyEntry(n) === 'segment');
+  const stray = names.filter((n) => classifyEntry(n) === 'tmp');
+  const fds: number[] = [];
+  try {
+    const headers = readHeaders(fs, dir, segNames, fds, report);
+    const cursorPath = join(dir, CURSOR_FILE);
+    let cursor: CursorRead | null = null;
+    if (names.includes(CURSOR_FILE)) {
+      const fd = fs.open(cursorPath, 'read');
+      fds.push(fd);
+      try {
+        cursor = readCursor(fs, fd, cursorPath, opts.maxRangesPerRecord);
+      } catch (e) {
+        report(e as OpenError);
+      }
+    }
+    for (const p of headers.problems) report(p);
+    const { layout, superseded } = supersede(headers.found);
+    const acks = cursor?.acks ?? new AckSet(1);
+    const checkpointNextSeq = cursor?.checkpointNextSeq ?? 1;
+    const emptyStore = layout.length === 0 || (layout.length === 1 && layout[0]!.base === 1 && layout[0]!.size === SEGMENT_HEADER_BYTES);
+    if (!names.includes(CURSOR_FILE) && !emptyStore) {
+      report(checkFailed(FILE_CHECKS.cursorMissing, cursorPath, 0, 'the cursor file is missing but the store holds data'));
+    }
+    if (cursor !== null && layout.length === 0 && !(acks.lwm === 1 && checkpointNextSeq === 1 && acks.starts.length === 0)) {
+      report(checkFailed(FILE_CHECKS.noSegments, join(dir, segmentName(acks.lwm)), 0, 'no segment files, but the cursor describes data'));
+    }
+    const segments = sealedSegments(fs, layout, report);
+    let activeScan: ActiveScan | null = null;
+    if (layout.length > 0) {
+      const f = layout[layout.length - 1]!;
+      const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
+      try {
+        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted);
+        segments.push(newSegment(f.base, f.name, f.path, activeScan.validEnd, activeScan.seal, compacted));
+        if (activeScan.seal === null && compacted) {
+          report(checkFailed(FILE_CHECKS.compactedUnsealed, f.path, activeScan.validEnd, 'a compacted segment must end in a seal record'));
+        }
+      } catch (e) {
+        report(e as OpenError);
+      }
+    }
+    const last = segments[segments.length - 1];
+    if (headers.tornCreated !== null) {
+      // Only the segment a roll was creating: the one after a sealed segment, or the very first.
+      const expected = last === undefined ? 1 : last.seal?.endSeq;
+      if (expected !== headers.tornCreated.base) {
+        report(checkFailed(FILE_CHECKS.tornHeaderElsewhere, join(dir, headers.tornCreated.name), 0, 'segment header is incomplete, and it is not the segment a roll was creating'));
+      } else stray.push(headers.tornCreated.name);
+    }
+    const dataNext = last === undefined ? 1 : last.seal !== null ? last.seal.endSeq : Math.max(last.base, (activeScan?.lastSeq ?? 0) + 1);
+    crossCheck(segments, acks, checkpointNextSeq, dataNext, cursorPath, report);
+    // ACK records past the data can only come from an unsynced crash under `none`: those items
+    // are gone. Raise nextSeq past them so a seq is never reused (a stale ACK record would
+    // otherwise ack a new item on a later recovery), and mark the skipped seqs acked.
+    const raiseTo = cursor !== null && cursor.maxAckEnd > dataNext ? cursor.maxAckEnd : dataNext;
+    return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo };
+  } finally {
+    for (const fd of fds) closeQuietly(fs, fd);
+  }
+}
+
+/** Pass 1: every segment header, versions first. */
+function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], fds: number[], report: (p: OpenError) => void) {
+  const found: Found[] = [];
+  const problems: OpenError[] = [];
+  let tornCreated: { name: string; base: number } | null = null;
+  const hbuf = new Uint8Array(SEGMENT_HEADER_BYTES);
+  for (const name of segNames) {
+    const path = join(dir, name);
+    const fd = fs.open(path, 'read');
+    fds.push(fd);
+    const size = fs.size(fd);
+    const n = readFully(fs, fd, hbuf, 0, Math.min(SEGMENT_HEADER_BYTES, size), 0);
+    const h = decodeSegmentHeader(hbuf.subarray(0, n), size);
+    const base = parseSegmentName(name)!;
+    if ('kind' in h) {
+      if (h.kind === 'unsupported') {
+        report(checkFailed(FILE_CHECKS.newerVersion, path, SEG_OFF_VERSION, `Segment ${name} has format version ${h.version}; this version reads up to ${FORMAT_VERSION}`));
+        continue;
+      }
+      // A crash while the last segment was being created, before its header was durable, leaves
+      // it empty, torn or zero-filled (F1/F3/F4). The writer fsyncs the header before any record
+      // goes in, so such a file holds nothing.
+      if (name === segNames[segNames.length - 1] && isTornSegmentCreation(hbuf.subarray(0, n), size, base)) {
+        tornCreated = { name, base };
+        continue;
+      }
+      problems.push(checkFailed(FILE_CHECKS.badSegmentHeader, path, h.offset, h.reason));
+      continue;
+    }
+    if (h.baseSeq !== base) {
+      problems.push(checkFailed(FILE_CHECKS.baseSeqMismatch, path, SEG_OFF_BASE_SEQ, `header base seq ${h.baseSeq} does not match the file name`));
+      continue;
+    }
+    found.push({ name, path, base: h.baseSeq, size, fd, flags: h.flags, replacesEndSeq: h.replacesEndSeq });
+  }
+  return { found, problems, tornCreated };
+}
+
+/** Pass 2: a COMPACTED segment supersedes every segment whose base lies in the range it replaces. */
+function supersede(found: Found[]): { layout: Found[]; superseded: string[] } {
+  found.sort((a, b) => a.base - b.base);
+  const superseded = new Set<string>();
+  for (const f of found) {
+    if ((f.flags & SEG_FLAG_COMPACTED) === 0) continue;
+    for (const g of found) if (g.base > f.base && g.base < f.replacesEndSeq) superseded.add(g.name);
+  }
+  return { layout: found.filter((f) => !superseded.has(f.name)), superseded: [...superseded] };
+}
+
+/** Every segment but the last is sealed: read its trailing SEAL (not its records) and check the chain. */
+function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: OpenError) => void): Segment[] {
+  const segments: Segment[] = [];
+  const tbuf = new Uint8Array(SEAL_FRAME_BYTES);
+  for (let i = 0; i < layout.length - 1; i++) {
+    const f = layout[i]!;
+    const at = f.size - SEAL_FRAME_BYTES;
+    if (f.size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) {
+      report(checkFailed(FILE_CHECKS.badSeal, f.path, f.size, 'sealed segment too short for its seal record'));
+      continue;
+    }
+    readFully(fs, f.fd, tbuf, 0, SEAL_FRAME_BYTES, at);
+    const seal = decodeTrailingSeal(tbuf);
+    if (seal === null || (seal.recordCount > 0 && seal.firstSeq < f.base)) {
+      report(checkFailed(FILE_CHECKS.badSeal, f.path, at, seal === null ? 'sealed segment does not end in a valid seal record' : 'seal range below the base seq'));
+      continue;
+    }
+    const next = layout[i + 1]!;
+    if (next.base !== seal.endSeq) {
+      report(checkFailed(FILE_CHECKS.chainBroken, next.path, 0, `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`));
+    }
+    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, (f.flags & SEG_FLAG_COMPACTED) !== 0));
+  }
+  return segments;
+}
+
+/** Pass 4: the cursor against the data. Marks the seqs sealed segments hold no record of as acked. */
+function crossCheck(segments: readonly Segment[], acks: AckSet, checkpointNextSeq: number, dataNext: number, cursorPath: string, report: (p: OpenError) => void): void {
+  const first = segments[0];
+  const last = segments[segments.length - 1];
+  if (first !== undefined && first.base > acks.lwm) {
+    report(checkFailed(FILE_CHECKS.missingSegment, first.path, 0, `missing segment: seqs from ${acks.lwm} to ${first.base - 1} are unacked but no segment holds them`));
+  }
+  if (last !== undefined && checkpointNextSeq > dataNext) {
+    report(checkFailed(FILE_CHECKS.dataBehindCheckpoint, last.path, last.bytes, `data ends at seq ${dataNext - 1} but the cursor checkpoint covers up to ${checkpointNextSeq - 1}`));
+  }
+  // Seqs with no record in a sealed segment (before its first or after its last item) are acked
+  // by definition: that keeps "unacked count = nextSeq - lwm - acked ranges" exact.
+  for (const s of segments) {
+    if (s.seal === null || s.seal.endSeq <= acks.lwm) continue;
+    if (s.seal.recordCount === 0) acks.add(s.base, s.seal.endSeq);
+    else {
+      acks.add(s.base, s.seal.firstSeq);
+      acks.add(s.seal.lastSeq + 1, s.seal.endSeq);
+    }
+  }
+  const problem = acks.check();
+  if (problem !== null) report(checkFailed(FILE_CHECKS.ackSetInconsistent, cursorPath, 0, problem));
+}
+
+/**
+ * True when `bytes` (the whole file, `size` bytes) is what a crash can leave of a segment header
+ * being created for `base`: no longer than a header, a prefix of the header, then only zeros.
+ */
+function isTornSegmentCreation(bytes: Uint8Array, size: number, base: number): boolean {
+  if (size > SEGMENT_HEADER_BYTES || bytes.length !== size) return false;
+  const want = encodeSegmentHeader({ flags: 0, baseSeq: base, replacesEndSeq: 0 });
+  let i = 0;
+  while (i < size && bytes[i] === want[i]) i++;
+  if (i === SEGMENT_HEADER_BYTES) return false; // a complete, valid header is not torn
+  for (; i < size; i++) if (bytes[i] !== 0) return false;
+  return true;
+}
+
+/** Scan a segment from its first record with the tail table (FORMAT.md §6.1). Throws on a corrupt verdict. */
+export function scanActive(fs: FileSystem, fd: number, path: string, base: number, size: number, durableNextSeq: number, chunkBytes: number, compacted = false): ActiveScan {
+  const rules = new SegmentFrames(base, compacted, null, durableNextSeq);
+  const result = scanFrames(new FileWindow(fs, fd, size, chunkBytes), SEGMENT_HEADER_BYTES, rules, () => Math.max(base, rules.lastSeq + 1) < durableNextSeq);
+  if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
+  return {
+    row: result.row,
+    validEnd: result.validEnd,
+    durableEnd: rules.durableEnd,
+    tornZero: result.inputs?.restZero ?? false,
+    records: rules.records,
+    firstSeq: rules.firstSeq,
+    lastSeq: rules.lastSeq,
+    seal: rules.seal,
+  };
+}
+
+/** Read the cursor file: checkpoint, then ACK/OPENED records with the tail table. */
+export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord: number): CursorRead {
+  const size = fs.size(fd);
+  const hbuf = new Uint8Array(CURSOR_HEADER_BYTES);
+  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_HEADER_BYTES, size), 0);
+  const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
+  if ('kind' in h) {
+    if (h.kind === 'unsupported') {
+      throw checkFailed(FILE_CHECKS.newerVersion, path, CUR_OFF_VERSION, `Cursor file has format version ${h.version}; this version reads up to ${FORMAT_VERSION}`);
+    }
+    throw checkFailed(FILE_CHECKS.badCursor, path, h.offset, h.reason);
+  }
+  const ckBytes = CURSOR_HEADER_BYTES + h.rangeCount * RANGE_BYTES;
+  const body = new Uint8Array(ckBytes);
+  readFully(fs, fd, body, 0, ckBytes, 0);
+  const acks = decodeCheckpointBody(body, h);
+  if ('kind' in acks) throw checkFailed(FILE_CHECKS.badCursor, path, acks.offset, acks.reason);
+  const rules = new CursorFrames(maxRangesPerRecord, (s, e) => acks.add(s, e));
+  const result = scanFrames(new FileWindow(fs, fd, size, 64 * 1024), ckBytes, rules, () => false);
+  if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
+  return {
+    acks,
+    logStart: ckBytes,
+    lastRecord: rules.lastRecord,
+    checkpointNextSeq: h.nextSeq,
+    maxAckEnd: rules.maxAckEnd,
+    clean: (h.flags & CUR_FLAG_CLEAN) !== 0 && !rules.sawRecord,
+    row: result.row,
+    validEnd: result.validEnd,
+    tornZero: result.inputs?.restZero ?? false,
+  };
+}
