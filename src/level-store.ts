@@ -14,6 +14,7 @@
  */
 import { fsync, mkdirSync, openSync, closeSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
 import { expectation, nonEmptyString, nonNegativeInteger, optionsObject, positiveInteger } from './validate.js';
@@ -91,8 +92,6 @@ interface LevelDatabase {
 }
 type LevelConstructor = new (location: string, options: Record<string, unknown>) => LevelDatabase;
 
-/** Directories opened by a LevelStore in this process, by real path. See `LevelStore.open`. */
-const openDirs = new Set<string>();
 
 async function loadPeer(): Promise<LevelConstructor> {
   const peer: string = 'classic-level';
@@ -140,16 +139,16 @@ export class LevelStore implements Store {
   readonly path: string;
 
   #db: LevelDatabase;
-  #key: string;
+  readonly #unclaim: () => void;
   /** The directory, kept open to fsync it after synced batches. */
   #dirFd: number;
   #state: 'recovered' | 'open' | 'closed' = 'recovered';
   #nextSeq: number;
   #count: number;
 
-  private constructor(path: string, key: string, db: LevelDatabase, dirFd: number, maxItemBytes: number, nextSeq: number, count: number) {
+  private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, nextSeq: number, count: number) {
     this.path = path;
-    this.#key = key;
+    this.#unclaim = unclaim;
     this.#db = db;
     this.#dirFd = dirFd;
     this.maxItemBytes = maxItemBytes;
@@ -199,11 +198,8 @@ export class LevelStore implements Store {
       throw openError(dir, e);
     }
     // Refused before classic-level sees it: a failed second open that closes its own handle on
-    // LevelDB's LOCK file would silently drop the first holder's POSIX lock (BRIEF, lesson 14).
-    if (openDirs.has(key)) {
-      throw new OpenError('ERR_LOCKED', `Store ${dir} is already open in this process (pid ${process.pid})`, { file: dir });
-    }
-    openDirs.add(key);
+    // LevelDB's LOCK file would silently drop the first holder's POSIX lock.
+    const unclaim = claimOpen(PROCESS_FILES, key, dir);
     let db: LevelDatabase | undefined;
     let opened = false;
     let dirFd = -1;
@@ -242,13 +238,13 @@ export class LevelStore implements Store {
       } finally {
         await keys.close();
       }
-      // Directories cannot be opened or fsynced on Windows (BRIEF, lesson 16).
+      // Directories cannot be opened or fsynced on Windows.
       if (process.platform !== 'win32') dirFd = openSync(dir, 'r');
-      return new LevelStore(dir, key, db, dirFd, maxItemBytes, nextSeq, count);
+      return new LevelStore(dir, unclaim, db, dirFd, maxItemBytes, nextSeq, count);
     } catch (e) {
       if (dirFd >= 0) closeSync(dirFd);
       if (opened) await db!.close().catch(() => undefined);
-      openDirs.delete(key);
+      unclaim();
       throw openError(dir, e);
     }
   }
@@ -328,7 +324,7 @@ export class LevelStore implements Store {
     } catch (e) {
       throw new QueueError('ERR_STORE', `Closing ${this.path} failed: ${message(e)}`, { cause: e, file: this.path });
     } finally {
-      openDirs.delete(this.#key);
+      this.#unclaim();
     }
   }
 

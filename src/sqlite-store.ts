@@ -18,6 +18,7 @@
  */
 import { closeSync, fsyncSync, openSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
 import { expectation, nonEmptyString, nonNegativeInteger, optionsObject, positiveInteger } from './validate.js';
@@ -69,8 +70,6 @@ interface SqlDatabase {
 }
 type SqlConstructor = new (path: string, options: Record<string, unknown>) => SqlDatabase;
 
-/** Files opened by a SqliteStore in this process, by real path. See `SqliteStore.open`. */
-const openFiles = new Set<string>();
 
 /** Load a driver. The specifier is a variable so that no bundler or type checker resolves it eagerly. */
 async function loadDriver(wanted: 'auto' | SqliteDriver): Promise<{ driver: SqliteDriver; Database: SqlConstructor }> {
@@ -174,7 +173,7 @@ function createFile(file: string, mode: number): void {
   try {
     fsyncSync(dir);
   } catch (e) {
-    // Directories cannot be fsynced on Windows (BRIEF, lesson 16).
+    // Directories cannot be fsynced on Windows.
     if (!(process.platform === 'win32' && (e as NodeJS.ErrnoException).code === 'EPERM')) throw e;
   } finally {
     closeSync(dir);
@@ -191,7 +190,7 @@ export class SqliteStore implements Store {
   readonly driver: SqliteDriver;
 
   #db: SqlDatabase;
-  #key: string;
+  readonly #unclaim: () => void;
   #state: 'recovered' | 'open' | 'closed' = 'recovered';
   #nextSeq: number;
   #count: number;
@@ -211,9 +210,9 @@ export class SqliteStore implements Store {
   #delete: SqlStatement;
   #select: SqlStatement;
 
-  private constructor(path: string, key: string, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
+  private constructor(path: string, unclaim: () => void, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
     this.path = path;
-    this.#key = key;
+    this.#unclaim = unclaim;
     this.driver = driver;
     this.#db = db;
     this.maxItemBytes = maxItemBytes;
@@ -271,24 +270,21 @@ export class SqliteStore implements Store {
     const key = realpathSync(file);
     // A second connection from this process must not reach SQLite: if it came from another copy of
     // the SQLite library (node:sqlite beside better-sqlite3), closing it would drop the POSIX lock
-    // the first one holds (BRIEF, lesson 14).
-    if (openFiles.has(key)) {
-      throw new OpenError('ERR_LOCKED', `Store ${file} is already open in this process (pid ${process.pid})`, { file });
-    }
-    openFiles.add(key);
+    // the first one holds.
+    const unclaim = claimOpen(PROCESS_FILES, key, file);
     let db: SqlDatabase | undefined;
     try {
       // No busy timeout: a store held by another process is refused at once, not after 5 s.
       db = new Database(file, { timeout: 0 });
       SqliteStore.#prepareSchema(db, file);
-      return new SqliteStore(file, key, driver, db, maxItemBytes);
+      return new SqliteStore(file, unclaim, driver, db, maxItemBytes);
     } catch (e) {
       try {
         db?.close();
       } catch {
         // The open already failed; that error is the one to report.
       }
-      openFiles.delete(key);
+      unclaim();
       if (db === undefined && !(e instanceof OpenError) && sqliteResult(e) === 0 && driver === 'better-sqlite3') {
         // better-sqlite3 loads its native addon on first use: a broken install surfaces here.
         throw new OpenError('ERR_STORE', `${MISSING_PEER} (its native addon failed to load: ${message(e)})`, { cause: e, file });
@@ -409,7 +405,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
-    openFiles.delete(this.#key);
+    this.#unclaim();
     try {
       this.#db.close();
     } catch (e) {
