@@ -1,0 +1,697 @@
+/**
+ * QueueCore, the one owner of a queue's in-memory state: seq assignment, capacity and its
+ * waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
+ * reservations and the items returned by nack. Producer and Consumer are thin handles on it.
+ */
+import { ByteArena } from '../bytes.js';
+import { QueueError } from '../errors.js';
+import { expectation } from '../validate.js';
+import type { Store, StoredItem } from '../store.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, insertBySeq, newAckBatch, newEntry } from './entry.js';
+import { FlushScheduler } from './flush.js';
+import { Reserved } from './handles.js';
+import type { Durability, QueueStats } from './types.js';
+
+/** How many items one store read fetches ahead of the consumer. */
+const READ_AHEAD_COUNT = 256;
+
+/**
+ * Reservations that become unreachable unsettled are returned to the queue. Registering every
+ * reservation costs about 0.6 µs (measured on Node 20), more than the rest of a delivery, so
+ * deliveries are tracked in groups: each unsettled Reserved holds its group's guard object, and
+ * the guard is registered once. When every unsettled member of a group is unreachable, the guard
+ * is collected and the members still in flight under the same reservation are returned.
+ */
+const GUARD_GROUP_COUNT = 16;
+
+
+const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | number | undefined)[] }>((held) => {
+  const { core, members } = held;
+  for (let i = 0; i < members.length; i += 2) {
+    const entry = members[i] as Entry | undefined;
+    if (entry !== undefined) core.returnDropped(entry, members[i + 1] as number);
+  }
+});
+
+/** The single owner of a queue's in-memory state. Internal. */
+export class QueueCore {
+  readonly store: Store;
+  readonly capacity: number;
+  readonly durability: Durability;
+  /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
+  readonly arena = new ByteArena();
+  readonly #syncWrites: boolean;
+
+  #state: 'open' | 'closing' | 'closed' = 'open';
+  #failure: QueueError | undefined;
+  #readError: QueueError | undefined;
+  #closePromise: Promise<void> | undefined;
+
+  /** Seq the next stored item gets. */
+  #nextSeq: number;
+  /** Every item with a seq below this is stored (its push resolved), or was never assigned. */
+  #committedBefore: number;
+  /** Stored, unacked items: ready, in the read-ahead, in flight, or with an ack pending. */
+  #storedCount: number;
+
+  // Producer side.
+  #capacityWaiters: PendingPush[] = [];
+  #capacityHead = 0;
+  #admitted: PendingPush[] = [];
+  /** Items admitted under capacity and not yet stored. */
+  #admittedCount = 0;
+  #appendInFlight = false;
+  /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
+  #appendBatch: PendingPush[] = NO_PUSHES;
+  #appendItems: Entry[] = NO_ENTRIES;
+  #appendFirstSeq = 0;
+  readonly #appendFlush: FlushScheduler;
+
+  // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
+  #ackQueue: AckBatch[] = [];
+  /** The batch new acks join (group and none), until it is handed to the store. */
+  #openAckBatch: AckBatch | undefined;
+  #ackInFlight: AckBatch | undefined;
+  readonly #ackFlush: FlushScheduler;
+  /** Acks handed over but not yet resolved (queued or in flight). */
+  #ackingCount = 0;
+
+  // Consumer side.
+  #buffer: Entry[] = [];
+  #bufferHead = 0;
+  /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
+  #readCursor: number;
+  #fetching = false;
+  /** Settles when the asynchronous read in flight has been handled; close waits for it. */
+  #fetchDone: Promise<void> | undefined;
+  /**
+   * True when the read-ahead holds every stored item above the read cursor: the last read
+   * returned less than it was asked for and every batch stored since was handed over directly.
+   * A caught-up consumer then never waits on a store read.
+   */
+  #caughtUp = false;
+  #returned: Entry[] = [];
+  /** Reserved items not yet settled. */
+  #inFlightCount = 0;
+  #reserveWaiters: Waiter<Reserved | null>[] = [];
+  #nextToken = 1;
+  /** The guard of the group new deliveries join; weak, so that a partly filled group can be collected too. */
+  #guard: WeakRef<Guard> | undefined;
+  /** Settles when the queue becomes idle (nothing being stored or acked); used by close. */
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(store: Store, capacity: number, durability: Durability, nextSeq: number, count: number, storeCallsPerTurn: number) {
+    this.store = store;
+    this.#appendFlush = new FlushScheduler(() => this.#flushAppends(), storeCallsPerTurn);
+    this.#ackFlush = new FlushScheduler(() => this.#flushAcks(), storeCallsPerTurn);
+    this.capacity = capacity;
+    this.durability = durability;
+    this.#syncWrites = durability !== 'none';
+    this.#nextSeq = nextSeq;
+    this.#committedBefore = nextSeq;
+    this.#storedCount = count;
+    this.#readCursor = 0;
+  }
+
+  get closed(): boolean {
+    return this.#state !== 'open';
+  }
+
+  operationalError(): QueueError | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#state !== 'open') return closedError();
+    return undefined;
+  }
+
+  stats(): QueueStats {
+    const pendingPushes =
+      this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
+    return {
+      ready: this.#ready(),
+      inFlight: this.#inFlightCount,
+      capacity: this.capacity,
+      pendingPushes,
+      pendingAcks: this.#ackingCount,
+      durability: this.durability,
+      closed: this.#state !== 'open',
+    };
+  }
+
+  #ready(): number {
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount;
+  }
+
+  // ---------------------------------------------------------------- producer
+
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined): Promise<number | number[]> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    const max = this.store.maxItemBytes;
+    for (const p of payloads) {
+      if (p.byteLength > max) {
+        return Promise.reject(
+          new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`),
+        );
+      }
+    }
+    if (payloads.length > this.capacity) {
+      return Promise.reject(
+        new RangeError(expectation('payloads.length', `at most the capacity (${this.capacity})`, payloads.length)),
+      );
+    }
+    return new Promise<number | number[]>((resolve, reject) => {
+      const pending: PendingPush = { payloads, single, resolve, reject, signal, onAbort: undefined };
+      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
+        this.#admit(pending);
+      } else {
+        this.#capacityWaiters.push(pending);
+      }
+      if (signal) {
+        pending.onAbort = () => this.#abortPush(pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+    });
+  }
+
+  #fits(count: number): boolean {
+    return this.#storedCount + this.#admittedCount + count <= this.capacity;
+  }
+
+  #admit(pending: PendingPush): void {
+    this.#admitted.push(pending);
+    this.#admittedCount += pending.payloads.length;
+    this.#scheduleAppend();
+  }
+
+  /** An aborted push leaves no trace: it is only abortable until its batch is handed to the store. */
+  #abortPush(pending: PendingPush): void {
+    let i = this.#admitted.indexOf(pending);
+    if (i >= 0) {
+      this.#admitted.splice(i, 1);
+      this.#admittedCount -= pending.payloads.length;
+      this.#admitWaiting();
+    } else {
+      i = this.#capacityWaiters.indexOf(pending, this.#capacityHead);
+      if (i < 0) return;
+      this.#capacityWaiters.splice(i, 1);
+      // The aborted push may have been the head that blocked smaller ones behind it.
+      this.#admitWaiting();
+    }
+    pending.reject(abortReason(pending.signal!));
+  }
+
+  #detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
+    if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
+    pending.onAbort = undefined;
+  }
+
+  /** Admit capacity waiters in FIFO order while they fit. */
+  #admitWaiting(): void {
+    const waiters = this.#capacityWaiters;
+    while (this.#capacityHead < waiters.length && this.#state === 'open' && !this.#failure) {
+      const next = waiters[this.#capacityHead]!;
+      if (!this.#fits(next.payloads.length)) break;
+      waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
+      this.#admit(next);
+    }
+    if (this.#capacityHead === waiters.length) {
+      waiters.length = 0;
+      this.#capacityHead = 0;
+    } else if (this.#capacityHead > 1024 && this.#capacityHead * 2 > waiters.length) {
+      this.#capacityWaiters = waiters.slice(this.#capacityHead);
+      this.#capacityHead = 0;
+    }
+  }
+
+  #scheduleAppend(): void {
+    // While a batch is in flight, its completion flushes what gathered meanwhile.
+    if (!this.#appendInFlight) this.#appendFlush.schedule();
+  }
+
+  /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
+  #flushAppends(): void {
+    if (this.#appendInFlight || this.#admitted.length === 0 || this.#failure) {
+      this.#checkIdle();
+      return;
+    }
+    if (!this.#appendFlush.admit()) return;
+    let batch: PendingPush[];
+    if (this.durability === 'sync') {
+      batch = [this.#admitted.shift()!];
+    } else {
+      batch = this.#admitted;
+      this.#admitted = [];
+    }
+    const firstSeq = this.#nextSeq;
+    const items: Entry[] = [];
+    let seq = firstSeq;
+    for (const pending of batch) {
+      this.#detachAbort(pending);
+      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes));
+    }
+    this.#nextSeq = seq;
+    this.#appendInFlight = true;
+    this.#appendBatch = batch;
+    this.#appendItems = items;
+    this.#appendFirstSeq = firstSeq;
+    let result: Promise<void>;
+    try {
+      result = this.store.append(items, this.#syncWrites);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.then(this.#appendDone, this.#appendFailed);
+  }
+
+  /** The batch the store finished (stored or failed), no longer in flight. */
+  #takeAppendBatch(): { batch: PendingPush[]; items: Entry[]; firstSeq: number; count: number } {
+    const batch = this.#appendBatch;
+    const items = this.#appendItems;
+    const firstSeq = this.#appendFirstSeq;
+    const count = this.#nextSeq - firstSeq;
+    this.#appendItems = NO_ENTRIES;
+    this.#appendInFlight = false;
+    this.#appendBatch = NO_PUSHES;
+    this.#admittedCount -= count;
+    return { batch, items, firstSeq, count };
+  }
+
+  readonly #appendDone = (): void => {
+    const { batch, items, firstSeq, count } = this.#takeAppendBatch();
+    if (this.#failure) {
+      // The queue failed while this batch was being stored: report the failure, as for every pending operation.
+      for (const pending of batch) pending.reject(this.#failure);
+      this.#checkIdle();
+      return;
+    }
+    this.#storedCount += count;
+    this.#committedBefore = firstSeq + count;
+    if (this.#caughtUp) this.#handOver(items);
+    let seq = firstSeq;
+    for (const pending of batch) {
+      if (pending.single) {
+        pending.resolve(seq++);
+        continue;
+      }
+      const seqs = new Array<number>(pending.payloads.length);
+      for (let i = 0; i < seqs.length; i++) seqs[i] = seq++;
+      pending.resolve(seqs);
+    }
+    this.#serveWaiters();
+    this.#flushAppends();
+  };
+
+  readonly #appendFailed = (error: unknown): void => {
+    const { batch, firstSeq } = this.#takeAppendBatch();
+    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
+      // Nothing of the batch was stored and the store is consistent: only this batch fails, and its seqs are reused.
+      this.#nextSeq = firstSeq;
+      for (const pending of batch) pending.reject(error);
+      this.#admitWaiting();
+      this.#flushAppends();
+      return;
+    }
+    this.#fail(error);
+    for (const pending of batch) pending.reject(this.#failure);
+    this.#checkIdle();
+  };
+
+  // ---------------------------------------------------------------- consumer
+
+  tryReserve(): Reserved | null {
+    if (this.#failure) throw this.#failure;
+    if (this.#state !== 'open') return null;
+    const entry = this.#takeNext();
+    return entry ? this.#deliver(entry) : null;
+  }
+
+  reserve(signal: AbortSignal | undefined): Promise<Reserved | null> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    if (this.#state !== 'open') return Promise.resolve(null);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if (this.#reserveWaiters.length === 0) {
+      try {
+        const entry = this.#takeNext();
+        if (entry) return Promise.resolve(this.#deliver(entry));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
+    return new Promise<Reserved | null>((resolve, reject) => {
+      const waiter: Waiter<Reserved | null> = { resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => {
+          const i = this.#reserveWaiters.indexOf(waiter);
+          if (i >= 0) this.#reserveWaiters.splice(i, 1);
+          reject(abortReason(signal));
+        };
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#reserveWaiters.push(waiter);
+    });
+  }
+
+  /**
+   * The next item to deliver: returned (nacked) items first, in seq order, since every one of them
+   * is older than anything in the read-ahead; then the read-ahead, refilled from the store.
+   * Returns null when nothing is ready or a fetch from an asynchronous store is in progress.
+   */
+  #takeNext(): Entry | null {
+    if (this.#readError) throw this.#readError;
+    if (this.#returned.length > 0) return this.#returned.shift()!;
+    if (this.#bufferHead === this.#buffer.length) {
+      if (this.#fetching || this.#ready() === 0) return null;
+      this.#fetch();
+      if (this.#bufferHead === this.#buffer.length) {
+        // A read that failed must fail this call, not look like "nothing ready".
+        if (this.#readError) throw this.#readError;
+        if (this.#failure) throw this.#failure;
+        return null;
+      }
+    }
+    const entry = this.#buffer[this.#bufferHead]!;
+    this.#buffer[this.#bufferHead++] = undefined as unknown as Entry;
+    return entry;
+  }
+
+  /** Refill the read-ahead from the store; synchronous stores fill it before this returns. */
+  #fetch(): void {
+    this.#buffer.length = 0;
+    this.#bufferHead = 0;
+    // Batches stored while an asynchronous read is in flight are not in its answer: remember the
+    // bound it was asked for, so the consumer is not taken for caught up past them.
+    const before = this.#committedBefore;
+    // No hand-over while a read is out: its items must come first.
+    this.#caughtUp = false;
+    let result;
+    try {
+      result = this.store.read({ after: this.#readCursor, before, limit: READ_AHEAD_COUNT });
+    } catch (error) {
+      this.#readFailed(error);
+      return;
+    }
+    if (Array.isArray(result)) {
+      this.#fill(result as readonly StoredItem[], before);
+      return;
+    }
+    this.#fetching = true;
+    this.#fetchDone = (result as Promise<readonly StoredItem[]>).then(
+      (items) => {
+        this.#fetching = false;
+        this.#fetchDone = undefined;
+        if (this.#state !== 'open') return;
+        this.#fill(items, before);
+        this.#serveWaiters();
+      },
+      (error: unknown) => {
+        this.#fetching = false;
+        this.#fetchDone = undefined;
+        if (this.#state !== 'open') return;
+        this.#readFailed(error);
+        this.#serveWaiters();
+      },
+    );
+  }
+
+  /** Put a just-stored batch straight into the read-ahead, while that stays bounded. */
+  #handOver(items: Entry[]): void {
+    const count = items.length;
+    if (this.#buffer.length - this.#bufferHead + count > READ_AHEAD_COUNT) {
+      this.#caughtUp = false;
+      return;
+    }
+    // The read-ahead never aliases `items`: that array was handed to the store, which may keep it.
+    if (this.#bufferHead === this.#buffer.length) {
+      this.#buffer.length = 0;
+      this.#bufferHead = 0;
+    } else if (this.#bufferHead >= READ_AHEAD_COUNT) {
+      // A consumer a few items behind never empties the array: drop the consumed slots.
+      this.#buffer = this.#buffer.slice(this.#bufferHead);
+      this.#bufferHead = 0;
+    }
+    for (let i = 0; i < count; i++) this.#buffer.push(items[i]!);
+    this.#readCursor = items[count - 1]!.seq;
+  }
+
+  #fill(items: readonly StoredItem[], before: number): void {
+    let last = this.#readCursor;
+    for (const item of items) {
+      // The store must answer the range it was asked for, in seq order.
+      if (!(item.seq > last && item.seq < before)) {
+        this.#fail(new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`));
+        return;
+      }
+      last = item.seq;
+    }
+    // Ready items that are neither returned nor read ahead are in the store, above the read
+    // cursor; when the read was asked for all of them, it must have found some.
+    const unread = this.#ready() - this.#returned.length - (this.#buffer.length - this.#bufferHead);
+    if (items.length === 0 && unread > 0 && before === this.#committedBefore) {
+      this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${unread} items are ready`));
+      return;
+    }
+    const buffer = this.#buffer;
+    for (let i = 0; i < items.length; i++) buffer.push(newEntry(items[i]!.seq, items[i]!.bytes));
+    this.#readCursor = last;
+    this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight && before === this.#committedBefore;
+  }
+
+  #readFailed(error: unknown): void {
+    if (error instanceof QueueError && error.code === 'ERR_CORRUPT') {
+      // Damage met while reading: the item is never delivered, and nothing after it in its place.
+      this.#readError = error;
+      return;
+    }
+    this.#fail(error);
+  }
+
+  #deliver(entry: Entry): Reserved {
+    entry.deliveries++;
+    entry.token = this.#nextToken++;
+    entry.inFlight = true;
+    this.#inFlightCount++;
+    let guard = this.#guard?.deref();
+    if (!guard || guard.members.length >= 2 * GUARD_GROUP_COUNT) {
+      guard = { members: [] };
+      dropped.register(guard, { core: this, members: guard.members });
+      this.#guard = new WeakRef(guard);
+    }
+    const slot = guard.members.length;
+    guard.members.push(entry, entry.token);
+    return new Reserved(this, entry, guard, slot);
+  }
+
+  #serveWaiters(): void {
+    const waiters = this.#reserveWaiters;
+    while (waiters.length > 0) {
+      let entry: Entry | null;
+      try {
+        entry = this.#takeNext();
+      } catch (error) {
+        for (const w of waiters.splice(0)) {
+          this.#detachAbort(w);
+          w.reject(error);
+        }
+        return;
+      }
+      if (!entry) return;
+      const waiter = waiters.shift()!;
+      this.#detachAbort(waiter);
+      waiter.resolve(this.#deliver(entry));
+    }
+  }
+
+  /** Settle check shared by ack and nack; returns the entry when `reserved` may still settle. */
+  #settleable(reserved: Reserved, entry: Entry): QueueError | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#state !== 'open') return closedError();
+    if (reserved.settled) return new QueueError('ERR_ALREADY_SETTLED', `Item ${entry.seq} was already settled`);
+    return undefined;
+  }
+
+  ack(reserved: Reserved, entry: Entry): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    reserved.markSettled();
+    entry.inFlight = false;
+    this.#inFlightCount--;
+    this.#ackingCount++;
+    let batch = this.#openAckBatch;
+    if (!batch) {
+      batch = newAckBatch();
+      this.#ackQueue.push(batch);
+      // Under `sync` every ack is its own batch: one fsync per operation.
+      if (this.durability !== 'sync') this.#openAckBatch = batch;
+    }
+    batch.entries.push(entry);
+    batch.seqs.push(entry.seq);
+    this.#scheduleAck();
+    return batch.promise;
+  }
+
+  nack(reserved: Reserved, entry: Entry): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    reserved.markSettled();
+    this.#returnEntry(entry);
+    return Promise.resolve();
+  }
+
+  #returnEntry(entry: Entry): void {
+    entry.inFlight = false;
+    this.#inFlightCount--;
+    insertBySeq(this.#returned, entry);
+    this.#serveWaiters();
+  }
+
+  /** Called by the FinalizationRegistry for a group of reservations that became unreachable. */
+  returnDropped(entry: Entry, token: number): void {
+    // Only a reservation still in flight under the same token was dropped unsettled.
+    if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
+    this.#returnEntry(entry);
+  }
+
+  #scheduleAck(): void {
+    if (!this.#ackInFlight) this.#ackFlush.schedule();
+  }
+
+  #flushAcks(): void {
+    if (this.#ackInFlight || this.#ackQueue.length === 0 || this.#failure) {
+      this.#checkIdle();
+      return;
+    }
+    if (!this.#ackFlush.admit()) return;
+    const batch = this.#ackQueue.shift()!;
+    if (batch === this.#openAckBatch) this.#openAckBatch = undefined;
+    this.#ackInFlight = batch;
+    let result: Promise<void>;
+    try {
+      result = this.store.ack(batch.seqs, this.#syncWrites);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.then(this.#ackDone, this.#ackFailed);
+  }
+
+  /** The ack batch the store finished (acked or failed), no longer in flight. */
+  #takeAckBatch(): AckBatch {
+    const batch = this.#ackInFlight!;
+    this.#ackInFlight = undefined;
+    this.#ackingCount -= batch.entries.length;
+    return batch;
+  }
+
+  readonly #ackDone = (): void => {
+    const batch = this.#takeAckBatch();
+    if (this.#failure) {
+      batch.reject(this.#failure);
+      this.#checkIdle();
+      return;
+    }
+    this.#storedCount -= batch.entries.length;
+    batch.resolve();
+    this.#admitWaiting();
+    this.#flushAcks();
+  };
+
+  readonly #ackFailed = (error: unknown): void => {
+    const batch = this.#takeAckBatch();
+    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
+      // The acks were not recorded: the items are still stored and unacked, so they are ready again.
+      if (this.#state === 'open') for (const entry of batch.entries) insertBySeq(this.#returned, entry);
+      batch.reject(error);
+      this.#serveWaiters();
+      this.#flushAcks();
+      return;
+    }
+    this.#fail(error);
+    batch.reject(this.#failure);
+    this.#checkIdle();
+  };
+
+  // ---------------------------------------------------------------- failure and close
+
+  /** Fail-stop: every pending and later operation rejects with ERR_STORE_FAILED. */
+  #fail(cause: unknown): void {
+    if (this.#failure) return;
+    const message = cause instanceof Error ? cause.message : String(cause);
+    this.#failure =
+      cause instanceof QueueError && cause.code === 'ERR_STORE_FAILED'
+        ? cause
+        : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
+    const failure = this.#failure;
+    for (const p of this.#admitted.splice(0)) {
+      this.#detachAbort(p);
+      p.reject(failure);
+    }
+    this.#admittedCount = 0;
+    this.#rejectCapacityWaiters(failure);
+    for (const batch of this.#ackQueue.splice(0)) {
+      this.#ackingCount -= batch.entries.length;
+      batch.reject(failure);
+    }
+    this.#openAckBatch = undefined;
+    for (const w of this.#reserveWaiters.splice(0)) {
+      this.#detachAbort(w);
+      w.reject(failure);
+    }
+    this.#checkIdle();
+  }
+
+  #rejectCapacityWaiters(error: QueueError): void {
+    for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
+      const p = this.#capacityWaiters[i]!;
+      this.#detachAbort(p);
+      p.reject(error);
+    }
+    this.#capacityWaiters = [];
+    this.#capacityHead = 0;
+  }
+
+  #checkIdle(): void {
+    if (this.#appendInFlight || this.#ackInFlight) return;
+    if (!this.#failure && (this.#admitted.length > 0 || this.#ackQueue.length > 0)) return;
+    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+  }
+
+  close(): Promise<void> {
+    this.#closePromise ??= this.#close();
+    return this.#closePromise;
+  }
+
+  async #close(): Promise<void> {
+    this.#state = 'closing';
+    const closed = closedError();
+    // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
+    this.#rejectCapacityWaiters(closed);
+    for (const w of this.#reserveWaiters.splice(0)) {
+      this.#detachAbort(w);
+      w.resolve(null);
+    }
+    // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
+    // (Reserved.settled reports them settled because the queue is closed.)
+    this.#inFlightCount = 0;
+    this.#returned = [];
+    this.#buffer = [];
+    this.#bufferHead = 0;
+    // A read still in flight finishes before the store closes (its answer is dropped).
+    if (this.#fetchDone) await this.#fetchDone;
+    // Admitted pushes and issued acks are finished: each is stored (or acked) or rejected.
+    await new Promise<void>((resolve) => {
+      this.#idleWaiters.push(resolve);
+      this.#checkIdle();
+      this.#flushAppends();
+      this.#flushAcks();
+    });
+    try {
+      await this.store.close();
+    } catch (error) {
+      if (!this.#failure) throw new QueueError('ERR_STORE_FAILED', `The store failed to close: ${(error as Error)?.message ?? error}`, { cause: error });
+    } finally {
+      this.#state = 'closed';
+      busyStores.delete(this.store);
+    }
+  }
+}
+

@@ -1,0 +1,105 @@
+// The records the core keeps per push, per item and per ack batch, and small helpers the core and the handles share.
+import type { ByteArena } from '../bytes.js';
+import { QueueError } from '../errors.js';
+import type { Store, StoredItem } from '../store.js';
+import { expectation } from '../validate.js';
+
+export type PushPayload = Uint8Array | string;
+
+export interface PendingPush {
+  payloads: Uint8Array[];
+  /** `push` resolves with one seq, `pushMany` with the list. */
+  single: boolean;
+  resolve: (seqs: number | number[]) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+export interface Waiter<T> {
+  resolve: (value: T) => void;
+  reject: (error: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+/**
+ * One item on its way through the core. The object made when its batch is handed to the store is
+ * the same one the store may keep, the read-ahead holds, and the consumer's reservation points
+ * to: one allocation per item. Stores read only `seq` and `bytes`.
+ */
+export interface Entry extends StoredItem {
+  /** Deliveries so far, this one included. */
+  deliveries: number;
+  /** Identifies the current reservation, so a stale Reserved cannot settle a redelivery. */
+  token: number;
+  /** Reserved by the consumer and not yet settled. */
+  inFlight: boolean;
+}
+
+export function newEntry(seq: number, bytes: Uint8Array): Entry {
+  return { seq, bytes, deliveries: 0, token: 0, inFlight: false };
+}
+
+/** Acks that go to the store in one call and settle together, sharing one promise. */
+export interface AckBatch {
+  readonly entries: Entry[];
+  readonly seqs: number[];
+  readonly promise: Promise<void>;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+export function newAckBatch(): AckBatch {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { entries: [], seqs: [], promise, resolve, reject };
+}
+
+export const encoder = new TextEncoder();
+export const NO_PUSHES: PendingPush[] = [];
+export const NO_ENTRIES: Entry[] = [];
+/** Stores backing an open queue; a store backs one open queue at a time. */
+export const busyStores = new WeakSet<Store>();
+
+export function toBytes(name: string, payload: unknown, arena: ByteArena): Uint8Array {
+  if (typeof payload === 'string') return encoder.encode(payload);
+  // Copied, so the caller may reuse its buffer at once, and the core may hand the bytes to the
+  // store and to the consumer without further copies.
+  if (payload instanceof Uint8Array) return arena.copy(payload);
+  throw new TypeError(expectation(name, 'a Uint8Array or a string', payload));
+}
+
+export function closedError(): QueueError {
+  return new QueueError('ERR_CLOSED', 'The queue is closed');
+}
+
+export function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
+/** Insert `entry` into `list`, kept sorted by seq. Returned items are few: a binary search suffices. */
+export function insertBySeq(list: Entry[], entry: Entry): void {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]!.seq < entry.seq) lo = mid + 1;
+    else hi = mid;
+  }
+  list.splice(lo, 0, entry);
+}
+
+
+/** The group object whose collection returns the dropped reservations of its members (see core.ts). */
+export interface Guard {
+  /**
+   * Entry and reservation token pairs, flattened: [entry, token, entry, token, ...]. Settling a
+   * reservation clears its pair, so the registry holds no settled item (nor its bytes).
+   */
+  readonly members: (Entry | number | undefined)[];
+}

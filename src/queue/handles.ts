@@ -1,0 +1,249 @@
+// The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
+import { QueueError } from '../errors.js';
+import { expectation, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import type { QueueCore } from './core.js';
+import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
+import type { ProcessOptions, PushOptions, QueueStats, ReserveOptions } from './types.js';
+
+/** The producing handle: push items. Any number of callers may push concurrently. */
+export class Producer {
+  readonly #core: QueueCore;
+
+  /** @internal */
+  constructor(core: QueueCore) {
+    this.#core = core;
+  }
+
+  /**
+   * Store one item. Resolves with its seq once it is stored under the queue's durability policy.
+   * Waits while the queue is at capacity. Strings are stored as UTF-8.
+   */
+  push(payload: PushPayload, options?: PushOptions): Promise<number> {
+    let bytes: Uint8Array;
+    let signal: AbortSignal | undefined;
+    try {
+      bytes = toBytes('payload', payload, this.#core.arena);
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.push([bytes], true, signal) as Promise<number>;
+  }
+
+  /**
+   * Store a batch behind one durability wait; resolves with the seqs in order. The batch is
+   * admitted whole: it waits until all of it fits under the capacity.
+   */
+  pushMany(payloads: Iterable<PushPayload>, options?: PushOptions): Promise<number[]> {
+    let list: Uint8Array[];
+    let signal: AbortSignal | undefined;
+    try {
+      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
+        throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
+      }
+      list = [];
+      let i = 0;
+      for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p, this.#core.arena));
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (list.length === 0) {
+      const error = this.#core.operationalError();
+      if (error) return Promise.reject(error);
+      if (signal?.aborted) return Promise.reject(abortReason(signal));
+      return Promise.resolve([]);
+    }
+    return this.#core.push(list, false, signal) as Promise<number[]>;
+  }
+
+  stats(): QueueStats {
+    return this.#core.stats();
+  }
+
+  /** Close the queue (both handles). Idempotent. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.#core.close();
+  }
+}
+
+/** The consuming handle: reserve items, then ack or nack each. */
+export class Consumer {
+  readonly #core: QueueCore;
+
+  /** @internal */
+  constructor(core: QueueCore) {
+    this.#core = core;
+  }
+
+  /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
+  reserve(options?: ReserveOptions): Promise<Reserved | null> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.reserve(signal);
+  }
+
+  /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. */
+  tryReserve(): Reserved | null {
+    return this.#core.tryReserve();
+  }
+
+  /**
+   * Run `handler` on each item, with up to `concurrency` at once: ack when it resolves, nack when
+   * it throws (the item is redelivered). Resolves once `signal` aborts or the queue closes and
+   * every running handler has settled; rejects if the queue fails.
+   */
+  async process(handler: (item: Reserved) => unknown, options?: ProcessOptions): Promise<void> {
+    if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
+    const o = optionsObject('options', options);
+    const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
+    const signal = optionalSignal('options.signal', o.signal);
+    // The first fatal error stops every worker, not only the one that met it.
+    const stop = new AbortController();
+    const stopped = stop.signal;
+    const onAbort = () => stop.abort(signal!.reason);
+    if (signal?.aborted) stop.abort(signal.reason);
+    else signal?.addEventListener('abort', onAbort, { once: true });
+    let fatal: { error: unknown } | undefined;
+    const worker = async (): Promise<void> => {
+      let handled = 0;
+      while (!stopped.aborted) {
+        let item: Reserved | null;
+        try {
+          item = await this.#core.reserve(stopped);
+        } catch (error) {
+          if (stopped.aborted) return;
+          throw error;
+        }
+        if (!item) return;
+        let ok = true;
+        try {
+          await handler(item);
+        } catch {
+          ok = false;
+        }
+        if (!item.settled) {
+          try {
+            await (ok ? item.ack() : item.nack());
+          } catch (error) {
+            if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
+            // The ack was not recorded and the item is ready again: the queue itself is healthy.
+            if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
+            ok = false;
+          }
+        }
+        // A nacked item comes straight back: without a turn of the event loop, a handler that
+        // always throws would starve timers, I/O, abort signals and close().
+        if (!ok || ++handled % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    };
+    const workers: Promise<void>[] = [];
+    for (let i = 0; i < concurrency; i++) {
+      workers.push(
+        worker().catch((error: unknown) => {
+          fatal ??= { error };
+          stop.abort();
+        }),
+      );
+    }
+    await Promise.all(workers);
+    signal?.removeEventListener('abort', onAbort);
+    if (fatal) throw fatal.error;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
+    for (;;) {
+      const item = await this.#core.reserve(undefined);
+      if (!item) return;
+      yield item;
+    }
+  }
+
+  stats(): QueueStats {
+    return this.#core.stats();
+  }
+
+  /** Close the queue (both handles). Idempotent. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.#core.close();
+  }
+}
+
+/** A reserved item. Ack it to remove it, nack it to have it redelivered. */
+export class Reserved {
+  readonly #core: QueueCore;
+  readonly #entry: Entry;
+  readonly #token: number;
+  #settled = false;
+  /** Keeps the tracking group alive while this reservation is unsettled and reachable. */
+  #guard: Guard | undefined;
+  readonly #slot: number;
+
+  /** @internal */
+  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number) {
+    this.#core = core;
+    this.#entry = entry;
+    this.#token = entry.token;
+    this.#guard = guard;
+    this.#slot = slot;
+  }
+
+  /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
+  get bytes(): Uint8Array {
+    return this.#entry.bytes;
+  }
+
+  /** Stable id of the item, unchanged by redelivery: dedupe on it. */
+  get seq(): number {
+    return this.#entry.seq;
+  }
+
+  /** 1 on first delivery, +1 on each redelivery in this process. */
+  get deliveries(): number {
+    return this.#entry.deliveries;
+  }
+
+  /** True once acked, nacked, or returned by close. */
+  get settled(): boolean {
+    return this.#settled || this.#entry.token !== this.#token || this.#core.closed;
+  }
+
+  /** @internal */
+  markSettled(): void {
+    this.#settled = true;
+    const guard = this.#guard;
+    if (guard !== undefined) {
+      guard.members[this.#slot] = undefined;
+      this.#guard = undefined;
+    }
+  }
+
+  /** Remove the item. Resolves once the removal is stored under the durability policy. */
+  ack(): Promise<void> {
+    return this.#core.ack(this, this.#entry);
+  }
+
+  /** Return the item to the queue, ahead of newer items, to be delivered again. */
+  nack(): Promise<void> {
+    return this.#core.nack(this, this.#entry);
+  }
+
+  /** Nack the item if it is still unsettled (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.settled) return;
+    await this.#core.nack(this, this.#entry);
+  }
+}
+

@@ -1,0 +1,53 @@
+// The public option and result types of the queue, and the durability policies.
+
+/** When a push or ack resolves; see README "Durability". */
+export type Durability = 'sync' | 'group' | 'none';
+
+/** The durability policies by name. */
+export const Durability = {
+  /** Each operation waits for an fsync of its own bytes. Survives power loss. */
+  Sync: 'sync',
+  /** Operations wait for an fsync that started after their bytes were written; concurrent operations share it. Survives power loss. */
+  Group: 'group',
+  /** Operations resolve once their bytes are handed to the OS. Survives a process crash, not power loss. */
+  None: 'none',
+} as const satisfies Record<string, Durability>;
+
+export const DURABILITIES: readonly string[] = ['sync', 'group', 'none'];
+
+export interface PushOptions {
+  /** Abort while the push waits for capacity or for its batch; an aborted push leaves no trace. */
+  signal?: AbortSignal;
+}
+
+export interface ReserveOptions {
+  /** Stop waiting: the returned promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface ProcessOptions {
+  /**
+   * How many handlers run at once.
+   * @default 1
+   */
+  concurrency?: number;
+  /** Stop taking new items; `process()` resolves once running handlers have settled. */
+  signal?: AbortSignal;
+}
+
+/** A snapshot of the queue's counters. */
+export interface QueueStats {
+  /** Stored items not reserved by the consumer. */
+  ready: number;
+  /** Reserved items not yet acked or nacked. */
+  inFlight: number;
+  /** Maximum unacked items (ready + in flight + being stored); `Infinity` when unbounded. */
+  capacity: number;
+  /** Pushes not yet resolved: waiting for capacity or for their batch to be stored. */
+  pendingPushes: number;
+  /** Acks issued and not yet resolved. */
+  pendingAcks: number;
+  durability: Durability;
+  closed: boolean;
+}
+
