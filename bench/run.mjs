@@ -1,5 +1,5 @@
 // `npm run bench` (full run, the default) and `npm run bench -- --quick` (about a minute).
-// Runs every benchmark of issue 7 against the BUILT package (dist/), in one process except the
+// Runs every benchmark against the BUILT package (dist/), in one process except the
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)

@@ -8,14 +8,14 @@
  *   close + verifyStore. Property: only QueueError/OpenError with a code ever escapes; no exec
  *   takes more than `hangMs`; no exec grows `arrayBuffers` by more than 64 MiB (a length field
  *   must be bounded before it sizes an allocation).
- * - engine-crash: the model-based crash program of test/crash/model.ts, one seed per exec.
+ * - engine-crash: the model-based crash program of harness/crash-model.ts, one seed per exec.
  * - canary: the same program on a disk whose fsyncs lie; the checker MUST find a violation.
  */
 import { LogStore } from '../src/log-store.js';
 import { verifyStore } from '../src/log/verify.js';
 import { QueueError } from '../src/errors.js';
 import { CrashFileSystem, Prng } from '../src/testing/index.js';
-import { PropertyViolation, randomProgram, readAll, runProgram } from '../test/crash/model.js';
+import { PropertyViolation, randomProgram, readAll, runProgram } from '../harness/crash-model.js';
 
 export class FuzzFailure extends Error {
   override name = 'FuzzFailure';
@@ -210,7 +210,7 @@ export const FUZZERS: readonly Fuzzer[] = [
   },
   {
     name: 'engine-crash',
-    description: 'model-based crash programs (test/crash/model.ts) over the real queue on the crash disk',
+    description: 'model-based crash programs (harness/crash-model.ts) over the real queue on the crash disk',
     exec: (rnd) => engineExec(rnd, false),
   },
   {

@@ -1,5 +1,5 @@
 /**
- * The fuzzer registry (issue 4): `npm run fuzz -- <name> [--seconds N] [--seed S] [--execs N]`.
+ * The fuzzer registry: `npm run fuzz -- <name> [--seconds N] [--seed S] [--execs N]`.
  * `npm run fuzz -- list` lists the fuzzers. Exec i runs with seed S + i, so a failure prints the
  * one line that replays exactly that exec (`--seed <S+i> --execs 1`). Progress (execs/s) goes to
  * the terminal once a second. Exit 0 when no property broke — for the canary, exit 0 only when it

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// SIGKILL torture (issue 4): repeatedly spawn scripts/torture-child.mjs, which pushes and acks
+// SIGKILL torture: repeatedly spawn scripts/torture-child.mjs, which pushes and acks
 // under load through the BUILT package (dist/) with durability sync, group or none, SIGKILL it at
 // a seeded moment (after a seeded number of reported operations, never a wall-clock delay),
 // reopen the store here and check:

@@ -607,7 +607,7 @@ describe('payload copies', () => {
   });
 });
 
-describe('review regressions', () => {
+describe('process(), reads and close under hostile handlers and faults', () => {
   it('aHandlerThatAlwaysThrowsDoesNotStarveTheEventLoop', async () => {
     const { tx, rx } = await openMem();
     await tx.push('poison');

@@ -1,4 +1,4 @@
-// The targets of ../shared/BRIEF.md ("What good looks like"), computed from one results file as
+// The project's performance targets (BENCHMARKS.md, "Targets"), computed from one results file as
 // ratios of figures measured in the same run. Shared by bench/run.mjs and bench/report.mjs.
 
 const MiB = 2 ** 20;
@@ -135,5 +135,5 @@ export function formatTargets(targets) {
   const head = ['status', 'ratio', 'target', 'measured', 'baseline', 'what'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ');
-  return ['targets (../shared/BRIEF.md):', line(head), ...rows.map(line)].join('\n');
+  return ['targets:', line(head), ...rows.map(line)].join('\n');
 }

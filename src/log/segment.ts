@@ -53,7 +53,7 @@ export type HeaderProblem =
   | { kind: 'corrupt'; offset: number; reason: string };
 
 /**
- * Decode a segment header. Magic and version are checked BEFORE the CRC (BRIEF lesson 1): a newer
+ * Decode a segment header. Magic and version are checked BEFORE the CRC (FORMAT.md §8): a newer
  * version is reported as unsupported, never as corruption.
  */
 export function decodeSegmentHeader(buf: Uint8Array, fileSize: number): SegmentHeader | HeaderProblem {

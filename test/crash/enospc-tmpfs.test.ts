@@ -1,5 +1,5 @@
 /**
- * A real full disk (issue 4): mount a 2 MiB tmpfs, fill it through the queue until a push rejects
+ * A real full disk: mount a 2 MiB tmpfs, fill it through the queue until a push rejects
  * with ERR_STORE_FULL, check that nothing acknowledged is lost, free space (delete a filler file
  * this test created, and ack + compact), and push again. Needs root (mount); elsewhere the test is
  * reported as SKIPPED with the reason, never as passed.

@@ -1,5 +1,5 @@
 /**
- * Exhaustive crash points (issue 4). Each short fixed workload runs once on the simulated crash
+ * Exhaustive crash points. Each short fixed workload runs once on the simulated crash
  * disk, recording the I/O trace and, for every operation, the trace length when it was issued and
  * when it resolved. Then every crash point of the trace (`crashPoints()` with `zeroTail`: every
  * prefix of the trace, every torn length of the last write, and the F3 zero-tail variants) is
@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
 import type { StoredItem } from '../../src/store.js';
 import { CrashFileSystem, type CrashPoint, formatCrashPoint, type TraceEntry } from '../../src/testing/index.js';
-import { readAll } from './model.js';
+import { readAll } from '../../harness/crash-model.js';
 
 const DIR = '/q';
 

@@ -1,9 +1,9 @@
 /**
- * Model-based crash properties (issue 4): fast-check generates programs of push / pushMany /
+ * Model-based crash properties: fast-check generates programs of push / pushMany /
  * burst / reserve / ack / nack / drop / compact / reopen / crash / EIO / ENOSPC / EMFILE, run over
  * the real queue (Builder + LogStore on the simulated crash disk, tiny segments) under every
  * policy, then a drain with faults and crashes off. The workload, model and checker live in
- * ./model.ts (fuzz/engine-crash reuses them); the property list is in its header.
+ * harness/crash-model.ts (fuzz/engine-crash reuses them); the property list is in its header.
  *
  * Seeded: `PQ_SEED` (default below) and `PQ_PATH` (a fast-check shrink path) replay a run; a
  * failure's message begins with the line to paste:
@@ -12,7 +12,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Op, type Policy, POLICIES, type Program, PropertyViolation, runBitFlip, runProgram } from './model.js';
+import { type Op, type Policy, POLICIES, type Program, PropertyViolation, runBitFlip, runProgram } from '../../harness/crash-model.js';
 
 const SEED = Number(process.env.PQ_SEED ?? 0x1ce5eed);
 const PATH = process.env.PQ_PATH;

@@ -7,7 +7,7 @@
  * say what must hold. Used by test/crash/model.test.ts (fast-check generates the programs) and
  * by fuzz/engine-crash (a seeded PRNG generates them).
  *
- * Properties (issue 4):
+ * Properties:
  * - every push that resolved under `sync`/`group` is present after any recovery, unless its ack
  *   resolved before the crash; under `none`, a resolved push survives a process crash and a
  *   clean close (it may be lost only by power loss: it was never synced);
@@ -29,10 +29,10 @@
  *   and once acked a reopen finds nothing.
  * Bit flips in synced data are checked by {@link runBitFlip}.
  */
-import { Builder, type Consumer, type Producer, type Reserved } from '../../src/queue.js';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
-import { CrashFileSystem, type FaultHandle, Prng } from '../../src/testing/index.js';
+import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
+import { LogStore, type LogStoreOptions } from '../src/log-store.js';
+import { isQueueError } from '../src/errors.js';
+import { CrashFileSystem, type FaultHandle, Prng } from '../src/testing/index.js';
 
 export type Policy = 'sync' | 'group' | 'none';
 export const POLICIES: readonly Policy[] = ['sync', 'group', 'none'];
@@ -202,7 +202,7 @@ export class Model {
 /**
  * Checks a recovered state (everything `read` returns right after open, and the store's
  * `nextSeq`/`count`) against the model, then adopts it: what is present is durable now (recovery
- * fsyncs what it serves: BRIEF lesson 12), what is absent is gone.
+ * fsyncs what it serves, FORMAT.md §6.2), what is absent is gone.
  * `uncertain` (after a failed fsync, F5) drops the "must be present" check.
  */
 export function checkRecovered(
@@ -559,7 +559,7 @@ class Runner {
       if (r === null) {
         if (min !== null) {
           // A store read that failed with an I/O error fails the queue, but the tryReserve that met
-          // it returns null instead of throwing (core quirk, reported in issue 4): the next call throws.
+          // it returns null instead of throwing (the core's documented behaviour): the next call throws.
           try {
             s.rx.tryReserve();
           } catch (e) {

@@ -1,7 +1,7 @@
 /** Crash programs that once failed, kept as fixed seeds (each found by `npm run fuzz -- engine-crash`). */
 import { expect, test } from 'vitest';
 import { Prng } from '../../src/testing/index.js';
-import { randomProgram, runProgram } from './model.js';
+import { randomProgram, runProgram } from '../../harness/crash-model.js';
 
 /** Builds the program exactly as fuzz/fuzzers.ts `engineExec` does for one seed. */
 function programOf(seed: number) {

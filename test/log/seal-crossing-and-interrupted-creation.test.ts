@@ -1,5 +1,5 @@
 /**
- * Regression tests for engine bugs found by the crash-recovery proof (issue 4). Each names the
+ * Engine bugs found by the crash-recovery tests. Each names the
  * property or fuzzer that found it.
  */
 import { describe, expect, test } from 'vitest';

@@ -1,6 +1,7 @@
 /**
- * Regression tests for the engine bugs found by the read-only storage review (reproductions in the
- * review's scripts). Each test fails on the code before its fix.
+ * Edge cases of the engine that once failed: acks too large for one record, the pid lock,
+ * descriptor lifetimes, reads during a roll, failed opens, fsyncgate, the bounded resync search
+ * and a full disk. Each test fails on the code before its fix.
  */
 import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ afterAll(cleanupDirs);
 
 const all = { after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 };
 
-describe('review: more acked ranges than one record holds', () => {
+describe('more acked ranges than one record holds', () => {
   // An ACK record is bounded by MAX_RANGES_PER_RECORD ranges on read. One ack() of more holes
   // wrote one longer record, which recovery then cut as a torn tail: synced acks were undone.
   test('anAckOfMoreRangesThanOneRecordHoldsSurvivesACrash', async () => {
@@ -88,7 +89,7 @@ describe('review: more acked ranges than one record holds', () => {
   });
 });
 
-describe('review: the pid lock (no fs-ext)', () => {
+describe('the pid lock (no fs-ext)', () => {
   // A container restarts node with the same pid every time (often 1): a LOCK left by a killed
   // previous incarnation holds our own pid and was taken for a live holder forever.
   test('aStaleLockHoldingOurOwnPidIsTakenOver', async () => {
@@ -165,7 +166,7 @@ class FdCheckingFs extends WrappedFs {
   }
 }
 
-describe('review: descriptors', () => {
+describe('descriptors', () => {
   // A transient EMFILE while a roll created the next segment failed the store, but `writeFd` still
   // named the old segment's fd, which the roll had already closed: close() closed that number
   // again, by then another store's active segment.
@@ -195,7 +196,7 @@ describe('review: descriptors', () => {
   });
 });
 
-describe('review: reads during a roll', () => {
+describe('reads during a roll', () => {
   // The reader met the SEAL frame of the active segment while the roll's fdatasync was pending
   // (in-memory seal not set yet), or of the last segment before the next one existed, and
   // reported ERR_CORRUPT on healthy data.
@@ -236,7 +237,7 @@ describe('review: reads during a roll', () => {
   });
 });
 
-describe('review: a failed open changes nothing', () => {
+describe('a failed open changes nothing', () => {
   // The lock was taken before the foreign-file check: opening a LevelDB directory (empty LOCK)
   // took its LOCK over and the release deleted it.
   test('openingADirectoryThatIsNotAStoreLeavesItsLockFileAlone', async () => {
@@ -254,7 +255,7 @@ describe('review: a failed open changes nothing', () => {
   });
 });
 
-describe('review: fsyncgate (F5) then close, reopen in the same OS, power loss', () => {
+describe('fsyncgate (F5) then close, reopen in the same OS, power loss', () => {
   // After a failed fdatasync the instance fails; reopening in the same OS read the failed batch
   // back from the page cache (clean there, but not on disk), "fsynced the recovered tail" (nothing
   // dirty, so nothing written) and wrote a checkpoint claiming it durable. A power loss then lost
@@ -291,7 +292,7 @@ describe('review: fsyncgate (F5) then close, reopen in the same OS, power loss',
   });
 });
 
-describe('review: the resync search is bounded', () => {
+describe('the resync search is bounded', () => {
   // A damaged active segment with a plausible frame header every 20 bytes, each claiming a length
   // that runs to EOF with a wrong CRC: the resync search hashed the rest of the file at every
   // candidate (quadratic: 4.7 s for 512 KiB). Bounded now by twice the file size.
@@ -320,7 +321,7 @@ describe('review: the resync search is bounded', () => {
   });
 });
 
-describe('review: a full disk', () => {
+describe('a full disk', () => {
   // With the disk full, close() could not write its checkpoint (tmp file: ENOSPC) and failed, and
   // every reopen failed too (the open checkpoint hit ENOSPC): the store was wedged until an
   // operator freed space by hand.
