@@ -83,6 +83,8 @@ export class LogReader {
   /** Copies of the payloads read from disk, in slabs of this store's own. */
   readonly #arena = new ByteArena();
   readonly #cache: TailCache;
+  /** Damage met by a read that returned the items before it; every later read throws it. */
+  #damage: QueueError | null = null;
 
   constructor(
     private readonly fs: FileSystem,
@@ -98,6 +100,7 @@ export class LogReader {
   }
 
   read(range: ReadRange, acks: AckSet, nextSeq: number): StoredItem[] {
+    if (this.#damage !== null) throw this.#damage;
     const out: StoredItem[] = [];
     const { before, limit } = range;
     let from = range.after + 1;
@@ -109,7 +112,12 @@ export class LogReader {
       try {
         this.#readDisk(from, Math.min(before, cacheFirst), limit, acks, out);
       } catch (e) {
-        if (out.length > 0 && e instanceof QueueError && e.code === 'ERR_CORRUPT') return out;
+        if (out.length > 0 && e instanceof QueueError && e.code === 'ERR_CORRUPT') {
+          // The items before the damage are returned; the next read reports the damage, even
+          // when the segment index would let it seek past (damage in a SEAL after the last item).
+          this.#damage = e;
+          return out;
+        }
         throw e;
       }
       if (out.length >= limit || cacheFirst >= before) return out;
