@@ -43,11 +43,10 @@ export const FILE_CHECKS = {
   compactedUnsealed: row(13, 'corrupt', 'the last segment is COMPACTED but does not end in a SEAL'),
   missingSegment: row(14, 'corrupt', "the first segment's base seq is above the low-water mark: unacked seqs have no segment"),
   dataBehindCheckpoint: row(15, 'corrupt', "the checkpoint's next seq is above the end of the recovered data"),
-  ackSetInconsistent: row(16, 'corrupt', 'the recovered ack set is inconsistent'),
-  strayTmp: row(17, 'tidied', 'a `*.tmp` file: deleted, never read'),
-  sealedActive: row(18, 'tidied', 'the active segment ends in a SEAL: the next segment is created'),
-  acksPastData: row(19, 'tidied', 'ACK records reference seqs past the data (lost under `none`): the next seq is raised past them'),
-  emptyDirectory: row(20, 'tidied', 'no store files: a new store is created'),
+  strayTmp: row(16, 'tidied', 'a `*.tmp` file: deleted, never read'),
+  sealedActive: row(17, 'tidied', 'the active segment ends in a SEAL: the next segment is created'),
+  acksPastData: row(18, 'tidied', 'ACK records reference seqs past the data (lost under `none`): the next seq is raised past them'),
+  emptyDirectory: row(19, 'tidied', 'no store files: a new store is created'),
 } as const satisfies Record<string, FileCheck>;
 
 export type FileCheckName = keyof typeof FILE_CHECKS;

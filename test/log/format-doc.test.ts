@@ -99,6 +99,13 @@ describe('FORMAT.md examples', () => {
     expect(Buffer.from(b).equals(Buffer.concat([encodeCheckpoint(a, 3, 0), rec]))).toBe(true);
   });
 
+  test('everyFileCheckRowIsInFormatDocWithItsLabel', async () => {
+    const { FILE_CHECK_LIST } = await import('../../src/log/recovery-checks.js');
+    const section = doc.slice(doc.indexOf('### 6.2'), doc.indexOf('### 6.3'));
+    for (const row of FILE_CHECK_LIST) expect(section).toContain(`| ${row.id} | ${row.label} |`);
+    expect(section.match(/^\| \d+ \|/gm)?.length).toBe(FILE_CHECK_LIST.length);
+  });
+
   test('everyTailTableRowIsInFormatDoc', async () => {
     const { TAIL_TABLE } = await import('../../src/log/tail.js');
     for (const row of TAIL_TABLE) expect(doc).toMatch(new RegExp(`\\| ${row.id} \\|`));
