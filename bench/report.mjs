@@ -101,7 +101,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   // ---------------------------------------------------------------- targets
   md.push('## Targets');
   md.push('');
-  md.push('The project's performance targets. `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes). The fsync-bound rows with a round count come from [interleaved A/B rounds](#interleaved-ab-rounds-fsync-bound-targets): every contestant ran once per round, back to back, and the ratio is the median of the per-round ratios (range in brackets); "measured" and "baseline" are then the medians of the contestants\' rates.');
+  md.push('The project\'s performance targets. `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes). The fsync-bound rows with a round count come from [interleaved A/B rounds](#interleaved-ab-rounds-fsync-bound-targets): every contestant ran once per round, back to back, and the ratio is the median of the per-round ratios (range in brackets); "measured" and "baseline" are then the medians of the contestants\' rates.');
   md.push('');
   md.push(table(['what', 'measured', 'baseline', 'ratio', 'target', 'status'], targets.map((t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.reference ? 'reference' : t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'])));
   md.push('');
