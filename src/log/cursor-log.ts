@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { assertStore } from './assert.js';
+import { StoreInvariantError } from './assert.js';
 import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
 import { errnoCode, type Durability } from './durability.js';
 import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RANGE_BYTES, RECORD_ACK, RECORD_OPENED, TMP_SUFFIX, readU32, readU64 } from './format.js';
@@ -108,7 +108,9 @@ export class CursorLog {
       }
       p += FRAME_HEADER_BYTES + length;
     }
-    assertStore(ranges * RANGE_BYTES === payloadBytes, `ACK records hold ${ranges} ranges, ${payloadBytes / RANGE_BYTES} were encoded`);
+    if (ranges * RANGE_BYTES !== payloadBytes) {
+      return this.durability.fail(new StoreInvariantError(`ACK records hold ${ranges} ranges, ${payloadBytes / RANGE_BYTES} were encoded`));
+    }
     this.onAcked();
     if (!sync) return Promise.resolve();
     return this.sync();

@@ -32,8 +32,8 @@ export class SegmentFrames implements FrameRules {
     readonly base: number,
     /** A COMPACTED segment has gaps between its seqs. */
     readonly compacted: boolean,
-    /** The seal this segment must end with, when known. */
-    readonly expectedSeal: SealInfo | null = null,
+    /** The seal this segment must end with, when known (the reader updates it once a roll seals the segment). */
+    public expectedSeal: SealInfo | null = null,
     /** Records with a seq below this are known durable (recovery's checkpoint `nextSeq`). */
     readonly durableNextSeq = 0,
   ) {}

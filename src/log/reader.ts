@@ -150,8 +150,10 @@ export class LogReader {
     }
     for (;;) {
       const rules = this.#rules!;
-      // For the active segment: up to the write position, never past it.
+      // For the active segment: up to the write position, never past it. A segment opened while
+      // active may have been sealed since: its SEAL must then match the seal the roll wrote.
       frames.win.size = seg.bytes;
+      rules.expectedSeal = seg.seal;
       const verdict = frames.next();
       if (verdict === 'end') {
         if (rules.seal === null) {

@@ -6,7 +6,7 @@
  * decisions are rows of the tail table (§6.1), taken by `FrameReader`.
  */
 import { join } from 'node:path';
-import type { OpenError } from '../errors.js';
+import { OpenError as OpenErrorClass, type OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
 import { AckSet, decodeCheckpointBody, decodeCheckpointHeader } from './cursor.js';
@@ -123,16 +123,17 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
   const stray = names.filter((n) => classifyEntry(n) === 'tmp');
   const fds: number[] = [];
   try {
-    const headers = readHeaders(fs, dir, segNames, fds, report);
+    const collecting = opts.onProblem !== undefined;
+    const headers = readHeaders(fs, dir, segNames, fds, report, collecting);
     const cursorPath = join(dir, CURSOR_FILE);
     let cursor: CursorRead | null = null;
     if (names.includes(CURSOR_FILE)) {
-      const fd = fs.open(cursorPath, 'read');
-      fds.push(fd);
       try {
+        const fd = fs.open(cursorPath, 'read');
+        fds.push(fd);
         cursor = readCursor(fs, fd, cursorPath, opts.maxRangesPerRecord);
       } catch (e) {
-        report(e as OpenError);
+        report(isOpenError(e) ? e : cannotRead(cursorPath, e, collecting));
       }
     }
     for (const p of headers.problems) report(p);
@@ -146,7 +147,7 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
     if (cursor !== null && layout.length === 0 && !(acks.lwm === 1 && checkpointNextSeq === 1 && acks.starts.length === 0)) {
       report(checkFailed(FILE_CHECKS.noSegments, join(dir, segmentName(acks.lwm)), 0, 'no segment files, but the cursor describes data'));
     }
-    const segments = sealedSegments(fs, layout, report);
+    const segments = sealedSegments(fs, layout, report, collecting);
     let activeScan: ActiveScan | null = null;
     if (layout.length > 0) {
       const f = layout[layout.length - 1]!;
@@ -170,7 +171,9 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       } else stray.push(headers.tornCreated.name);
     }
     const dataNext = last === undefined ? 1 : last.seal !== null ? last.seal.endSeq : Math.max(last.base, (activeScan?.lastSeq ?? 0) + 1);
-    crossCheck(segments, acks, checkpointNextSeq, dataNext, cursorPath, report);
+    // A cursor file that could not be read (reported above) says nothing the data can be checked against.
+    const cursorKnown = cursor !== null || !names.includes(CURSOR_FILE);
+    if (cursorKnown) crossCheck(segments, acks, checkpointNextSeq, dataNext, cursorPath, report);
     // ACK records past the data can only come from an unsynced crash under `none`: those items
     // are gone. Raise nextSeq past them so a seq is never reused (a stale ACK record would
     // otherwise ack a new item on a later recovery), and mark the skipped seqs acked.
@@ -182,17 +185,25 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
 }
 
 /** Pass 1: every segment header, versions first. */
-function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], fds: number[], report: (p: OpenError) => void) {
+function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], fds: number[], report: (p: OpenError) => void, collecting: boolean) {
   const found: Found[] = [];
   const problems: OpenError[] = [];
   let tornCreated: { name: string; base: number } | null = null;
   const hbuf = new Uint8Array(SEGMENT_HEADER_BYTES);
   for (const name of segNames) {
     const path = join(dir, name);
-    const fd = fs.open(path, 'read');
-    fds.push(fd);
-    const size = fs.size(fd);
-    const n = readFully(fs, fd, hbuf, 0, Math.min(SEGMENT_HEADER_BYTES, size), 0);
+    let fd: number;
+    let size: number;
+    let n: number;
+    try {
+      fd = fs.open(path, 'read');
+      fds.push(fd);
+      size = fs.size(fd);
+      n = readFully(fs, fd, hbuf, 0, Math.min(SEGMENT_HEADER_BYTES, size), 0);
+    } catch (e) {
+      report(cannotRead(path, e, collecting));
+      continue;
+    }
     const h = decodeSegmentHeader(hbuf.subarray(0, n), size);
     const base = parseSegmentName(name)!;
     if ('kind' in h) {
@@ -212,7 +223,6 @@ function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], f
     }
     if (h.baseSeq !== base) {
       problems.push(checkFailed(FILE_CHECKS.baseSeqMismatch, path, SEG_OFF_BASE_SEQ, `header base seq ${h.baseSeq} does not match the file name`));
-      continue;
     }
     found.push({ name, path, base: h.baseSeq, size, fd, flags: h.flags, replacesEndSeq: h.replacesEndSeq });
   }
@@ -231,27 +241,42 @@ function supersede(found: Found[]): { layout: Found[]; superseded: string[] } {
 }
 
 /** Every segment but the last is sealed: read its trailing SEAL (not its records) and check the chain. */
-function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: OpenError) => void): Segment[] {
+function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: OpenError) => void, collecting: boolean): Segment[] {
   const segments: Segment[] = [];
   const tbuf = new Uint8Array(SEAL_FRAME_BYTES);
   for (let i = 0; i < layout.length - 1; i++) {
     const f = layout[i]!;
     const at = f.size - SEAL_FRAME_BYTES;
+    const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
+    // When problems are collected (`verify`), a segment with a bad seal stays in the layout
+    // without one, so that its frames are still checked and the checks after it are not thrown off.
+    const keepUnsealed = (): void => {
+      if (collecting) segments.push(newSegment(f.base, f.name, f.path, f.size, null, compacted));
+    };
     if (f.size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) {
       report(checkFailed(FILE_CHECKS.badSeal, f.path, f.size, 'sealed segment too short for its seal record'));
+      keepUnsealed();
       continue;
     }
-    readFully(fs, f.fd, tbuf, 0, SEAL_FRAME_BYTES, at);
-    const seal = decodeTrailingSeal(tbuf);
+    let seal: SealInfo | null;
+    try {
+      readFully(fs, f.fd, tbuf, 0, SEAL_FRAME_BYTES, at);
+      seal = decodeTrailingSeal(tbuf);
+    } catch (e) {
+      report(cannotRead(f.path, e, collecting));
+      keepUnsealed();
+      continue;
+    }
     if (seal === null || (seal.recordCount > 0 && seal.firstSeq < f.base)) {
       report(checkFailed(FILE_CHECKS.badSeal, f.path, at, seal === null ? 'sealed segment does not end in a valid seal record' : 'seal range below the base seq'));
+      keepUnsealed();
       continue;
     }
     const next = layout[i + 1]!;
     if (next.base !== seal.endSeq) {
       report(checkFailed(FILE_CHECKS.chainBroken, next.path, 0, `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`));
     }
-    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, (f.flags & SEG_FLAG_COMPACTED) !== 0));
+    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, compacted));
   }
   return segments;
 }
@@ -280,6 +305,19 @@ function crossCheck(segments: readonly Segment[], acks: AckSet, checkpointNextSe
   // bug here, not damage on disk.
   const problem = acks.check();
   assertStore(problem === null, `recovered ack set of ${cursorPath}: ${problem}`);
+}
+
+function isOpenError(e: unknown): e is OpenError {
+  return e instanceof Error && e.name === 'OpenError';
+}
+
+/**
+ * An I/O error reading `path`. Open lets it through as it is (it becomes `ERR_STORE` with the
+ * error as `cause`, never corruption); `verify` reports it and goes on with the next file.
+ */
+function cannotRead(path: string, e: unknown, collecting: boolean): OpenError {
+  if (!collecting) throw e;
+  return new OpenErrorClass('ERR_STORE', `cannot read ${path}: ${(e as Error)?.message ?? String(e)}`, { cause: e, file: path });
 }
 
 /**

@@ -76,7 +76,8 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   for (const n of plan.superseded) notes.push(`${n}: superseded by a compacted segment (deleted at the next open)`);
   for (const n of plan.stray) if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
 
-  const total = plan.segments.reduce((sum, s) => sum + s.bytes, 0);
+  const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, 'cursor.pqc'))?.size ?? 0) : 0;
+  const total = plan.segments.reduce((sum, s) => sum + s.bytes, 0) + cursorBytes;
   let bytes = 0;
   let records = 0;
   let files = 0;

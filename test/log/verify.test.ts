@@ -59,3 +59,26 @@ test('aSegmentGapIsAProblem', async () => {
   const r = verifyStore(dir, { fs: nodeFileSystem });
   expect(r.problems.some((p) => /gap/.test(p.reason))).toBe(true);
 });
+
+test('aTruncatedSealedSegmentIsReportedWhereItsFramesEndWithoutFollowOnProblems', async () => {
+  const dir = await rolled();
+  const first = join(dir, segFiles(dir)[0]!);
+  fs.truncateSync(first, fs.statSync(first).size - 10);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  const reasons = r.problems.map((p) => p.reason).join('\n');
+  // The bad seal and the frame that runs past the end are reported; nothing is said about
+  // "missing" seqs, which are in the damaged segment.
+  expect(reasons).toMatch(/file check 11/);
+  expect(reasons).toMatch(/length runs past EOF/);
+  expect(reasons).not.toMatch(/missing segment/);
+  expect(r.files).toBe(segFiles(dir).length + 1);
+});
+
+test('anUnreadableCursorDoesNotInventProblemsInTheData', async () => {
+  const dir = await rolled();
+  flipByte(join(dir, 'cursor.pqc'), 9);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.problems.map((p) => p.reason).join('\n')).not.toMatch(/missing segment|cursor checkpoint covers/);
+  expect(r.problems.length).toBe(1);
+  expect(r.records).toBe(24);
+});
