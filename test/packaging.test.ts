@@ -2,7 +2,7 @@
  * The root package installs and imports with zero native dependencies: the SQLite and LevelDB
  * backends are optional peers behind their own subpath exports, loaded only when a store opens.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,4 +103,78 @@ const { LevelStore } = await import(${JSON.stringify(distUrl('level-store.js'))}
 await (await LevelStore.open(dir + '/q')).close();
 `);
   expect(peersIn(level).some((f) => f.includes('classic-level'))).toBe(true);
+});
+
+// ------------------------------------------------------------------------- the published package
+
+interface PackedFile {
+  path: string;
+}
+
+/** The files `npm pack` puts in the tarball, from its own listing. */
+function packedFiles(): string[] {
+  const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
+  return ((JSON.parse(out) as { files: PackedFile[] }[])[0]!.files ?? []).map((f) => f.path);
+}
+
+test('the package carries an MIT LICENSE and says where it lives', () => {
+  const license = readFileSync(join(root, 'LICENSE'), 'utf8');
+  expect(license).toMatch(/^MIT License\n/);
+  expect(license).toContain('Copyright (c) 2026 persistent-queue contributors');
+  expect(license).toContain('THE SOFTWARE IS PROVIDED "AS IS"');
+  const meta = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
+  expect(meta.license).toBe('MIT');
+  expect(meta.repository).toEqual({ type: 'git', url: 'git+https://github.com/persistent-queue/persistent-queue.git' });
+  expect(meta.homepage).toBe('https://github.com/persistent-queue/persistent-queue#readme');
+  expect(meta.bugs).toEqual({ url: 'https://github.com/persistent-queue/persistent-queue/issues' });
+  expect(Array.isArray(meta.keywords) && meta.keywords.length >= 5).toBe(true);
+  expect(meta.type, 'ESM only').toBe('module');
+  expect(packedFiles()).toContain('LICENSE');
+});
+
+test('the README says the package is ESM only and how CommonJS loads it', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  expect(readme).toMatch(/ESM only/);
+  expect(readme).toContain("await import('persistent-queue')");
+});
+
+test('no internal member reaches the published declarations', () => {
+  const files = packedFiles();
+  const declarations = files.filter((f) => f.endsWith('.d.ts'));
+  expect(declarations).toContain('dist/queue.d.ts');
+  for (const file of declarations) {
+    const text = readFileSync(join(root, file), 'utf8');
+    expect(text, file).not.toContain('@internal');
+    expect(text, file).not.toMatch(/\bmarkSettled\b/);
+    expect(text, file).not.toMatch(/\bQueueCore\b/);
+  }
+  // The member is there in the JavaScript: the search above looks in the right place.
+  expect(readFileSync(join(root, 'dist', 'queue.js'), 'utf8')).toMatch(/\bmarkSettled\b/);
+});
+
+test('every shipped source map carries the sources it maps', () => {
+  const maps = packedFiles().filter((f) => f.endsWith('.map'));
+  expect(maps).toContain('dist/queue.js.map');
+  for (const file of maps) {
+    const map = JSON.parse(readFileSync(join(root, file), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
+    expect(map.sourcesContent?.length, file).toBe(map.sources.length);
+    for (const content of map.sourcesContent ?? []) expect(typeof content === 'string' && content.length > 0, file).toBe(true);
+  }
+});
+
+/** Runs a tool from node_modules/.bin the way `npx` would, without any network. */
+function tool(name: string, args: string[]) {
+  const r = spawnSync(join(root, 'node_modules', '.bin', name), args, { cwd: root, encoding: 'utf8', env: { ...process.env, npm_config_offline: 'true', NO_COLOR: '1' } });
+  return { code: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+test('publint finds nothing to fix', () => {
+  const r = tool('publint', ['--strict']);
+  expect(r.code, r.output).toBe(0);
+});
+
+test('arethetypeswrong resolves every entry point for ESM and bundlers', () => {
+  const r = tool('attw', ['--pack', '.', '--profile', 'esm-only']);
+  expect(r.code, r.output).toBe(0);
+  expect(r.output).not.toContain('🔴');
 });
