@@ -3,7 +3,7 @@
  * backends are optional peers behind their own subpath exports, loaded only when a store opens.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
@@ -177,4 +177,41 @@ test('arethetypeswrong resolves every entry point for ESM and bundlers', () => {
   const r = tool('attw', ['--pack', '.', '--profile', 'esm-only']);
   expect(r.code, r.output).toBe(0);
   expect(r.output).not.toContain('🔴');
+});
+
+test('the installed pq runs through its bin symlink', () => {
+  const work = mkdtempSync(join(tmpdir(), 'pq-install-'));
+  try {
+    const packed = JSON.parse(
+      execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], { cwd: root, encoding: 'utf8' }),
+    ) as { filename: string }[];
+    const tarball = join(work, packed[0]!.filename);
+    const app = join(work, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', tarball], { cwd: app, encoding: 'utf8' });
+    const link = join(app, 'node_modules', '.bin', 'pq');
+    expect(lstatSync(link).isSymbolicLink(), 'npm links the bin').toBe(true);
+    const npx = (args: string[]) => {
+      const r = spawnSync('npx', ['--no-install', 'pq', ...args], { cwd: app, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+    const help = npx(['--help']);
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: pq <command>/);
+    expect(npx(['push', 'q', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+    const stats = npx(['stats', 'q', '--json']);
+    expect(stats.code, stats.stderr).toBe(0);
+    expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
+    const missing = npx(['stats', 'nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^pq: ERR_STORE: nope: no such store\n$/);
+    expect(existsSync(join(app, 'nope'))).toBe(false);
+    // The symlink run directly, as a shell finds it on PATH after a global install.
+    const direct = spawnSync(link, ['--help'], { cwd: app, encoding: 'utf8' });
+    expect(direct.status).toBe(0);
+    expect(direct.stdout).toMatch(/^Usage: pq <command>/);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 });
