@@ -199,7 +199,7 @@ test('the installed pq runs through its bin symlink', () => {
     const help = npx(['--help']);
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toMatch(/^Usage: pq <command>/);
-    expect(npx(['push', 'q', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+    expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
     const stats = npx(['stats', 'q', '--json']);
     expect(stats.code, stats.stderr).toBe(0);
     expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
