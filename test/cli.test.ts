@@ -1,6 +1,6 @@
 /** `pq` as a user runs it: the built binary in a spawned process, on a real directory. */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,10 +18,15 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(work, { recursive: true, force: true }));
 
-function pq(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', input, env: { ...process.env, NO_COLOR: '1' } });
+function pq(args: string[], input?: string, nodeArgs: string[] = []) {
+  const r = spawnSync(process.execPath, [...nodeArgs, bin, ...args], { encoding: 'utf8', input, env: { ...process.env, NO_COLOR: '1' } });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
+
+/** Node arguments that make the CLI's stderr claim to be a terminal, as it is when a person runs pq. */
+const STDERR_IS_A_TTY = ['--import', `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`];
+
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
 function hashDir(path: string): string {
   const h = createHash('sha256');
@@ -35,7 +40,7 @@ function segments(path: string): string[] {
 
 describe('push, dump, pop, stats', () => {
   it('pushesArgumentsAndStdinLinesAndDumpsThemWithoutConsuming', () => {
-    expect(pq(['push', dir, 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+    expect(pq(['push', dir, 'alpha', 'beta', '--create'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
     expect(pq(['push', dir], 'gamma\ndelta\n')).toMatchObject({ code: 0, stdout: '3\n4\n' });
     const jsonl = pq(['dump', dir]);
     expect(jsonl.code).toBe(0);
@@ -53,7 +58,7 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('popAcksUnlessNoAck', () => {
-    pq(['push', dir, 'a', 'b', 'c']);
+    pq(['push', dir, '--create', 'a', 'b', 'c']);
     expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: 'a\n' });
     expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
@@ -65,7 +70,7 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('statsPrintsAReadableSummary', () => {
-    pq(['push', dir, 'x']);
+    pq(['push', dir, '--create', 'x']);
     const r = pq(['stats', dir]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/items ready\s+1/);
@@ -74,17 +79,18 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('compactReportsBytesReclaimed', () => {
-    pq(['push', dir], Array.from({ length: 200 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    pq(['push', dir, '--create'], Array.from({ length: 200 }, (_, i) => `item-${i}`).join('\n') + '\n');
     pq(['pop', dir, '--count', '200']);
     const r = pq(['compact', dir]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^reclaimed .*on disk\n$/);
+    expect(r.stderr, 'no progress when stderr is not a terminal').toBe('');
   });
 });
 
 describe('verify', () => {
   it('aSoundStoreVerifiesWithExitZeroAndChangesNothing', () => {
-    pq(['push', dir, 'one', 'two']);
+    pq(['push', dir, '--create', 'one', 'two']);
     const before = hashDir(dir);
     const r = pq(['verify', dir]);
     expect(r).toMatchObject({ code: 0 });
@@ -94,7 +100,7 @@ describe('verify', () => {
   });
 
   it('aFlippedByteIsReportedWithFileAndOffsetAndExitOne', () => {
-    pq(['push', dir, 'one', 'two', 'three']);
+    pq(['push', dir, '--create', 'one', 'two', 'three']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     const at = bytes.indexOf(Buffer.from('two'));
@@ -110,18 +116,84 @@ describe('verify', () => {
 });
 
 describe('failures are one clear line and a non-zero exit', () => {
-  it('usageErrorsExitTwoWithUsage', () => {
-    for (const args of [[], ['frobnicate'], ['stats'], ['dump', dir, '--limit', 'x'], ['pop', dir, '--count', '0'], ['dump', dir, '--format', 'xml'], ['stats', dir, '--bogus']]) {
+  it('usageErrorsAreOneLineNamingTheHelpToReadAndExitTwo', () => {
+    const cases: [string[], string][] = [
+      [['frobnicate'], "pq: unknown command 'frobnicate' (see pq --help)"],
+      [['--frobnicate'], 'pq: unknown option --frobnicate (see pq --help)'],
+      [['stats'], 'pq: pq stats takes exactly one <dir>, got 0 (see pq stats --help)'],
+      [['dump', dir, '--limit', 'x'], "pq: --limit must be an integer >= 1, got 'x' (see pq dump --help)"],
+      [['pop', dir, '--count', '0'], "pq: --count must be an integer >= 1, got '0' (see pq pop --help)"],
+      [['dump', dir, '--format', 'xml'], "pq: --format must be jsonl, text or hex, got 'xml' (see pq dump --help)"],
+      [['stats', dir, '--bogus'], "pq: unknown option --bogus for 'stats' (see pq stats --help)"],
+      [['dump', dir, '--x'], "pq: unknown option --x for 'dump' (see pq dump --help)"],
+      [['dump', dir, '-x'], "pq: unknown option -x for 'dump' (see pq dump --help)"],
+      [['dump', dir, '--limit', '-1'], "pq: --limit must be an integer >= 1, got '-1' (see pq dump --help)"],
+      [['dump', dir, '--from'], 'pq: option --from needs a value (SEQ) (see pq dump --help)'],
+      [['dump', dir, '--from', '--limit', '3'], 'pq: option --from needs a value (SEQ) (see pq dump --help)'],
+      [['pop', dir, '--no-ack=yes'], "pq: option --no-ack takes no value, got 'yes' (see pq pop --help)"],
+    ];
+    for (const [args, message] of cases) {
       const r = pq(args);
-      expect(r.code, args.join(' ')).toBe(2);
-      expect(r.stdout + r.stderr, args.join(' ')).toMatch(/Usage: pq/);
+      expect(r, args.join(' ')).toMatchObject({ code: 2, stdout: '', stderr: `${message}\n` });
     }
   });
 
-  it('aMissingStoreIsAnError', () => {
-    const r = pq(['stats', join(work, 'nope')]);
+  it('pqWithoutACommandPrintsTheUsageOnStderrAndExitsTwo', () => {
+    const r = pq([]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^Usage: pq <command>/);
+  });
+
+  it('errorsAreAJsonObjectOnStderrWithJson', () => {
+    let r = pq(['dump', dir, '--x', '--json']);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(JSON.parse(r.stderr)).toEqual({ code: 'ERR_USAGE', message: "unknown option --x for 'dump'", help: 'pq dump --help' });
+    r = pq(['stats', '--json', join(work, 'nope')]);
     expect(r.code).toBe(1);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(r.stderr)).toMatchObject({ code: 'ERR_STORE', message: expect.stringContaining('no such store') });
+    r = pq(['frobnicate', '--json']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stderr)).toMatchObject({ code: 'ERR_USAGE' });
+    r = pq(['dump', dir, '--json', '--format', 'text']);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stderr)).toMatchObject({ code: 'ERR_USAGE', message: '--json prints JSON Lines; it cannot be combined with --format text' });
+  });
+
+  it('aMissingStoreIsAnErrorAndStaysMissing', () => {
+    const missing = join(work, 'nope');
+    for (const args of [['stats'], ['dump'], ['verify'], ['pop'], ['compact'], ['pop', '--no-ack'], ['push', 'x']]) {
+      const [command, ...rest] = args as [string, ...string[]];
+      const r = pq([command, missing, ...rest]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/^pq: ERR_STORE: .*no such store.*\n$/);
+      expect(existsSync(missing), `${args.join(' ')} created nothing`).toBe(false);
+    }
+  });
+
+  it('anEmptyDirectoryIsNotAStoreAndStaysEmpty', () => {
+    const empty = join(work, 'empty');
+    mkdirSync(empty);
+    for (const args of [['stats'], ['dump'], ['verify'], ['pop'], ['compact'], ['push', 'x']]) {
+      const [command, ...rest] = args as [string, ...string[]];
+      const r = pq([command, empty, ...rest]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/^pq: ERR_STORE: .*is not a store.*\n$/);
+      expect(readdirSync(empty), `${args.join(' ')} created nothing`).toEqual([]);
+    }
+  });
+
+  it('pushCreatesAStoreOnlyWithCreate', () => {
+    let r = pq(['push', dir, 'x']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--create');
+    expect(existsSync(dir)).toBe(false);
+    r = pq(['push', dir, 'x', '--create']);
+    expect(r).toMatchObject({ code: 0, stdout: '1\n' });
+    // Once the store exists, --create is not needed and changes nothing.
+    expect(pq(['push', dir, 'y'])).toMatchObject({ code: 0, stdout: '2\n' });
+    expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: '3\n' });
   });
 
   it('aPathThatIsNotAQueueIsErrStore', () => {
@@ -131,7 +203,7 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^pq: ERR_STORE: .+\n$/);
     const foreign = join(work, 'foreign');
-    pq(['push', foreign, 'x']);
+    pq(['push', foreign, '--create', 'x']);
     writeFileSync(join(foreign, 'notes.txt'), 'mine');
     r = pq(['stats', foreign]);
     expect(r.code).toBe(1);
@@ -139,7 +211,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aCorruptStoreNamesFileAndOffset', () => {
-    pq(['push', dir, 'one', 'two', 'three']);
+    pq(['push', dir, '--create', 'one', 'two', 'three']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     bytes[bytes.indexOf(Buffer.from('one'))] ^= 0x40;
@@ -152,7 +224,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aNewerFormatVersionIsRefused', () => {
-    pq(['push', dir, 'one']);
+    pq(['push', dir, '--create', 'one']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     bytes.writeUInt16LE(99, 4); // the version field of the segment header (FORMAT.md)
@@ -165,7 +237,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aStoreHeldByAnotherProcessNamesItsPid', async () => {
-    pq(['push', dir, 'x']);
+    pq(['push', dir, '--create', 'x']);
     const holder: ChildProcess = spawn(
       process.execPath,
       [
@@ -191,6 +263,105 @@ describe('failures are one clear line and a non-zero exit', () => {
     }
     // A SIGKILLed holder leaves nothing that needs cleaning up.
     expect(pq(['stats', dir, '--json']).code).toBe(0);
+  });
+});
+
+describe('help, version and --json', () => {
+  const commands = ['demo', 'stats', 'verify', 'dump', 'push', 'pop', 'compact'];
+
+  it('everyCommandHasItsOwnHelp', () => {
+    const top = pq(['--help']);
+    expect(top.code).toBe(0);
+    for (const command of commands) {
+      const r = pq([command, '--help']);
+      expect(r.code, command).toBe(0);
+      expect(r.stdout, command).toMatch(new RegExp(`^Usage: pq ${command} `));
+      expect(r.stdout, command).toContain('--json');
+      expect(pq(['help', command]).stdout, command).toBe(r.stdout);
+      expect(pq([command, '-h']).stdout, command).toBe(r.stdout);
+      // pq --help lists the command with the same options as its own help.
+      const synopsis = /^Usage: pq (.*) \[--json\]$/m.exec(r.stdout)![1]!;
+      expect(top.stdout, command).toContain(`  ${synopsis}`);
+    }
+    expect(pq(['dump', '--help']).stdout).toMatch(/--from SEQ +start at this seq/);
+    expect(pq(['push', '--help']).stdout).toMatch(/--create +create the store/);
+  });
+
+  it('theReadmeListsExactlyTheCommandsOfPqHelp', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## `pq`: the command line'));
+    const block = /```\n(pq demo[\s\S]*?)```/.exec(section)![1]!;
+    const help = pq(['--help']).stdout.split('\n');
+    const listed: string[] = [];
+    for (const line of help.slice(help.indexOf('Commands:') + 1, help.indexOf('', help.indexOf('Commands:')))) {
+      // The README writes each command after `pq `, one column further right.
+      listed.push(line.startsWith('   ') ? ` ${line}` : `pq ${line.slice(2)}`);
+    }
+    expect(block).toBe([...listed, 'pq --version', ''].join('\n'));
+  });
+
+  it('versionIsThePackageVersion', () => {
+    expect(pq(['--version'])).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
+    expect(JSON.parse(pq(['--version', '--json']).stdout)).toEqual({ version: pkg.version });
+  });
+
+  it('everyStoreCommandPrintsJson', () => {
+    expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: [1, 2, 3] });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 3 });
+    expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
+    const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);
+    expect(JSON.parse(pq(['pop', dir, '--json']).stdout)).toEqual({ seq: 1, bytes: 1, deliveries: 1, text: 'a' });
+    expect(JSON.parse(pq(['compact', dir, '--json']).stdout)).toMatchObject({
+      bytesReclaimed: expect.any(Number),
+      segmentsDeleted: expect.any(Number),
+      bytesOnDiskAfter: expect.any(Number),
+    });
+  });
+});
+
+describe('progress', () => {
+  /** Runs pq with its stdout going to `file`, as `pq dump q > file` does. */
+  function pqToFile(args: string[], file: string, nodeArgs: string[] = []) {
+    const fd = openSync(file, 'w');
+    try {
+      const r = spawnSync(process.execPath, [...nodeArgs, bin, ...args], { encoding: 'utf8', stdio: ['ignore', fd, 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+      return { code: r.status, stdout: readFileSync(file, 'utf8'), stderr: r.stderr };
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  it('progressIsShownOnlyWhenStderrIsATerminal', () => {
+    pq(['push', dir, '--create'], Array.from({ length: 50 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    const file = join(work, 'out.txt');
+    for (const [args, progress] of [
+      [['verify', dir], /verifying \[#+\]/],
+      [['dump', dir], /dumped 50 \/ 50 item\(s\)/],
+      [['compact', dir], /compacting\.\.\./],
+    ] as const) {
+      // spawnSync gives the child a pipe for stderr, never a terminal: no progress.
+      const quiet = pqToFile([...args], file);
+      expect(quiet.code, args.join(' ')).toBe(0);
+      expect(quiet.stderr, args.join(' ')).toBe('');
+      const shown = pqToFile([...args], file, STDERR_IS_A_TTY);
+      expect(shown.code, args.join(' ')).toBe(0);
+      expect(shown.stderr, args.join(' ')).toMatch(progress);
+      // The line is cleared again, and the output proper is the same.
+      expect(shown.stderr.endsWith('\r\x1b[K'), args.join(' ')).toBe(true);
+      expect(shown.stdout.replace(/reclaimed .*/, ''), args.join(' ')).toBe(quiet.stdout.replace(/reclaimed .*/, ''));
+    }
+    expect(readFileSync(file, 'utf8')).toMatch(/^reclaimed /);
+    expect(pqToFile(['dump', dir], file).stdout.trim().split('\n')).toHaveLength(50);
+  });
+
+  it('dumpToATerminalShowsNoProgress', () => {
+    pq(['push', dir, '--create', 'a']);
+    // stdout is a pipe here and stderr claims a terminal: progress shows. It is the dump's own
+    // output going to the terminal that turns it off, so both claim a terminal below.
+    const both = ['--import', `data:text/javascript,${encodeURIComponent("for (const s of [process.stdout, process.stderr]) Object.defineProperty(s, 'isTTY', { value: true });")}`];
+    expect(pq(['dump', dir], undefined, STDERR_IS_A_TTY).stderr).toMatch(/dumped 1 \/ 1/);
+    expect(pq(['dump', dir], undefined, both).stderr).toBe('');
   });
 });
 

@@ -1,0 +1,245 @@
+/**
+ * The command table of `pq` and its argument parser. The usage text, each command's `--help`
+ * and the parser all read the same table, so what `--help` describes is what the parser accepts.
+ */
+import { parseArgs } from 'node:util';
+
+/** A usage mistake: exit status 2, with a pointer to the help that explains the right form. */
+export class UsageError extends Error {
+  readonly command: string | undefined;
+
+  constructor(message: string, command?: string) {
+    super(message);
+    this.name = 'UsageError';
+    this.command = command;
+  }
+
+  /** The help a user should read: `pq dump --help`, or `pq --help` for a mistake outside a command. */
+  get helpHint(): string {
+    return this.command === undefined ? 'pq --help' : `pq ${this.command} --help`;
+  }
+}
+
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  /** The placeholder shown in the help for a string option's value. */
+  readonly value?: string;
+  readonly help: string;
+}
+
+export interface CommandSpec {
+  readonly name: string;
+  /** The positional arguments as the synopsis shows them. */
+  readonly args: string;
+  readonly summary: string;
+  readonly options: Readonly<Record<string, OptionSpec>>;
+  /** Further paragraphs of the command's `--help`. */
+  readonly details?: string;
+}
+
+/** Options every command takes. */
+export const COMMON_OPTIONS: Readonly<Record<string, OptionSpec>> = {
+  json: { type: 'boolean', help: 'print the result, and any error, as JSON' },
+  help: { type: 'boolean', help: 'show this help (also -h)' },
+};
+
+const FORMAT_OPTION: OptionSpec = { type: 'string', value: 'jsonl|text|hex', help: 'output format (--json means jsonl)' };
+
+export const COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'demo',
+    args: '[dir]',
+    summary: 'watch a producer get SIGKILLed and lose nothing',
+    options: {
+      seconds: { type: 'string', value: 'N', help: 'run the producers for about N seconds before the kill (default 4)' },
+      keep: { type: 'boolean', help: 'keep the temporary store afterwards' },
+    },
+    details:
+      'Starts a child process with 64 producers and one consumer, SIGKILLs it mid-stream, reopens\n' +
+      'the store and checks every push the child saw resolve.\n' +
+      'Without [dir] the store lives in a temporary directory that is removed afterwards.',
+  },
+  {
+    name: 'stats',
+    args: '<dir>',
+    summary: 'items, seq range, segments, cursor, format version',
+    options: {},
+  },
+  {
+    name: 'verify',
+    args: '<dir>',
+    summary: 'full CRC scan of every file; never changes a byte',
+    options: {},
+    details: 'Exit status 1 when a problem is found. Progress is shown on stderr when it is a terminal.',
+  },
+  {
+    name: 'dump',
+    args: '<dir>',
+    summary: 'print unacked items without consuming them',
+    options: {
+      from: { type: 'string', value: 'SEQ', help: 'start at this seq (default: the oldest item)' },
+      limit: { type: 'string', value: 'N', help: 'print at most N items' },
+      format: FORMAT_OPTION,
+    },
+    details: 'Progress is shown on stderr when stderr is a terminal and the output is not.',
+  },
+  {
+    name: 'push',
+    args: '<dir> [DATA...]',
+    summary: 'push each DATA (or each stdin line)',
+    options: {
+      create: { type: 'boolean', help: 'create the store if <dir> is not one yet' },
+      durability: { type: 'string', value: 'sync|group|none', help: 'durability policy of the pushes (default group)' },
+    },
+    details: 'Prints the seq of each item. Without --create, <dir> must already be a store.',
+  },
+  {
+    name: 'pop',
+    args: '<dir>',
+    summary: 'take items (ack them unless --no-ack)',
+    options: {
+      count: { type: 'string', value: 'N', help: 'take at most N items (default 1)' },
+      'no-ack': { type: 'boolean', help: 'leave the items in the store' },
+      format: FORMAT_OPTION,
+    },
+    details:
+      'An item is acked only once its line has been handed to the operating system. When the\n' +
+      'reader closes the pipe early (| head), pq stops quietly with exit status 0 and nothing it\n' +
+      'could not write is acked; lines still in the pipe buffer when the reader exits were\n' +
+      'delivered and are not returned.',
+  },
+  {
+    name: 'compact',
+    args: '<dir>',
+    summary: 'run a compaction pass, report bytes reclaimed',
+    options: {},
+  },
+];
+
+export function findCommand(name: string): CommandSpec | undefined {
+  return COMMANDS.find((c) => c.name === name);
+}
+
+function optionsOf(spec: CommandSpec): Readonly<Record<string, OptionSpec>> {
+  return { ...spec.options, ...COMMON_OPTIONS };
+}
+
+function optionSynopsis(name: string, o: OptionSpec): string {
+  return o.type === 'string' ? `[--${name} ${o.value ?? 'VALUE'}]` : `[--${name}]`;
+}
+
+/** `dump <dir> [--from SEQ] [--limit N] [--format jsonl|text|hex] [--json]`: the options of the command itself. */
+export function synopsis(spec: CommandSpec): string {
+  return `${ownSynopsis(spec)} [--json]`;
+}
+
+/** The column where a command's summary starts in `pq --help`. */
+const SUMMARY_COLUMN = 42;
+
+/** `dump <dir> [--from SEQ] ...` without the options every command takes. */
+function ownSynopsis(spec: CommandSpec): string {
+  return [spec.name, spec.args, ...Object.entries(spec.options).map(([name, o]) => optionSynopsis(name, o))].join(' ');
+}
+
+/** The text of `pq --help`. */
+export function usageText(): string {
+  const lines: string[] = [];
+  for (const c of COMMANDS) {
+    const head = `  ${ownSynopsis(c)}`;
+    if (head.length < SUMMARY_COLUMN - 1) lines.push(head.padEnd(SUMMARY_COLUMN) + c.summary);
+    else lines.push(head, ' '.repeat(SUMMARY_COLUMN) + c.summary);
+  }
+  return [
+    'Usage: pq <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Every command also takes --json (its output, and any error, as JSON) and --help.',
+    'pq --version prints the version; pq <command> --help describes a command.',
+    '',
+    'Exit status: 0 success (also when the reader of the output closes it early), 1 failure,',
+    '2 usage error. Colours only on a terminal; NO_COLOR honoured.',
+  ].join('\n');
+}
+
+/** The text of `pq <command> --help`. */
+export function commandHelp(spec: CommandSpec): string {
+  const options = Object.entries(optionsOf(spec));
+  const names = options.map(([name, o]) => (o.type === 'string' ? `--${name} ${o.value ?? 'VALUE'}` : `--${name}`));
+  const width = Math.max(...names.map((n) => n.length)) + 2;
+  return [
+    `Usage: pq ${synopsis(spec)}`,
+    '',
+    spec.summary[0]!.toUpperCase() + spec.summary.slice(1) + '.',
+    ...(spec.details !== undefined ? ['', spec.details] : []),
+    '',
+    'Options:',
+    ...options.map(([, o], i) => `  ${names[i]!.padEnd(width)}${o.help}`),
+  ].join('\n');
+}
+
+export interface ParsedArgs {
+  readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  readonly positionals: readonly string[];
+}
+
+/**
+ * Parse a command's arguments against its table entry. node:util's parseArgs runs in its lenient
+ * mode and every check is done here, because its strict mode's messages name its own conventions
+ * (an "ambiguous" `--limit -1`, unbalanced quotes around suggestions) instead of the command's.
+ * A string option's value may start with one dash (`--from -1` reaches the range check and is
+ * reported there), but not with two: `--from --limit 5` is a missing value.
+ */
+export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): ParsedArgs {
+  const options = optionsOf(spec);
+  let tokens;
+  try {
+    tokens = parseArgs({
+      args: [...args],
+      options: Object.fromEntries(Object.entries(options).map(([name, o]) => [name, name === 'help' ? { type: o.type, short: 'h' } : { type: o.type }])),
+      strict: false,
+      allowPositionals: true,
+      tokens: true,
+    }).tokens;
+  } catch (error) {
+    // The lenient mode does not throw for any input known today; should a future Node add a case,
+    // its message stays out of the CLI's output.
+    throw new UsageError(`cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`, spec.name);
+  }
+  const values: Record<string, string | boolean | undefined> = {};
+  const positionals: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') {
+      positionals.push(token.value);
+      continue;
+    }
+    if (token.kind !== 'option') continue;
+    const option = Object.hasOwn(options, token.name) ? options[token.name] : undefined;
+    if (option === undefined) {
+      throw new UsageError(`unknown option ${token.rawName} for '${spec.name}'`, spec.name);
+    }
+    if (option.type === 'boolean') {
+      if (token.value !== undefined) throw new UsageError(`option --${token.name} takes no value, got '${token.value}'`, spec.name);
+      values[token.name] = true;
+      continue;
+    }
+    if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))) {
+      throw new UsageError(`option --${token.name} needs a value (${option.value ?? 'VALUE'})`, spec.name);
+    }
+    values[token.name] = token.value;
+  }
+  return { values, positionals };
+}
+
+/**
+ * Whether `--json` appears among the options (before any `--`). It decides the form of an error
+ * that is found while the arguments are being read, so it is looked up before they are parsed.
+ */
+export function wantsJson(args: readonly string[]): boolean {
+  for (const a of args) {
+    if (a === '--') return false;
+    if (a === '--json') return true;
+  }
+  return false;
+}

@@ -1,0 +1,276 @@
+/** The store commands of `pq`: stats, verify, dump, push, pop, compact. */
+import { readdirSync, statSync, type Stats } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { resolve } from 'node:path';
+import { Builder, LogStore, QueueError, verifyStore, type Durability } from '../index.js';
+import { classifyEntry } from '../log/format.js';
+import { UsageError, type ParsedArgs } from './args.js';
+import { Progress, type Output } from './output.js';
+import { bold, bytesText, dim, fmt, green, red, showItem, type Format } from './text.js';
+
+/** What a command writes to, and how. */
+export interface Cli {
+  readonly out: Output;
+  readonly err: Output;
+  /** `--json`: the result (and any error) as JSON. */
+  readonly json: boolean;
+}
+
+export type Command = (cli: Cli, args: ParsedArgs) => Promise<number>;
+
+/** Items `dump` asks the store for at a time. */
+const DUMP_PAGE_ITEMS = 256;
+
+export function intOption(command: string, name: string, value: string | boolean | undefined, fallback: number, min = 0): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (typeof value !== 'string' || value.trim() === '' || !Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`--${name} must be an integer >= ${min}, got '${String(value)}'`, command);
+  }
+  return n;
+}
+
+function stringOption(value: string | boolean | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function oneDir(command: string, positionals: readonly string[]): string {
+  if (positionals.length !== 1) throw new UsageError(`pq ${command} takes exactly one <dir>, got ${positionals.length}`, command);
+  return positionals[0]!;
+}
+
+/**
+ * Refuse a path that is not a store before the store is opened: `LogStore.open` creates a
+ * missing directory (and a new store in an empty one), and a command that reads a store must
+ * leave any other path as it found it. A store holds a cursor or a segment file from its first
+ * open on. The check and the open are two steps; the engine's own checks still run at open.
+ */
+export function requireStore(dir: string, hint = ''): void {
+  let st: Stats | undefined;
+  let names: string[];
+  try {
+    st = statSync(dir, { throwIfNoEntry: false });
+    names = st?.isDirectory() ? readdirSync(dir) : [];
+  } catch (error) {
+    throw new QueueError('ERR_STORE', `Cannot read ${dir}: ${(error as Error).message}`, { cause: error, file: dir });
+  }
+  if (st === undefined) throw new QueueError('ERR_STORE', `${dir}: no such store${hint}`, { file: dir });
+  if (!st.isDirectory()) throw new QueueError('ERR_STORE', `${dir} is not a store: it is not a directory`, { file: dir });
+  const kinds = names.map(classifyEntry);
+  if (!kinds.includes('segment') && !kinds.includes('cursor')) {
+    throw new QueueError('ERR_STORE', `${dir} is not a store: it holds no segment or cursor file${hint}`, { file: dir });
+  }
+}
+
+/** `--format`, with `--json` standing for jsonl. */
+function formatOption(command: string, cli: Cli, value: string | boolean | undefined, fallback: Format): Format {
+  const given = stringOption(value);
+  if (cli.json) {
+    if (given !== undefined && given !== 'jsonl') throw new UsageError(`--json prints JSON Lines; it cannot be combined with --format ${given}`, command);
+    return 'jsonl';
+  }
+  const f = given ?? fallback;
+  if (f !== 'jsonl' && f !== 'text' && f !== 'hex') throw new UsageError(`--format must be jsonl, text or hex, got '${f}'`, command);
+  return f;
+}
+
+function durabilityOption(value: string | boolean | undefined): Durability {
+  const d = stringOption(value) ?? 'group';
+  if (d !== 'sync' && d !== 'group' && d !== 'none') throw new UsageError(`--durability must be sync, group or none, got '${d}'`, 'push');
+  return d;
+}
+
+/** Write a line, waiting first when the output is backed up. */
+async function emit(out: Output, line: string): Promise<void> {
+  if (!out.line(line)) await out.ready();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export const stats: Command = async (cli, { positionals }) => {
+  const dir = oneDir('stats', positionals);
+  requireStore(dir);
+  const store = await LogStore.open(dir);
+  try {
+    const s = store.inspect();
+    const lastShutdownClean = s.recovery.cleanShutdown;
+    const firstSeq = s.count > 0 ? s.lowWaterMark : null;
+    const report = {
+      dir: s.dir,
+      formatVersion: s.formatVersion,
+      ready: s.count,
+      firstSeq,
+      nextSeq: s.nextSeq,
+      lowWaterMark: s.lowWaterMark,
+      ackedRangesAboveLowWaterMark: s.ackedRanges,
+      segments: s.segments.length,
+      segmentBytes: s.segments.reduce((a, x) => a + x.bytes, 0),
+      cursorBytes: s.cursorBytes,
+      bytesOnDisk: s.bytesOnDisk,
+      lastShutdownClean,
+      tornBytesCut: s.recovery.tornBytes,
+      zeroTailBytesCut: s.recovery.zeroTailBytes,
+    };
+    const out = cli.out;
+    if (cli.json) {
+      out.line(JSON.stringify({ ...report, segmentFiles: s.segments }, null, 2));
+      return 0;
+    }
+    out.line(`${bold('store')}           ${report.dir}`);
+    out.line(`format version  ${report.formatVersion}`);
+    out.line(`items ready     ${fmt(report.ready)}`);
+    out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
+    out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
+    out.line(`segments        ${report.segments} (${bytesText(report.segmentBytes)})`);
+    for (const seg of s.segments) {
+      await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
+    }
+    out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
+    out.line(
+      `last shutdown   ${lastShutdownClean ? green('clean') : red('not clean (recovered)')}${report.tornBytesCut > 0 ? `, ${report.tornBytesCut} torn bytes cut` : ''}`,
+    );
+    return 0;
+  } finally {
+    await store.close();
+  }
+};
+
+export const verify: Command = async (cli, { positionals }) => {
+  const dir = oneDir('verify', positionals);
+  requireStore(dir);
+  const progress = new Progress(cli.err, !cli.json);
+  let result;
+  try {
+    result = verifyStore(resolve(dir), {
+      onProgress: progress.enabled
+        ? (done, total) => {
+            const width = 30;
+            const filled = total === 0 ? width : Math.round((done / total) * width);
+            progress.update(`verifying [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${bytesText(done)} / ${bytesText(total)}`, done === total);
+          }
+        : undefined,
+    });
+  } finally {
+    progress.done();
+  }
+  const out = cli.out;
+  if (cli.json) {
+    out.line(JSON.stringify(result, null, 2));
+  } else {
+    out.line(`checked ${result.files} file(s), ${fmt(result.records)} record(s), ${bytesText(result.bytes)}`);
+    for (const p of result.problems) await emit(out, red(p.reason.includes(p.file) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`));
+    for (const n of result.notes) await emit(out, dim(n));
+    out.line(result.problems.length === 0 ? green('sound') : red(`${result.problems.length} problem(s)`));
+  }
+  return result.problems.length === 0 ? 0 : 1;
+};
+
+export const dump: Command = async (cli, { values, positionals }) => {
+  const from = intOption('dump', 'from', values.from, 0);
+  const limit = intOption('dump', 'limit', values.limit, Number.MAX_SAFE_INTEGER, 1);
+  const format = formatOption('dump', cli, values.format, 'jsonl');
+  const dir = oneDir('dump', positionals);
+  requireStore(dir);
+  const store = await LogStore.open(dir);
+  // Progress only when the items go elsewhere than the terminal that would show it.
+  const progress = new Progress(cli.err, !cli.out.isTTY);
+  try {
+    const { nextSeq } = await store.open();
+    const total = from <= 1 ? Math.min(limit, store.inspect().count) : undefined;
+    let after = Math.max(0, from - 1);
+    let printed = 0;
+    while (printed < limit) {
+      const page = store.read({ after, before: nextSeq, limit: Math.min(DUMP_PAGE_ITEMS, limit - printed) });
+      if (page.length === 0) break;
+      for (const item of page) await emit(cli.out, showItem(format, item.seq, item.bytes));
+      printed += page.length;
+      after = page[page.length - 1]!.seq;
+      progress.update(`dumped ${fmt(printed)}${total === undefined ? '' : ` / ${fmt(total)}`} item(s)`);
+    }
+    await cli.out.flush();
+    return 0;
+  } finally {
+    progress.done();
+    await store.close();
+  }
+};
+
+async function readStdinLines(): Promise<string[]> {
+  const lines: string[] = [];
+  const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of rl) lines.push(line);
+  return lines;
+}
+
+export const push: Command = async (cli, { values, positionals }) => {
+  if (positionals.length < 1) throw new UsageError('pq push needs a <dir>', 'push');
+  const [dir, ...data] = positionals as [string, ...string[]];
+  const durability = durabilityOption(values.durability);
+  if (values.create !== true) requireStore(dir, ' (pass --create to make one)');
+  const payloads = data.length > 0 ? data : await readStdinLines();
+  const [tx] = await new Builder(await LogStore.open(dir)).durability(durability).open();
+  try {
+    const seqs = await tx.pushMany(payloads);
+    if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
+    else for (const seq of seqs) await emit(cli.out, String(seq));
+    return 0;
+  } finally {
+    await tx.close();
+  }
+};
+
+export const pop: Command = async (cli, { values, positionals }) => {
+  const count = intOption('pop', 'count', values.count, 1, 1);
+  const format = formatOption('pop', cli, values.format, 'text');
+  const ack = values['no-ack'] !== true;
+  const dir = oneDir('pop', positionals);
+  requireStore(dir);
+  const [tx, rx] = await new Builder(await LogStore.open(dir)).durability('sync').open();
+  try {
+    for (let i = 0; i < count; i++) {
+      const item = rx.tryReserve();
+      if (!item) break;
+      cli.out.line(showItem(format, item.seq, item.bytes, item.deliveries));
+      // At least once for the shell too: an item is acked only after its line reached the
+      // operating system. If the reader is gone, this throws and close() returns the item.
+      await cli.out.flush();
+      if (ack) await item.ack();
+    }
+    return 0;
+  } finally {
+    await tx.close(); // unacked items (--no-ack, or one the reader never got) return to the store
+  }
+};
+
+export const compact: Command = async (cli, { positionals }) => {
+  const dir = oneDir('compact', positionals);
+  requireStore(dir);
+  const store = await LogStore.open(dir);
+  const progress = new Progress(cli.err, !cli.json);
+  const startedAt = performance.now();
+  // The engine reports no progress from inside a pass; the elapsed time shows that it is working.
+  const showElapsed = (): void => progress.update(`compacting... ${((performance.now() - startedAt) / 1000).toFixed(1)} s`, true);
+  showElapsed();
+  const ticker = progress.enabled ? setInterval(showElapsed, 250) : undefined;
+  try {
+    const before = store.inspect().bytesOnDisk;
+    let r;
+    try {
+      r = await store.compact();
+    } finally {
+      clearInterval(ticker);
+      progress.done();
+    }
+    const after = store.inspect().bytesOnDisk;
+    if (cli.json) {
+      cli.out.line(JSON.stringify({ ...r, bytesOnDiskBefore: before, bytesOnDiskAfter: after }));
+    } else {
+      cli.out.line(
+        `reclaimed ${bytesText(r.bytesReclaimed)}: ${r.segmentsDeleted} segment(s) deleted, ${r.segmentsRewritten} rewritten; ${bytesText(before)} -> ${bytesText(after)} on disk`,
+      );
+    }
+    return 0;
+  } finally {
+    await store.close();
+  }
+};

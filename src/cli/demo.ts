@@ -1,0 +1,210 @@
+/**
+ * `pq demo`: a child process pushes and consumes, is SIGKILLed, and the store it leaves behind
+ * is reopened and checked against what the child was told.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Builder, LogStore } from '../index.js';
+import { UsageError } from './args.js';
+import { intOption, type Command, type Cli } from './commands.js';
+import { bold, bytesText, dim, fmt, green, red } from './text.js';
+
+const DEMO_PRODUCERS = 64;
+const DEMO_PAYLOAD_BYTES = 128;
+/** How often the child reports. */
+const REPORT_INTERVAL_MS = 50;
+
+/** The payload of producer `p`'s `n`th push: its identity, then filler derived from it, so damage shows. */
+function demoPayload(p: number, n: number): Uint8Array {
+  const bytes = new Uint8Array(DEMO_PAYLOAD_BYTES);
+  const head = Buffer.from(`${p}:${n}:`);
+  bytes.set(head);
+  let x = (p * 2654435761 + n * 40503) >>> 0;
+  for (let i = head.length; i < bytes.length; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    bytes[i] = x >>> 24;
+  }
+  return bytes;
+}
+
+function demoPayloadIntact(bytes: Uint8Array): boolean {
+  const m = /^(\d+):(\d+):/.exec(Buffer.from(bytes.subarray(0, 24)).toString('latin1'));
+  if (!m) return false;
+  return Buffer.from(demoPayload(Number(m[1]), Number(m[2]))).equals(Buffer.from(bytes));
+}
+
+interface ChildReport {
+  pushedThrough: number;
+  ackedThrough: number;
+  pushes: number;
+  acks: number;
+}
+
+/** The child of `pq demo`: 64 producers pushing under `group`, one consumer acking, reports on stdout. */
+export async function demoChild(cli: Cli, args: readonly string[]): Promise<number> {
+  const dir = args[0]!;
+  const [tx, rx] = await new Builder(await LogStore.open(dir)).durability('group').open();
+  const state: ChildReport = { pushedThrough: 0, ackedThrough: 0, pushes: 0, acks: 0 };
+  setInterval(() => {
+    cli.out.line(JSON.stringify(state));
+    cli.out.flush().catch(() => process.exit(1)); // the parent is gone
+  }, REPORT_INTERVAL_MS);
+  const producer = async (p: number) => {
+    for (let n = 0; ; n++) {
+      const seq = await tx.push(demoPayload(p, n));
+      // Batches are stored in seq order, so the highest resolved seq has every lower one resolved.
+      if (seq > state.pushedThrough) state.pushedThrough = seq;
+      state.pushes++;
+    }
+  };
+  for (let p = 0; p < DEMO_PRODUCERS; p++) void producer(p);
+  // The consumer issues acks in seq order without waiting for each: they are made durable in
+  // group commits, in order, so the acks on disk are always a prefix of the delivered seqs.
+  for await (const item of rx) {
+    const seq = item.seq;
+    void item.ack().then(() => {
+      state.ackedThrough = seq;
+      state.acks++;
+    });
+  }
+  return 0;
+}
+
+interface DemoResult {
+  ok: boolean;
+  pushedThrough: number;
+  ackedThrough: number;
+  recovered: number;
+  storedAfterLastReport: number;
+  lost: number;
+  damaged: number;
+  outOfOrder: number;
+  ackedDeliveredAgain: number;
+  openMs: number;
+}
+
+export const demo: Command = async (cli, { values, positionals }) => {
+  if (positionals.length > 1) throw new UsageError('pq demo takes at most one [dir]', 'demo');
+  const seconds = intOption('demo', 'seconds', values.seconds, 4, 1);
+  const made = positionals.length === 0;
+  const dir = made ? mkdtempSync(join(tmpdir(), 'pq-demo-')) : resolve(positionals[0]!);
+  // With --json only the result is printed, as one object.
+  const say = (line = ''): void => {
+    if (!cli.json) cli.out.line(line);
+  };
+  const tty = cli.out.isTTY && !cli.json;
+  try {
+    say(bold('persistent-queue demo: a producer is SIGKILLed mid-stream; nothing it was told is stored may be lost'));
+    say(dim(`store: ${dir}`));
+    say(`1. start a child process: ${DEMO_PRODUCERS} producers pushing ${DEMO_PAYLOAD_BYTES} B items under 'group', one consumer acking`);
+    await cli.out.flush();
+    const bin = fileURLToPath(new URL('./pq.js', import.meta.url));
+    const child = spawn(process.execPath, [bin, '__demo-child', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let last: ChildReport = { pushedThrough: 0, ackedThrough: 0, pushes: 0, acks: 0 };
+    const lines = createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      try {
+        last = JSON.parse(line) as ChildReport;
+      } catch {
+        // A line torn by the kill: the previous report stands.
+      }
+    });
+    const exited = new Promise<void>((res) => child.once('exit', () => res()));
+    // Kill at a moment that is not a round number of seconds into the run.
+    const killAtMs = seconds * 1000 * 0.6 + ((process.pid * 7919) % Math.max(1, seconds * 300));
+    const startedAt = performance.now();
+    let previous = last;
+    let previousAt = startedAt;
+    await new Promise<void>((resolveKill) => {
+      const timer = setInterval(() => {
+        const now = performance.now();
+        const rate = ((last.pushes - previous.pushes) / (now - previousAt)) * 1000;
+        const ackRate = ((last.acks - previous.acks) / (now - previousAt)) * 1000;
+        previous = last;
+        previousAt = now;
+        const line = `   pushed ${fmt(last.pushes)} (${fmt(rate)}/s), acked ${fmt(last.acks)} (${fmt(ackRate)}/s)`;
+        if (tty) void cli.out.text(`\r${line}   `);
+        else say(line);
+        if (now - startedAt >= killAtMs) {
+          clearInterval(timer);
+          resolveKill();
+        }
+      }, 500);
+    });
+    const reported = last;
+    child.kill('SIGKILL');
+    await exited;
+    lines.close();
+    if (tty) say();
+    say(`2. ${red('SIGKILL')} after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+    say(`   the child last reported: every push through seq ${reported.pushedThrough} resolved, every ack through seq ${reported.ackedThrough} resolved`);
+
+    say('3. reopen the store in this process and read everything back');
+    const openedAt = performance.now();
+    const store = await LogStore.open(dir);
+    const openMs = performance.now() - openedAt;
+    const info = store.recovery;
+    say(
+      `   opened in ${openMs.toFixed(1)} ms; last shutdown ${info.cleanShutdown ? 'clean' : 'not clean'}; tail: ${info.tornBytes} torn byte(s) cut and kept aside, ${bytesText(info.zeroTailBytes)} of preallocated zeros trimmed`,
+    );
+    const [tx, rx] = await new Builder(store).durability('group').open();
+    const ready = rx.stats().ready;
+    let first = 0;
+    let lastSeq = 0;
+    let delivered = 0;
+    let damaged = 0;
+    let outOfOrder = 0;
+    const present = new Set<number>();
+    for (let item = rx.tryReserve(); item; item = rx.tryReserve()) {
+      if (first === 0) first = item.seq;
+      if (item.seq <= lastSeq) outOfOrder++;
+      lastSeq = item.seq;
+      if (!demoPayloadIntact(item.bytes)) damaged++;
+      present.add(item.seq);
+      delivered++;
+      await item.ack();
+    }
+    await tx.close();
+    // Every seq the child was told is stored, and had not acked, must be here. The consumer acks
+    // in seq order, so the seqs below the first one delivered were acked (and stayed acked).
+    const firstLive = first === 0 ? reported.pushedThrough + 1 : first;
+    let lost = 0;
+    for (let seq = Math.max(firstLive, 1); seq <= reported.pushedThrough; seq++) if (!present.has(seq)) lost++;
+    const ackRegressed = first !== 0 && first <= reported.ackedThrough ? 1 : 0;
+    const result: DemoResult = {
+      ok: lost === 0 && damaged === 0 && outOfOrder === 0 && ackRegressed === 0,
+      pushedThrough: reported.pushedThrough,
+      ackedThrough: reported.ackedThrough,
+      recovered: delivered,
+      storedAfterLastReport: Math.max(0, lastSeq - reported.pushedThrough),
+      lost,
+      damaged,
+      outOfOrder,
+      ackedDeliveredAgain: ackRegressed,
+      openMs: Math.round(openMs * 10) / 10,
+    };
+    if (cli.json) {
+      cli.out.line(JSON.stringify(result, null, 2));
+      return result.ok ? 0 : 1;
+    }
+    say(`   ${fmt(ready)} item(s) were waiting: seq ${first || '-'} .. ${lastSeq || '-'}`);
+    say('');
+    say(bold('result'));
+    say(`   pushes the child saw resolve    ${fmt(reported.pushedThrough)} (seq 1 .. ${reported.pushedThrough})`);
+    say(`   consumed and acked before kill  ${fmt(firstLive - 1)}`);
+    say(`   recovered and delivered now     ${fmt(delivered)} (${fmt(result.storedAfterLastReport)} more were stored after the last report)`);
+    say(`   damaged payloads                ${damaged}`);
+    say(`   out of order                    ${outOfOrder}`);
+    say(`   acked items delivered again     ${ackRegressed}`);
+    say(`   ${result.ok ? green('lost: 0') : red(`lost: ${lost}`)}`);
+    say(result.ok ? green('every acknowledged push survived the SIGKILL') : red('FAILED: acknowledged data was lost or damaged'));
+    return result.ok ? 0 : 1;
+  } finally {
+    if (made && !values.keep) rmSync(dir, { recursive: true, force: true });
+    else say(dim(`kept ${dir}`));
+  }
+};
