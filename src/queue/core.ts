@@ -1,8 +1,6 @@
-/**
- * QueueCore, the one owner of a queue's in-memory state: seq assignment, capacity and its
- * waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
- * reservations and the items returned by nack. Producer and Consumer are thin handles on it.
- */
+// The core: the one owner of a queue's in-memory state: seq assignment, capacity and its
+// waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
+// reservations and the items returned by nack. Producer and Consumer are thin handles on it.
 import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
@@ -33,7 +31,7 @@ const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | nu
   }
 });
 
-/** The single owner of a queue's in-memory state. Internal. */
+/** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {
   readonly store: Store;
   readonly capacity: number;
