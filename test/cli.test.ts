@@ -69,6 +69,33 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir]).stdout).toBe('');
   });
 
+  it('popAcksInBatchesThatShareAnFsync', () => {
+    pq(['push', dir, '--create', '--durability', 'none'], Array.from({ length: 1000 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    // Counts the fsyncs and fdatasyncs of the pq process and prints the count as it exits.
+    const countSyncs = [
+      '--import',
+      `data:text/javascript,${encodeURIComponent(`
+        import fs from 'node:fs';
+        import { syncBuiltinESMExports } from 'node:module';
+        let syncs = 0;
+        for (const name of ['fsync', 'fdatasync', 'fsyncSync', 'fdatasyncSync']) {
+          const original = fs[name];
+          fs[name] = (...args) => { syncs++; return original(...args); };
+        }
+        syncBuiltinESMExports();
+        process.on('exit', () => fs.writeSync(2, 'syncs=' + syncs + '\\n'));
+      `)}`,
+    ];
+    const r = pq(['pop', dir, '--count', '1000'], undefined, countSyncs);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')).toHaveLength(1001);
+    const syncs = Number(/syncs=(\d+)/.exec(r.stderr)![1]);
+    // One fsync per ack was 1000 of them; batches of up to 256 share one (or two) each.
+    expect(syncs).toBeGreaterThan(0);
+    expect(syncs).toBeLessThan(100);
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 0 });
+  });
+
   it('statsPrintsAReadableSummary', () => {
     pq(['push', dir, '--create', 'x']);
     const r = pq(['stats', dir]);

@@ -103,10 +103,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       format: FORMAT_OPTION,
     },
     details:
-      'An item is acked only once its line has been handed to the operating system. When the\n' +
-      'reader closes the pipe early (| head), pq stops quietly with exit status 0 and nothing it\n' +
-      'could not write is acked; lines still in the pipe buffer when the reader exits were\n' +
-      'delivered and are not returned.',
+      'Items are written in batches, and a batch is acked only once its lines have been handed to\n' +
+      'the operating system. When the reader closes the pipe early (| head), pq stops quietly with\n' +
+      'exit status 0 and nothing it could not write is acked; lines still in the pipe buffer when\n' +
+      'the reader exits were delivered and are not returned.',
   },
   {
     name: 'compact',
