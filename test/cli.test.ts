@@ -405,4 +405,24 @@ describe('demo', () => {
     const told = Number(/pushes the child saw resolve\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', ''));
     expect(told).toBeGreaterThan(0);
   });
+
+  it('everyDemoRunKillsWhileItemsAreWaitingAndRecoversThem', () => {
+    for (let run = 0; run < 3; run++) {
+      const json = run !== 0;
+      const r = spawnSync(process.execPath, [bin, 'demo', '--seconds', '1', ...(json ? ['--json'] : [])], {
+        encoding: 'utf8',
+        env: { ...process.env, NO_COLOR: '1' },
+      });
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      if (json) {
+        const result = JSON.parse(r.stdout) as { ok: boolean; waitingAtKill: number; recovered: number; lost: number };
+        expect(result).toMatchObject({ ok: true, lost: 0 });
+        expect(result.waitingAtKill, r.stdout).toBeGreaterThan(0);
+        expect(result.recovered, r.stdout).toBeGreaterThanOrEqual(result.waitingAtKill);
+      } else {
+        expect(r.stdout).not.toMatch(/seq - \.\. -/);
+        expect(Number(/recovered and delivered now\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', '')), r.stdout).toBeGreaterThan(0);
+      }
+    }
+  });
 });

@@ -55,8 +55,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       keep: { type: 'boolean', help: 'keep the temporary store afterwards' },
     },
     details:
-      'Starts a child process with 64 producers and one consumer, SIGKILLs it mid-stream, reopens\n' +
-      'the store and checks every push the child saw resolve.\n' +
+      'Starts a child process with 64 producers and one consumer, pauses the consumer so items are\n' +
+      'waiting, SIGKILLs the child, reopens the store and checks every push the child saw resolve.\n' +
       'Without [dir] the store lives in a temporary directory that is removed afterwards.',
   },
   {

@@ -15,8 +15,10 @@ import { bold, bytesText, dim, fmt, green, red } from './text.js';
 
 const DEMO_PRODUCERS = 64;
 const DEMO_PAYLOAD_BYTES = 128;
-/** How often the child reports. */
+/** How often the child reports; the parent reads its reports as they come. */
 const REPORT_INTERVAL_MS = 50;
+/** The line the parent sends on the child's stdin to stop its consumer. */
+const PAUSE = 'pause';
 
 /** The payload of producer `p`'s `n`th push: its identity, then filler derived from it, so damage shows. */
 function demoPayload(p: number, n: number): Uint8Array {
@@ -38,21 +40,31 @@ function demoPayloadIntact(bytes: Uint8Array): boolean {
 }
 
 interface ChildReport {
+  /** Every push through this seq resolved. */
   pushedThrough: number;
+  /** The highest seq the consumer took; nothing above it was ever delivered, let alone acked. */
+  deliveredThrough: number;
+  /** Every ack through this seq resolved. */
   ackedThrough: number;
   pushes: number;
   acks: number;
+  /** False once the consumer stopped at the parent's request. */
+  consuming: boolean;
 }
 
-/** The child of `pq demo`: 64 producers pushing under `group`, one consumer acking, reports on stdout. */
+/**
+ * The child of `pq demo`: 64 producers pushing under `group`, one consumer acking, a report on
+ * stdout every 50 ms. A `pause` line on stdin stops the consumer while the producers go on.
+ */
 export async function demoChild(cli: Cli, args: readonly string[]): Promise<number> {
   const dir = args[0]!;
   const [tx, rx] = await new Builder(await LogStore.open(dir)).durability('group').open();
-  const state: ChildReport = { pushedThrough: 0, ackedThrough: 0, pushes: 0, acks: 0 };
-  setInterval(() => {
+  const state: ChildReport = { pushedThrough: 0, deliveredThrough: 0, ackedThrough: 0, pushes: 0, acks: 0, consuming: true };
+  const report = (): void => {
     cli.out.line(JSON.stringify(state));
     cli.out.flush().catch(() => process.exit(1)); // the parent is gone
-  }, REPORT_INTERVAL_MS);
+  };
+  setInterval(report, REPORT_INTERVAL_MS);
   const producer = async (p: number) => {
     for (let n = 0; ; n++) {
       const seq = await tx.push(demoPayload(p, n));
@@ -62,22 +74,38 @@ export async function demoChild(cli: Cli, args: readonly string[]): Promise<numb
     }
   };
   for (let p = 0; p < DEMO_PRODUCERS; p++) void producer(p);
+  const pause = new AbortController();
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    if (line === PAUSE) pause.abort();
+  });
   // The consumer issues acks in seq order without waiting for each: they are made durable in
   // group commits, in order, so the acks on disk are always a prefix of the delivered seqs.
-  for await (const item of rx) {
-    const seq = item.seq;
-    void item.ack().then(() => {
-      state.ackedThrough = seq;
-      state.acks++;
-    });
+  try {
+    for (;;) {
+      const item = await rx.reserve({ signal: pause.signal });
+      if (!item) break;
+      const seq = item.seq;
+      state.deliveredThrough = seq;
+      void item.ack().then(() => {
+        state.ackedThrough = seq;
+        state.acks++;
+      });
+    }
+  } catch (error) {
+    if (!pause.signal.aborted) throw error;
   }
-  return 0;
+  state.consuming = false;
+  report();
+  // The producers go on until the parent kills this process.
+  return new Promise<number>(() => undefined);
 }
 
 interface DemoResult {
   ok: boolean;
   pushedThrough: number;
+  deliveredThrough: number;
   ackedThrough: number;
+  waitingAtKill: number;
   recovered: number;
   storedAfterLastReport: number;
   lost: number;
@@ -103,23 +131,32 @@ export const demo: Command = async (cli, { values, positionals }) => {
     say(`1. start a child process: ${DEMO_PRODUCERS} producers pushing ${DEMO_PAYLOAD_BYTES} B items under 'group', one consumer acking`);
     await cli.out.flush();
     const bin = fileURLToPath(new URL('./pq.js', import.meta.url));
-    const child = spawn(process.execPath, [bin, '__demo-child', dir], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let last: ChildReport = { pushedThrough: 0, ackedThrough: 0, pushes: 0, acks: 0 };
+    const child = spawn(process.execPath, [bin, '__demo-child', dir], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let last: ChildReport = { pushedThrough: 0, deliveredThrough: 0, ackedThrough: 0, pushes: 0, acks: 0, consuming: true };
+    let onReport: ((r: ChildReport) => void) | undefined;
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
       try {
         last = JSON.parse(line) as ChildReport;
       } catch {
         // A line torn by the kill: the previous report stands.
+        return;
       }
+      onReport?.(last);
     });
-    const exited = new Promise<void>((res) => child.once('exit', () => res()));
+    let exitedEarly: ((error: Error) => void) | undefined;
+    const exited = new Promise<void>((res) =>
+      child.once('exit', (code, signal) => {
+        exitedEarly?.(new Error(`the demo child exited before the kill (${signal ?? `exit status ${code}`})`));
+        res();
+      }),
+    );
     // Kill at a moment that is not a round number of seconds into the run.
     const killAtMs = seconds * 1000 * 0.6 + ((process.pid * 7919) % Math.max(1, seconds * 300));
     const startedAt = performance.now();
     let previous = last;
     let previousAt = startedAt;
-    await new Promise<void>((resolveKill) => {
+    await new Promise<void>((resolveRun, rejectRun) => {
       const timer = setInterval(() => {
         const now = performance.now();
         const rate = ((last.pushes - previous.pushes) / (now - previousAt)) * 1000;
@@ -131,19 +168,37 @@ export const demo: Command = async (cli, { values, positionals }) => {
         else say(line);
         if (now - startedAt >= killAtMs) {
           clearInterval(timer);
-          resolveKill();
+          resolveRun();
         }
       }, 500);
+      exitedEarly = (error) => {
+        clearInterval(timer);
+        rejectRun(error);
+      };
     });
-    const reported = last;
+    if (tty) say();
+    // Stop the consumer, then kill once the child reports pushes beyond what it consumed: those
+    // items were stored and never acked, so the reopened store must hold them. Killing a consumer
+    // that keeps up could find nothing waiting, and the demo would show no recovery.
+    say(`2. pause the consumer; the producers go on`);
+    child.stdin!.write(`${PAUSE}\n`);
+    const reported = await new Promise<ChildReport>((resolveKill, rejectKill) => {
+      exitedEarly = rejectKill;
+      onReport = (r) => {
+        if (!r.consuming && r.pushedThrough > r.deliveredThrough) resolveKill(r);
+      };
+    });
     child.kill('SIGKILL');
+    exitedEarly = undefined;
     await exited;
     lines.close();
-    if (tty) say();
-    say(`2. ${red('SIGKILL')} after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
-    say(`   the child last reported: every push through seq ${reported.pushedThrough} resolved, every ack through seq ${reported.ackedThrough} resolved`);
+    const waitingAtKill = reported.pushedThrough - reported.deliveredThrough;
+    say(`3. ${red('SIGKILL')} after ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+    say(
+      `   the child last reported: every push through seq ${reported.pushedThrough} resolved, the consumer took items through seq ${reported.deliveredThrough}, every ack through seq ${reported.ackedThrough} resolved`,
+    );
 
-    say('3. reopen the store in this process and read everything back');
+    say('4. reopen the store in this process and read everything back');
     const openedAt = performance.now();
     const store = await LogStore.open(dir);
     const openMs = performance.now() - openedAt;
@@ -169,16 +224,20 @@ export const demo: Command = async (cli, { values, positionals }) => {
       await item.ack();
     }
     await tx.close();
-    // Every seq the child was told is stored, and had not acked, must be here. The consumer acks
-    // in seq order, so the seqs below the first one delivered were acked (and stayed acked).
-    const firstLive = first === 0 ? reported.pushedThrough + 1 : first;
+    // Acks are issued in seq order and made durable in order, so the seqs below the first one
+    // delivered now were acked before the kill. Everything from there through the last push the
+    // child saw resolve must be here, and so must every seq above what the consumer took, which
+    // was never acked whatever reached the disk.
+    const mustStart = Math.max(1, first === 0 ? reported.deliveredThrough + 1 : Math.min(first, reported.deliveredThrough + 1));
     let lost = 0;
-    for (let seq = Math.max(firstLive, 1); seq <= reported.pushedThrough; seq++) if (!present.has(seq)) lost++;
+    for (let seq = mustStart; seq <= reported.pushedThrough; seq++) if (!present.has(seq)) lost++;
     const ackRegressed = first !== 0 && first <= reported.ackedThrough ? 1 : 0;
     const result: DemoResult = {
       ok: lost === 0 && damaged === 0 && outOfOrder === 0 && ackRegressed === 0,
       pushedThrough: reported.pushedThrough,
+      deliveredThrough: reported.deliveredThrough,
       ackedThrough: reported.ackedThrough,
+      waitingAtKill,
       recovered: delivered,
       storedAfterLastReport: Math.max(0, lastSeq - reported.pushedThrough),
       lost,
@@ -195,7 +254,8 @@ export const demo: Command = async (cli, { values, positionals }) => {
     say('');
     say(bold('result'));
     say(`   pushes the child saw resolve    ${fmt(reported.pushedThrough)} (seq 1 .. ${reported.pushedThrough})`);
-    say(`   consumed and acked before kill  ${fmt(firstLive - 1)}`);
+    say(`   consumed and acked before kill  ${fmt(Math.max(0, mustStart - 1))}`);
+    say(`   waiting at the kill, at least   ${fmt(waitingAtKill)} (pushed after the consumer's last item)`);
     say(`   recovered and delivered now     ${fmt(delivered)} (${fmt(result.storedAfterLastReport)} more were stored after the last report)`);
     say(`   damaged payloads                ${damaged}`);
     say(`   out of order                    ${outOfOrder}`);
