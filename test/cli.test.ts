@@ -310,6 +310,8 @@ describe('help, version and --json', () => {
       const synopsis = /^Usage: pq (.*) \[--json\]$/m.exec(r.stdout)![1]!;
       expect(top.stdout, command).toContain(`  ${synopsis}`);
     }
+    // Help wins over the mistakes around it.
+    expect(pq(['dump', '--x', '--limit', '-1', '--help'])).toMatchObject({ code: 0, stdout: pq(['dump', '--help']).stdout });
     expect(pq(['dump', '--help']).stdout).toMatch(/--from SEQ +start at this seq/);
     expect(pq(['push', '--help']).stdout).toMatch(/--create +create the store/);
   });

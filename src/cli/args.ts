@@ -207,6 +207,8 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
     // its message stays out of the CLI's output.
     throw new UsageError(`cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`, spec.name);
   }
+  // Asking for help is never a mistake, whatever else the line holds.
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { values: { help: true }, positionals: [] };
   const values: Record<string, string | boolean | undefined> = {};
   const positionals: string[] = [];
   for (const token of tokens) {
