@@ -4,7 +4,7 @@
  * it handed over. The built binary runs in a child process whose stdout this process reads.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
@@ -140,4 +140,22 @@ it('statsAndDumpIntoAClosedPipeExitQuietly', async () => {
   expect(code).toBe(0);
   expect(head.lines).toEqual(Array.from({ length: 10 }, (_, i) => `item-${i + 1}`));
   expect(ready().ready).toBe(2_001);
+});
+
+it.skipIf(!existsSync('/dev/full'))('anOutputThatCannotBeWrittenIsOneErrorAndExitOne', () => {
+  pushLines(20_000, (i) => `item-${i}`);
+  for (const args of [['dump', dir], ['dump', dir, '--json'], ['stats', dir]]) {
+    // /dev/full fails every write with ENOSPC, as a full disk does.
+    const fd = openSync('/dev/full', 'w');
+    try {
+      const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', stdio: ['ignore', fd, 'pipe'] });
+      expect(r.status, args.join(' ')).toBe(1);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines, args.join(' ')).toHaveLength(1);
+      if (args.includes('--json')) expect(JSON.parse(lines[0]!)).toMatchObject({ code: 'ERR_OUTPUT', message: expect.stringContaining('ENOSPC') });
+      else expect(lines[0]).toMatch(/^pq: cannot write the output: ENOSPC/);
+    } finally {
+      closeSync(fd);
+    }
+  }
 });

@@ -69,6 +69,33 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir]).stdout).toBe('');
   });
 
+  it('popAcksInBatchesThatShareAnFsync', () => {
+    pq(['push', dir, '--create', '--durability', 'none'], Array.from({ length: 1000 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    // Counts the fsyncs and fdatasyncs of the pq process and prints the count as it exits.
+    const countSyncs = [
+      '--import',
+      `data:text/javascript,${encodeURIComponent(`
+        import fs from 'node:fs';
+        import { syncBuiltinESMExports } from 'node:module';
+        let syncs = 0;
+        for (const name of ['fsync', 'fdatasync', 'fsyncSync', 'fdatasyncSync']) {
+          const original = fs[name];
+          fs[name] = (...args) => { syncs++; return original(...args); };
+        }
+        syncBuiltinESMExports();
+        process.on('exit', () => fs.writeSync(2, 'syncs=' + syncs + '\\n'));
+      `)}`,
+    ];
+    const r = pq(['pop', dir, '--count', '1000'], undefined, countSyncs);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')).toHaveLength(1001);
+    const syncs = Number(/syncs=(\d+)/.exec(r.stderr)![1]);
+    // One fsync per ack was 1000 of them; batches of up to 256 share one (or two) each.
+    expect(syncs).toBeGreaterThan(0);
+    expect(syncs).toBeLessThan(100);
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 0 });
+  });
+
   it('statsPrintsAReadableSummary', () => {
     pq(['push', dir, '--create', 'x']);
     const r = pq(['stats', dir]);
@@ -283,6 +310,8 @@ describe('help, version and --json', () => {
       const synopsis = /^Usage: pq (.*) \[--json\]$/m.exec(r.stdout)![1]!;
       expect(top.stdout, command).toContain(`  ${synopsis}`);
     }
+    // Help wins over the mistakes around it.
+    expect(pq(['dump', '--x', '--limit', '-1', '--help'])).toMatchObject({ code: 0, stdout: pq(['dump', '--help']).stdout });
     expect(pq(['dump', '--help']).stdout).toMatch(/--from SEQ +start at this seq/);
     expect(pq(['push', '--help']).stdout).toMatch(/--create +create the store/);
   });
@@ -377,5 +406,25 @@ describe('demo', () => {
     expect(r.stdout).toMatch(/lost: 0/);
     const told = Number(/pushes the child saw resolve\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', ''));
     expect(told).toBeGreaterThan(0);
+  });
+
+  it('everyDemoRunKillsWhileItemsAreWaitingAndRecoversThem', () => {
+    for (let run = 0; run < 3; run++) {
+      const json = run !== 0;
+      const r = spawnSync(process.execPath, [bin, 'demo', '--seconds', '1', ...(json ? ['--json'] : [])], {
+        encoding: 'utf8',
+        env: { ...process.env, NO_COLOR: '1' },
+      });
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      if (json) {
+        const result = JSON.parse(r.stdout) as { ok: boolean; waitingAtKill: number; recovered: number; lost: number };
+        expect(result).toMatchObject({ ok: true, lost: 0 });
+        expect(result.waitingAtKill, r.stdout).toBeGreaterThan(0);
+        expect(result.recovered, r.stdout).toBeGreaterThanOrEqual(result.waitingAtKill);
+      } else {
+        expect(r.stdout).not.toMatch(/seq - \.\. -/);
+        expect(Number(/recovered and delivered now\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', '')), r.stdout).toBeGreaterThan(0);
+      }
+    }
   });
 });

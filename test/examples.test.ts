@@ -32,6 +32,53 @@ it('theReadmeQuickExampleRunsAsWritten', () => {
   }
 });
 
+it('theReadmeTryFinallyLoopRunsAsPlainJavaScriptAndBreakLeavesTheItemInHandReserved', () => {
+  const loop = blocks('js').find((b) => b.includes('for await (const item of rx)') && b.includes('finally'));
+  expect(loop, 'README has the try/finally loop').toBeDefined();
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
+    // Plain .mjs, run by the Node that runs the tests (20 in CI), where `await using` would not parse.
+    const file = join(dir, 'loop.mjs');
+    writeFileSync(
+      file,
+      `import { Builder, MemStore } from '${dist}';
+const [tx, rx] = await new Builder(new MemStore()).open();
+await tx.pushMany(['a', 'b', 'fail', 'c']);
+const seen = [];
+const handle = async (bytes) => {
+  const text = new TextDecoder().decode(bytes);
+  seen.push(text);
+  if (text === 'fail') throw new Error('handler failed');
+};
+try {
+${loop}
+} catch (error) {
+  seen.push(error.message);
+}
+// The item the handler threw on was nacked by the finally block: it comes first again.
+const again = rx.tryReserve();
+seen.push(new TextDecoder().decode(again.bytes), again.deliveries);
+await again.ack();
+// break: the loop ends, and the item in hand stays reserved, unsettled, until it is settled.
+let held;
+for await (const item of rx) {
+  held = item;
+  break;
+}
+const stats = rx.stats();
+seen.push(held.seq, held.settled, stats.inFlight, stats.ready, rx.tryReserve() === null);
+await rx.close();
+console.log(JSON.stringify(seen));
+`,
+    );
+    const out = execFileSync(process.execPath, [file], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual(['a', 'b', 'fail', 'handler failed', 'fail', 2, 4, false, 1, 0, true]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 it('theReadmeShowsTheKvStoreExampleVerbatim', () => {
   const source = readFileSync(join(root, 'examples', 'kv-store.ts'), 'utf8');
   expect(blocks('ts')).toContain(source);

@@ -55,8 +55,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       keep: { type: 'boolean', help: 'keep the temporary store afterwards' },
     },
     details:
-      'Starts a child process with 64 producers and one consumer, SIGKILLs it mid-stream, reopens\n' +
-      'the store and checks every push the child saw resolve.\n' +
+      'Starts a child process with 64 producers and one consumer, pauses the consumer so items are\n' +
+      'waiting, SIGKILLs the child, reopens the store and checks every push the child saw resolve.\n' +
       'Without [dir] the store lives in a temporary directory that is removed afterwards.',
   },
   {
@@ -103,10 +103,10 @@ export const COMMANDS: readonly CommandSpec[] = [
       format: FORMAT_OPTION,
     },
     details:
-      'An item is acked only once its line has been handed to the operating system. When the\n' +
-      'reader closes the pipe early (| head), pq stops quietly with exit status 0 and nothing it\n' +
-      'could not write is acked; lines still in the pipe buffer when the reader exits were\n' +
-      'delivered and are not returned.',
+      'Items are written in batches, and a batch is acked only once its lines have been handed to\n' +
+      'the operating system. When the reader closes the pipe early (| head), pq stops quietly with\n' +
+      'exit status 0 and nothing it could not write is acked; lines still in the pipe buffer when\n' +
+      'the reader exits were delivered and are not returned.',
   },
   {
     name: 'compact',
@@ -207,6 +207,8 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
     // its message stays out of the CLI's output.
     throw new UsageError(`cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`, spec.name);
   }
+  // Asking for help is never a mistake, whatever else the line holds.
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { values: { help: true }, positionals: [] };
   const values: Record<string, string | boolean | undefined> = {};
   const positionals: string[] = [];
   for (const token of tokens) {

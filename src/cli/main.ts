@@ -109,10 +109,12 @@ export async function main(argv: readonly string[], io: { out: Output; err: Outp
 export async function run(argv: readonly string[]): Promise<never> {
   const io = { out: new Output(process.stdout), err: new Output(process.stderr) };
   let code = await main(argv, io);
+  // A write that failed while the command ran was reported by main already.
+  const reported = io.out.failure !== undefined;
   try {
     await io.out.flush();
   } catch (error) {
-    if (!(error instanceof OutputClosed)) code = await report({ ...io, json: wantsJson(argv) }, error);
+    if (!reported && !(error instanceof OutputClosed)) code = await report({ ...io, json: wantsJson(argv) }, error);
   }
   await io.err.flush().catch(() => undefined);
   // An explicit exit, because a reader of stdin (push) may still hold the event loop open.

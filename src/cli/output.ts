@@ -56,6 +56,11 @@ export class Output {
     return (this.#stream as { isTTY?: boolean }).isTTY === true;
   }
 
+  /** The failure of an earlier write, if any. */
+  get failure(): OutputClosed | OutputFailed | undefined {
+    return this.#failure;
+  }
+
   /**
    * Add one line (a newline is appended). Returns false, like `Writable.write`, when the caller
    * should `await ready()` before adding more; a full chunk is written at once.
