@@ -6,7 +6,7 @@
  * decisions are rows of the tail table (§6.1), taken by `FrameReader`.
  */
 import { join } from 'node:path';
-import { OpenError as OpenErrorClass, type OpenError } from '../errors.js';
+import { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
 import { AckSet, decodeCheckpointBody, decodeCheckpointHeader } from './cursor.js';
@@ -133,7 +133,7 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
         fds.push(fd);
         cursor = readCursor(fs, fd, cursorPath, opts.maxRangesPerRecord);
       } catch (e) {
-        report(isOpenError(e) ? e : cannotRead(cursorPath, e, collecting));
+        report(e instanceof OpenError ? e : cannotRead(cursorPath, e, collecting));
       }
     }
     for (const p of headers.problems) report(p);
@@ -307,17 +307,13 @@ function crossCheck(segments: readonly Segment[], acks: AckSet, checkpointNextSe
   assertStore(problem === null, `recovered ack set of ${cursorPath}: ${problem}`);
 }
 
-function isOpenError(e: unknown): e is OpenError {
-  return e instanceof Error && e.name === 'OpenError';
-}
-
 /**
  * An I/O error reading `path`. Open lets it through as it is (it becomes `ERR_STORE` with the
  * error as `cause`, never corruption); `verify` reports it and goes on with the next file.
  */
 function cannotRead(path: string, e: unknown, collecting: boolean): OpenError {
   if (!collecting) throw e;
-  return new OpenErrorClass('ERR_STORE', `cannot read ${path}: ${(e as Error)?.message ?? String(e)}`, { cause: e, file: path });
+  return new OpenError('ERR_STORE', `cannot read ${path}: ${(e as Error)?.message ?? String(e)}`, { cause: e, file: path });
 }
 
 /**

@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import type { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { MAX_RANGES_PER_RECORD, SEGMENT_HEADER_BYTES, classifyEntry } from './format.js';
+import { CURSOR_FILE, MAX_RANGES_PER_RECORD, SEGMENT_HEADER_BYTES, classifyEntry } from './format.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import type { Segment } from './layout.js';
@@ -76,7 +76,7 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   for (const n of plan.superseded) notes.push(`${n}: superseded by a compacted segment (deleted at the next open)`);
   for (const n of plan.stray) if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
 
-  const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, 'cursor.pqc'))?.size ?? 0) : 0;
+  const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, CURSOR_FILE))?.size ?? 0) : 0;
   const total = plan.segments.reduce((sum, s) => sum + s.bytes, 0) + cursorBytes;
   let bytes = 0;
   let records = 0;
@@ -101,10 +101,9 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   }
   if (plan.cursor !== null) {
     files++;
-    const path = join(dir, 'cursor.pqc');
-    const size = fs.stat(path)?.size ?? plan.cursor.validEnd;
+    const size = cursorBytes;
     bytes += size;
-    if (plan.cursor.row.verdict === 'torn') notes.push(tailNote('cursor.pqc', size - plan.cursor.validEnd, plan.cursor.validEnd, plan.cursor.tornZero));
+    if (plan.cursor.row.verdict === 'torn') notes.push(tailNote(CURSOR_FILE, size - plan.cursor.validEnd, plan.cursor.validEnd, plan.cursor.tornZero));
   }
   options.onProgress?.(bytes, total);
   return { files, records, bytes, problems, notes };
