@@ -68,6 +68,19 @@ async function drain(rx: Consumer): Promise<string[]> {
   }
 }
 
+/** What every group of conformance tests is registered with. */
+interface Suite<S extends Store> {
+  name: string;
+  /** Register one test; every store it made is destroyed when it ends, passed or failed. */
+  test(name: string, fn: (context: unknown) => Promise<void>): void;
+  /** A fresh store, destroyed after the test. */
+  make(): Promise<S>;
+  /** The store over the same data after a close (`reopen`) or a simulated power loss (`crash`). */
+  again(previous: S, how: 'reopen' | 'crash'): Promise<S>;
+  /** Open a queue over the store. */
+  open(store: S, durability?: Durability, capacity?: number): Promise<[Producer, Consumer]>;
+}
+
 /** Register the conformance tests for a Store implementation. */
 export function runStoreConformance<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): void {
   if (typeof test !== 'function') throw new TypeError(expectation('test', 'a test registration function', test));
@@ -79,38 +92,48 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
       throw new TypeError(expectation(`options.${hook}`, 'a function', o[hook]));
     }
   }
-  const made: S[] = [];
-  const make = async (): Promise<S> => {
-    const s = await options.create();
-    made.push(s);
-    return s;
-  };
-  const again = async (previous: S, how: 'reopen' | 'crash'): Promise<S> => {
-    const s = await options[how]!(previous);
-    made.push(s);
-    return s;
-  };
-  const t = (name: string, fn: (context: unknown) => Promise<void>): void => {
-    test(`${options.name} conformance: ${name}`, async (context?: unknown) => {
-      try {
-        await fn(context);
-      } finally {
-        for (const s of made.splice(0)) await options.destroy?.(s);
-      }
-    });
-  };
-  const open = async (store: S, durability: Durability = 'group', capacity = Infinity): Promise<[Producer, Consumer]> =>
-    new Builder(store).durability(durability).capacity(capacity).open();
+  const suite = makeSuite(test, options);
+  storeMethodTests(suite);
+  queueTests(suite);
+  if (options.reopen) reopenTests(suite);
+  if (options.crash) crashTests(suite);
+}
 
-  t('declares maxItemBytes and features', async () => {
-    const store = await make();
+function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): Suite<S> {
+  const made: S[] = [];
+  const remember = (s: S): S => {
+    made.push(s);
+    return s;
+  };
+  return {
+    name: options.name,
+    test(name, fn) {
+      test(`${options.name} conformance: ${name}`, async (context?: unknown) => {
+        try {
+          await fn(context);
+        } finally {
+          for (const s of made.splice(0)) await options.destroy?.(s);
+        }
+      });
+    },
+    make: async () => remember(await options.create()),
+    again: async (previous, how) => remember(await options[how]!(previous)),
+    open: async (store, durability = 'group', capacity = Infinity) =>
+      new Builder(store).durability(durability).capacity(capacity).open(),
+  };
+}
+
+/** The Store methods called directly: open, append, read, ack, payload bytes. */
+function storeMethodTests<S extends Store>(suite: Suite<S>): void {
+  suite.test('declares maxItemBytes and features', async () => {
+    const store = await suite.make();
     assert.ok(Number.isSafeInteger(store.maxItemBytes) && store.maxItemBytes > 0, 'maxItemBytes is a positive integer');
     assert.equal(typeof store.features.reopen, 'boolean');
     assert.equal(typeof store.features.crashSafe, 'boolean');
   });
 
-  t('an empty store opens with nextSeq >= 1 and count 0', async () => {
-    const store = await make();
+  suite.test('an empty store opens with nextSeq >= 1 and count 0', async () => {
+    const store = await suite.make();
     const r = await store.open();
     assert.ok(Number.isSafeInteger(r.nextSeq) && r.nextSeq >= 1);
     assert.equal(r.count, 0);
@@ -118,8 +141,8 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     await store.close();
   });
 
-  t('read returns appended items exactly, in seq order, within the range and limit', async () => {
-    const store = await make();
+  suite.test('read returns appended items exactly, in seq order, within the range and limit', async () => {
+    const store = await suite.make();
     const { nextSeq: s } = await store.open();
     const batch = items(s, ['a', '', 'ccc', 'dddd', 'e']);
     await store.append(batch.slice(0, 2), true);
@@ -132,8 +155,8 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     await store.close();
   });
 
-  t('acks in any order remove exactly the acked items', async () => {
-    const store = await make();
+  suite.test('acks in any order remove exactly the acked items', async () => {
+    const store = await suite.make();
     const { nextSeq: s } = await store.open();
     await store.append(items(s, ['1', '2', '3', '4', '5']), true);
     await store.ack([s + 4, s + 2], true);
@@ -143,8 +166,8 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     await store.close();
   });
 
-  t('binary payloads of every byte value and size up to 64 KiB round-trip', async () => {
-    const store = await make();
+  suite.test('binary payloads of every byte value and size up to 64 KiB round-trip', async () => {
+    const store = await suite.make();
     const { nextSeq: s } = await store.open();
     const sizes = [0, 1, 255, 256, 4096, Math.min(65536, store.maxItemBytes)];
     const batch = sizes.map((n, i) => {
@@ -159,8 +182,8 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     await store.close();
   });
 
-  t('many items read back page by page', async () => {
-    const store = await make();
+  suite.test('many items read back page by page', async () => {
+    const store = await suite.make();
     const { nextSeq: s } = await store.open();
     const count = 5000;
     for (let b = 0; b < count; b += 500) {
@@ -181,11 +204,14 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     assert.equal(seen, count);
     await store.close();
   });
+}
 
+/** A queue over the store: delivery order, nack, the size limit, one open queue at a time. */
+function queueTests<S extends Store>(suite: Suite<S>): void {
   for (const durability of ['sync', 'group', 'none'] as const) {
-    t(`queue round trip under '${durability}': FIFO, nack redelivers first, ack removes`, async () => {
-      const store = await make();
-      const [tx, rx] = await open(store, durability);
+    suite.test(`queue round trip under '${durability}': FIFO, nack redelivers first, ack removes`, async () => {
+      const store = await suite.make();
+      const [tx, rx] = await suite.open(store, durability);
       const seqs = await Promise.all(['a', 'b', 'c'].map((p) => tx.push(p)));
       assert.deepEqual([...seqs].sort((x, y) => x - y), seqs);
       const a = (await rx.reserve())!;
@@ -203,9 +229,9 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     });
   }
 
-  t('a payload over maxItemBytes rejects with ERR_TOO_LARGE and stores nothing', async () => {
-    const store = await make();
-    const [tx, rx] = await open(store);
+  suite.test('a payload over maxItemBytes rejects with ERR_TOO_LARGE and stores nothing', async () => {
+    const store = await suite.make();
+    const [tx, rx] = await suite.open(store);
     if (store.maxItemBytes < 256 * 1024 * 1024) {
       const big = new Uint8Array(store.maxItemBytes + 1);
       await assert.rejects(tx.push(big), (e: unknown) => e instanceof QueueError && e.code === 'ERR_TOO_LARGE');
@@ -216,67 +242,69 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     await tx.close();
   });
 
-  t('a store backs one open queue at a time', async () => {
-    const store = await make();
-    const [tx] = await open(store);
+  suite.test('a store backs one open queue at a time', async () => {
+    const store = await suite.make();
+    const [tx] = await suite.open(store);
     await assert.rejects(new Builder(store).open(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_LOCKED');
     await tx.close();
   });
+}
 
-  if (options.reopen) {
-    t('items and out-of-order acks survive close and reopen; seqs are never reused', async (context) => {
-      let store = await make();
-      if (!store.features.reopen && skipped(context, `${options.name} does not declare features.reopen`)) return;
-      let [tx, rx] = await open(store, 'sync');
-      const seqs = await tx.pushMany(['1', '2', '3', '4', '5']);
-      const got = [];
-      for (let i = 0; i < 5; i++) got.push((await rx.reserve())!);
-      await got[4]!.ack();
-      await got[2]!.ack();
-      await tx.close();
-      store = await again(store, 'reopen');
-      [tx, rx] = await open(store, 'sync');
-      assert.equal(rx.stats().ready, 3);
-      assert.deepEqual(await drain(rx), ['1', '2', '4']);
-      const next = await tx.push('6');
-      assert.ok(next > seqs[4]!, `seq ${next} after reopen must exceed ${seqs[4]}`);
-      await tx.close();
-      store = await again(store, 'reopen');
-      [tx, rx] = await open(store, 'group');
-      const last = await tx.push('7');
-      assert.ok(last > next, 'seqs keep increasing even when everything was acked');
-      assert.deepEqual(await drain(rx), ['6', '7']);
+/** What survives a close and a reopen (needs the `reopen` hook). */
+function reopenTests<S extends Store>(suite: Suite<S>): void {
+  suite.test('items and out-of-order acks survive close and reopen; seqs are never reused', async (context) => {
+    let store = await suite.make();
+    if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    let [tx, rx] = await suite.open(store, 'sync');
+    const seqs = await tx.pushMany(['1', '2', '3', '4', '5']);
+    const got = [];
+    for (let i = 0; i < 5; i++) got.push((await rx.reserve())!);
+    await got[4]!.ack();
+    await got[2]!.ack();
+    await tx.close();
+    store = await suite.again(store, 'reopen');
+    [tx, rx] = await suite.open(store, 'sync');
+    assert.equal(rx.stats().ready, 3);
+    assert.deepEqual(await drain(rx), ['1', '2', '4']);
+    const next = await tx.push('6');
+    assert.ok(next > seqs[4]!, `seq ${next} after reopen must exceed ${seqs[4]}`);
+    await tx.close();
+    store = await suite.again(store, 'reopen');
+    [tx, rx] = await suite.open(store, 'group');
+    const last = await tx.push('7');
+    assert.ok(last > next, 'seqs keep increasing even when everything was acked');
+    assert.deepEqual(await drain(rx), ['6', '7']);
+    await tx.close();
+  });
+
+  suite.test('unsettled reservations return to the store at close', async (context) => {
+    let store = await suite.make();
+    if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    let [tx, rx] = await suite.open(store, 'group');
+    await tx.pushMany(['x', 'y']);
+    const x = (await rx.reserve())!;
+    assert.equal(textOf(x.bytes), 'x');
+    await tx.close();
+    await assert.rejects(x.ack(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_CLOSED');
+    store = await suite.again(store, 'reopen');
+    [tx, rx] = await suite.open(store);
+    assert.deepEqual(await drain(rx), ['x', 'y']);
+    await tx.close();
+  });
+}
+
+/** What survives a simulated power loss (needs the `crash` hook). */
+function crashTests<S extends Store>(suite: Suite<S>): void {
+  for (const durability of ['sync', 'group'] as const) {
+    suite.test(`pushes and acks resolved under '${durability}' survive a crash`, async () => {
+      let store = await suite.make();
+      let [tx, rx] = await suite.open(store, durability);
+      await Promise.all(Array.from({ length: 20 }, (_, i) => tx.push(`p${i}`)));
+      for (let i = 0; i < 5; i++) await (await rx.reserve())!.ack();
+      store = await suite.again(store, 'crash');
+      [tx, rx] = await suite.open(store, durability);
+      assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
       await tx.close();
     });
-
-    t('unsettled reservations return to the store at close', async (context) => {
-      let store = await make();
-      if (!store.features.reopen && skipped(context, `${options.name} does not declare features.reopen`)) return;
-      let [tx, rx] = await open(store, 'group');
-      await tx.pushMany(['x', 'y']);
-      const x = (await rx.reserve())!;
-      assert.equal(textOf(x.bytes), 'x');
-      await tx.close();
-      await assert.rejects(x.ack(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_CLOSED');
-      store = await again(store, 'reopen');
-      [tx, rx] = await open(store);
-      assert.deepEqual(await drain(rx), ['x', 'y']);
-      await tx.close();
-    });
-  }
-
-  if (options.crash) {
-    for (const durability of ['sync', 'group'] as const) {
-      t(`pushes and acks resolved under '${durability}' survive a crash`, async () => {
-        let store = await make();
-        let [tx, rx] = await open(store, durability);
-        await Promise.all(Array.from({ length: 20 }, (_, i) => tx.push(`p${i}`)));
-        for (let i = 0; i < 5; i++) await (await rx.reserve())!.ack();
-        store = await again(store, 'crash');
-        [tx, rx] = await open(store, durability);
-        assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
-        await tx.close();
-      });
-    }
   }
 }

@@ -9,5 +9,13 @@ export class StoreInvariantError extends Error {
 }
 
 export function assertStore(condition: boolean, what: string): asserts condition {
-  if (!condition) throw new StoreInvariantError(`LogStore invariant violated: ${what}`);
+  if (!condition) invariantViolated(what);
+}
+
+/**
+ * The failing half of {@link assertStore}, for hot paths: `if (bad) invariantViolated(message)`
+ * builds a message that names values only when the check fails, instead of on every call.
+ */
+export function invariantViolated(what: string): never {
+  throw new StoreInvariantError(`LogStore invariant violated: ${what}`);
 }

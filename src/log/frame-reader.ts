@@ -92,6 +92,9 @@ export interface FrameRules {
 }
 
 const NEVER_DURABLE = (): boolean => false;
+/** The row of a valid record, looked up once: `next()` returns it for every record read. */
+const VALID_ROW: TailRow = tailRowForMask(VALID_RECORD_MASK);
+if (VALID_ROW.verdict !== 'record') throw new Error(`tail table: a valid record must be read as a record, row ${VALID_ROW.id} says ${VALID_ROW.verdict}`);
 
 /**
  * Walks the frames of `win` from `offset`. `next()` judges the frame at the current position
@@ -106,7 +109,7 @@ export class FrameReader {
   /** Index in `win.buf` of the current frame, valid after `next()` returned `'record'`. */
   at = 0;
   /** The row of the last verdict. */
-  row: TailRow = tailRowForMask(VALID_RECORD_MASK);
+  row: TailRow = VALID_ROW;
   /** The measured inputs of the last verdict other than a record (null after a record). */
   inputs: TailInputs | null = null;
   /** The resync search stopped at its budget without ruling out valid data after the damage. */
@@ -145,11 +148,20 @@ export class FrameReader {
       }
       this.at = at;
       if (crcOk && contentOk) {
-        this.row = tailRowForMask(VALID_RECORD_MASK);
+        this.row = VALID_ROW;
         this.inputs = null;
-        return this.row.verdict;
+        return 'record';
       }
     }
+    return this.#notARecord(pos, remaining, lengthInFile, crcOk, contentOk);
+  }
+
+  /**
+   * The rest of the tail table's inputs for a position that holds no valid record. Kept out of
+   * `next()`, which stays small enough for the reader's loop to inline its hot part.
+   */
+  #notARecord(pos: number, remaining: number, lengthInFile: boolean, crcOk: boolean, contentOk: boolean): TailVerdict {
+    const win = this.win;
     const inputs: TailInputs = {
       atEnd: remaining <= 0,
       restZero: false,

@@ -8,7 +8,7 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import type { ReadRange, StoredItem } from '../store.js';
-import { assertStore } from './assert.js';
+import { invariantViolated } from './assert.js';
 import type { AckSet } from './cursor.js';
 import { RECORD_SEAL, SEGMENT_HEADER_BYTES } from './format.js';
 import { payloadOffset } from './frame.js';
@@ -180,7 +180,7 @@ export class LogReader {
       const at = frames.at;
       frames.accept();
       if (h.seq >= from && !acks.has(h.seq)) {
-        assertStore(out.length === 0 || out[out.length - 1]!.seq < h.seq, `disk read of seq ${h.seq} out of order`);
+        if (out.length > 0 && out[out.length - 1]!.seq >= h.seq) invariantViolated(`disk read of seq ${h.seq} out of order`);
         const p = payloadOffset(at, h);
         // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
         out.push({ seq: h.seq, bytes: this.#arena.copy(frames.win.buf.subarray(p, p + h.length)) });
