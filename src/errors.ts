@@ -13,10 +13,12 @@ export type QueueErrorCode =
   | 'ERR_STORE_FULL'
   | 'ERR_CORRUPT'
   | 'ERR_UNSUPPORTED_VERSION'
-  | 'ERR_LOCKED';
+  | 'ERR_LOCKED'
+  | 'ERR_NOT_FOUND'
+  | 'ERR_READ_ONLY';
 
 /** Codes an {@link OpenError} can carry. */
-export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED';
+export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED' | 'ERR_NOT_FOUND';
 
 export interface QueueErrorOptions {
   cause?: unknown;

@@ -205,7 +205,7 @@ test('the installed pq runs through its bin symlink', () => {
     expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
     const missing = npx(['stats', 'nope']);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^pq: ERR_STORE: nope: no such store\n$/);
+    expect(missing.stderr).toMatch(/^pq: ERR_NOT_FOUND: No store at .*nope: no such directory\n$/);
     expect(existsSync(join(app, 'nope'))).toBe(false);
     // The symlink run directly, as a shell finds it on PATH after a global install.
     const direct = spawnSync(link, ['--help'], { cwd: app, encoding: 'utf8' });

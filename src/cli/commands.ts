@@ -2,7 +2,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { resolve } from 'node:path';
-import { Builder, LogStore, QueueError, verifyStore, type Durability, type Reserved } from '../index.js';
+import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Durability, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
@@ -50,12 +50,11 @@ export function oneDir(command: string, positionals: readonly string[]): string 
 }
 
 /**
- * Refuse a path that is not a store before the store is opened: `LogStore.open` creates a
- * missing directory (and a new store in an empty one), and a command that reads a store must
- * leave any other path as it found it. A store holds a cursor or a segment file from its first
- * open on. The check and the open are two steps; the engine's own checks still run at open.
+ * Refuse a path that is not a store, for `verify`, which reads files without opening the store:
+ * the same answers `LogStore.open` gives with `mustExist` (`ERR_NOT_FOUND` for a missing path or
+ * a directory without a store in it, `ERR_STORE` for a path that is not a directory).
  */
-export function requireStore(dir: string, hint = ''): void {
+export function requireStore(dir: string): void {
   let st: Stats | undefined;
   let names: string[];
   try {
@@ -64,11 +63,11 @@ export function requireStore(dir: string, hint = ''): void {
   } catch (error) {
     throw new QueueError('ERR_STORE', `Cannot read ${dir}: ${(error as Error).message}`, { cause: error, file: dir });
   }
-  if (st === undefined) throw new QueueError('ERR_STORE', `${dir}: no such store${hint}`, { file: dir });
-  if (!st.isDirectory()) throw new QueueError('ERR_STORE', `${dir} is not a store: it is not a directory`, { file: dir });
+  if (st === undefined) throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: no such directory`, { file: dir });
+  if (!st.isDirectory()) throw new QueueError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
   const kinds = names.map(classifyEntry);
   if (!kinds.includes('segment') && !kinds.includes('cursor')) {
-    throw new QueueError('ERR_STORE', `${dir} is not a store: it holds no segment or cursor file${hint}`, { file: dir });
+    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file`, { file: dir });
   }
 }
 
@@ -99,8 +98,8 @@ async function emit(out: Output, line: string): Promise<void> {
 
 export const stats: Command = async (cli, { positionals }) => {
   const dir = oneDir('stats', positionals);
-  requireStore(dir);
-  const store = await LogStore.open(dir);
+  // Read-only: no lock, no write, so a store another process has open can be inspected too.
+  const store = await LogStore.open(dir, { readOnly: true });
   try {
     const s = store.inspect();
     const lastShutdownClean = s.recovery.cleanShutdown;
@@ -118,8 +117,10 @@ export const stats: Command = async (cli, { positionals }) => {
       cursorBytes: s.cursorBytes,
       bytesOnDisk: s.bytesOnDisk,
       lastShutdownClean,
-      tornBytesCut: s.recovery.tornBytes,
-      zeroTailBytesCut: s.recovery.zeroTailBytes,
+      // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
+      // and the cursor, which the next writable open cuts (or a live writer is still writing).
+      tornTailBytes: s.recovery.tornBytes,
+      zeroTailBytes: s.recovery.zeroTailBytes,
     };
     const out = cli.out;
     if (cli.json) {
@@ -137,7 +138,7 @@ export const stats: Command = async (cli, { positionals }) => {
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
     out.line(
-      `last shutdown   ${lastShutdownClean ? green('clean') : red('not clean (recovered)')}${report.tornBytesCut > 0 ? `, ${report.tornBytesCut} torn bytes cut` : ''}`,
+      `last close      ${lastShutdownClean ? green('clean') : red('not clean, or the store is open in another process')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
     );
     return 0;
   } finally {
@@ -180,12 +181,11 @@ export const dump: Command = async (cli, { values, positionals }) => {
   const limit = intOption('dump', 'limit', values.limit, Number.MAX_SAFE_INTEGER, 1);
   const format = formatOption('dump', cli, values.format, 'jsonl');
   const dir = oneDir('dump', positionals);
-  requireStore(dir);
-  const store = await LogStore.open(dir);
+  const store = await LogStore.open(dir, { readOnly: true });
   // Progress only when the items go elsewhere than the terminal that would show it.
   const progress = new Progress(cli.err, !cli.out.isTTY);
   try {
-    const { nextSeq } = await store.open();
+    const { nextSeq } = store.inspect();
     const total = from <= 1 ? Math.min(limit, store.inspect().count) : undefined;
     let after = Math.max(0, from - 1);
     let printed = 0;
@@ -216,9 +216,13 @@ export const push: Command = async (cli, { values, positionals }) => {
   if (positionals.length < 1) throw new UsageError('pq push needs a <dir>', 'push');
   const [dir, ...data] = positionals as [string, ...string[]];
   const durability = durabilityOption(values.durability);
-  if (values.create !== true) requireStore(dir, ' (pass --create to make one)');
+  const create = values.create === true;
+  // Opened before stdin is read: a missing store is reported before anything is consumed.
+  const store = await LogStore.open(dir, { mustExist: !create }).catch((e: unknown) => {
+    throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
+  });
+  const [tx] = await new Builder(store).durability(durability).open();
   const payloads = data.length > 0 ? data : await readStdinLines();
-  const [tx] = await new Builder(await LogStore.open(dir)).durability(durability).open();
   try {
     const seqs = await tx.pushMany(payloads);
     if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
@@ -234,10 +238,9 @@ export const pop: Command = async (cli, { values, positionals }) => {
   const format = formatOption('pop', cli, values.format, 'text');
   const ack = values['no-ack'] !== true;
   const dir = oneDir('pop', positionals);
-  requireStore(dir);
   // `group`: an ack resolves once an fsync that started after it was written completed, as
   // durable as `sync`, and the acks of a batch share that fsync.
-  const [tx, rx] = await new Builder(await LogStore.open(dir)).durability('group').open();
+  const [tx, rx] = await new Builder(await LogStore.open(dir, { mustExist: true })).durability('group').open();
   try {
     let taken = 0;
     let batchItems = 1;
@@ -268,8 +271,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
 
 export const compact: Command = async (cli, { positionals }) => {
   const dir = oneDir('compact', positionals);
-  requireStore(dir);
-  const store = await LogStore.open(dir);
+  const store = await LogStore.open(dir, { mustExist: true });
   const progress = new Progress(cli.err, !cli.json);
   const startedAt = performance.now();
   // The engine reports no progress from inside a pass; the elapsed time shows that it is working.

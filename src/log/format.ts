@@ -110,7 +110,13 @@ export function parseSegmentName(name: string): number | null {
 }
 
 /** What kind of file a directory entry is, for the "foreign files" check at open. */
-export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'foreign';
+export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'os-metadata' | 'foreign';
+
+/**
+ * Files a desktop's file manager drops into any folder it shows. They are left alone: refusing
+ * them would make a store unusable after someone merely looked at it.
+ */
+export const OS_METADATA_FILES: readonly string[] = ['.DS_Store', 'Thumbs.db', 'desktop.ini'];
 
 const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc|LOCK)\.tmp(-\d+)?$/;
 const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
@@ -120,6 +126,7 @@ export function classifyEntry(name: string): EntryKind {
   if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE) return 'lock';
   if (TMP_RE.test(name)) return 'tmp';
   if (TORN_RE.test(name)) return 'torn';
+  if (OS_METADATA_FILES.includes(name)) return 'os-metadata';
   return 'foreign';
 }
 

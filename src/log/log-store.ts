@@ -5,7 +5,7 @@
  * state: the segment writer, the cursor log, the reader, maintenance, durability bookkeeping, and
  * recovery (a read-only plan, then an apply step).
  */
-import { dirname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
@@ -13,14 +13,16 @@ import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from 
 import { expectation } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
-import { CUR_FLAG_CLEAN, FORMAT_VERSION, FRAME_HEADER_BYTES, LOCK_FILE, SEGMENT_HEADER_BYTES } from './format.js';
+import { CUR_FLAG_CLEAN, FORMAT_VERSION, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
 import { SegmentLayout } from './layout.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
 import { resolveOptions, type LogStoreOptions, type ResolvedOptions } from './options.js';
+import { readOnlyView, type ReadOnlyView } from './read-only.js';
 import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
 import { SegmentWriter } from './segment-writer.js';
+import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
 export { MIN_SEGMENT_BYTES, type LogStoreOptions } from './options.js';
 export type { CompactionResult } from './maintenance.js';
@@ -81,6 +83,8 @@ export class LogStore implements Store {
   readonly #reader: LogReader;
   readonly #maintenance: Maintenance;
   #recovery!: LogStoreRecoveryInfo;
+  /** Set when opened with `readOnly`: what the store serves, as of its open. */
+  #view: ReadOnlyView | null = null;
 
   protected constructor(dir: string, opts: ResolvedOptions) {
     this.dir = dir;
@@ -105,9 +109,11 @@ export class LogStore implements Store {
   }
 
   /**
-   * Open (creating if missing) the store in `dir`: lock it, recover its state, and return a store
-   * ready to hand to the queue builder. Rejects with `OpenError` (`ERR_STORE`, `ERR_CORRUPT`,
-   * `ERR_UNSUPPORTED_VERSION`, `ERR_LOCKED`); a failed open changes no byte of the store's files.
+   * Open (creating if missing, unless `mustExist`) the store in `dir`: lock it, recover its state,
+   * and return a store ready to hand to the queue builder. With `readOnly`, take no lock and write
+   * nothing: the store serves `read()` and `inspect()` as of this open. Rejects with `OpenError`
+   * (`ERR_STORE`, `ERR_CORRUPT`, `ERR_UNSUPPORTED_VERSION`, `ERR_LOCKED`, `ERR_NOT_FOUND`); a
+   * failed open changes no byte of the store's files.
    * Options are validated first (`TypeError`/`RangeError`, unknown option names included).
    */
   static async open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
@@ -122,6 +128,7 @@ export class LogStore implements Store {
 
   /** Returns what recovery found. Callable once per instance; a closed store needs a new `LogStore.open`. */
   open(): Promise<StoreRecovery> {
+    if (this.#view !== null) return Promise.reject(this.#readOnlyError('cannot back a queue'));
     if (this.#state !== 'recovered') {
       return Promise.reject(
         this.#state === 'open'
@@ -215,7 +222,7 @@ export class LogStore implements Store {
     try {
       await this.#maintenance.settled();
       await this.#cursor.idle();
-      if (this.#durability.failure === null) await this.#closeCleanly();
+      if (this.#durability.failure === null && this.#view === null) await this.#closeCleanly();
     } catch (e) {
       error = this.#durability.markFailed(e);
     } finally {
@@ -270,10 +277,11 @@ export class LogStore implements Store {
   /** A snapshot of the store's layout and counters. */
   inspect(): LogStoreStats {
     const acks = this.#cursor.acks;
+    const view = this.#view;
     // The active segment's preallocated zeros occupy disk too.
-    let bytesOnDisk = this.#cursor.bytes + this.#writer.preallocatedBytes;
+    let bytesOnDisk = view?.bytesOnDisk ?? this.#cursor.bytes + this.#writer.preallocatedBytes;
     const segments = this.#layout.list.map((s) => {
-      bytesOnDisk += s.bytes;
+      if (view === null) bytesOnDisk += s.bytes;
       return { file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted };
     });
     return {
@@ -285,7 +293,7 @@ export class LogStore implements Store {
       ackedRanges: acks.starts.length,
       nextSeq: this.#writer.nextSeq,
       count: this.#unackedCount(),
-      cursorBytes: this.#cursor.bytes,
+      cursorBytes: view?.cursorBytes ?? this.#cursor.bytes,
       recovery: this.#recovery,
     };
   }
@@ -297,7 +305,12 @@ export class LogStore implements Store {
 
   // ---- Internals ----
 
+  #readOnlyError(what: string): QueueError {
+    return new QueueError('ERR_READ_ONLY', `LogStore for ${this.dir} was opened read-only and ${what}; open it without readOnly to change it`, { file: this.dir });
+  }
+
   #refuse(): Promise<never> | null {
+    if (this.#view !== null) return Promise.reject(this.#readOnlyError('cannot be written'));
     const failure = this.#durability.failure;
     if (failure !== null) return Promise.reject(failure);
     if (this.#state !== 'open' && this.#state !== 'recovered') return Promise.reject(new QueueError('ERR_CLOSED', 'LogStore is closed'));
@@ -313,7 +326,8 @@ export class LogStore implements Store {
 
   async #recover(): Promise<void> {
     const dir = this.dir;
-    await this.#ensureDirectory();
+    await prepareDirectory(this.#fs, dir, this.#opts);
+    if (this.#opts.readOnly) return this.#recoverReadOnly();
     let key = dir;
     try {
       if (this.#fs.realpath !== undefined) key = this.#fs.realpath(dir);
@@ -327,7 +341,7 @@ export class LogStore implements Store {
       // over or deleted (a LevelDB directory has one). A failed open changes no file.
       const foreign = foreignEntryProblem(dir, this.#fs.readdir(dir));
       if (foreign !== null) throw foreign;
-      this.#takeLock();
+      this.#lock = takeLock(this.#fs, dir);
       // Under the lock the plan reads the directory again: it may have changed meanwhile.
       const plan = planRecovery(this.#fs, dir, this.#opts);
       this.#recovery = await applyRecovery(plan, {
@@ -345,39 +359,24 @@ export class LogStore implements Store {
       this.#releaseAll();
       if (e instanceof OpenError) throw e;
       // An I/O error (EMFILE, EACCES, EIO...) keeps its code in `cause`; it is never called corruption.
-      throw new OpenError('ERR_STORE', `Cannot open store ${dir}: ${(e as Error)?.message ?? String(e)}`, { cause: e, file: dir });
+      throw openFailed('Cannot open store', dir, e);
     }
   }
 
-  /** Create the store directory when missing, with its new entries durable (fsync of each parent). */
-  async #ensureDirectory(): Promise<void> {
-    const fs = this.#fs;
-    const dir = this.dir;
-    const st = fs.stat(dir);
-    if (st !== null && !st.isDirectory) throw new OpenError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
-    if (st !== null) return;
-    // Without the parent's fsync a power loss can take the whole store directory with it.
-    const created: string[] = [];
-    for (let d = dir; fs.stat(d) === null && dirname(d) !== d; d = dirname(d)) created.push(d);
+  /** No claim, no lock, no write: the plan is kept in memory (`./read-only.ts`). */
+  async #recoverReadOnly(): Promise<void> {
     try {
-      fs.mkdirp(dir, this.#opts.dirMode);
-      for (const d of created.reverse()) await fs.fsyncDir(dirname(d));
+      const view = await readOnlyView(this.#fs, this.dir, this.#opts);
+      this.#view = view;
+      this.#layout.list = view.segments;
+      this.#cursor.acks = view.acks;
+      this.#writer.nextSeq = view.nextSeq;
+      this.#recovery = view.recovery;
+      this.#state = 'recovered';
     } catch (e) {
-      throw new OpenError('ERR_STORE', `Cannot create store directory ${dir}: ${(e as Error).message}`, { cause: e, file: dir });
-    }
-  }
-
-  #takeLock(): void {
-    const lockPath = join(this.dir, LOCK_FILE);
-    try {
-      this.#lock = this.#fs.lock(lockPath);
-    } catch (e) {
-      if (errnoCode(e) !== 'ELOCKED') throw e;
-      const pid = (e as { pid?: unknown }).pid;
-      throw new OpenError('ERR_LOCKED', `Store ${this.dir} is locked by another process${typeof pid === 'number' ? ` (pid ${pid})` : ''}`, {
-        cause: e,
-        file: lockPath,
-      });
+      this.#releaseAll();
+      if (e instanceof OpenError) throw e;
+      throw openFailed('Cannot open store', this.dir, e);
     }
   }
 

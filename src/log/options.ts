@@ -70,6 +70,20 @@ export interface LogStoreOptions {
    * @default 0o600
    */
   fileMode?: number;
+  /**
+   * Refuse to create a store: a missing directory, or one that holds no store file yet, rejects
+   * with `ERR_NOT_FOUND` and nothing is created.
+   * @default false (true when `readOnly`)
+   */
+  mustExist?: boolean;
+  /**
+   * Open for reading only: no lock is taken and no byte is written, created or deleted, so the
+   * store can be inspected while another process has it open. The store is the state as of this
+   * open (README, "Inspecting a live store"); `append`, `ack`, `compact` and a queue over it
+   * reject with `ERR_READ_ONLY`.
+   * @default false
+   */
+  readOnly?: boolean;
 }
 
 function ratio(name: string, value: unknown): number {
@@ -95,6 +109,8 @@ export interface ResolvedOptions {
   compactionLiveRatio: number;
   dirMode: number;
   fileMode: number;
+  mustExist: boolean;
+  readOnly: boolean;
   /**
    * Ranges per ACK record, for writer and reader alike: MAX_RANGES_PER_RECORD. Not a public option:
    * tests lower it (`maxRangesPerRecord`) to exercise the split of a large ack into several records
@@ -115,6 +131,8 @@ const OPTION_NAMES: readonly string[] = [
   'compactionLiveRatio',
   'dirMode',
   'fileMode',
+  'mustExist',
+  'readOnly',
   'maxRangesPerRecord',
 ];
 
@@ -129,6 +147,8 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
   if (maxItemBytes > MAX_PAYLOAD_BYTES_CAP) {
     throw new RangeError(expectation('maxItemBytes', `a positive integer of at most ${MAX_PAYLOAD_BYTES_CAP}`, maxItemBytes));
   }
+  const readOnly = o.readOnly === undefined ? false : bool('readOnly', o.readOnly);
+  if (readOnly && o.mustExist === false) throw new TypeError('Expected `mustExist` not to be false with `readOnly`: a read-only open cannot create a store');
   let fs: FileSystem | undefined = defaultFs;
   if (o.fs !== undefined) {
     const f = o.fs as Partial<FileSystem> | null;
@@ -153,6 +173,8 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
     dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
+    mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
+    readOnly,
     maxRangesPerRecord:
       o.maxRangesPerRecord === undefined ? MAX_RANGES_PER_RECORD : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
   };

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import { isStoreFull, type Durability } from './durability.js';
-import { CURSOR_FILE, TORN_INFIX } from './format.js';
+import { CURSOR_FILE, TORN_INFIX, parseSegmentName } from './format.js';
 import { closeQuietly, type SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { RecoveryPlan } from './recovery-plan.js';
@@ -17,8 +17,10 @@ import { readFully, type SegmentWriter } from './segment-writer.js';
 
 /** What recovery found and did when the store was opened. */
 export interface LogStoreRecoveryInfo {
-  /** The previous `close()` completed (no crash since). */
+  /** The previous `close()` completed (no crash since); true for a store this open created. */
   readonly cleanShutdown: boolean;
+  /** This open created the store: the directory held no segment or cursor file. */
+  readonly created: boolean;
   /** Bytes of torn records cut off the tails (segment and cursor), each kept in a side file. */
   readonly tornBytes: number;
   /** All-zero bytes cut off the tails: preallocated space, or a tail the file system zero-filled (F3). */
@@ -100,8 +102,10 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   await fs.fsyncDir(dir);
   if (durability.failure !== null) throw durability.failure;
   p.cursor.durableLwm = p.cursor.acks.lwm;
+  const created = !plan.names.some((n) => n === CURSOR_FILE || parseSegmentName(n) !== null);
   return {
-    cleanShutdown: plan.cursor !== null && plan.cursor.clean,
+    cleanShutdown: created || (plan.cursor !== null && plan.cursor.clean),
+    created,
     tornBytes: cut.tornBytes,
     zeroTailBytes: cut.zeroTailBytes,
     tornFiles: cut.tornFiles,

@@ -91,6 +91,11 @@ export interface PlanOptions {
    * the plan goes on as far as it can.
    */
   readonly onProblem?: (problem: OpenError) => void;
+  /**
+   * Leave the segments' descriptors open, as their `readFd`: a read-only open reads the files it
+   * planned from even after another process deleted or replaced them (compaction).
+   */
+  readonly keepReadFds?: boolean;
 }
 
 interface Found {
@@ -178,9 +183,19 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
     // are gone. Raise nextSeq past them so a seq is never reused (a stale ACK record would
     // otherwise ack a new item on a later recovery), and mark the skipped seqs acked.
     const raiseTo = cursor !== null && cursor.maxAckEnd > dataNext ? cursor.maxAckEnd : dataNext;
+    if (opts.keepReadFds === true) keepDescriptors(segments, headers.found, fds);
     return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo };
   } finally {
     for (const fd of fds) closeQuietly(fs, fd);
+  }
+}
+
+/** Hand the descriptors of the planned segments over to them; the others are closed as usual. */
+function keepDescriptors(segments: Segment[], found: readonly Found[], fds: number[]): void {
+  for (const seg of segments) {
+    const f = found.find((x) => x.name === seg.name)!;
+    seg.readFd = f.fd;
+    fds.splice(fds.indexOf(f.fd), 1);
   }
 }
 

@@ -1,0 +1,101 @@
+// A read-only open: the recovery plan of FORMAT.md §6, kept in memory instead of applied.
+/**
+ * What a store opened with `readOnly` serves from. The plan is the one open makes (every file
+ * check, the tail rule), but nothing it decides is carried out: torn tails are read up to their
+ * valid end instead of cut, stray and superseded files are left where they are, no lock is taken.
+ *
+ * Another process may be writing the store meanwhile. The plan reads the segment headers first,
+ * then the cursor, then the active segment, so the data it sees covers everything the cursor it
+ * read describes; it keeps every segment's descriptor open, so a segment the writer deletes or
+ * replaces later still reads as it was. A writer that rolls or compacts while the plan runs can
+ * make the files disagree with each other: then the plan is made again, as long as the directory
+ * keeps changing between attempts. A failure over an unchanged directory is real and reported.
+ */
+import { join } from 'node:path';
+import type { FileSystem } from '../fs/file-system.js';
+import type { AckSet } from './cursor.js';
+import { CURSOR_FILE, classifyEntry } from './format.js';
+import type { Segment } from './layout.js';
+import type { ResolvedOptions } from './options.js';
+import type { LogStoreRecoveryInfo } from './recovery-apply.js';
+import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+
+/** Plans made at most, while the directory keeps changing under them. */
+const MAX_ATTEMPTS = 8;
+
+export interface ReadOnlyView {
+  readonly segments: Segment[];
+  readonly acks: AckSet;
+  readonly nextSeq: number;
+  /** Bytes of every store file when the view was taken. */
+  readonly bytesOnDisk: number;
+  readonly cursorBytes: number;
+  readonly recovery: LogStoreRecoveryInfo;
+}
+
+/** Plan `dir` without writing, retrying while another process changes it. */
+export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOptions): Promise<ReadOnlyView> {
+  for (let attempt = 1; ; attempt++) {
+    const before = fingerprint(fs, dir);
+    let plan: RecoveryPlan;
+    try {
+      plan = planRecovery(fs, dir, { ...opts, keepReadFds: true });
+    } catch (e) {
+      if (attempt >= MAX_ATTEMPTS || fingerprint(fs, dir) === before) throw e;
+      await new Promise((r) => setTimeout(r, attempt * 5));
+      continue;
+    }
+    return viewOf(fs, dir, plan);
+  }
+}
+
+/** Names and sizes of the store's files: equal fingerprints mean nothing moved in between. */
+function fingerprint(fs: FileSystem, dir: string): string {
+  try {
+    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata').sort();
+    return names.map((n) => `${n}:${fs.stat(join(dir, n))?.size ?? '-'}`).join('/');
+  } catch {
+    return `unreadable:${Math.random()}`;
+  }
+}
+
+function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
+  const acks = plan.acks;
+  // ACK records past the data (an unsynced crash under `none`, or a writer that appended and
+  // acked after the plan read the active segment): the seqs in between are acked, as open does.
+  if (plan.raiseTo > plan.dataNext) acks.add(plan.dataNext, plan.raiseTo);
+  const scan = plan.activeScan;
+  const active = plan.segments[plan.segments.length - 1];
+  let bytesOnDisk = 0;
+  let activeFileBytes = 0;
+  for (const s of plan.segments) {
+    if (s !== active) bytesOnDisk += s.bytes;
+  }
+  if (active !== undefined) {
+    try {
+      activeFileBytes = fs.size(active.readFd);
+    } catch {
+      activeFileBytes = active.bytes;
+    }
+  }
+  const cursorBytes = fs.stat(join(dir, CURSOR_FILE))?.size ?? 0;
+  const tail = scan === null ? 0 : Math.max(0, activeFileBytes - scan.validEnd);
+  const torn = scan !== null && !scan.tornZero ? tail : 0;
+  return {
+    segments: plan.segments,
+    acks,
+    nextSeq: plan.raiseTo,
+    bytesOnDisk: bytesOnDisk + activeFileBytes + cursorBytes,
+    cursorBytes,
+    recovery: {
+      cleanShutdown: plan.cursor !== null ? plan.cursor.clean : plan.segments.length === 0,
+      created: false,
+      tornBytes: torn,
+      zeroTailBytes: tail - torn,
+      tornFiles: [],
+      strayFilesDeleted: [],
+      supersededDeleted: [],
+      nextSeqRaisedFrom: plan.raiseTo > plan.dataNext ? plan.dataNext : null,
+    },
+  };
+}
