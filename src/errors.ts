@@ -13,7 +13,8 @@ export type QueueErrorCode =
   | 'ERR_STORE_FULL'
   | 'ERR_CORRUPT'
   | 'ERR_UNSUPPORTED_VERSION'
-  | 'ERR_LOCKED';
+  | 'ERR_LOCKED'
+  | 'ERR_EXISTS';
 
 /** Codes an {@link OpenError} can carry. */
 export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED';
