@@ -17,11 +17,10 @@ import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
-import { AckSet } from './cursor.js';
-import { CURSOR_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { LogStore } from './log-store.js';
-import { planRecovery, readCursor, type RecoveryPlan } from './recovery-plan.js';
-import { StoreWalk, walkSegments, type DamagedRange, type SeqRange, type TailCut } from './store-walk.js';
+import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { StoreWalk, expectedFirstSeq, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
 import { notAStore, storeProblems } from './verify.js';
 
 export interface SalvageOptions {
@@ -104,13 +103,9 @@ function refuseExistingDestination(fs: FileSystem, dst: string): void {
   throw new QueueError('ERR_EXISTS', `${dst} exists and is ${what}: salvage writes only into a new store (a missing path or an empty directory)`, { file: dst });
 }
 
-interface Source {
+interface Source extends KnownAcks {
   readonly plan: RecoveryPlan;
   readonly planProblems: readonly OpenError[];
-  readonly acks: AckSet;
-  readonly cursorKnown: boolean;
-  readonly durableNextSeq: number;
-  readonly notes: string[];
 }
 
 /** Plan the source read-only; refuse a path that is not a store, or a store this version cannot read. */
@@ -119,49 +114,16 @@ function readSource(fs: FileSystem, src: string): Source {
   if (st === null) throw new QueueError('ERR_STORE', `${src}: no such store`, { file: src });
   if (!st.isDirectory) throw new QueueError('ERR_STORE', `${src} is not a store: it is not a directory`, { file: src });
   const planProblems: OpenError[] = [];
-  const plan = planRecovery(fs, src, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p) });
+  let plan: RecoveryPlan;
+  try {
+    plan = planRecovery(fs, src, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p) });
+  } catch (error) {
+    throw new QueueError('ERR_STORE', `Cannot read ${src}: ${(error as Error)?.message ?? String(error)}`, { cause: error, file: src });
+  }
   if (!plan.names.some((n) => classifyEntry(n) === 'segment' || classifyEntry(n) === 'cursor')) throw new QueueError('ERR_STORE', notAStore(src), { file: src });
   const newer = planProblems.find((p) => p.code === 'ERR_UNSUPPORTED_VERSION');
   if (newer !== undefined) throw newer;
-  const notes: string[] = [];
-  if (plan.cursor !== null) return { plan, planProblems, acks: plan.acks, cursorKnown: true, durableNextSeq: plan.cursor.checkpointNextSeq, notes };
-  const cursorPath = join(src, CURSOR_FILE);
-  const damage = planProblems.find((p) => p.file === cursorPath && p.code === 'ERR_CORRUPT');
-  const prefix = damage !== undefined ? readCursorBeforeDamage(fs, cursorPath, damage.offset ?? 0) : null;
-  if (prefix !== null) {
-    notes.push(`${CURSOR_FILE} is damaged at offset ${damage!.offset ?? 0}: the acks recorded after it are not applied, so the items they acked were copied (they will be delivered again)`);
-    return { plan, planProblems, acks: prefix.acks, cursorKnown: true, durableNextSeq: prefix.checkpointNextSeq, notes };
-  }
-  // No ack is known: every intact record is copied. The segments before the first one were
-  // deleted only once acked, so nothing below its base is counted lost.
-  notes.push(`${CURSOR_FILE} is ${plan.names.includes(CURSOR_FILE) ? 'unreadable' : 'missing'}: no ack is known, so every intact record was copied, acked or not (acked ones will be delivered again)`);
-  return { plan, planProblems, acks: new AckSet(1), cursorKnown: false, durableNextSeq: 1, notes };
-}
-
-/**
- * The checkpoint and the ACK records before the damage the plan found at `damageAt`, or null when
- * the checkpoint itself is damaged. The record log is read with the plan's own reader, given a
- * view of the file that ends where the damage starts; acks after the damage are left out (an item
- * then comes back rather than being lost).
- */
-function readCursorBeforeDamage(fs: FileSystem, path: string, damageAt: number): { acks: AckSet; checkpointNextSeq: number } | null {
-  const upToDamage = new Proxy(fs, {
-    get: (target, key, receiver) => {
-      if (key === 'size') return () => damageAt;
-      const value: unknown = Reflect.get(target, key, receiver);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  let fd = -1;
-  try {
-    fd = fs.open(path, 'read');
-    const c = readCursor(upToDamage, fd, path, MAX_RANGES_PER_RECORD);
-    return { acks: c.acks, checkpointNextSeq: c.checkpointNextSeq };
-  } catch {
-    return null;
-  } finally {
-    if (fd >= 0) fs.close(fd);
-  }
+  return { plan, planProblems, ...knownAcks(fs, src, plan, planProblems) };
 }
 
 /** Walk the source and append its intact unacked records to `store`, in batches. */
@@ -169,7 +131,7 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   const { plan, acks } = source;
   const segments = walkSegments(fs, src, plan);
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0);
-  const firstSeq = source.cursorKnown ? acks.lwm : (segments[0]?.base ?? 1);
+  const firstSeq = expectedFirstSeq(acks, source.cursorKnown, segments);
   const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES });
   const seqMap: SeqMapping[] = [];
   let batch: StoredItem[] = [];
@@ -198,7 +160,10 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   // The last batch is synced; the close that follows checkpoints the new store.
   if (batch.length > 0) await store.append(batch, true);
   onProgress?.(total, total);
-  const notes = [...source.notes, ...walk.tails.map(tailText)];
+  const notes = [...(source.note !== null ? [source.note] : []), ...walk.tails.map(tailText)];
+  if (plan.names.includes(LOCK_FILE)) {
+    notes.push(`${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`);
+  }
   for (const p of storeProblems(src, plan, source.planProblems, segments, walk)) {
     if (p.end === undefined) notes.push(p.reason);
   }

@@ -14,14 +14,15 @@
  */
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
-import type { AckSet } from './cursor.js';
-import { RECORD_ITEM, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, classifyEntry, parseSegmentName } from './format.js';
+import type { OpenError } from '../errors.js';
+import { AckSet } from './cursor.js';
+import { CURSOR_FILE, MAX_RANGES_PER_RECORD, RECORD_ITEM, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, classifyEntry, parseSegmentName } from './format.js';
 import { payloadOffset } from './frame.js';
 import { FileWindow, FrameReader, resyncBudgetBytes } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import { closeQuietly, newSegment } from './layout.js';
 import { damaged } from './reader.js';
-import type { RecoveryPlan } from './recovery-plan.js';
+import { readCursor, type RecoveryPlan } from './recovery-plan.js';
 import { decodeSegmentHeader, type SealInfo } from './segment.js';
 import { readFully } from './segment-writer.js';
 
@@ -343,3 +344,60 @@ function tailCut(file: string, win: FileWindow, offset: number, zero: boolean): 
 export function expectedFirstSeq(acks: AckSet, cursorKnown: boolean, segments: readonly WalkSegment[]): number {
   return cursorKnown ? acks.lwm : (segments[0]?.base ?? 1);
 }
+
+/** What is known of the acks: the cursor as the plan read it, or what of it can still be read. */
+export interface KnownAcks {
+  readonly acks: AckSet;
+  /** False when no ack is known (the cursor is missing or its checkpoint unreadable). */
+  readonly cursorKnown: boolean;
+  /** The checkpoint's next seq: records below it were durable. */
+  readonly durableNextSeq: number;
+  /** What was left out, when the cursor could not be read whole. */
+  readonly note: string | null;
+}
+
+/**
+ * The acks to walk with. When the plan could not read the cursor, its checkpoint and the ACK
+ * records before the damage are still used; acks after the damage are left out, and an unreadable
+ * checkpoint leaves none known: an item then comes back rather than being lost.
+ */
+export function knownAcks(fs: FileSystem, dir: string, plan: RecoveryPlan, planProblems: readonly OpenError[]): KnownAcks {
+  if (plan.cursor !== null) return { acks: plan.acks, cursorKnown: true, durableNextSeq: plan.cursor.checkpointNextSeq, note: null };
+  const path = join(dir, CURSOR_FILE);
+  const damage = planProblems.find((p) => p.file === path && p.code === 'ERR_CORRUPT');
+  const prefix = damage !== undefined ? readCursorBeforeDamage(fs, path, damage.offset ?? 0) : null;
+  if (prefix !== null) {
+    const note = `${CURSOR_FILE} is damaged at offset ${damage!.offset ?? 0}: the acks recorded after it are not applied, so the items they acked count as unacked (they will be delivered again)`;
+    return { acks: prefix.acks, cursorKnown: true, durableNextSeq: prefix.checkpointNextSeq, note };
+  }
+  const missing = !plan.names.includes(CURSOR_FILE);
+  const note = `${CURSOR_FILE} is ${missing ? 'missing' : 'unreadable'}: no ack is known, so every intact record counts as unacked (acked ones will be delivered again)`;
+  return { acks: new AckSet(1), cursorKnown: false, durableNextSeq: 1, note };
+}
+
+/**
+ * The checkpoint and the ACK records before the damage the plan found at `damageAt`, or null when
+ * the checkpoint itself is damaged. The record log is read with the plan's own reader, given a
+ * view of the file that ends where the damage starts; acks after the damage are left out (an item
+ * then comes back rather than being lost).
+ */
+function readCursorBeforeDamage(fs: FileSystem, path: string, damageAt: number): { acks: AckSet; checkpointNextSeq: number } | null {
+  const upToDamage = new Proxy(fs, {
+    get: (target, key, receiver) => {
+      if (key === 'size') return () => damageAt;
+      const value: unknown = Reflect.get(target, key, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  let fd = -1;
+  try {
+    fd = fs.open(path, 'read');
+    const c = readCursor(upToDamage, fd, path, MAX_RANGES_PER_RECORD);
+    return { acks: c.acks, checkpointNextSeq: c.checkpointNextSeq };
+  } catch {
+    return null;
+  } finally {
+    if (fd >= 0) closeQuietly(fs, fd);
+  }
+}
+

@@ -15,7 +15,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import { CURSOR_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
-import { StoreWalk, expectedFirstSeq, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
+import { StoreWalk, expectedFirstSeq, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
 
 export interface VerifyProblem {
   readonly file: string;
@@ -91,13 +91,10 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const segments = walkSegments(fs, dir, plan);
   const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, CURSOR_FILE))?.size ?? 0) : 0;
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0) + cursorBytes;
-  const cursorKnown = plan.cursor !== null || !plan.names.includes(CURSOR_FILE);
-  const walk = new StoreWalk(
-    fs,
-    segments,
-    { acks: plan.acks, firstSeq: expectedFirstSeq(plan.acks, cursorKnown, segments), durableNextSeq: plan.cursor?.checkpointNextSeq ?? 1, chunkBytes: CHUNK_BYTES },
-    (w) => options.onProgress?.(w.bytesDone, total),
-  );
+  // A damaged cursor is a problem of its own; the acks still known keep the lost seqs exact.
+  const { acks, cursorKnown, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
+  const firstSeq = expectedFirstSeq(acks, cursorKnown, segments);
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES }, (w) => options.onProgress?.(w.bytesDone, total));
   for (const _ of walk.walk());
   problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
   for (const t of walk.tails) notes.push(tailNote(segments.find((s) => s.path === t.file)!.name, t));

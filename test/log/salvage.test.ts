@@ -275,6 +275,14 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     expect(r).toMatchObject({ acked: 1, lost: { count: 0 } });
     expect(r.notes.join('\n')).toMatch(/damaged at offset/);
     expect(fullHash(copy)).toBe(before);
+
+    // The ack read before the cursor's damage still counts: damage to seq 1's record costs nothing.
+    const first = frames(copy).find((f) => f.seq === 1 && f.type === RECORD_ITEM)!;
+    flipByte(first.path, first.offset + FRAME_HEADER_BYTES + 1);
+    const again = verifyStore(copy);
+    expect(again.problems).toEqual([expect.objectContaining({ file: cursor }), expect.objectContaining({ file: first.path, offset: first.offset, lostSeqs: [] })]);
+    const r2 = await salvageStore(copy, join(freshDir(), 'saved'));
+    expect(r2).toMatchObject({ acked: 0, copied: 9, lost: { count: 0, seqs: [] } });
   });
 
   test('everyOtherRecordDamagedIsReportedOnceEachWithinTheResyncBudget', async () => {
