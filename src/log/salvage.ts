@@ -20,7 +20,7 @@ import { expectation, knownKeys, nonEmptyString, optionsObject } from '../valida
 import { LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { LogStore } from './log-store.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
-import { StoreWalk, expectedFirstSeq, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
+import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
 import { notAStore, storeProblems } from './verify.js';
 
 export interface SalvageOptions {
@@ -131,8 +131,7 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   const { plan, acks } = source;
   const segments = walkSegments(fs, src, plan);
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0);
-  const firstSeq = expectedFirstSeq(acks, source.cursorKnown, segments);
-  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES });
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq: source.firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES });
   const seqMap: SeqMapping[] = [];
   let batch: StoredItem[] = [];
   let batchBytes = 0;

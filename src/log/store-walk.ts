@@ -336,20 +336,15 @@ function tailCut(file: string, win: FileWindow, offset: number, zero: boolean): 
   return { file, offset, bytes, zeroBytes: win.size - end };
 }
 
-/**
- * The seq from which the segments should hold every unacked item: the low-water mark when the
- * cursor is known, else the first segment's base (segments before it were deleted only once
- * acked, and an unreadable cursor says nothing of what was acked).
- */
-export function expectedFirstSeq(acks: AckSet, cursorKnown: boolean, segments: readonly WalkSegment[]): number {
-  return cursorKnown ? acks.lwm : (segments[0]?.base ?? 1);
-}
-
 /** What is known of the acks: the cursor as the plan read it, or what of it can still be read. */
 export interface KnownAcks {
   readonly acks: AckSet;
-  /** False when no ack is known (the cursor is missing or its checkpoint unreadable). */
-  readonly cursorKnown: boolean;
+  /**
+   * The seq from which the segments should hold every unacked item: the low-water mark, or, when
+   * no ack is known, the lowest base seq a segment file is named by (segments before the first
+   * were deleted only once acked).
+   */
+  readonly firstSeq: number;
   /** The checkpoint's next seq: records below it were durable. */
   readonly durableNextSeq: number;
   /** What was left out, when the cursor could not be read whole. */
@@ -362,17 +357,19 @@ export interface KnownAcks {
  * checkpoint leaves none known: an item then comes back rather than being lost.
  */
 export function knownAcks(fs: FileSystem, dir: string, plan: RecoveryPlan, planProblems: readonly OpenError[]): KnownAcks {
-  if (plan.cursor !== null) return { acks: plan.acks, cursorKnown: true, durableNextSeq: plan.cursor.checkpointNextSeq, note: null };
+  if (plan.cursor !== null) return { acks: plan.acks, firstSeq: plan.acks.lwm, durableNextSeq: plan.cursor.checkpointNextSeq, note: null };
   const path = join(dir, CURSOR_FILE);
   const damage = planProblems.find((p) => p.file === path && p.code === 'ERR_CORRUPT');
   const prefix = damage !== undefined ? readCursorBeforeDamage(fs, path, damage.offset ?? 0) : null;
   if (prefix !== null) {
     const note = `${CURSOR_FILE} is damaged at offset ${damage!.offset ?? 0}: the acks recorded after it are not applied, so the items they acked count as unacked (they will be delivered again)`;
-    return { acks: prefix.acks, cursorKnown: true, durableNextSeq: prefix.checkpointNextSeq, note };
+    return { acks: prefix.acks, firstSeq: prefix.acks.lwm, durableNextSeq: prefix.checkpointNextSeq, note };
   }
   const missing = !plan.names.includes(CURSOR_FILE);
   const note = `${CURSOR_FILE} is ${missing ? 'missing' : 'unreadable'}: no ack is known, so every intact record counts as unacked (acked ones will be delivered again)`;
-  return { acks: new AckSet(1), cursorKnown: false, durableNextSeq: 1, note };
+  const skip = new Set([...plan.stray, ...plan.superseded]);
+  const bases = plan.names.filter((n) => !skip.has(n)).map(parseSegmentName).filter((b): b is number => b !== null);
+  return { acks: new AckSet(1), firstSeq: bases.length > 0 ? Math.min(...bases) : 1, durableNextSeq: 1, note };
 }
 
 /**

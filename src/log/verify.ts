@@ -15,7 +15,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import { CURSOR_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
-import { StoreWalk, expectedFirstSeq, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
+import { StoreWalk, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
 
 export interface VerifyProblem {
   readonly file: string;
@@ -92,8 +92,7 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, CURSOR_FILE))?.size ?? 0) : 0;
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0) + cursorBytes;
   // A damaged cursor is a problem of its own; the acks still known keep the lost seqs exact.
-  const { acks, cursorKnown, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
-  const firstSeq = expectedFirstSeq(acks, cursorKnown, segments);
+  const { acks, firstSeq, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
   const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES }, (w) => options.onProgress?.(w.bytesDone, total));
   for (const _ of walk.walk());
   problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
