@@ -182,8 +182,8 @@ class LossLedger {
 }
 
 /**
- * Walks every segment, yielding the intact ITEM records in order (`records()`), and records the
- * damage, the tails and the lost seqs as it goes.
+ * Walks every segment once, yielding the intact ITEM records in order (`walk()`), and records
+ * the damage, the tails and the lost seqs as it goes.
  */
 export class StoreWalk {
   /** Intact ITEM records. */
