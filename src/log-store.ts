@@ -6,6 +6,7 @@
 import type { FileSystem } from './fs/file-system.js';
 import { nodeFileSystem } from './fs/node-fs.js';
 import { LogStore as Engine } from './log/log-store.js';
+import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './log/salvage.js';
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
 /**
@@ -24,6 +25,16 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   return verifyWith(dir, { ...options, fs: options.fs ?? nodeFileSystem });
 }
 
+/**
+ * Copy every intact, unacked item of the store in `src`, damaged or not, into a new store in
+ * `dst` (missing, or an empty directory), and report what could not be copied. `src` is only
+ * read: no byte, name, lock or timestamp there changes. The new store numbers the items from 1
+ * in their order; `seqMap` says which old seq became which new one.
+ */
+export function salvageStore(src: string, dst: string, options: SalvageOptions = {}): Promise<SalvageResult> {
+  return salvageWith(src, dst, { ...options, fs: options?.fs ?? nodeFileSystem });
+}
+
 export {
   MIN_SEGMENT_BYTES,
   type CompactionResult,
@@ -34,3 +45,5 @@ export {
 export type { FileSystem, FileStat, LockHandle, OpenMode } from './fs/file-system.js';
 export { nodeFileSystem } from './fs/node-fs.js';
 export type { VerifyOptions, VerifyProblem, VerifyResult } from './log/verify.js';
+export type { SalvageOptions, SalvageResult, SeqMapping } from './log/salvage.js';
+export type { DamagedRange, SeqRange } from './log/store-walk.js';

@@ -302,7 +302,7 @@ describe('failures are one clear line and a non-zero exit', () => {
 });
 
 describe('help, version and --json', () => {
-  const commands = ['demo', 'stats', 'verify', 'dump', 'push', 'pop', 'compact'];
+  const commands = ['demo', 'stats', 'verify', 'salvage', 'dump', 'push', 'pop', 'compact'];
 
   it('everyCommandHasItsOwnHelp', () => {
     const top = pq(['--help']);

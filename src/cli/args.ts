@@ -73,6 +73,19 @@ export const COMMANDS: readonly CommandSpec[] = [
     details: 'Exit status 1 when a problem is found. Progress is shown on stderr when it is a terminal.',
   },
   {
+    name: 'salvage',
+    args: '<src> <dst>',
+    summary: 'copy every intact unacked item into a new store',
+    options: {},
+    details:
+      'Reads <src> without changing it (no byte, lock or timestamp) and writes every intact, unacked\n' +
+      'item, those after damage included, into a new store at <dst>, which must not exist or be an\n' +
+      'empty directory. Reports each damaged byte range and exactly which seqs were lost. The new\n' +
+      'store numbers the items from 1 in their old order; the report maps old seqs to new (--json\n' +
+      'lists every run). Exit status 0 once the copy is complete, whatever was lost. Progress is shown\n' +
+      'on stderr when it is a terminal.',
+  },
+  {
     name: 'dump',
     args: '<dir>',
     summary: 'print unacked items without consuming them',

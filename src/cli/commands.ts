@@ -1,12 +1,12 @@
 /** The store commands of `pq`: stats, verify, dump, push, pop, compact. */
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Durability, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
-import { bold, bytesText, dim, fmt, green, red, showItem, type Format } from './text.js';
+import { bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format } from './text.js';
 
 /** What a command writes to, and how. */
 export interface Cli {
@@ -153,13 +153,7 @@ export const verify: Command = async (cli, { positionals }) => {
   let result;
   try {
     result = verifyStore(resolve(dir), {
-      onProgress: progress.enabled
-        ? (done, total) => {
-            const width = 30;
-            const filled = total === 0 ? width : Math.round((done / total) * width);
-            progress.update(`verifying [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${bytesText(done)} / ${bytesText(total)}`, done === total);
-          }
-        : undefined,
+      onProgress: progress.enabled ? (done, total) => progress.update(progressBar('verifying', done, total), done === total) : undefined,
     });
   } finally {
     progress.done();
@@ -169,7 +163,11 @@ export const verify: Command = async (cli, { positionals }) => {
     out.line(JSON.stringify(result, null, 2));
   } else {
     out.line(`checked ${result.files} file(s), ${fmt(result.records)} record(s), ${bytesText(result.bytes)}`);
-    for (const p of result.problems) await emit(out, red(p.reason.includes(p.file) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`));
+    for (const p of result.problems) {
+      await emit(out, red(p.reason.includes(p.file) || p.reason.includes(basename(p.file)) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`));
+      const where = damageText(p);
+      if (where !== '') await emit(out, `  ${where}`);
+    }
     for (const n of result.notes) await emit(out, dim(n));
     out.line(result.problems.length === 0 ? green('sound') : red(`${result.problems.length} problem(s)`));
   }

@@ -8,9 +8,10 @@ import { QueueError } from '../index.js';
 import { commandHelp, findCommand, parseCommandArgs, usageText, UsageError, wantsJson } from './args.js';
 import { compact, dump, pop, push, stats, verify, type Cli, type Command } from './commands.js';
 import { demo, demoChild } from './demo.js';
+import { salvage } from './salvage.js';
 import { Output, OutputClosed, OutputFailed } from './output.js';
 
-const RUN: Record<string, Command> = { demo, stats, verify, dump, push, pop, compact };
+const RUN: Record<string, Command> = { demo, stats, verify, salvage, dump, push, pop, compact };
 
 /** The version in the package's own package.json, two levels above `dist/cli/`. */
 function version(): string {

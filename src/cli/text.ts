@@ -34,3 +34,26 @@ export function showItem(format: Format, seq: number, bytes: Uint8Array, deliver
     ...(utf8 ? { text } : { base64: buf.toString('base64') }),
   });
 }
+
+/** `seq 2`, `seqs 2..4, 7`: at most `limit` ranges, then how many more. */
+export function seqRangesText(ranges: readonly { first: number; last: number }[], limit = 8): string {
+  const count = ranges.reduce((n, r) => n + r.last - r.first + 1, 0);
+  const shown = ranges.slice(0, limit).map((r) => (r.first === r.last ? String(r.first) : `${r.first}..${r.last}`));
+  const more = ranges.length > limit ? `, and ${ranges.length - limit} more range(s)` : '';
+  return `${count === 1 ? 'seq' : 'seqs'} ${shown.join(', ')}${more}`;
+}
+
+/** Where a damaged range lies and what it cost, for `verify` and `salvage`. */
+export function damageText(d: { offset: number; end?: number | undefined; lostSeqs?: readonly { first: number; last: number }[] | undefined }): string {
+  const parts: string[] = [];
+  if (d.end !== undefined && d.end > d.offset) parts.push(`bytes ${d.offset}..${d.end - 1} damaged`);
+  if (d.lostSeqs !== undefined) parts.push(d.lostSeqs.length === 0 ? 'no unacked item lost' : `lost ${seqRangesText(d.lostSeqs)}`);
+  return parts.join('; ');
+}
+
+/** `verifying [######........] 1.2 MiB / 4.0 MiB`: a progress line over bytes. */
+export function progressBar(label: string, done: number, total: number): string {
+  const width = 30;
+  const filled = total === 0 ? width : Math.min(width, Math.round((done / total) * width));
+  return `${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${bytesText(done)} / ${bytesText(total)}`;
+}

@@ -114,6 +114,16 @@ export class FrameReader {
   inputs: TailInputs | null = null;
   /** The resync search stopped at its budget without ruling out valid data after the damage. */
   resyncBudgetExhausted = false;
+  /**
+   * CRC bytes every later resync search of this reader may still hash, shared by all of them, or
+   * null when each search has a budget of its own (`resyncBudgetBytes` of the file). A reader that
+   * goes on past damage (`resync()`) sets it, so that many damaged frames cannot make a walk
+   * quadratic; a reader that stops at the first damage has no need to.
+   */
+  sharedResyncBudgetBytes: number | null = null;
+  /** Where the last search started (-1: none since the last record), and the frame it found (-1: none). */
+  #searchedFrom = -1;
+  #foundAt = -1;
   readonly #maxPayload: number;
 
   constructor(
@@ -173,13 +183,14 @@ export class FrameReader {
       belowDurable: false,
     };
     this.resyncBudgetExhausted = false;
+    this.#searchedFrom = -1;
+    this.#foundAt = -1;
     if (!inputs.atEnd) {
       inputs.restZero = win.restIsZero(pos);
       if (!inputs.restZero && !(crcOk && !contentOk)) {
-        const found = findValidFrameAfter(win, pos + 1, this.rules, this.#maxPayload, resyncBudgetBytes(win.size));
+        const found = this.#search(pos + 1);
         // Budget spent: valid data after the damage was not ruled out, so it is not called a torn
         // tail (which would cut it); it is reported as corruption.
-        this.resyncBudgetExhausted = found === 'budget';
         inputs.validAfter = found !== 'none';
       }
       inputs.belowDurable = this.belowDurable(pos);
@@ -198,6 +209,35 @@ export class FrameReader {
   accept(): void {
     this.rules.accept(this.h, this.win.buf, this.at, this.offset);
     this.offset += frameBytes(this.h);
+  }
+
+  /**
+   * After a verdict of damage, move to the next frame that the bounded search of FORMAT §6.1
+   * (`validAfter`) accepts: CRC-valid and plausible by type and numbering after the last accepted
+   * record. The search `next()` already ran is reused; when it did not run (a CRC-valid frame with
+   * impossible content), it runs now. Returns 'found' with `offset` on that frame, which the next
+   * `next()` judges in full (its content may still be impossible: then resync again); 'none' or
+   * 'budget' leave `offset` where it was. Open and the consumer reader never call this: for them,
+   * damage ends the scan. `verify` and salvage go on, to count and copy what lies after it.
+   */
+  resync(): 'found' | 'none' | 'budget' {
+    if (this.#searchedFrom !== this.offset + 1) this.#search(this.offset + 1);
+    if (this.#foundAt < 0) return this.resyncBudgetExhausted ? 'budget' : 'none';
+    this.offset = this.#foundAt;
+    this.#searchedFrom = -1;
+    this.#foundAt = -1;
+    return 'found';
+  }
+
+  #search(from: number): 'found' | 'none' | 'budget' {
+    const shared = this.sharedResyncBudgetBytes;
+    const budget = shared ?? resyncBudgetBytes(this.win.size);
+    const found = findValidFrameAfter(this.win, from, this.rules, this.#maxPayload, budget);
+    this.#searchedFrom = from;
+    if (shared !== null) this.sharedResyncBudgetBytes = shared - found.hashedBytes;
+    this.#foundAt = found.offset;
+    this.resyncBudgetExhausted = found.verdict === 'budget';
+    return found.verdict;
   }
 
   /** Why the last verdict is damage: the row, and whether the resync search ran out of budget. */
@@ -236,13 +276,21 @@ export function resyncBudgetBytes(fileBytes: number): number {
   return 2 * fileBytes + 64 * 1024;
 }
 
+interface SearchResult {
+  readonly verdict: 'found' | 'none' | 'budget';
+  /** Offset of the frame found, or -1. */
+  readonly offset: number;
+  readonly hashedBytes: number;
+}
+
 /**
- * Is there a CRC-valid, plausible frame starting anywhere in `[from, size)`? Used only on a
- * damaged frame, to tell a torn tail (nothing valid follows) from corruption in the middle.
- * Cheap header checks run first, so the CRC is computed only for plausible candidates; at most
- * `budgetBytes` are hashed in all, after which the answer is 'budget' (not ruled out).
+ * Is there a CRC-valid, plausible frame starting anywhere in `[from, size)`, and where is the first?
+ * Used only on a damaged frame, to tell a torn tail (nothing valid follows) from corruption in the
+ * middle, and by `resync()`. Cheap header checks run first, so the CRC is computed only for
+ * plausible candidates; at most `budgetBytes` are hashed in all, after which the answer is
+ * 'budget' (not ruled out).
  */
-function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, maxPayload: number, budgetBytes: number): 'found' | 'none' | 'budget' {
+function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, maxPayload: number, budgetBytes: number): SearchResult {
   const h = newFrameHeader();
   let hashed = 0;
   for (let pos = from; pos + FRAME_HEADER_BYTES <= win.size; pos++) {
@@ -251,11 +299,11 @@ function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, m
     if (h.length > maxPayload || h.seq < 0 || !rules.plausible(h, pos - from + 1)) continue;
     const bytes = frameBytes(h);
     if (pos + bytes > win.size) continue;
-    if (hashed + bytes > budgetBytes) return 'budget';
+    if (hashed + bytes > budgetBytes) return { verdict: 'budget', offset: -1, hashedBytes: hashed };
     hashed += bytes;
     at = win.ensure(pos, bytes);
     resyncCounters.crcBytes += bytes;
-    if (frameCrcOk(win.buf, at, h)) return 'found';
+    if (frameCrcOk(win.buf, at, h)) return { verdict: 'found', offset: pos, hashedBytes: hashed };
   }
-  return 'none';
+  return { verdict: 'none', offset: -1, hashedBytes: hashed };
 }

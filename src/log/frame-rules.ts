@@ -27,6 +27,8 @@ export class SegmentFrames implements FrameRules {
   seal: SealInfo | null = null;
   /** End of the last ITEM with a seq below `durableNextSeq` (0 when none). */
   durableEnd = 0;
+  /** Damage was skipped in this segment: the records accepted are not all it held. */
+  private skippedDamage = false;
 
   constructor(
     readonly base: number,
@@ -45,9 +47,34 @@ export class SegmentFrames implements FrameRules {
     if (h.type !== RECORD_SEAL || h.length !== SEAL_PAYLOAD_BYTES || h.metaBytes !== 0) return false;
     const s = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
     if (s === null) return false;
-    const counted = this.records > 0;
-    if (s.recordCount !== this.records || s.firstSeq !== (counted ? this.firstSeq : 0) || s.lastSeq !== (counted ? this.lastSeq : 0)) return false;
+    if (!(this.skippedDamage ? this.sealCoversWhatRemains(s) : this.sealMatchesRecords(s))) return false;
     return this.expectedSeal === null || sameSeal(s, this.expectedSeal);
+  }
+
+  private sealMatchesRecords(s: SealInfo): boolean {
+    const counted = this.records > 0;
+    return s.recordCount === this.records && s.firstSeq === (counted ? this.firstSeq : 0) && s.lastSeq === (counted ? this.lastSeq : 0);
+  }
+
+  /** After damage was skipped, the seal counts the records lost in it too: it can only cover more. */
+  private sealCoversWhatRemains(s: SealInfo): boolean {
+    if (this.records === 0) return true;
+    return s.recordCount >= this.records && s.firstSeq <= this.firstSeq && s.lastSeq >= this.lastSeq;
+  }
+
+  /**
+   * `verify` and salvage go on after damage (`FrameReader.resync`): from then on the records
+   * accepted are not all the segment held, so a SEAL is checked against the seal known from the
+   * segment's last bytes (when there is one) and for covering what was accepted, not for matching
+   * it exactly. Readers that stop at damage never call this.
+   */
+  skipDamage(): void {
+    this.skippedDamage = true;
+  }
+
+  /** Whether a torn tail at the current position would lose records known durable (`durableNextSeq`). */
+  get tornLosesDurable(): boolean {
+    return Math.max(this.base, this.lastSeq + 1) < this.durableNextSeq;
   }
 
   plausible(h: FrameHeader, skippedBytes: number): boolean {

@@ -2,31 +2,35 @@
 /**
  * A full, read-only check of a store directory: the recovery plan of open (every file-level check
  * of §6.2 and the tail rule of §6.1 over the active segment and the cursor), then every frame of
- * every sealed segment with the same frame rules the reader and compaction use. It never writes,
- * locks or deletes anything, so it can run on a damaged store or one in use (whose active segment
- * may then end in a record still being written). Problems are what open or a read would report as
- * corruption; notes are what open would tidy.
+ * every segment with the same frame rules the reader and compaction use (`./store-walk.ts`),
+ * going on past damage so that every damaged range is reported, with the seqs it cost, and every
+ * intact record after it is counted. It never writes, locks or deletes anything, so it can run on
+ * a damaged store or one in use (whose active segment may then end in a record still being
+ * written). Problems are what open or a read would report as corruption; notes are what open
+ * would tidy. Problems that only follow from damage already reported are left out.
  */
 import { join } from 'node:path';
 import type { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { CURSOR_FILE, MAX_RANGES_PER_RECORD, SEGMENT_HEADER_BYTES, classifyEntry } from './format.js';
-import { FileWindow, FrameReader } from './frame-reader.js';
-import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
-import type { Segment } from './layout.js';
-import { damaged } from './reader.js';
+import { CURSOR_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { FILE_CHECKS } from './recovery-checks.js';
+import { StoreWalk, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
 
 export interface VerifyProblem {
   readonly file: string;
   readonly offset: number;
   readonly reason: string;
+  /** Damage inside a segment: where intact frames start again (the file's size when none follows). */
+  readonly end?: number;
+  /** Damage inside a segment: the unacked seqs whose records lay in the damaged bytes. */
+  readonly lostSeqs?: readonly SeqRange[];
 }
 
 export interface VerifyResult {
   /** Store files checked (segments and cursor). */
   readonly files: number;
-  /** ITEM frames checked. */
+  /** Intact ITEM frames, those after damage included. */
   readonly records: number;
   /** Bytes read. */
   readonly bytes: number;
@@ -43,6 +47,11 @@ export interface VerifyOptions {
 
 const CHUNK_BYTES = 1024 * 1024;
 
+/** The reason given for a directory that holds no store file. */
+export function notAStore(dir: string): string {
+  return `${dir} is not a store: it holds no segment or cursor file`;
+}
+
 export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyResult {
   const fs = options.fs;
   if (fs === undefined) throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
@@ -54,18 +63,21 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
     return { files: 0, records: 0, bytes: 0, problems, notes };
   }
   const problem = (e: unknown, file: string): void => {
-    const q = e as OpenError;
-    if (q !== null && typeof q === 'object' && (q.code === 'ERR_CORRUPT' || q.code === 'ERR_UNSUPPORTED_VERSION' || q.code === 'ERR_STORE')) {
-      problems.push({ file: q.file ?? file, offset: q.offset ?? 0, reason: q.message });
-    } else {
-      problems.push({ file, offset: 0, reason: `cannot read: ${(e as Error)?.message ?? String(e)}` });
-    }
+    problems.push(toProblem(e, file));
   };
   let plan: RecoveryPlan;
+  const planProblems: OpenError[] = [];
   try {
-    plan = planRecovery(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => problem(p, dir) });
+    plan = planRecovery(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p) });
   } catch (e) {
+    for (const p of planProblems) problem(p, dir);
     problem(e, dir);
+    return { files: 0, records: 0, bytes: 0, problems, notes };
+  }
+  if (!plan.names.some((n) => classifyEntry(n) === 'segment' || classifyEntry(n) === 'cursor')) {
+    // Open would make a new store here; verify says what the directory is.
+    for (const p of planProblems) problem(p, dir);
+    problems.push({ file: dir, offset: 0, reason: notAStore(dir) });
     return { files: 0, records: 0, bytes: 0, problems, notes };
   }
   for (const n of plan.names) {
@@ -76,62 +88,59 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   for (const n of plan.superseded) notes.push(`${n}: superseded by a compacted segment (deleted at the next open)`);
   for (const n of plan.stray) if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
 
+  const segments = walkSegments(fs, dir, plan);
   const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, CURSOR_FILE))?.size ?? 0) : 0;
-  const total = plan.segments.reduce((sum, s) => sum + s.bytes, 0) + cursorBytes;
-  let bytes = 0;
-  let records = 0;
-  let files = 0;
-  const active = plan.activeScan;
-  for (let i = 0; i < plan.segments.length; i++) {
-    const s = plan.segments[i]!;
-    files++;
-    if (i === plan.segments.length - 1 && active !== null) {
-      records += active.records;
-      const size = fs.stat(s.path)?.size ?? s.bytes;
-      if (active.row.verdict === 'torn') notes.push(tailNote(s.name, size - active.validEnd, active.validEnd, active.tornZero));
-    } else {
-      try {
-        records += verifySealed(fs, s);
-      } catch (e) {
-        problem(e, s.path);
-      }
-    }
-    bytes += s.bytes;
-    options.onProgress?.(bytes, total);
-  }
+  const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0) + cursorBytes;
+  // A damaged cursor is a problem of its own; the acks still known keep the lost seqs exact.
+  const { acks, firstSeq, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES }, (w) => options.onProgress?.(w.bytesDone, total));
+  for (const _ of walk.walk());
+  problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
+  for (const t of walk.tails) notes.push(tailNote(segments.find((s) => s.path === t.file)!.name, t));
+  let files = walk.files;
   if (plan.cursor !== null) {
     files++;
-    const size = cursorBytes;
-    bytes += size;
-    if (plan.cursor.row.verdict === 'torn') notes.push(tailNote(CURSOR_FILE, size - plan.cursor.validEnd, plan.cursor.validEnd, plan.cursor.tornZero));
+    const c = plan.cursor;
+    if (c.row.verdict === 'torn') notes.push(tailNote(CURSOR_FILE, { file: CURSOR_FILE, offset: c.validEnd, bytes: cursorBytes - c.validEnd, zeroBytes: c.tornZero ? cursorBytes - c.validEnd : 0 }));
   }
+  const bytes = walk.bytesDone + cursorBytes;
   options.onProgress?.(bytes, total);
-  return { files, records, bytes, problems, notes };
+  return { files, records: walk.records, bytes, problems, notes };
 }
 
-function tailNote(name: string, cutBytes: number, offset: number, zero: boolean): string {
-  return zero
-    ? `${name}: ${cutBytes} zero bytes at offset ${offset} after the last record (preallocated space; trimmed at the next open)`
-    : `${name}: torn tail of ${cutBytes} bytes at offset ${offset} (cut at the next open)`;
-}
-
-/** Every frame of a sealed segment, with the reader's rules; returns the ITEM count. */
-function verifySealed(fs: FileSystem, s: Segment): number {
-  const fd = fs.open(s.path, 'read');
-  try {
-    const rules = new SegmentFrames(s.base, s.compacted, s.seal);
-    const frames = new FrameReader(new FileWindow(fs, fd, s.bytes, CHUNK_BYTES), SEGMENT_HEADER_BYTES, rules);
-    for (;;) {
-      const verdict = frames.next();
-      if (verdict === 'record') {
-        frames.accept();
-        continue;
-      }
-      if (verdict === 'end' && rules.seal !== null) return rules.records;
-      const reason = verdict === 'end' ? MISSING_SEAL : frames.reason();
-      throw damaged(s, frames.offset, reason);
-    }
-  } finally {
-    fs.close(fd);
+/** A problem found by the plan, or an error met while reading, as verify reports it. */
+function toProblem(e: unknown, file: string): VerifyProblem {
+  const q = e as OpenError;
+  if (q !== null && typeof q === 'object' && (q.code === 'ERR_CORRUPT' || q.code === 'ERR_UNSUPPORTED_VERSION' || q.code === 'ERR_STORE')) {
+    return { file: q.file ?? file, offset: q.offset ?? 0, reason: q.message };
   }
+  return { file, offset: 0, reason: `cannot read: ${(e as Error)?.message ?? String(e)}` };
+}
+
+/**
+ * The problems of a store once its segments were walked: the plan's, without those that only
+ * follow from damage the walk reports, then each damaged range the walk found (one problem when
+ * the plan saw the same damage first: a bad seal, the active segment's scan).
+ */
+export function storeProblems(dir: string, plan: RecoveryPlan, planProblems: readonly OpenError[], segments: readonly WalkSegment[], walk: StoreWalk): VerifyProblem[] {
+  // When the plan's scan of the active segment met damage, the plan knows none of its data, so the
+  // checkpoint looks ahead of the data (file check 15); the walk reports the damage and what it cost.
+  const activeFailed = plan.activeScan === null && segments.at(-1)?.active === true;
+  const knockOn = `(file check ${FILE_CHECKS.dataBehindCheckpoint.id})`;
+  const problems = planProblems.filter((p) => !(activeFailed && p.message.includes(knockOn))).map((p) => toProblem(p, dir));
+  for (const d of walk.damages) {
+    const damage = { end: d.end, lostSeqs: d.lostSeqs };
+    const same = problems.findIndex((p) => p.file === d.file && p.offset === d.offset);
+    if (same >= 0) problems[same] = { ...problems[same]!, ...damage };
+    else problems.push({ file: d.file, offset: d.offset, reason: d.budgetSpent ? `${d.reason}; no intact frame was found after it within the resync search's budget` : d.reason, ...damage });
+  }
+  return problems;
+}
+
+/** What open will cut off the end of a file: preallocated zeros, a torn record, or a torn record and then zeros. */
+function tailNote(name: string, t: TailCut): string {
+  if (t.zeroBytes === t.bytes) return `${name}: ${t.bytes} zero bytes at offset ${t.offset} after the last record (preallocated space; trimmed at the next open)`;
+  const torn = t.bytes - t.zeroBytes;
+  const zeros = t.zeroBytes > 0 ? `, then ${t.zeroBytes} zero bytes of preallocated space` : '';
+  return `${name}: torn tail of ${torn} bytes at offset ${t.offset}${zeros} (cut at the next open)`;
 }

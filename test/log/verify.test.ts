@@ -82,3 +82,71 @@ test('anUnreadableCursorDoesNotInventProblemsInTheData', async () => {
   expect(r.problems.length).toBe(1);
   expect(r.records).toBe(24);
 });
+
+test('aDirectoryWithoutASegmentOrCursorFileIsNotAStore', () => {
+  const empty = freshDir();
+  fs.mkdirSync(empty, { recursive: true });
+  let r = verifyStore(empty, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([{ file: empty, offset: 0, reason: `${empty} is not a store: it holds no segment or cursor file` }]);
+  fs.writeFileSync(join(empty, 'LOCK'), '123');
+  expect(verifyStore(empty, { fs: nodeFileSystem }).problems.map((p) => p.reason)).toEqual([expect.stringMatching(/is not a store/)]);
+  // Foreign files stay a problem of their own.
+  fs.writeFileSync(join(empty, 'notes.txt'), 'x');
+  r = verifyStore(empty, { fs: nodeFileSystem });
+  expect(r.problems.map((p) => p.reason)).toEqual([expect.stringMatching(/not part of a store \(notes\.txt\)/), expect.stringMatching(/is not a store/)]);
+  expect(fs.readdirSync(empty).sort()).toEqual(['LOCK', 'notes.txt']);
+});
+
+test('thePreallocatedZeroTailOfACrashedActiveSegmentIsANoteNotATornTail', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.append(items(1, ['a', 'b']), true); // a synced batch preallocates zeros ahead
+  const copy = crashCopy(dir);
+  await store.close();
+  const r = verifyStore(copy, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([]);
+  expect(r.records).toBe(2);
+  expect(r.notes).toEqual([expect.stringMatching(/^seg-\d+\.log: \d+ zero bytes at offset \d+ after the last record \(preallocated space/)]);
+  expect(r.notes.join('\n')).not.toMatch(/torn/);
+});
+
+test('aTornRecordFollowedByPreallocatedZerosIsToldApartFromTheZeros', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.append(items(1, ['a', 'b']), true);
+  const copy = crashCopy(dir);
+  await store.close();
+  const seg = join(copy, segFiles(copy)[0]!);
+  const size = fs.statSync(seg).size;
+  const end = SEGMENT_HEADER_BYTES + 2 * (FRAME_HEADER_BYTES + 1);
+  // The first 7 bytes of a third frame made it to disk; the preallocated zeros follow.
+  const fd = fs.openSync(seg, 'r+');
+  fs.writeSync(fd, Uint8Array.from([9, 9, 9, 9, 1, 0, 0]), 0, 7, end);
+  fs.closeSync(fd);
+  const r = verifyStore(copy, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([]);
+  expect(r.notes).toEqual([`${segFiles(copy)[0]}: torn tail of 5 bytes at offset ${end}, then ${size - end - 5} zero bytes of preallocated space (cut at the next open)`]);
+});
+
+test('aFlippedByteInRecordTwoOfFiveCountsTheFourIntactRecordsAndReportsNoFollowOnProblem', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir, { preallocate: false });
+  for (let seq = 1; seq <= 5; seq++) await store.append(items(seq, [`item-${seq}`]), true);
+  await store.close();
+  const seg = join(dir, segFiles(dir)[0]!);
+  const second = SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES + 6;
+  flipByte(seg, second + FRAME_HEADER_BYTES + 3);
+  const before = hashDir(dir);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.records).toBe(4);
+  expect(r.problems).toEqual([
+    {
+      file: seg,
+      offset: second,
+      end: second + FRAME_HEADER_BYTES + 6,
+      lostSeqs: [{ first: 2, last: 2 }],
+      reason: expect.stringMatching(/damaged at offset \d+: damaged frame followed by valid data \(tail table row 2\)$/),
+    },
+  ]);
+  expect(hashDir(dir)).toEqual(before);
+});
