@@ -392,6 +392,20 @@ describe('progress', () => {
     expect(pqToFile(['dump', dir], file).stdout.trim().split('\n')).toHaveLength(50);
   });
 
+  it('compactShowsHowMuchOfTheRewriteIsDone', async () => {
+    // Small segments, every other item acked: there are sealed segments to rewrite.
+    const { LogStore } = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../src/index.js');
+    const store = await LogStore.open(dir, { segmentBytes: 4096, autoCompact: false });
+    const { nextSeq: s } = await store.open();
+    for (let b = 0; b < 20; b++) await store.append(Array.from({ length: 10 }, (_, i) => ({ seq: s + b * 10 + i, bytes: new Uint8Array(100) })), false);
+    await store.ack(Array.from({ length: 100 }, (_, i) => s + i * 2), true);
+    await store.close();
+    const shown = pq(['compact', dir], undefined, STDERR_IS_A_TTY);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stderr).toMatch(/compacting \[#{30}\] [\d.]+ KiB \/ [\d.]+ KiB/);
+    expect(shown.stdout).toMatch(/rewritten/);
+  });
+
   it('dumpToATerminalShowsNoProgress', () => {
     pq(['push', dir, '--create', 'a']);
     // stdout is a pipe here and stderr claims a terminal: progress shows. It is the dump's own

@@ -272,15 +272,25 @@ export const compact: Command = async (cli, { positionals }) => {
   const store = await LogStore.open(dir, { mustExist: true });
   const progress = new Progress(cli.err, !cli.json);
   const startedAt = performance.now();
-  // The engine reports no progress from inside a pass; the elapsed time shows that it is working.
-  const showElapsed = (): void => progress.update(`compacting... ${((performance.now() - startedAt) / 1000).toFixed(1)} s`, true);
+  // Deleting acked segments is instant; rewriting sealed ones reports the bytes it has read.
+  let rewriting = false;
+  const showElapsed = (): void => {
+    if (!rewriting) progress.update(`compacting... ${((performance.now() - startedAt) / 1000).toFixed(1)} s`, true);
+  };
   showElapsed();
   const ticker = progress.enabled ? setInterval(showElapsed, 250) : undefined;
   try {
     const before = store.inspect().bytesOnDisk;
     let r;
     try {
-      r = await store.compact();
+      r = await store.compact({
+        onProgress: progress.enabled
+          ? (done, total) => {
+              rewriting = true;
+              progress.update(progressBar('compacting', done, total), done === total);
+            }
+          : undefined,
+      });
     } finally {
       clearInterval(ticker);
       progress.done();

@@ -10,7 +10,7 @@ import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from '../store.js';
-import { expectation } from '../validate.js';
+import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
 import { CUR_FLAG_CLEAN, FORMAT_VERSION, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
@@ -261,11 +261,14 @@ export class LogStore implements Store {
   /**
    * Delete fully acked segments and rewrite sealed segments that hold acked records, keeping only
    * their live records. Rejects with `ERR_CORRUPT` when a segment being rewritten is damaged.
+   * `onProgress` is called with the bytes of the rewritten segments read so far and their total.
    */
-  async compact(): Promise<CompactionResult> {
+  async compact(options?: { onProgress?: (doneBytes: number, totalBytes: number) => void }): Promise<CompactionResult> {
+    const onProgress = optionsObject('options', options).onProgress;
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(expectation('options.onProgress', 'a function', onProgress));
     const refused = this.#refuse();
     if (refused !== null) await refused;
-    return this.#maintenance.compact();
+    return this.#maintenance.compact(onProgress as ((doneBytes: number, totalBytes: number) => void) | undefined);
   }
 
   /** Resolves once background work (checkpoint, segment deletion, compaction) has finished. */

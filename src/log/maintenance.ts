@@ -56,6 +56,10 @@ export class Maintenance {
   #again = false;
   /** Damage found while compacting stops automatic compaction until `compact()` is asked for. */
   #blockedBy: QueueError | null = null;
+  /** The progress callback of the `compact()` running now, if it was given one. */
+  #onProgress: ((doneBytes: number, totalBytes: number) => void) | null = null;
+  /** Bytes of the run being rewritten, and how many of them were read so far. */
+  #progress = { done: 0, total: 0 };
 
   constructor(private readonly d: MaintenanceDeps) {}
 
@@ -74,11 +78,24 @@ export class Maintenance {
     this.#start(false).catch(() => undefined);
   }
 
-  /** A forced round: delete acked segments and rewrite every sealed segment that holds acked records. */
-  async compact(): Promise<CompactionResult> {
+  /**
+   * A forced round: delete acked segments and rewrite every sealed segment that holds acked
+   * records. `onProgress` hears the bytes of the rewritten segments read so far and their total.
+   */
+  async compact(onProgress?: (doneBytes: number, totalBytes: number) => void): Promise<CompactionResult> {
     await this.settled();
     this.#blockedBy = null;
-    return this.#start(true);
+    this.#onProgress = onProgress ?? null;
+    try {
+      return await this.#start(true);
+    } finally {
+      this.#onProgress = null;
+    }
+  }
+
+  #report(doneBytes: number): void {
+    this.#progress.done = doneBytes;
+    this.#onProgress?.(doneBytes, this.#progress.total);
   }
 
   async settled(): Promise<void> {
@@ -202,8 +219,12 @@ export class Maintenance {
     if (force ? live + headerBytes >= total : live >= total * this.d.opts.compactionLiveRatio) return { bytes: 0, count: 0 };
     // (1) The cursor must be durable for every record about to be dropped.
     const snapshot = await this.d.cursor.withLane(() => this.d.checkpoint());
+    this.#progress = { done: 0, total };
+    this.#report(0);
     const written = await this.#rewrite(run, snapshot);
-    return this.#swapIn(run, written);
+    const result = await this.#swapIn(run, written);
+    this.#report(total);
+    return result;
   }
 
   /** Write the live records of `run` into `<first>.tmp`, sealed and fsynced. */
@@ -258,6 +279,7 @@ export class Maintenance {
         frames.accept();
         sinceYield += bytes;
         if (sinceYield >= YIELD_BYTES) {
+          this.#report(this.#progress.done + sinceYield);
           sinceYield = 0;
           await new Promise<void>((r) => setImmediate(r));
           if (this.#stopping()) throw new Aborted();
