@@ -64,6 +64,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<dir>',
     summary: 'items, seq range, segments, cursor, format version',
     options: {},
+    details: 'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.',
   },
   {
     name: 'verify',
@@ -94,7 +95,8 @@ export const COMMANDS: readonly CommandSpec[] = [
       limit: { type: 'string', value: 'N', help: 'print at most N items' },
       format: FORMAT_OPTION,
     },
-    details: 'Progress is shown on stderr when stderr is a terminal and the output is not.',
+    details:
+      'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\nProgress is shown on stderr when stderr is a terminal and the output is not.',
   },
   {
     name: 'push',
