@@ -57,7 +57,14 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   if (fs === undefined) throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
   const problems: VerifyProblem[] = [];
   const notes: string[] = [];
-  const st = fs.stat(dir);
+  let st;
+  try {
+    st = fs.stat(dir);
+  } catch (e) {
+    // Like a missing directory, an unreadable path is a problem of the result, not a throw.
+    problems.push({ file: dir, offset: 0, reason: `cannot read: ${(e as Error)?.message ?? String(e)}` });
+    return { files: 0, records: 0, bytes: 0, problems, notes };
+  }
   if (st === null || !st.isDirectory) {
     problems.push({ file: dir, offset: 0, reason: st === null ? 'no such directory' : 'not a directory' });
     return { files: 0, records: 0, bytes: 0, problems, notes };

@@ -5,7 +5,7 @@ import { afterAll, expect, test } from 'vitest';
 import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../src/log/format.js';
 import { verifyStore } from '../../src/log/verify.js';
 import { nodeFileSystem } from '../../src/log-store.js';
-import { appendBytes, cleanupDirs, crashCopy, flipByte, freshDir, hashDir, items, openStore, segFiles } from './helpers.js';
+import { WrappedFs, appendBytes, cleanupDirs, crashCopy, errno, flipByte, freshDir, hashDir, items, openStore, segFiles } from './helpers.js';
 
 afterAll(cleanupDirs);
 
@@ -149,4 +149,19 @@ test('aFlippedByteInRecordTwoOfFiveCountsTheFourIntactRecordsAndReportsNoFollowO
     },
   ]);
   expect(hashDir(dir)).toEqual(before);
+});
+
+test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.close();
+  for (const op of ['stat', 'readdir', 'open'] as const) {
+    const denied = new WrappedFs(nodeFileSystem);
+    denied[op] = () => {
+      throw errno('EACCES');
+    };
+    const r = verifyStore(dir, { fs: denied });
+    expect(r.problems.length, op).toBeGreaterThan(0);
+    expect(r.problems.every((p) => /EACCES/.test(p.reason)), op).toBe(true);
+  }
 });
