@@ -109,6 +109,26 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
     assert.equal(typeof store.features.crashSafe, 'boolean');
   });
 
+  t('usage(), when the store has it, answers synchronously with non-negative integers, and stats() passes it on', async () => {
+    const store = await make();
+    const [tx, rx] = await open(store);
+    await tx.pushMany(['a', 'b']);
+    const stats = rx.stats();
+    if (store.usage === undefined) {
+      // The queue reports no figure the store did not give.
+      assert.equal(stats.bytesOnDisk, undefined);
+      assert.equal(stats.segments, undefined);
+    } else {
+      assert.equal(typeof store.usage, 'function');
+      const usage = store.usage();
+      assert.ok(Number.isSafeInteger(usage.bytesOnDisk) && usage.bytesOnDisk >= 0, 'bytesOnDisk is a non-negative integer');
+      assert.ok(Number.isSafeInteger(usage.segments) && usage.segments >= 0, 'segments is a non-negative integer');
+      assert.equal(stats.bytesOnDisk, usage.bytesOnDisk);
+      assert.equal(stats.segments, usage.segments);
+    }
+    await rx.close();
+  });
+
   t('an empty store opens with nextSeq >= 1 and count 0', async () => {
     const store = await make();
     const r = await store.open();

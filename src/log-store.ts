@@ -4,8 +4,9 @@
  * nothing there imports node:fs.
  */
 import type { FileSystem } from './fs/file-system.js';
+import type { StoreUsage } from './store.js';
 import { nodeFileSystem } from './fs/node-fs.js';
-import { LogStore as Engine } from './log/log-store.js';
+import { LogStore as Engine, type LogStoreOptions } from './log/log-store.js';
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
 /**
@@ -14,6 +15,17 @@ import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from
  */
 export class LogStore extends Engine {
   protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
+
+  /** As the engine's `open`; typed as this class, which is what it constructs. */
+  static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
+    return super.open(dir, options) as Promise<LogStore>;
+  }
+
+  /** Bytes on disk and segment count, from {@link LogStore.inspect} (in-memory bookkeeping only). */
+  usage(): StoreUsage {
+    const { bytesOnDisk, segments } = this.inspect();
+    return { bytesOnDisk, segments: segments.length };
+  }
 }
 
 /**
