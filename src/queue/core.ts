@@ -7,7 +7,7 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { Store } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, insertBySeq, newAckBatch, newEntry } from './entry.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
 import { QueueMonitor, Watch } from './monitor.js';
@@ -220,11 +220,6 @@ export class QueueCore {
     this.#settleWatches();
   }
 
-  #detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
-    if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
-    pending.onAbort = undefined;
-  }
-
   /** Admit capacity waiters in FIFO order while they fit. */
   #admitWaiting(): void {
     const waiters = this.#capacityWaiters;
@@ -266,7 +261,7 @@ export class QueueCore {
     const items: Entry[] = [];
     let seq = firstSeq;
     for (const pending of batch) {
-      this.#detachAbort(pending);
+      detachAbort(pending);
       for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes));
     }
     this.#nextSeq = seq;
@@ -359,18 +354,7 @@ export class QueueCore {
         return Promise.reject(error);
       }
     }
-    return new Promise<Reserved | null>((resolve, reject) => {
-      const waiter: Waiter<Reserved | null> = { resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        waiter.onAbort = () => {
-          const i = this.#reserveWaiters.indexOf(waiter);
-          if (i >= 0) this.#reserveWaiters.splice(i, 1);
-          reject(abortReason(signal));
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.#reserveWaiters.push(waiter);
-    });
+    return waitIn(this.#reserveWaiters, signal);
   }
 
   /**
@@ -428,14 +412,14 @@ export class QueueCore {
         entry = this.#takeNext();
       } catch (error) {
         for (const w of waiters.splice(0)) {
-          this.#detachAbort(w);
+          detachAbort(w);
           w.reject(error);
         }
         return;
       }
       if (!entry) return;
       const waiter = waiters.shift()!;
-      this.#detachAbort(waiter);
+      detachAbort(waiter);
       waiter.resolve(this.#deliver(entry));
     }
   }
@@ -612,7 +596,7 @@ export class QueueCore {
         : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
     const failure = this.#failure;
     for (const p of this.#admitted.splice(0)) {
-      this.#detachAbort(p);
+      detachAbort(p);
       p.reject(failure);
     }
     this.#admittedCount = 0;
@@ -623,7 +607,7 @@ export class QueueCore {
     }
     this.#openAckBatch = undefined;
     for (const w of this.#reserveWaiters.splice(0)) {
-      this.#detachAbort(w);
+      detachAbort(w);
       w.reject(failure);
     }
     this.#drained.rejectAll(failure);
@@ -635,7 +619,7 @@ export class QueueCore {
   #rejectCapacityWaiters(error: QueueError): void {
     for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
       const p = this.#capacityWaiters[i]!;
-      this.#detachAbort(p);
+      detachAbort(p);
       p.reject(error);
     }
     this.#capacityWaiters = [];
@@ -659,7 +643,7 @@ export class QueueCore {
     // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
     this.#rejectCapacityWaiters(closed);
     for (const w of this.#reserveWaiters.splice(0)) {
-      this.#detachAbort(w);
+      detachAbort(w);
       w.resolve(null);
     }
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.

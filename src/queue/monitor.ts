@@ -4,7 +4,7 @@
 import { ackChannel, deliverChannel, failStopChannel, nackChannel, pushChannel, retryChannel } from '../diagnostics.js';
 import type { ItemMessage } from '../diagnostics.js';
 import type { QueueError } from '../errors.js';
-import { type Entry, type Waiter, abortReason } from './entry.js';
+import { type Entry, type Waiter, detachAbort, waitIn } from './entry.js';
 
 /** The id of the last queue opened in this process. */
 let lastQueueId = 0;
@@ -79,7 +79,7 @@ export class QueueMonitor {
  * listener when it settles, so nothing stays registered on a caller's signal.
  */
 export class Watch {
-  #waiters: Waiter<void>[] = [];
+  readonly #waiters: Waiter<void>[] = [];
 
   /** How many callers wait; the core checks the condition only when this is not 0. */
   get size(): number {
@@ -87,18 +87,7 @@ export class Watch {
   }
 
   wait(signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter<void> = { resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        waiter.onAbort = () => {
-          const i = this.#waiters.indexOf(waiter);
-          if (i >= 0) this.#waiters.splice(i, 1);
-          reject(abortReason(signal));
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.#waiters.push(waiter);
-    });
+    return waitIn(this.#waiters, signal);
   }
 
   resolveAll(): void {
@@ -110,9 +99,8 @@ export class Watch {
   }
 
   #take(): Waiter<void>[] {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const w of waiters) if (w.onAbort) w.signal!.removeEventListener('abort', w.onAbort);
+    const waiters = this.#waiters.splice(0);
+    for (const w of waiters) detachAbort(w);
     return waiters;
   }
 }
