@@ -219,6 +219,41 @@ describe('each channel at its moment', () => {
   });
 });
 
+describe('what a subscriber sees', () => {
+  it('aSubscriberThatReadsStatsSeesItsEventAlreadyCounted', async () => {
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    const id = rx.stats().queueId;
+    const seen: string[] = [];
+    const subscriptions = NAMES.map(([key, name]) => {
+      const fn = (m: unknown) => {
+        if ((m as { queueId: number }).queueId !== id) return;
+        const s = rx.stats();
+        seen.push(`${key} ready=${s.ready} inFlight=${s.inFlight} pushed=${s.pushed} acked=${s.acked} nacked=${s.nacked} redelivered=${s.redelivered}`);
+      };
+      diagnosticsChannel.subscribe(name, fn);
+      return () => diagnosticsChannel.unsubscribe(name, fn);
+    });
+    stops.push(() => subscriptions.forEach((u) => u()));
+    await tx.push('x');
+    const waiting = rx.reserve();
+    await tick();
+    const first = (await waiting)!;
+    const again = rx.reserve();
+    await first.nack();
+    await (await again)!.ack();
+    expect(seen).toEqual([
+      'push ready=1 inFlight=0 pushed=1 acked=0 nacked=0 redelivered=0',
+      'deliver ready=0 inFlight=1 pushed=1 acked=0 nacked=0 redelivered=0',
+      // The nack hands the item straight to the waiting reserve: it is ready while nack is published.
+      'nack ready=1 inFlight=0 pushed=1 acked=0 nacked=1 redelivered=0',
+      'deliver ready=0 inFlight=1 pushed=1 acked=0 nacked=1 redelivered=1',
+      'retry ready=0 inFlight=1 pushed=1 acked=0 nacked=1 redelivered=1',
+      'ack ready=0 inFlight=0 pushed=1 acked=1 nacked=1 redelivered=1',
+    ]);
+    await rx.close();
+  });
+});
+
 describe('what a message carries', () => {
   it('messagesNameTheirQueueSoTwoQueuesOfOneStoreClassAreToldApart', async () => {
     const rec = record();

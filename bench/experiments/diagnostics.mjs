@@ -11,7 +11,8 @@
 // Two figures per run: messages per second of wall time, and messages per second of the process's
 // CPU time (user + system, all threads). On a machine shared with other work the wall figure moves
 // with what the others do; the CPU figure moves much less, and the cost of the channels is CPU.
-// Usage: npm run build && node bench/experiments/diagnostics.mjs [base=/tmp/pq-base] [rounds=9] [ms=400]
+// Usage: npm run build && node bench/experiments/diagnostics.mjs [base=/tmp/pq-base] [rounds=9] [ms=400] [contestants=base,quiet,subscribed]
+// (leaving `subscribed` out keeps every channel unsubscribed for the whole process),
 // where the base is built with: git worktree add /tmp/pq-base fddcd0f && cd /tmp/pq-base && npm ci && npm run build
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,6 +26,7 @@ import { median, spread } from '../lib/stats.mjs';
 const baseDir = resolve(process.argv[2] ?? '/tmp/pq-base');
 const rounds = Number(process.argv[3] ?? 9);
 const budgetMs = Number(process.argv[4] ?? 400);
+const chosen = (process.argv[5] ?? 'base,quiet,subscribed').split(',');
 const base = await import(pathToFileURL(join(baseDir, 'dist', 'index.js')).href);
 if (base.channels !== undefined) throw new Error(`${baseDir} is not the pre-change build: it exports channels`);
 
@@ -121,9 +123,15 @@ async function run(name, kind, work) {
   }
 }
 
-const names = Object.keys(contestants);
+const names = Object.keys(contestants).filter((n) => chosen.includes(n));
 const METRICS = ['wall', 'cpu'];
-const RATIOS = { 'quiet/base': ['quiet', 'base'], 'subscribed/quiet': ['subscribed', 'quiet'], 'subscribed/base': ['subscribed', 'base'] };
+const RATIOS = Object.fromEntries(
+  [
+    ['quiet/base', ['quiet', 'base']],
+    ['subscribed/quiet', ['subscribed', 'quiet']],
+    ['subscribed/base', ['subscribed', 'base']],
+  ].filter(([, pair]) => pair.every((n) => names.includes(n))),
+);
 // results[w][metric] = { rates: {contestant: [per round]}, ratios: {id: [per round]} }
 const results = workloads.map(() =>
   Object.fromEntries(
@@ -154,8 +162,8 @@ const pct = (x) => `${(x * 100).toFixed(1)} %`;
 console.log(`node ${process.version}, ${rounds} rounds of ${budgetMs} ms per contestant, ${((performance.now() - t0) / 1000).toFixed(0)} s in all`);
 for (const m of METRICS) {
   console.log(`\n${m === 'wall' ? 'messages per second of wall time' : 'messages per second of process CPU time'}; medians over rounds, spread = (max - min) / median\n`);
-  console.log(`| workload | base | quiet | subscribed | ${Object.keys(RATIOS).join(' | ')} |`);
-  console.log(`|---|---:|---:|---:|${Object.keys(RATIOS).map(() => '---:').join('|')}|`);
+  console.log(`| workload | ${names.join(' | ')} | ${Object.keys(RATIOS).join(' | ')} |`);
+  console.log(`|---|${[...names, ...Object.keys(RATIOS)].map(() => '---:').join('|')}|`);
   for (let w = 0; w < workloads.length; w++) {
     const { rates, ratios } = results[w][m];
     const cell = (id) => `${pct(median(ratios[id]))} (spread ${pct(spread(ratios[id]))})`;

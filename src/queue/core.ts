@@ -456,16 +456,16 @@ export class QueueCore {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    // Published before the item can be delivered again (the retry message comes after this one).
-    this.#monitor.nacked(entry);
-    this.#returnEntry(entry);
+    this.#returnEntry(entry, true);
     return Promise.resolve();
   }
 
-  #returnEntry(entry: Entry): void {
+  #returnEntry(entry: Entry, nacked: boolean): void {
     entry.inFlight = false;
     this.#inFlightCount--;
     insertBySeq(this.#returned, entry);
+    // Published before the item can be delivered again: its retry message comes after this one.
+    if (nacked) this.#monitor.nacked(entry);
     this.#serveWaiters();
   }
 
@@ -473,7 +473,7 @@ export class QueueCore {
   returnDropped(entry: Entry, token: number): void {
     // Only a reservation still in flight under the same token was dropped unsettled.
     if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
-    this.#returnEntry(entry);
+    this.#returnEntry(entry, false);
   }
 
   #scheduleAck(): void {

@@ -12,7 +12,8 @@ let lastQueueId = 0;
 /**
  * Counters and channel messages of one queue. The counters are plain increments; a message is
  * built only when its channel has a subscriber, so an unwatched queue pays one property read
- * per event.
+ * per event. Each counter moves before its message is published, and the core calls in once its
+ * own state includes the event, so a subscriber that reads `stats()` sees the event counted.
  */
 export class QueueMonitor {
   readonly queueId = ++lastQueueId;
@@ -44,11 +45,10 @@ export class QueueMonitor {
 
   /** `entry` was handed to the consumer; `entry.deliveries` already counts this delivery. */
   delivered(entry: Entry): void {
+    const again = entry.deliveries > 1;
+    if (again) this.redeliveredCount++;
     if (deliverChannel.hasSubscribers) deliverChannel.publish(this.#item(entry));
-    if (entry.deliveries > 1) {
-      this.redeliveredCount++;
-      if (retryChannel.hasSubscribers) retryChannel.publish(this.#item(entry));
-    }
+    if (again && retryChannel.hasSubscribers) retryChannel.publish(this.#item(entry));
   }
 
   /** The acks of `entries` resolved. */
