@@ -3,10 +3,12 @@
  * the README names; messages carry no payload and name their queue; nothing is published (and no
  * message built) while a channel has no subscriber.
  */
+import { execFileSync } from 'node:child_process';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Builder, LogStore, MemStore, QueueError, channels, type ChannelMessages } from '../src/index.js';
 import { CrashFileSystem } from '../src/testing/index.js';
+import { distUrl } from './support/child-process.js';
 import { RecordingStore, tick } from './support/stores.js';
 
 type Key = keyof typeof channels;
@@ -251,6 +253,29 @@ describe('what a subscriber sees', () => {
       'ack ready=0 inFlight=0 pushed=1 acked=1 nacked=1 redelivered=1',
     ]);
     await rx.close();
+  });
+
+  it('aSubscriberThatThrowsLeavesTheQueueWorkingAndItsErrorSurfacesAsUncaught', () => {
+    // In a child process, where an uncaught exception is the test's to catch (the built package).
+    const script = `
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { Builder, MemStore, channels } from ${JSON.stringify(distUrl('index.js'))};
+const out = [];
+process.on('uncaughtException', (e) => out.push('uncaught ' + e.message));
+for (const name of Object.values(channels)) diagnosticsChannel.subscribe(name, () => { throw new Error('subscriber bug'); });
+const [tx, rx] = await new Builder(new MemStore()).open();
+out.push('seq ' + (await tx.push('x')));
+await rx.tryReserve().ack();
+await rx.onIdle();
+out.push(JSON.stringify(rx.stats().acked));
+await rx.close();
+setImmediate(() => console.log(JSON.stringify(out)));
+`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    const lines = JSON.parse(out) as string[];
+    expect(lines.filter((l) => !l.startsWith('uncaught'))).toEqual(['seq 1', '1']);
+    // push, deliver, ack: each subscriber error reported, none swallowed.
+    expect(lines.filter((l) => l === 'uncaught subscriber bug')).toHaveLength(3);
   });
 });
 
