@@ -229,6 +229,26 @@ function queueTests<S extends Store>(suite: Suite<S>): void {
     });
   }
 
+  suite.test('usage(), when the store has it, answers synchronously with non-negative integers, and stats() passes it on', async () => {
+    const store = await suite.make();
+    const [tx, rx] = await suite.open(store);
+    await tx.pushMany(['a', 'b']);
+    const stats = rx.stats();
+    if (store.usage === undefined) {
+      // The queue reports no figure the store did not give.
+      assert.equal(stats.bytesOnDisk, undefined);
+      assert.equal(stats.segments, undefined);
+    } else {
+      assert.equal(typeof store.usage, 'function');
+      const usage = store.usage();
+      assert.ok(Number.isSafeInteger(usage.bytesOnDisk) && usage.bytesOnDisk >= 0, 'bytesOnDisk is a non-negative integer');
+      assert.ok(Number.isSafeInteger(usage.segments) && usage.segments >= 0, 'segments is a non-negative integer');
+      assert.equal(stats.bytesOnDisk, usage.bytesOnDisk);
+      assert.equal(stats.segments, usage.segments);
+    }
+    await rx.close();
+  });
+
   suite.test('a payload over maxItemBytes rejects with ERR_TOO_LARGE and stores nothing', async () => {
     const store = await suite.make();
     const [tx, rx] = await suite.open(store);

@@ -1,11 +1,24 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
 export { Builder, Producer, Consumer, Reserved, Durability } from './queue.js';
-export type { PushOptions, ReserveOptions, ProcessOptions, QueueStats } from './queue.js';
+export type { PushOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
 export { MemStore } from './mem-store.js';
 export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
-export type { Store, StoredItem, StoreRecovery, StoreFeatures, ReadRange } from './store.js';
+export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange } from './store.js';
+export { channels } from './diagnostics.js';
+export type {
+  ChannelMessages,
+  QueueEventBase,
+  PushMessage,
+  ItemMessage,
+  DeliverMessage,
+  AckMessage,
+  NackMessage,
+  RetryMessage,
+  DeadLetterMessage,
+  FailStopMessage,
+} from './diagnostics.js';
 export {
   LogStore,
   MIN_SEGMENT_BYTES,

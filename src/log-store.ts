@@ -5,7 +5,7 @@
  */
 import type { FileSystem } from './fs/file-system.js';
 import { nodeFileSystem } from './fs/node-fs.js';
-import { LogStore as Engine } from './log/log-store.js';
+import { LogStore as Engine, type LogStoreOptions } from './log/log-store.js';
 import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './log/salvage.js';
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
@@ -15,6 +15,11 @@ import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from
  */
 export class LogStore extends Engine {
   protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
+
+  /** As the engine's `open`; typed as this class, which is what it constructs. */
+  static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
+    return super.open(dir, options) as Promise<LogStore>;
+  }
 }
 
 /**

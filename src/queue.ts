@@ -21,7 +21,7 @@ import { DURABILITIES, Durability } from './queue/types.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { Durability } from './queue/types.js';
-export type { ProcessOptions, PushOptions, QueueStats, ReserveOptions } from './queue/types.js';
+export type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
 
 /** Configures and opens a queue over a store. */
 export class Builder {

@@ -39,6 +39,14 @@ export interface StoreFeatures {
   readonly crashSafe: boolean;
 }
 
+/** What {@link Store.usage} reports. */
+export interface StoreUsage {
+  /** Bytes the store's files take, preallocated space included. */
+  readonly bytesOnDisk: number;
+  /** How many segment (or data) files the store has. */
+  readonly segments: number;
+}
+
 /** Arguments of {@link Store.read}. */
 export interface ReadRange {
   /** Return only items with `seq > after`. */
@@ -100,6 +108,13 @@ export interface Store {
 
   /** Release the backing resource. Called once, after every append and ack has settled. */
   close(): Promise<void>;
+
+  /**
+   * Optional: what the store takes on disk now, for `stats()`. Called between `open` and
+   * `close`, synchronously, as often as the user asks for stats: answer from memory, never by
+   * reading the disk. Both numbers are non-negative safe integers.
+   */
+  usage?(): StoreUsage;
 }
 
 /** True when `value` has the shape of a {@link Store}. */

@@ -79,6 +79,65 @@ console.log(JSON.stringify(seen));
   }
 });
 
+it('theReadmePrometheusExampleRunsAsWrittenAndItsServerAnswersTheSameText', () => {
+  const example = blocks('js').find((b) => b.includes('function metrics('));
+  const server = blocks('js').find((b) => b.includes('createServer('));
+  expect(example, 'README has the Prometheus example').toBeDefined();
+  expect(server, 'README has the metrics server').toBeDefined();
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
+    const file = join(dir, 'metrics.mjs');
+    // The example prints the text; then the server block runs and is scraped once.
+    writeFileSync(
+      file,
+      `${example!.replaceAll("from 'persistent-queue'", `from '${dist}'`)}
+${server}
+await new Promise((resolve) => server.once('listening', resolve));
+const scraped = await fetch(\`http://127.0.0.1:\${server.address().port}/metrics\`);
+const body = await scraped.text();
+server.close();
+await rx.close();
+console.log(JSON.stringify({ type: scraped.headers.get('content-type'), body }));
+`,
+    );
+    const out = execFileSync(process.execPath, [file], { encoding: 'utf8', env: { ...process.env, METRICS_PORT: '0' } });
+    const printed = out.slice(0, out.lastIndexOf('\n{'));
+    const served = JSON.parse(out.slice(printed.length + 1)) as { type: string; body: string };
+    expect(printed).toBe(`# HELP pq_pushed_total Items whose push resolved.
+# TYPE pq_pushed_total counter
+pq_pushed_total{queue="1"} 3
+# HELP pq_acked_total Items whose ack resolved.
+# TYPE pq_acked_total counter
+pq_acked_total{queue="1"} 3
+# HELP pq_nacked_total Items nacked.
+# TYPE pq_nacked_total counter
+pq_nacked_total{queue="1"} 1
+# HELP pq_redelivered_total Deliveries after the first.
+# TYPE pq_redelivered_total counter
+pq_redelivered_total{queue="1"} 1
+# HELP pq_ready Items waiting for the consumer.
+# TYPE pq_ready gauge
+pq_ready{queue="1"} 0
+# HELP pq_in_flight Items reserved and not yet settled.
+# TYPE pq_in_flight gauge
+pq_in_flight{queue="1"} 0
+# HELP pq_bytes_on_disk Bytes of the store files.
+# TYPE pq_bytes_on_disk gauge
+# HELP pq_events_total Diagnostics channel messages.
+# TYPE pq_events_total counter
+pq_events_total{event="push",queue="1",store="MemStore"} 3
+pq_events_total{event="deliver",queue="1",store="MemStore"} 4
+pq_events_total{event="nack",queue="1",store="MemStore"} 1
+pq_events_total{event="retry",queue="1",store="MemStore"} 1
+pq_events_total{event="ack",queue="1",store="MemStore"} 3
+`);
+    expect(served).toEqual({ type: 'text/plain; version=0.0.4; charset=utf-8', body: printed });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 it('theReadmeShowsTheKvStoreExampleVerbatim', () => {
   const source = readFileSync(join(root, 'examples', 'kv-store.ts'), 'utf8');
   expect(blocks('ts')).toContain(source);

@@ -9,7 +9,7 @@ import { resolve } from 'node:path';
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
-import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from '../store.js';
+import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
@@ -277,16 +277,25 @@ export class LogStore implements Store {
     await this.#cursor.idle();
   }
 
+  /** Bytes of every store file and the number of segments, without building a snapshot (`stats()`). */
+  usage(): StoreUsage {
+    return { bytesOnDisk: this.#bytesOnDisk(), segments: this.#layout.list.length };
+  }
+
+  #bytesOnDisk(): number {
+    if (this.#view !== null) return this.#view.bytesOnDisk;
+    // The active segment's preallocated zeros occupy disk too.
+    let bytes = this.#cursor.bytes + this.#writer.preallocatedBytes;
+    for (const s of this.#layout.list) bytes += s.bytes;
+    return bytes;
+  }
+
   /** A snapshot of the store's layout and counters. */
   inspect(): LogStoreStats {
     const acks = this.#cursor.acks;
     const view = this.#view;
-    // The active segment's preallocated zeros occupy disk too.
-    let bytesOnDisk = view?.bytesOnDisk ?? this.#cursor.bytes + this.#writer.preallocatedBytes;
-    const segments = this.#layout.list.map((s) => {
-      if (view === null) bytesOnDisk += s.bytes;
-      return { file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted };
-    });
+    const bytesOnDisk = this.#bytesOnDisk();
+    const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted }));
     return {
       formatVersion: FORMAT_VERSION,
       dir: this.dir,

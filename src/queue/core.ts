@@ -1,17 +1,18 @@
 // The core: the one owner of a queue's in-memory state: seq assignment, capacity and its
-// waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
-// reservations and the items returned by nack. Producer and Consumer are thin handles on it.
+// waiters, the batches handed to the store (group commit), the in-flight reservations and the
+// items returned by nack. The read-ahead (read-ahead.ts) and the counters, channel messages and
+// drained/idle waiters (monitor.ts) are objects of their own that it drives. Producer and
+// Consumer are thin handles on it.
 import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
-import type { Store, StoredItem } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, insertBySeq, newAckBatch, newEntry } from './entry.js';
+import type { Store } from '../store.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
+import { QueueMonitor, Watch } from './monitor.js';
+import { ReadAhead } from './read-ahead.js';
 import type { Durability, QueueStats } from './types.js';
-
-/** How many items one store read fetches ahead of the consumer. */
-const READ_AHEAD_COUNT = 256;
 
 /**
  * Reservations that become unreachable unsettled are returned to the queue. Registering every
@@ -75,19 +76,7 @@ export class QueueCore {
   #ackingCount = 0;
 
   // Consumer side.
-  #buffer: Entry[] = [];
-  #bufferHead = 0;
-  /** Highest seq fetched from the store into the read-ahead (or delivered from it). */
-  #readCursor: number;
-  #fetching = false;
-  /** Settles when the asynchronous read in flight has been handled; close waits for it. */
-  #fetchDone: Promise<void> | undefined;
-  /**
-   * True when the read-ahead holds every stored item above the read cursor: the last read
-   * returned less than it was asked for and every batch stored since was handed over directly.
-   * A caught-up consumer then never waits on a store read.
-   */
-  #caughtUp = false;
+  readonly #readAhead: ReadAhead;
   #returned: Entry[] = [];
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
@@ -95,11 +84,19 @@ export class QueueCore {
   #nextToken = 1;
   /** The guard of the group new deliveries join; weak, so that a partly filled group can be collected too. */
   #guard: WeakRef<Guard> | undefined;
-  /** Settles when the queue becomes idle (nothing being stored or acked); used by close. */
-  #idleWaiters: (() => void)[] = [];
+  /** Settle when the queue is quiet (nothing being stored or acked); used by close. */
+  #quietWaiters: (() => void)[] = [];
+
+  // Observability: counters and channel messages, and the waiters of drained() and onIdle().
+  readonly #monitor: QueueMonitor;
+  readonly #drained = new Watch();
+  readonly #idle = new Watch();
+  /** Set once close has finished what it finishes: from then on those waiters settle at once. */
+  #watchesFinal = false;
 
   constructor(store: Store, capacity: number, durability: Durability, nextSeq: number, count: number, storeCallsPerTurn: number) {
     this.store = store;
+    this.#monitor = new QueueMonitor(store);
     this.#appendFlush = new FlushScheduler(() => this.#flushAppends(), storeCallsPerTurn);
     this.#ackFlush = new FlushScheduler(() => this.#flushAcks(), storeCallsPerTurn);
     this.capacity = capacity;
@@ -108,7 +105,15 @@ export class QueueCore {
     this.#nextSeq = nextSeq;
     this.#committedBefore = nextSeq;
     this.#storedCount = count;
-    this.#readCursor = 0;
+    this.#readAhead = new ReadAhead(store, {
+      committedBefore: () => this.#committedBefore,
+      readyNotReturned: () => this.#ready() - this.#returned.length,
+      appendInFlight: () => this.#appendInFlight,
+      isOpen: () => this.#state === 'open',
+      readFailed: (error) => this.#readFailed(error),
+      fail: (error) => this.#fail(error),
+      fetched: () => this.#serveWaiters(),
+    });
   }
 
   get closed(): boolean {
@@ -122,17 +127,32 @@ export class QueueCore {
   }
 
   stats(): QueueStats {
-    const pendingPushes =
-      this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
-    return {
+    const m = this.#monitor;
+    const stats: QueueStats = {
       ready: this.#ready(),
       inFlight: this.#inFlightCount,
       capacity: this.capacity,
-      pendingPushes,
+      pendingPushes: this.#pendingPushes(),
       pendingAcks: this.#ackingCount,
       durability: this.durability,
       closed: this.#state !== 'open',
+      queueId: m.queueId,
+      pushed: m.pushedCount,
+      acked: m.ackedCount,
+      nacked: m.nackedCount,
+      redelivered: m.redeliveredCount,
     };
+    // A closed store may be open again elsewhere already: its usage is no longer this queue's.
+    if (this.store.usage && this.#state === 'open') {
+      const usage = this.store.usage();
+      stats.bytesOnDisk = usage.bytesOnDisk;
+      stats.segments = usage.segments;
+    }
+    return stats;
+  }
+
+  #pendingPushes(): number {
+    return this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
   }
 
   #ready(): number {
@@ -197,11 +217,7 @@ export class QueueCore {
       this.#admitWaiting();
     }
     pending.reject(abortReason(pending.signal!));
-  }
-
-  #detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
-    if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
-    pending.onAbort = undefined;
+    this.#settleWatches();
   }
 
   /** Admit capacity waiters in FIFO order while they fit. */
@@ -230,7 +246,7 @@ export class QueueCore {
   /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
   #flushAppends(): void {
     if (this.#appendInFlight || this.#admitted.length === 0 || this.#failure) {
-      this.#checkIdle();
+      this.#checkQuiet();
       return;
     }
     if (!this.#appendFlush.admit()) return;
@@ -245,7 +261,7 @@ export class QueueCore {
     const items: Entry[] = [];
     let seq = firstSeq;
     for (const pending of batch) {
-      this.#detachAbort(pending);
+      detachAbort(pending);
       for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes));
     }
     this.#nextSeq = seq;
@@ -280,12 +296,13 @@ export class QueueCore {
     if (this.#failure) {
       // The queue failed while this batch was being stored: report the failure, as for every pending operation.
       for (const pending of batch) pending.reject(this.#failure);
-      this.#checkIdle();
+      this.#checkQuiet();
       return;
     }
     this.#storedCount += count;
     this.#committedBefore = firstSeq + count;
-    if (this.#caughtUp) this.#handOver(items);
+    this.#readAhead.stored(items);
+    this.#monitor.stored(items);
     let seq = firstSeq;
     for (const pending of batch) {
       if (pending.single) {
@@ -308,11 +325,12 @@ export class QueueCore {
       for (const pending of batch) pending.reject(error);
       this.#admitWaiting();
       this.#flushAppends();
+      this.#settleWatches();
       return;
     }
     this.#fail(error);
     for (const pending of batch) pending.reject(this.#failure);
-    this.#checkIdle();
+    this.#checkQuiet();
   };
 
   // ---------------------------------------------------------------- consumer
@@ -336,18 +354,7 @@ export class QueueCore {
         return Promise.reject(error);
       }
     }
-    return new Promise<Reserved | null>((resolve, reject) => {
-      const waiter: Waiter<Reserved | null> = { resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        waiter.onAbort = () => {
-          const i = this.#reserveWaiters.indexOf(waiter);
-          if (i >= 0) this.#reserveWaiters.splice(i, 1);
-          reject(abortReason(signal));
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.#reserveWaiters.push(waiter);
-    });
+    return waitIn(this.#reserveWaiters, signal);
   }
 
   /**
@@ -358,107 +365,22 @@ export class QueueCore {
   #takeNext(): Entry | null {
     if (this.#readError) throw this.#readError;
     if (this.#returned.length > 0) return this.#returned.shift()!;
-    if (this.#bufferHead === this.#buffer.length) {
-      if (this.#fetching || this.#ready() === 0) return null;
-      this.#fetch();
-      if (this.#bufferHead === this.#buffer.length) {
-        // A read that failed must fail this call, not look like "nothing ready".
-        if (this.#readError) throw this.#readError;
-        if (this.#failure) throw this.#failure;
-        return null;
-      }
+    const entry = this.#readAhead.take();
+    if (entry === null) {
+      // A read that failed must fail this call, not look like "nothing ready".
+      if (this.#readError) throw this.#readError;
+      if (this.#failure) throw this.#failure;
     }
-    const entry = this.#buffer[this.#bufferHead]!;
-    this.#buffer[this.#bufferHead++] = undefined as unknown as Entry;
     return entry;
-  }
-
-  /** Refill the read-ahead from the store; synchronous stores fill it before this returns. */
-  #fetch(): void {
-    this.#buffer.length = 0;
-    this.#bufferHead = 0;
-    // Batches stored while an asynchronous read is in flight are not in its answer: remember the
-    // bound it was asked for, so the consumer is not taken for caught up past them.
-    const before = this.#committedBefore;
-    // No hand-over while a read is out: its items must come first.
-    this.#caughtUp = false;
-    let result;
-    try {
-      result = this.store.read({ after: this.#readCursor, before, limit: READ_AHEAD_COUNT });
-    } catch (error) {
-      this.#readFailed(error);
-      return;
-    }
-    if (Array.isArray(result)) {
-      this.#fill(result as readonly StoredItem[], before);
-      return;
-    }
-    this.#fetching = true;
-    this.#fetchDone = (result as Promise<readonly StoredItem[]>).then(
-      (items) => {
-        this.#fetching = false;
-        this.#fetchDone = undefined;
-        if (this.#state !== 'open') return;
-        this.#fill(items, before);
-        this.#serveWaiters();
-      },
-      (error: unknown) => {
-        this.#fetching = false;
-        this.#fetchDone = undefined;
-        if (this.#state !== 'open') return;
-        this.#readFailed(error);
-        this.#serveWaiters();
-      },
-    );
-  }
-
-  /** Put a just-stored batch straight into the read-ahead, while that stays bounded. */
-  #handOver(items: Entry[]): void {
-    const count = items.length;
-    if (this.#buffer.length - this.#bufferHead + count > READ_AHEAD_COUNT) {
-      this.#caughtUp = false;
-      return;
-    }
-    // The read-ahead never aliases `items`: that array was handed to the store, which may keep it.
-    if (this.#bufferHead === this.#buffer.length) {
-      this.#buffer.length = 0;
-      this.#bufferHead = 0;
-    } else if (this.#bufferHead >= READ_AHEAD_COUNT) {
-      // A consumer a few items behind never empties the array: drop the consumed slots.
-      this.#buffer = this.#buffer.slice(this.#bufferHead);
-      this.#bufferHead = 0;
-    }
-    for (let i = 0; i < count; i++) this.#buffer.push(items[i]!);
-    this.#readCursor = items[count - 1]!.seq;
-  }
-
-  #fill(items: readonly StoredItem[], before: number): void {
-    let last = this.#readCursor;
-    for (const item of items) {
-      // The store must answer the range it was asked for, in seq order.
-      if (!(item.seq > last && item.seq < before)) {
-        this.#fail(new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`));
-        return;
-      }
-      last = item.seq;
-    }
-    // Ready items that are neither returned nor read ahead are in the store, above the read
-    // cursor; when the read was asked for all of them, it must have found some.
-    const unread = this.#ready() - this.#returned.length - (this.#buffer.length - this.#bufferHead);
-    if (items.length === 0 && unread > 0 && before === this.#committedBefore) {
-      this.#fail(new QueueError('ERR_STORE', `Store read returned nothing while ${unread} items are ready`));
-      return;
-    }
-    const buffer = this.#buffer;
-    for (let i = 0; i < items.length; i++) buffer.push(newEntry(items[i]!.seq, items[i]!.bytes));
-    this.#readCursor = last;
-    this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#appendInFlight && before === this.#committedBefore;
   }
 
   #readFailed(error: unknown): void {
     if (error instanceof QueueError && error.code === 'ERR_CORRUPT') {
       // Damage met while reading: the item is never delivered, and nothing after it in its place.
       this.#readError = error;
+      // The damaged item can never be handed out: neither drained() nor onIdle() can come true.
+      this.#drained.rejectAll(error);
+      this.#idle.rejectAll(error);
       return;
     }
     this.#fail(error);
@@ -477,6 +399,8 @@ export class QueueCore {
     }
     const slot = guard.members.length;
     guard.members.push(entry, entry.token);
+    this.#monitor.delivered(entry);
+    if (this.#drained.size !== 0) this.#settleWatches();
     return new Reserved(this, entry, guard, slot);
   }
 
@@ -488,14 +412,14 @@ export class QueueCore {
         entry = this.#takeNext();
       } catch (error) {
         for (const w of waiters.splice(0)) {
-          this.#detachAbort(w);
+          detachAbort(w);
           w.reject(error);
         }
         return;
       }
       if (!entry) return;
       const waiter = waiters.shift()!;
-      this.#detachAbort(waiter);
+      detachAbort(waiter);
       waiter.resolve(this.#deliver(entry));
     }
   }
@@ -532,14 +456,16 @@ export class QueueCore {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    this.#returnEntry(entry);
+    this.#returnEntry(entry, true);
     return Promise.resolve();
   }
 
-  #returnEntry(entry: Entry): void {
+  #returnEntry(entry: Entry, nacked: boolean): void {
     entry.inFlight = false;
     this.#inFlightCount--;
     insertBySeq(this.#returned, entry);
+    // Published before the item can be delivered again: its retry message comes after this one.
+    if (nacked) this.#monitor.nacked(entry);
     this.#serveWaiters();
   }
 
@@ -547,7 +473,7 @@ export class QueueCore {
   returnDropped(entry: Entry, token: number): void {
     // Only a reservation still in flight under the same token was dropped unsettled.
     if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
-    this.#returnEntry(entry);
+    this.#returnEntry(entry, false);
   }
 
   #scheduleAck(): void {
@@ -556,7 +482,7 @@ export class QueueCore {
 
   #flushAcks(): void {
     if (this.#ackInFlight || this.#ackQueue.length === 0 || this.#failure) {
-      this.#checkIdle();
+      this.#checkQuiet();
       return;
     }
     if (!this.#ackFlush.admit()) return;
@@ -584,13 +510,15 @@ export class QueueCore {
     const batch = this.#takeAckBatch();
     if (this.#failure) {
       batch.reject(this.#failure);
-      this.#checkIdle();
+      this.#checkQuiet();
       return;
     }
     this.#storedCount -= batch.entries.length;
+    this.#monitor.acked(batch.entries);
     batch.resolve();
     this.#admitWaiting();
     this.#flushAcks();
+    if (this.#idle.size !== 0) this.#settleWatches();
   };
 
   readonly #ackFailed = (error: unknown): void => {
@@ -605,8 +533,56 @@ export class QueueCore {
     }
     this.#fail(error);
     batch.reject(this.#failure);
-    this.#checkIdle();
+    this.#checkQuiet();
   };
+
+  // ---------------------------------------------------------------- drained() and onIdle()
+
+  /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
+  #isDrained(): boolean {
+    return this.#ready() === 0 && this.#pendingPushes() === 0;
+  }
+
+  /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */
+  #isIdle(): boolean {
+    return this.#storedCount === 0 && this.#pendingPushes() === 0;
+  }
+
+  drained(signal: AbortSignal | undefined): Promise<void> {
+    return this.#watch(this.#drained, () => this.#isDrained(), signal);
+  }
+
+  onIdle(signal: AbortSignal | undefined): Promise<void> {
+    return this.#watch(this.#idle, () => this.#isIdle(), signal);
+  }
+
+  #watch(watch: Watch, holds: () => boolean, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if (holds()) return Promise.resolve();
+    if (this.#readError) return Promise.reject(this.#readError);
+    if (this.#watchesFinal) return Promise.reject(closedError());
+    return watch.wait(signal);
+  }
+
+  /** Resolve the waiters whose condition now holds; called where it may have become true. */
+  #settleWatches(): void {
+    if (this.#drained.size !== 0 && this.#isDrained()) this.#drained.resolveAll();
+    if (this.#idle.size !== 0 && this.#isIdle()) this.#idle.resolveAll();
+  }
+
+  /**
+   * Close has stored or rejected every push and ack it was going to: whatever does not hold now
+   * never will. Resolving instead would tell a waiter that items were handed out or acked when
+   * close returned them to the store.
+   */
+  #finalizeWatches(): void {
+    this.#watchesFinal = true;
+    this.#settleWatches();
+    const closed = closedError();
+    this.#drained.rejectAll(closed);
+    this.#idle.rejectAll(closed);
+  }
 
   // ---------------------------------------------------------------- failure and close
 
@@ -620,7 +596,7 @@ export class QueueCore {
         : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
     const failure = this.#failure;
     for (const p of this.#admitted.splice(0)) {
-      this.#detachAbort(p);
+      detachAbort(p);
       p.reject(failure);
     }
     this.#admittedCount = 0;
@@ -631,26 +607,29 @@ export class QueueCore {
     }
     this.#openAckBatch = undefined;
     for (const w of this.#reserveWaiters.splice(0)) {
-      this.#detachAbort(w);
+      detachAbort(w);
       w.reject(failure);
     }
-    this.#checkIdle();
+    this.#drained.rejectAll(failure);
+    this.#idle.rejectAll(failure);
+    this.#checkQuiet();
+    this.#monitor.failed(failure);
   }
 
   #rejectCapacityWaiters(error: QueueError): void {
     for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
       const p = this.#capacityWaiters[i]!;
-      this.#detachAbort(p);
+      detachAbort(p);
       p.reject(error);
     }
     this.#capacityWaiters = [];
     this.#capacityHead = 0;
   }
 
-  #checkIdle(): void {
+  #checkQuiet(): void {
     if (this.#appendInFlight || this.#ackInFlight) return;
     if (!this.#failure && (this.#admitted.length > 0 || this.#ackQueue.length > 0)) return;
-    for (const resolve of this.#idleWaiters.splice(0)) resolve();
+    for (const resolve of this.#quietWaiters.splice(0)) resolve();
   }
 
   close(): Promise<void> {
@@ -664,24 +643,25 @@ export class QueueCore {
     // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
     this.#rejectCapacityWaiters(closed);
     for (const w of this.#reserveWaiters.splice(0)) {
-      this.#detachAbort(w);
+      detachAbort(w);
       w.resolve(null);
     }
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
     this.#returned = [];
-    this.#buffer = [];
-    this.#bufferHead = 0;
+    this.#readAhead.clear();
     // A read still in flight finishes before the store closes (its answer is dropped).
-    if (this.#fetchDone) await this.#fetchDone;
+    const fetchDone = this.#readAhead.fetchDone;
+    if (fetchDone) await fetchDone;
     // Admitted pushes and issued acks are finished: each is stored (or acked) or rejected.
     await new Promise<void>((resolve) => {
-      this.#idleWaiters.push(resolve);
-      this.#checkIdle();
+      this.#quietWaiters.push(resolve);
+      this.#checkQuiet();
       this.#flushAppends();
       this.#flushAcks();
     });
+    this.#finalizeWatches();
     try {
       await this.store.close();
     } catch (error) {

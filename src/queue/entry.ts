@@ -82,6 +82,31 @@ export function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
 }
 
+/**
+ * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
+ * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
+ */
+export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
+    if (signal) {
+      waiter.onAbort = () => {
+        const i = list.indexOf(waiter);
+        if (i >= 0) list.splice(i, 1);
+        reject(abortReason(signal));
+      };
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+    }
+    list.push(waiter);
+  });
+}
+
+/** Remove the abort listener of a waiter or push that is being settled. */
+export function detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
+  if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
+  pending.onAbort = undefined;
+}
+
 /** Insert `entry` into `list`, kept sorted by seq. Returned items are few: a binary search suffices. */
 export function insertBySeq(list: Entry[], entry: Entry): void {
   let lo = 0;

@@ -3,7 +3,7 @@ import { QueueError } from '../errors.js';
 import { expectation, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
-import type { ProcessOptions, PushOptions, QueueStats, ReserveOptions } from './types.js';
+import type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer {
@@ -61,6 +61,16 @@ export class Producer {
     return this.#core.stats();
   }
 
+  /** As {@link Consumer.drained}: the same queue, the same promise semantics. */
+  drained(options?: WaitOptions): Promise<void> {
+    return waitFor(this.#core, 'drained', options);
+  }
+
+  /** As {@link Consumer.onIdle}: the same queue, the same promise semantics. */
+  onIdle(options?: WaitOptions): Promise<void> {
+    return waitFor(this.#core, 'onIdle', options);
+  }
+
   /** Close the queue (both handles). Idempotent. */
   close(): Promise<void> {
     return this.#core.close();
@@ -69,6 +79,17 @@ export class Producer {
   [Symbol.asyncDispose](): Promise<void> {
     return this.#core.close();
   }
+}
+
+/** Validate the options of `drained()` and `onIdle()`, then wait in the core. */
+function waitFor(core: QueueCore, which: 'drained' | 'onIdle', options: WaitOptions | undefined): Promise<void> {
+  let signal: AbortSignal | undefined;
+  try {
+    signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return which === 'drained' ? core.drained(signal) : core.onIdle(signal);
 }
 
 /** The consuming handle: reserve items, then ack or nack each. */
@@ -169,6 +190,26 @@ export class Consumer {
 
   stats(): QueueStats {
     return this.#core.stats();
+  }
+
+  /**
+   * Resolves once nothing is left to hand to the consumer: every push made so far is stored and
+   * delivered (`ready` and `pendingPushes` are 0), though items may still be in flight. Resolves
+   * at once when that already holds. Rejects with `ERR_STORE_FAILED` if the queue fails, with
+   * `ERR_CORRUPT` once a read met damaged data, and with `ERR_CLOSED` if the queue closes before
+   * it holds (close first stores the pushes and acks already under way).
+   */
+  drained(options?: WaitOptions): Promise<void> {
+    return waitFor(this.#core, 'drained', options);
+  }
+
+  /**
+   * Resolves once the queue is idle: drained, and every item acked with its ack stored under the
+   * durability policy (`ready`, `inFlight`, `pendingPushes` and `pendingAcks` are all 0). Settles
+   * as {@link Consumer.drained} does otherwise.
+   */
+  onIdle(options?: WaitOptions): Promise<void> {
+    return waitFor(this.#core, 'onIdle', options);
   }
 
   /** Close the queue (both handles). Idempotent. */

@@ -25,6 +25,11 @@ export interface ReserveOptions {
   signal?: AbortSignal;
 }
 
+export interface WaitOptions {
+  /** Stop waiting: the returned promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
 export interface ProcessOptions {
   /**
    * How many handlers run at once.
@@ -35,7 +40,11 @@ export interface ProcessOptions {
   signal?: AbortSignal;
 }
 
-/** A snapshot of the queue's counters. */
+/**
+ * A snapshot of the queue's state and counters. The cumulative counters (`pushed`, `acked`,
+ * `nacked`, `redelivered`) count from this queue's `open()`, are kept in memory only, and start
+ * again at 0 when the store is opened again.
+ */
 export interface QueueStats {
   /** Stored items not reserved by the consumer. */
   ready: number;
@@ -49,5 +58,19 @@ export interface QueueStats {
   pendingAcks: number;
   durability: Durability;
   closed: boolean;
+  /** This queue's id, unique within the process (in open order from 1); diagnostics messages carry it. */
+  queueId: number;
+  /** Items whose push resolved (a `pushMany` of n counts n). */
+  pushed: number;
+  /** Items whose ack resolved. */
+  acked: number;
+  /** Items nacked (by `nack()`, a throwing `process()` handler, or an `await using` scope left unacked). */
+  nacked: number;
+  /** Deliveries after an item's first one in this process: nacked items, dropped reservations, acks refused with `ERR_STORE_FULL`. */
+  redelivered: number;
+  /** Bytes of the store's files, when the store reports its usage (`Store.usage`, LogStore) and the queue is open. */
+  bytesOnDisk?: number;
+  /** The store's segment (or file) count, reported alongside `bytesOnDisk`. */
+  segments?: number;
 }
 
