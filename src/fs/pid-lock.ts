@@ -36,7 +36,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-function writeFileDurably(path: string, text: string, flags: string): void {
+export function writeFileDurably(path: string, text: string, flags: string): void {
   const fd = fs.openSync(path, flags, 0o600);
   try {
     fs.writeSync(fd, text);
@@ -63,7 +63,7 @@ const heldByThisProcess = new Set<string>();
 const TAKEOVER_SUFFIX = '.takeover';
 
 /** Create `path` as a new name of `from` (atomic, fails with EEXIST); false when it exists. */
-function linkNew(from: string, path: string, text: string): boolean {
+export function linkNew(from: string, path: string, text: string): boolean {
   for (let attempt = 0; ; attempt++) {
     try {
       fs.linkSync(from, path);
@@ -79,7 +79,7 @@ function linkNew(from: string, path: string, text: string): boolean {
 }
 
 /** `exists: false` when there is no file; `pid: null` when it exists but names no pid. */
-function readHolder(path: string): { exists: boolean; pid: number | null } {
+export function readHolder(path: string): { exists: boolean; pid: number | null } {
   let text: string;
   try {
     text = fs.readFileSync(path, 'utf8');
@@ -89,6 +89,14 @@ function readHolder(path: string): { exists: boolean; pid: number | null } {
   }
   const pid = Number.parseInt(text.trim(), 10);
   return { exists: true, pid: Number.isSafeInteger(pid) && pid > 0 ? pid : null };
+}
+
+/**
+ * Whether the holder `pid` named by the lock file `lockPath` is gone: no pid at all, a pid that is
+ * not alive, or our own pid while this process does not hold the lock.
+ */
+export function isStaleHolder(lockPath: string, pid: number | null, env: PidLockEnv = processEnv): boolean {
+  return pid === null || (pid === env.pid ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
 }
 
 /**
@@ -102,8 +110,7 @@ function readHolder(path: string): { exists: boolean; pid: number | null } {
  */
 export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): LockHandle {
   const me = env.pid;
-  const stale = (pid: number | null): boolean =>
-    pid === null || (pid === me ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
+  const stale = (pid: number | null): boolean => isStaleHolder(lockPath, pid, env);
   const tmp = `${lockPath}.tmp-${me}`;
   const mutex = lockPath + TAKEOVER_SUFFIX;
   const text = `${me}\n`;
