@@ -3,7 +3,7 @@
  * instead of failing with ERR_LOCKED. The built binary in spawned processes, on a real directory.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -28,8 +28,8 @@ function pq(args: string[]): { code: number | null; stdout: string; stderr: stri
 }
 
 /** pq run in the background; resolves with its exit status and output. */
-function pqLater(args: string[]): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; exited: () => boolean } {
-  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function pqLater(args: string[], extraEnv: Record<string, string> = {}): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; exited: () => boolean } {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let exited = false;
@@ -96,14 +96,18 @@ describe('pq --wait', () => {
     }
   });
 
-  it('pushesStartedTogetherAllLand', async () => {
+  // Under both locks. Each opener's own LOCK.tmp-<pid> used to be deleted as a stray by the
+  // recovery of whichever opener got the lock, failing an open now and then (ENOENT).
+  it.each(['flock', 'pidfile'])('pushesStartedTogetherAllLand (%s lock)', async (kind) => {
     pq(['push', dir, '--create', 'start']);
-    const runs = Array.from({ length: 4 }, (_, i) => pqLater(['push', dir, `run-${i}`, '--wait', '60000']));
+    const names = Array.from({ length: 6 }, (_, i) => `run-${i}`);
+    const runs = names.map((name) => pqLater(['push', dir, name, '--wait', '60000'], { PERSISTENT_QUEUE_LOCK: kind }));
     const results = await Promise.all(runs.map((r) => r.done));
     for (const r of results) expect(r).toMatchObject({ code: 0, stderr: '' });
     const popped = pq(['pop', dir, '--count', '10']).stdout.trim().split('\n');
     expect(popped[0]).toBe('start');
-    expect(popped.slice(1).sort()).toEqual(['run-0', 'run-1', 'run-2', 'run-3']);
+    expect(popped.slice(1).sort()).toEqual(names);
+    expect(readdirSync(dir).filter((n) => n.startsWith('LOCK'))).toEqual([]);
   });
 
   it('aBadWaitIsAUsageErrorThatTouchesNothing', () => {

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from './file-system.js';
 import { PROCESS_FILES, shareScope } from './open-registry.js';
-import { isStaleHolder, linkNew, lockedError, pidFileLock, readPid, writeFileDurably } from './pid-lock.js';
+import { isStaleHolder, linkNew, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
 
 interface FsExt {
   flockSync(fd: number, flags: 'exnb' | 'un'): void;
@@ -111,10 +111,15 @@ function flockLock(ext: FsExt, lockPath: string): LockHandle {
   const tmp = `${lockPath}.tmp-${me}`;
   try {
     for (let attempt = 0; attempt < 4; attempt++) {
-      if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
-      const created = linkNew(tmp, lockPath, text);
-      const fd = openExisting(lockPath);
-      if (fd === null) continue; // released and removed meanwhile: create it again
+      let created = false;
+      let fd = openExisting(lockPath);
+      if (fd === null) {
+        // Only a missing LOCK costs the tmp file and its fsync: a waiting open polls a held one.
+        if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
+        created = linkNew(tmp, lockPath, text);
+        fd = openExisting(lockPath);
+        if (fd === null) continue; // released and removed meanwhile: create it again
+      }
       let held = false;
       try {
         ext.flockSync(fd, 'exnb');
@@ -142,6 +147,7 @@ function flockLock(ext: FsExt, lockPath: string): LockHandle {
         unlockAndClose(ext, fd);
         throw e;
       }
+      removeDeadOpenersFiles(lockPath);
       return flockHandle(ext, fd, lockPath, me);
     }
     throw lockedError(lockPath, readPid(lockPath));

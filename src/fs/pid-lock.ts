@@ -4,6 +4,7 @@
  * is taken over by rename, serialised by a `LOCK.takeover` mutex file.
  */
 import * as fs from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { LockHandle } from './file-system.js';
 
 /** The error a held lock throws: `code: 'ELOCKED'` and, where known, the holder's `pid`. */
@@ -116,6 +117,10 @@ export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): Loc
   const text = `${me}\n`;
   try {
     for (let attempt = 0; attempt < 4; attempt++) {
+      // A live holder is refused before the tmp file is written and fsynced: an open that waits
+      // for the lock tries again and again while it is held.
+      const before = readHolder(lockPath);
+      if (before.exists && !stale(before.pid)) throw lockedError(lockPath, before.pid);
       // (Re)written each attempt: a rename below consumes it.
       if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
       if (linkNew(tmp, lockPath, text)) return pidFileHandle(lockPath, me);
@@ -148,7 +153,23 @@ export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): Loc
   }
 }
 
+/**
+ * Remove the `LOCK.tmp-<pid>` files of openers that died inside a lock attempt (a few syscalls):
+ * each opener removes its own, and recovery leaves them alone because a live opener may be using
+ * its own right now. Called by a new holder of the lock, of either kind.
+ */
+export function removeDeadOpenersFiles(lockPath: string, env: PidLockEnv = processEnv): void {
+  const dir = dirname(lockPath);
+  const prefix = `${basename(lockPath)}.tmp-`;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length));
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== env.pid && !env.isAlive(pid)) fs.rmSync(join(dir, name), { force: true });
+  }
+}
+
 function pidFileHandle(lockPath: string, me: number): LockHandle {
+  removeDeadOpenersFiles(lockPath);
   heldByThisProcess.add(lockPath);
   let released = false;
   return {

@@ -159,6 +159,21 @@ describe.each(KINDS)('the %s lock', (kind) => {
     expect(await payloads(dir, { fs })).toEqual(['a', 'b', 'c']);
   });
 
+  test('anotherOpenersLockTmpFileIsLeftAloneAndADeadOnesIsRemoved', async () => {
+    const { dir } = fresh();
+    await (await LogStore.open(dir, { fs })).close();
+    // process.ppid is alive and not us: an opener in the middle of its lock attempt, as far as
+    // the store can tell. 4000000 is above any pid in use here: an opener that died in its attempt.
+    const live = `LOCK.tmp-${process.ppid}`;
+    writeFileSync(join(dir, live), `${process.ppid}\n`);
+    writeFileSync(join(dir, 'LOCK.tmp-4000000'), '4000000\n');
+    const store = await LogStore.open(dir, { fs });
+    expect(store.recovery.strayFilesDeleted).toEqual([]);
+    expect(readdirSync(dir).filter((n) => n.startsWith('LOCK.tmp'))).toEqual([live]);
+    await store.close();
+    expect(readdirSync(dir).filter((n) => n.startsWith('LOCK'))).toEqual([live]);
+  });
+
   test('aSecondOpenInThisProcessIsRefusedOrWaitsForTheFirstToClose', async () => {
     const { dir } = fresh();
     const first = await LogStore.open(dir, { fs });
