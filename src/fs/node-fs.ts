@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from './file-system.js';
 import { PROCESS_FILES, shareScope } from './open-registry.js';
-import { isStaleHolder, linkNew, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
+import { isStaleHolder, linkNew, lockedError, pidFileLock, pidIn, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
 
 interface FsExt {
   flockSync(fd: number, flags: 'exnb' | 'un'): void;
@@ -91,9 +91,8 @@ function sameFile(fd: number, path: string): boolean {
 /** A live holder of the pid lock (a process without fs-ext) named by the text of LOCK, or null. */
 function pidFileHolder(lockPath: string, text: string): number | null {
   if (text.includes(FLOCK_MARK)) return null;
-  const pid = Number.parseInt(text.trim(), 10);
-  const named = Number.isSafeInteger(pid) && pid > 0 ? pid : null;
-  return named !== null && !isStaleHolder(lockPath, named) ? named : null;
+  const pid = pidIn(text);
+  return pid !== null && !isStaleHolder(lockPath, pid) ? pid : null;
 }
 
 /**

@@ -15,16 +15,14 @@ export function lockedError(lockPath: string, pid: number | null): Error {
   return err;
 }
 
-export function readPid(path: string): number | null {
-  let text: string;
-  try {
-    text = fs.readFileSync(path, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw e;
-  }
+/** The pid a lock file's text names (its leading decimal digits, FORMAT.md §5), or null. */
+export function pidIn(text: string): number | null {
   const pid = Number.parseInt(text.trim(), 10);
   return Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+}
+
+export function readPid(path: string): number | null {
+  return readHolder(path).pid;
 }
 
 function isAlive(pid: number): boolean {
@@ -88,8 +86,7 @@ export function readHolder(path: string): { exists: boolean; pid: number | null 
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { exists: false, pid: null };
     throw e;
   }
-  const pid = Number.parseInt(text.trim(), 10);
-  return { exists: true, pid: Number.isSafeInteger(pid) && pid > 0 ? pid : null };
+  return { exists: true, pid: pidIn(text) };
 }
 
 /**
