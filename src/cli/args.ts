@@ -45,6 +45,16 @@ export const COMMON_OPTIONS: Readonly<Record<string, OptionSpec>> = {
 
 const FORMAT_OPTION: OptionSpec = { type: 'string', value: 'jsonl|text|hex', help: 'output format (--json means jsonl)' };
 
+/**
+ * The commands that write to a store wait for it with this: cron jobs, hooks and shell loops run
+ * several `pq` at once, and the store takes one writer at a time.
+ */
+const WAIT_OPTION: OptionSpec = {
+  type: 'string',
+  value: 'MS',
+  help: 'wait up to MS milliseconds while another process holds the store (default 0: fail at once with ERR_LOCKED)',
+};
+
 export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'demo',
@@ -105,6 +115,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       create: { type: 'boolean', help: 'create the store if <dir> is not one yet' },
       durability: { type: 'string', value: 'sync|group|none', help: 'durability policy of the pushes (default group)' },
+      wait: WAIT_OPTION,
     },
     details: 'Prints the seq of each item. Without --create, <dir> must already be a store.',
   },
@@ -116,6 +127,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       count: { type: 'string', value: 'N', help: 'take at most N items (default 1)' },
       'no-ack': { type: 'boolean', help: 'leave the items in the store' },
       format: FORMAT_OPTION,
+      wait: WAIT_OPTION,
     },
     details:
       'Items are written in batches, and a batch is acked only once its lines have been handed to\n' +
@@ -127,7 +139,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'compact',
     args: '<dir>',
     summary: 'run a compaction pass, report bytes reclaimed',
-    options: {},
+    options: { wait: WAIT_OPTION },
   },
 ];
 

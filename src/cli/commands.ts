@@ -2,7 +2,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { basename, resolve } from 'node:path';
-import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Durability, type Reserved } from '../index.js';
+import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Durability, type LogStoreOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
@@ -38,6 +38,11 @@ export function intOption(command: string, name: string, value: string | boolean
     throw new UsageError(`--${name} must be an integer >= ${min}, got '${String(value)}'`, command);
   }
   return n;
+}
+
+/** `--wait MS`: how long `LogStore.open` waits for a store another process holds. */
+function waitOption(command: string, value: string | boolean | undefined): LogStoreOptions {
+  return { lockTimeoutMs: intOption(command, 'wait', value, 0) };
 }
 
 function stringOption(value: string | boolean | undefined): string | undefined {
@@ -214,9 +219,10 @@ export const push: Command = async (cli, { values, positionals }) => {
   if (positionals.length < 1) throw new UsageError('pq push needs a <dir>', 'push');
   const [dir, ...data] = positionals as [string, ...string[]];
   const durability = durabilityOption(values.durability);
+  const wait = waitOption('push', values.wait);
   const create = values.create === true;
   // Opened before stdin is read: a missing store is reported before anything is consumed.
-  const store = await LogStore.open(dir, { mustExist: !create }).catch((e: unknown) => {
+  const store = await LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
     throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
   });
   const [tx] = await new Builder(store).durability(durability).open();
@@ -235,10 +241,11 @@ export const pop: Command = async (cli, { values, positionals }) => {
   const count = intOption('pop', 'count', values.count, 1, 1);
   const format = formatOption('pop', cli, values.format, 'text');
   const ack = values['no-ack'] !== true;
+  const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
   // `group`: an ack resolves once an fsync that started after it was written completed, as
   // durable as `sync`, and the acks of a batch share that fsync.
-  const [tx, rx] = await new Builder(await LogStore.open(dir, { mustExist: true })).durability('group').open();
+  const [tx, rx] = await new Builder(await LogStore.open(dir, { ...wait, mustExist: true })).durability('group').open();
   try {
     let taken = 0;
     let batchItems = 1;
@@ -267,9 +274,10 @@ export const pop: Command = async (cli, { values, positionals }) => {
   }
 };
 
-export const compact: Command = async (cli, { positionals }) => {
+export const compact: Command = async (cli, { values, positionals }) => {
+  const wait = waitOption('compact', values.wait);
   const dir = oneDir('compact', positionals);
-  const store = await LogStore.open(dir, { mustExist: true });
+  const store = await LogStore.open(dir, { ...wait, mustExist: true });
   const progress = new Progress(cli.err, !cli.json);
   const startedAt = performance.now();
   // Deleting acked segments is instant; rewriting sealed ones reports the bytes it has read.

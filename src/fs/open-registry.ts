@@ -15,11 +15,20 @@ const claimed = new WeakMap<object, Set<string>>();
 /** The scope of every store on the real file system. */
 export const PROCESS_FILES: object = Object.freeze({ name: 'the file system of this process' });
 
+/** Objects that stand for another scope: each node:fs FileSystem stands for PROCESS_FILES. */
+const aliases = new WeakMap<object, object>();
+
+/** Make `alias` name the same scope as `scope` (a FileSystem over the real disk, say). */
+export function shareScope(alias: object, scope: object): void {
+  aliases.set(alias, aliases.get(scope) ?? scope);
+}
+
 /**
  * Claim `key` (a canonical path) in `scope`; returns the release function (idempotent). Throws
  * `OpenError` `ERR_LOCKED` when the path is already claimed.
  */
-export function claimOpen(scope: object, key: string, shown: string = key): () => void {
+export function claimOpen(given: object, key: string, shown: string = key): () => void {
+  const scope = aliases.get(given) ?? given;
   let set = claimed.get(scope);
   if (set === undefined) claimed.set(scope, (set = new Set()));
   if (set.has(key)) {

@@ -4,6 +4,7 @@
  * is taken over by rename, serialised by a `LOCK.takeover` mutex file.
  */
 import * as fs from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { LockHandle } from './file-system.js';
 
 /** The error a held lock throws: `code: 'ELOCKED'` and, where known, the holder's `pid`. */
@@ -14,16 +15,14 @@ export function lockedError(lockPath: string, pid: number | null): Error {
   return err;
 }
 
-export function readPid(path: string): number | null {
-  let text: string;
-  try {
-    text = fs.readFileSync(path, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw e;
-  }
+/** The pid a lock file's text names (its leading decimal digits, FORMAT.md §5), or null. */
+export function pidIn(text: string): number | null {
   const pid = Number.parseInt(text.trim(), 10);
   return Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+}
+
+export function readPid(path: string): number | null {
+  return readHolder(path).pid;
 }
 
 function isAlive(pid: number): boolean {
@@ -36,7 +35,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-function writeFileDurably(path: string, text: string, flags: string): void {
+export function writeFileDurably(path: string, text: string, flags: string): void {
   const fd = fs.openSync(path, flags, 0o600);
   try {
     fs.writeSync(fd, text);
@@ -63,7 +62,7 @@ const heldByThisProcess = new Set<string>();
 const TAKEOVER_SUFFIX = '.takeover';
 
 /** Create `path` as a new name of `from` (atomic, fails with EEXIST); false when it exists. */
-function linkNew(from: string, path: string, text: string): boolean {
+export function linkNew(from: string, path: string, text: string): boolean {
   for (let attempt = 0; ; attempt++) {
     try {
       fs.linkSync(from, path);
@@ -79,7 +78,7 @@ function linkNew(from: string, path: string, text: string): boolean {
 }
 
 /** `exists: false` when there is no file; `pid: null` when it exists but names no pid. */
-function readHolder(path: string): { exists: boolean; pid: number | null } {
+export function readHolder(path: string): { exists: boolean; pid: number | null } {
   let text: string;
   try {
     text = fs.readFileSync(path, 'utf8');
@@ -87,8 +86,15 @@ function readHolder(path: string): { exists: boolean; pid: number | null } {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { exists: false, pid: null };
     throw e;
   }
-  const pid = Number.parseInt(text.trim(), 10);
-  return { exists: true, pid: Number.isSafeInteger(pid) && pid > 0 ? pid : null };
+  return { exists: true, pid: pidIn(text) };
+}
+
+/**
+ * Whether the holder `pid` named by the lock file `lockPath` is gone: no pid at all, a pid that is
+ * not alive, or our own pid while this process does not hold the lock.
+ */
+export function isStaleHolder(lockPath: string, pid: number | null, env: PidLockEnv = processEnv): boolean {
+  return pid === null || (pid === env.pid ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
 }
 
 /**
@@ -102,13 +108,16 @@ function readHolder(path: string): { exists: boolean; pid: number | null } {
  */
 export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): LockHandle {
   const me = env.pid;
-  const stale = (pid: number | null): boolean =>
-    pid === null || (pid === me ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
+  const stale = (pid: number | null): boolean => isStaleHolder(lockPath, pid, env);
   const tmp = `${lockPath}.tmp-${me}`;
   const mutex = lockPath + TAKEOVER_SUFFIX;
   const text = `${me}\n`;
   try {
     for (let attempt = 0; attempt < 4; attempt++) {
+      // A live holder is refused before the tmp file is written and fsynced: an open that waits
+      // for the lock tries again and again while it is held.
+      const before = readHolder(lockPath);
+      if (before.exists && !stale(before.pid)) throw lockedError(lockPath, before.pid);
       // (Re)written each attempt: a rename below consumes it.
       if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
       if (linkNew(tmp, lockPath, text)) return pidFileHandle(lockPath, me);
@@ -141,7 +150,23 @@ export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): Loc
   }
 }
 
+/**
+ * Remove the `LOCK.tmp-<pid>` files of openers that died inside a lock attempt (a few syscalls):
+ * each opener removes its own, and recovery leaves them alone because a live opener may be using
+ * its own right now. Called by a new holder of the lock, of either kind.
+ */
+export function removeDeadOpenersFiles(lockPath: string, env: PidLockEnv = processEnv): void {
+  const dir = dirname(lockPath);
+  const prefix = `${basename(lockPath)}.tmp-`;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length));
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== env.pid && !env.isAlive(pid)) fs.rmSync(join(dir, name), { force: true });
+  }
+}
+
 function pidFileHandle(lockPath: string, me: number): LockHandle {
+  removeDeadOpenersFiles(lockPath);
   heldByThisProcess.add(lockPath);
   let released = false;
   return {

@@ -118,12 +118,18 @@ export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'os-met
  */
 export const OS_METADATA_FILES: readonly string[] = ['.DS_Store', 'Thumbs.db', 'desktop.ini'];
 
-const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc|LOCK)\.tmp(-\d+)?$/;
+const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.tmp(-\d+)?$/;
+/**
+ * `LOCK.tmp-<pid>`: a file of the lock protocol, written by an opener that does not hold the lock
+ * (yet). Never a stray for recovery to delete: the lock holder's recovery used to delete another
+ * opener's, which failed one of the two opens (ENOENT) when four `pq push` ran at once.
+ */
+const LOCK_TMP_RE = /^LOCK\.tmp(-\d+)?$/;
 const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
 export function classifyEntry(name: string): EntryKind {
   if (parseSegmentName(name) !== null) return 'segment';
   if (name === CURSOR_FILE) return 'cursor';
-  if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE) return 'lock';
+  if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE || LOCK_TMP_RE.test(name)) return 'lock';
   if (TMP_RE.test(name)) return 'tmp';
   if (TORN_RE.test(name)) return 'torn';
   if (OS_METADATA_FILES.includes(name)) return 'os-metadata';

@@ -15,6 +15,7 @@ import { CursorLog } from './cursor-log.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
 import { CUR_FLAG_CLEAN, FORMAT_VERSION, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
 import { SegmentLayout } from './layout.js';
+import { LockWait } from './lock-wait.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
 import { resolveOptions, type LogStoreOptions, type ResolvedOptions } from './options.js';
 import { readOnlyView, type ReadOnlyView } from './read-only.js';
@@ -338,6 +339,8 @@ export class LogStore implements Store {
 
   async #recover(): Promise<void> {
     const dir = this.dir;
+    const wait = new LockWait(this.#opts);
+    wait.throwIfAborted();
     await prepareDirectory(this.#fs, dir, this.#opts);
     if (this.#opts.readOnly) return this.#recoverReadOnly();
     let key = dir;
@@ -347,13 +350,16 @@ export class LogStore implements Store {
       // Fall back to the resolved path.
     }
     // Refused before the lock is touched: a failed second open must not drop the first one's lock.
-    this.#unclaim = claimOpen(this.#fs, key, dir);
+    // A second open in this process waits for the first to close, as one in another process does.
+    this.#unclaim = await wait.retry(() => claimOpen(this.#fs, key, dir));
     try {
       // Before the lock: a directory that is not a store must not have its own LOCK file taken
       // over or deleted (a LevelDB directory has one). A failed open changes no file.
       const foreign = foreignEntryProblem(dir, this.#fs.readdir(dir));
       if (foreign !== null) throw foreign;
-      this.#lock = takeLock(this.#fs, dir);
+      await wait.retry(() => {
+        this.#lock = takeLock(this.#fs, dir);
+      });
       // Under the lock the plan reads the directory again: it may have changed meanwhile.
       const plan = planRecovery(this.#fs, dir, this.#opts);
       this.#recovery = await applyRecovery(plan, {
@@ -369,7 +375,7 @@ export class LogStore implements Store {
       this.#maintenance.poke();
     } catch (e) {
       this.#releaseAll();
-      if (e instanceof OpenError) throw e;
+      if (e instanceof OpenError || wait.isAbort(e)) throw e;
       // An I/O error (EMFILE, EACCES, EIO...) keeps its code in `cause`; it is never called corruption.
       throw openFailed('Cannot open store', dir, e);
     }

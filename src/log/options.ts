@@ -1,6 +1,7 @@
 // The options of LogStore.open, their defaults and their validation.
 import type { FileSystem } from '../fs/file-system.js';
 import { MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD } from './format.js';
+import { lockSignalOption, lockTimeoutOption } from './lock-wait.js';
 import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../validate.js';
 
 const MiB = 1024 * 1024;
@@ -84,6 +85,20 @@ export interface LogStoreOptions {
    * @default false
    */
   readOnly?: boolean;
+  /**
+   * How long `open` waits, in milliseconds, for a store that another process (or another open in
+   * this process) holds, trying again after short pauses (5 ms, doubling up to 100 ms). Past it,
+   * `open` rejects with `OpenError` `ERR_LOCKED` naming the holder's pid. `Infinity` waits until
+   * the holder lets go or `signal` aborts.
+   * @default 0 (fail at once)
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Aborting it while `open` waits for the lock rejects the open with the signal's reason (a
+   * DOMException named `AbortError` unless `abort()` was given one); nothing is left held or
+   * written. Once the lock is held the open runs to its end.
+   */
+  signal?: AbortSignal;
 }
 
 function ratio(name: string, value: unknown): number {
@@ -111,6 +126,8 @@ export interface ResolvedOptions {
   fileMode: number;
   mustExist: boolean;
   readOnly: boolean;
+  lockTimeoutMs: number;
+  signal: AbortSignal | undefined;
   /**
    * Ranges per ACK record, for writer and reader alike: MAX_RANGES_PER_RECORD. Not a public option:
    * tests lower it (`maxRangesPerRecord`) to exercise the split of a large ack into several records
@@ -134,6 +151,8 @@ const OPTION_NAMES: readonly string[] = [
   'mustExist',
   'readOnly',
   'maxRangesPerRecord',
+  'lockTimeoutMs',
+  'signal',
 ];
 
 export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined): ResolvedOptions {
@@ -175,6 +194,8 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
     mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
     readOnly,
+    lockTimeoutMs: lockTimeoutOption(o.lockTimeoutMs),
+    signal: lockSignalOption(o.signal),
     maxRangesPerRecord:
       o.maxRangesPerRecord === undefined ? MAX_RANGES_PER_RECORD : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
   };

@@ -11,6 +11,7 @@ import { CURSOR_HEADER_BYTES, FRAME_HEADER_BYTES, MAX_RANGES_PER_RECORD, RANGE_B
 import type { LockHandle } from '../../src/fs/file-system.js';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
 import { pidFileLock, type PidLockEnv } from '../../src/fs/pid-lock.js';
+import { createNodeFileSystem } from '../../src/fs/node-fs.js';
 import { resyncCounters } from '../../src/log/frame-reader.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 import { cleanupDirs, errno, freshDir, items, openStore, readAllTexts, WrappedFs } from './helpers.js';
@@ -90,15 +91,18 @@ describe('more acked ranges than one record holds', () => {
 });
 
 describe('the pid lock (no fs-ext)', () => {
+  // The pid lock whether or not fs-ext is installed.
+  const pidFs = createNodeFileSystem('pidfile');
+
   // A container restarts node with the same pid every time (often 1): a LOCK left by a killed
   // previous incarnation holds our own pid and was taken for a live holder forever.
   test('aStaleLockHoldingOurOwnPidIsTakenOver', async () => {
     const dir = freshDir();
-    const { store } = await openStore(dir);
+    const { store } = await openStore(dir, { fs: pidFs });
     await store.append(items(1, ['kept']), true);
     await store.close();
     nodeFs.writeFileSync(join(dir, 'LOCK'), `${process.pid}\n`);
-    const { store: again } = await openStore(dir);
+    const { store: again } = await openStore(dir, { fs: pidFs });
     expect(readAllTexts(again)).toEqual(['kept']);
     // The lock is really held: a second lock attempt of this process on the same file is refused.
     expect(() => pidFileLock(join(dir, 'LOCK'))).toThrow(/held/);
