@@ -94,6 +94,7 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   }
   const suite = makeSuite(test, options);
   storeMethodTests(suite);
+  payloadTests(suite);
   queueTests(suite);
   if (options.reopen) reopenTests(suite);
   if (options.crash) crashTests(suite);
@@ -123,7 +124,7 @@ function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOpti
   };
 }
 
-/** The Store methods called directly: open, append, read, ack, payload bytes. */
+/** The Store methods called directly: open, append, read, ack. */
 function storeMethodTests<S extends Store>(suite: Suite<S>): void {
   suite.test('declares maxItemBytes and features', async () => {
     const store = await suite.make();
@@ -165,7 +166,10 @@ function storeMethodTests<S extends Store>(suite: Suite<S>): void {
     assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['2', '4']);
     await store.close();
   });
+}
 
+/** Payload bytes of every value and size, and a backlog read back in pages. */
+function payloadTests<S extends Store>(suite: Suite<S>): void {
   suite.test('binary payloads of every byte value and size up to 64 KiB round-trip', async () => {
     const store = await suite.make();
     const { nextSeq: s } = await store.open();

@@ -165,38 +165,10 @@ export class LevelStore implements Store {
    */
   static async open(path: string, options?: LevelStoreOptions): Promise<LevelStore> {
     nonEmptyString('path', path);
-    const o = optionsObject('options', options);
-    let maxItemBytes = DEFAULT_MAX_ITEM_BYTES;
-    if (o.maxItemBytes !== undefined) {
-      maxItemBytes = positiveInteger('options.maxItemBytes', o.maxItemBytes);
-      if (maxItemBytes > MAX_ITEM_BYTES_CAP) {
-        throw new RangeError(expectation('options.maxItemBytes', `a positive integer of at most ${MAX_ITEM_BYTES_CAP}`, maxItemBytes));
-      }
-    }
-    const dirMode = o.dirMode === undefined ? 0o700 : nonNegativeInteger('options.dirMode', o.dirMode);
-
+    const { maxItemBytes, dirMode } = levelOptions(options);
     const dir = resolve(path);
     const ClassicLevel = await loadPeer();
-    let key: string;
-    try {
-      const st = statSync(dir, { throwIfNoEntry: false });
-      if (st !== undefined && !st.isDirectory()) {
-        throw new OpenError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
-      }
-      if (st === undefined) {
-        mkdirSync(dir, { recursive: true, mode: dirMode });
-      } else {
-        // LevelDB would happily create its files among someone else's: refuse a non-empty
-        // directory that is not a LevelDB database, before LevelDB sees it.
-        const names = readdirSync(dir);
-        if (names.length > 0 && !names.includes('CURRENT')) {
-          throw new OpenError('ERR_STORE', `Store directory ${dir} holds files that are not a LevelDB database`, { file: dir });
-        }
-      }
-      key = realpathSync(dir);
-    } catch (e) {
-      throw openError(dir, e);
-    }
+    const key = prepareDirectory(dir, dirMode);
     // Refused before classic-level sees it: a failed second open that closes its own handle on
     // LevelDB's LOCK file would silently drop the first holder's POSIX lock.
     const unclaim = claimOpen(PROCESS_FILES, key, dir);
@@ -207,26 +179,7 @@ export class LevelStore implements Store {
       db = new ClassicLevel(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
       await db.open({ createIfMissing: true });
       opened = true;
-      const format = await db.get(FORMAT_KEY);
-      if (format === undefined) {
-        const any = await db.iterator({ limit: 1 }).all();
-        if (any.length > 0) {
-          throw new OpenError('ERR_STORE', `Store ${dir} is a LevelDB database but not a persistent-queue store`, { file: dir });
-        }
-        await db.batch(
-          [
-            { type: 'put', key: FORMAT_KEY, value: u64(LEVEL_FORMAT_VERSION) },
-            { type: 'put', key: NEXT_SEQ_KEY, value: u64(1) },
-          ],
-          { sync: true },
-        );
-      } else if (format.length !== 8 || readU64(format) > LEVEL_FORMAT_VERSION) {
-        throw new OpenError(
-          'ERR_UNSUPPORTED_VERSION',
-          `Store ${dir} has format ${format.length === 8 ? readU64(format) : 'unknown'}; this version reads up to ${LEVEL_FORMAT_VERSION}`,
-          { file: dir },
-        );
-      }
+      await checkFormat(db, dir);
       const stored = await db.get(NEXT_SEQ_KEY);
       const last = await db.iterator({ gt: ITEMS_LOW, lt: ITEMS_HIGH, reverse: true, limit: 1 }).all();
       const nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), last.length > 0 ? seqOfKey(last[0]![0]) + 1 : 1);
@@ -342,3 +295,62 @@ export class LevelStore implements Store {
   }
 }
 
+/** The options of {@link LevelStore.open}, validated, with their defaults. */
+function levelOptions(options: LevelStoreOptions | undefined): { maxItemBytes: number; dirMode: number } {
+  const o = optionsObject('options', options);
+  let maxItemBytes = DEFAULT_MAX_ITEM_BYTES;
+  if (o.maxItemBytes !== undefined) {
+    maxItemBytes = positiveInteger('options.maxItemBytes', o.maxItemBytes);
+    if (maxItemBytes > MAX_ITEM_BYTES_CAP) {
+      throw new RangeError(expectation('options.maxItemBytes', `a positive integer of at most ${MAX_ITEM_BYTES_CAP}`, maxItemBytes));
+    }
+  }
+  return { maxItemBytes, dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('options.dirMode', o.dirMode) };
+}
+
+/** Create a missing store directory, refuse a path that is not one; returns its canonical path. */
+function prepareDirectory(dir: string, dirMode: number): string {
+  try {
+    const st = statSync(dir, { throwIfNoEntry: false });
+    if (st !== undefined && !st.isDirectory()) {
+      throw new OpenError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
+    }
+    if (st === undefined) {
+      mkdirSync(dir, { recursive: true, mode: dirMode });
+    } else {
+      // LevelDB would happily create its files among someone else's: refuse a non-empty
+      // directory that is not a LevelDB database, before LevelDB sees it.
+      const names = readdirSync(dir);
+      if (names.length > 0 && !names.includes('CURRENT')) {
+        throw new OpenError('ERR_STORE', `Store directory ${dir} holds files that are not a LevelDB database`, { file: dir });
+      }
+    }
+    return realpathSync(dir);
+  } catch (e) {
+    throw openError(dir, e);
+  }
+}
+
+/** A new database gets this store's format record; another LevelDB database or a newer format is refused. */
+async function checkFormat(db: LevelDatabase, dir: string): Promise<void> {
+  const format = await db.get(FORMAT_KEY);
+  if (format === undefined) {
+    const any = await db.iterator({ limit: 1 }).all();
+    if (any.length > 0) {
+      throw new OpenError('ERR_STORE', `Store ${dir} is a LevelDB database but not a persistent-queue store`, { file: dir });
+    }
+    await db.batch(
+      [
+        { type: 'put', key: FORMAT_KEY, value: u64(LEVEL_FORMAT_VERSION) },
+        { type: 'put', key: NEXT_SEQ_KEY, value: u64(1) },
+      ],
+      { sync: true },
+    );
+  } else if (format.length !== 8 || readU64(format) > LEVEL_FORMAT_VERSION) {
+    throw new OpenError(
+      'ERR_UNSUPPORTED_VERSION',
+      `Store ${dir} has format ${format.length === 8 ? readU64(format) : 'unknown'}; this version reads up to ${LEVEL_FORMAT_VERSION}`,
+      { file: dir },
+    );
+  }
+}
