@@ -17,7 +17,7 @@ import { resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
-import { expectation, nonEmptyString, nonNegativeInteger, optionsObject, positiveInteger } from './validate.js';
+import { maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
 
 export interface LevelStoreOptions {
   /**
@@ -298,13 +298,7 @@ export class LevelStore implements Store {
 /** The options of {@link LevelStore.open}, validated, with their defaults. */
 function levelOptions(options: LevelStoreOptions | undefined): { maxItemBytes: number; dirMode: number } {
   const o = optionsObject('options', options);
-  let maxItemBytes = DEFAULT_MAX_ITEM_BYTES;
-  if (o.maxItemBytes !== undefined) {
-    maxItemBytes = positiveInteger('options.maxItemBytes', o.maxItemBytes);
-    if (maxItemBytes > MAX_ITEM_BYTES_CAP) {
-      throw new RangeError(expectation('options.maxItemBytes', `a positive integer of at most ${MAX_ITEM_BYTES_CAP}`, maxItemBytes));
-    }
-  }
+  const maxItemBytes = maxBytesOption('options.maxItemBytes', o.maxItemBytes, DEFAULT_MAX_ITEM_BYTES, MAX_ITEM_BYTES_CAP);
   return { maxItemBytes, dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('options.dirMode', o.dirMode) };
 }
 

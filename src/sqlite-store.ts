@@ -21,7 +21,7 @@ import { dirname, resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
-import { expectation, nonEmptyString, nonNegativeInteger, optionsObject, positiveInteger } from './validate.js';
+import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
 
 /** Which SQLite binding a {@link SqliteStore} runs on. */
 export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
@@ -240,13 +240,7 @@ export class SqliteStore implements Store {
   static async open(path: string, options?: SqliteStoreOptions): Promise<SqliteStore> {
     nonEmptyString('path', path);
     const o = optionsObject('options', options);
-    let maxItemBytes = DEFAULT_MAX_ITEM_BYTES;
-    if (o.maxItemBytes !== undefined) {
-      maxItemBytes = positiveInteger('options.maxItemBytes', o.maxItemBytes);
-      if (maxItemBytes > MAX_ITEM_BYTES_CAP) {
-        throw new RangeError(expectation('options.maxItemBytes', `a positive integer of at most ${MAX_ITEM_BYTES_CAP}`, maxItemBytes));
-      }
-    }
+    const maxItemBytes = maxBytesOption('options.maxItemBytes', o.maxItemBytes, DEFAULT_MAX_ITEM_BYTES, MAX_ITEM_BYTES_CAP);
     const wanted = o.driver ?? 'auto';
     if (typeof wanted !== 'string') {
       throw new TypeError(expectation('options.driver', "'auto', 'node:sqlite' or 'better-sqlite3'", wanted));

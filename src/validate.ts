@@ -64,3 +64,11 @@ export function knownKeys(name: string, options: Record<string, unknown>, known:
     throw new TypeError(`Unknown ${unknown.length === 1 ? 'option' : 'options'} in \`${name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} (known: ${known.join(', ')})`);
   }
 }
+
+/** `value` as a payload size limit: a positive integer up to `cap`, or `fallback` when missing. */
+export function maxBytesOption(name: string, value: unknown, fallback: number, cap: number): number {
+  if (value === undefined) return fallback;
+  const n = positiveInteger(name, value);
+  if (n > cap) throw new RangeError(expectation(name, `a positive integer of at most ${cap}`, n));
+  return n;
+}
