@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from './file-system.js';
 import { PROCESS_FILES, shareScope } from './open-registry.js';
-import { isStaleHolder, linkNew, lockedError, pidFileLock, pidIn, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
+import { holderIn, isStaleHolder, linkNew, lockText, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
 
 interface FsExt {
   flockSync(fd: number, flags: 'exnb' | 'un'): void;
@@ -91,8 +91,8 @@ function sameFile(fd: number, path: string): boolean {
 /** A live holder of the pid lock (a process without fs-ext) named by the text of LOCK, or null. */
 function pidFileHolder(lockPath: string, text: string): number | null {
   if (text.includes(FLOCK_MARK)) return null;
-  const pid = pidIn(text);
-  return pid !== null && !isStaleHolder(lockPath, pid) ? pid : null;
+  const holder = holderIn(text);
+  return holder.pid !== null && !isStaleHolder(lockPath, holder) ? holder.pid : null;
 }
 
 /**
@@ -106,16 +106,17 @@ function pidFileHolder(lockPath: string, text: string): number | null {
  */
 function flockLock(ext: FsExt, lockPath: string): LockHandle {
   const me = process.pid;
-  const text = `${me} ${FLOCK_MARK}\n`;
+  const text = lockText(me, FLOCK_MARK);
   const tmp = `${lockPath}.tmp-${me}`;
+  let written = false;
   try {
     for (let attempt = 0; attempt < 4; attempt++) {
-      let created = false;
       let fd = openExisting(lockPath);
       if (fd === null) {
         // Only a missing LOCK costs the tmp file and its fsync: a waiting open polls a held one.
-        if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
-        created = linkNew(tmp, lockPath, text);
+        if (!written || !fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
+        written = true;
+        linkNew(tmp, lockPath, text);
         fd = openExisting(lockPath);
         if (fd === null) continue; // released and removed meanwhile: create it again
       }
@@ -135,8 +136,9 @@ function flockLock(ext: FsExt, lockPath: string): LockHandle {
           unlockAndClose(ext, fd);
           continue;
         }
-        if (!created) {
-          const pid = pidFileHolder(lockPath, fs.readFileSync(fd, 'utf8'));
+        const found = fs.readFileSync(fd, 'utf8');
+        if (found !== text) {
+          const pid = pidFileHolder(lockPath, found);
           if (pid !== null) throw lockedError(lockPath, pid);
           // Overwritten in place (never emptied first): the flock is on this very file.
           fs.writeSync(fd, text, 0);

@@ -25,6 +25,38 @@ export function readPid(path: string): number | null {
   return readHolder(path).pid;
 }
 
+/**
+ * What tells this process from an earlier one that had the same pid (a container restarted, pids
+ * reused): when it started. Every thread and every copy of this package in the process computes
+ * the same value, so a LOCK written by another worker thread, or by another copy of the package
+ * loaded beside this one, is known for a live holder in this very process, not a stale one. On
+ * Linux it is the start time in clock ticks since boot (field 22 of /proc/self/stat); elsewhere
+ * the wall-clock second the process started.
+ */
+export const PROCESS_START: string = processStart();
+
+function processStart(): string {
+  try {
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    // Fields after the parenthesised command name start at field 3; field 22 is the start time.
+    const ticks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    if (ticks !== undefined && /^\d+$/.test(ticks)) return `t${ticks}`;
+  } catch {
+    // Not Linux: fall through.
+  }
+  return `s${Math.round(Date.now() / 1000 - process.uptime())}`;
+}
+
+/** The start stamp a lock file's text carries (`start=<stamp>`, FORMAT.md §5), or null. */
+export function startIn(text: string): string | null {
+  return /(?:^|\s)start=(\S+)/.exec(text)?.[1] ?? null;
+}
+
+/** The text of a LOCK (or its tmp file) this process writes: its pid, a mark, its start stamp. */
+export function lockText(pid: number, mark: string | null, start: string = PROCESS_START): string {
+  return `${pid}${mark === null ? '' : ` ${mark}`} start=${start}\n`;
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -48,12 +80,14 @@ export function writeFileDurably(path: string, text: string, flags: string): voi
 /** What the pid lock needs from the process; tests substitute it to replay interleavings. */
 export interface PidLockEnv {
   readonly pid: number;
+  /** This process's start stamp ({@link PROCESS_START}). */
+  readonly start?: string;
   isAlive(pid: number): boolean;
   /** Test hook: called when a stale holder was seen, before taking the lock over. */
   readonly afterStaleSeen?: () => void;
 }
 
-const processEnv: PidLockEnv = { pid: process.pid, isAlive };
+const processEnv: PidLockEnv = { pid: process.pid, start: PROCESS_START, isAlive };
 
 /** Lock files this process holds, by path: our own pid in a LOCK we do not hold is a stale one. */
 const heldByThisProcess = new Set<string>();
@@ -77,24 +111,40 @@ export function linkNew(from: string, path: string, text: string): boolean {
   }
 }
 
+/** Who a lock file names: its pid and start stamp (null when missing). */
+export interface Holder {
+  readonly pid: number | null;
+  readonly start: string | null;
+}
+
+export function holderIn(text: string): Holder {
+  return { pid: pidIn(text), start: startIn(text) };
+}
+
 /** `exists: false` when there is no file; `pid: null` when it exists but names no pid. */
-export function readHolder(path: string): { exists: boolean; pid: number | null } {
+export function readHolder(path: string): Holder & { exists: boolean } {
   let text: string;
   try {
     text = fs.readFileSync(path, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { exists: false, pid: null };
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { exists: false, pid: null, start: null };
     throw e;
   }
-  return { exists: true, pid: pidIn(text) };
+  return { exists: true, ...holderIn(text) };
 }
 
 /**
- * Whether the holder `pid` named by the lock file `lockPath` is gone: no pid at all, a pid that is
- * not alive, or our own pid while this process does not hold the lock.
+ * Whether the holder named by the lock file `lockPath` is gone: no pid at all, a pid that is not
+ * alive, or our own pid with another start stamp (an earlier process that had our pid) while this
+ * copy of the package does not hold the lock. Our own pid with our own start stamp is this
+ * process: another worker thread or another copy of the package holds the store.
  */
-export function isStaleHolder(lockPath: string, pid: number | null, env: PidLockEnv = processEnv): boolean {
-  return pid === null || (pid === env.pid ? !heldByThisProcess.has(lockPath) : !env.isAlive(pid));
+export function isStaleHolder(lockPath: string, holder: Holder, env: PidLockEnv = processEnv): boolean {
+  const { pid } = holder;
+  if (pid === null) return true;
+  if (pid !== env.pid) return !env.isAlive(pid);
+  if (heldByThisProcess.has(lockPath)) return false;
+  return holder.start === null || holder.start !== (env.start ?? PROCESS_START);
 }
 
 /**
@@ -108,27 +158,29 @@ export function isStaleHolder(lockPath: string, pid: number | null, env: PidLock
  */
 export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): LockHandle {
   const me = env.pid;
-  const stale = (pid: number | null): boolean => isStaleHolder(lockPath, pid, env);
+  const stale = (holder: Holder): boolean => isStaleHolder(lockPath, holder, env);
   const tmp = `${lockPath}.tmp-${me}`;
   const mutex = lockPath + TAKEOVER_SUFFIX;
-  const text = `${me}\n`;
+  const text = lockText(me, null, env.start ?? PROCESS_START);
+  let written = false;
   try {
     for (let attempt = 0; attempt < 4; attempt++) {
       // A live holder is refused before the tmp file is written and fsynced: an open that waits
       // for the lock tries again and again while it is held.
       const before = readHolder(lockPath);
-      if (before.exists && !stale(before.pid)) throw lockedError(lockPath, before.pid);
+      if (before.exists && !stale(before)) throw lockedError(lockPath, before.pid);
       // (Re)written each attempt: a rename below consumes it.
-      if (!fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
+      if (!written || !fs.existsSync(tmp)) writeFileDurably(tmp, text, 'w');
+      written = true;
       if (linkNew(tmp, lockPath, text)) return pidFileHandle(lockPath, me);
       const seen = readHolder(lockPath);
       if (!seen.exists) continue; // released meanwhile: try to create it again
-      if (!stale(seen.pid)) throw lockedError(lockPath, seen.pid);
+      if (!stale(seen)) throw lockedError(lockPath, seen.pid);
       env.afterStaleSeen?.();
       if (!linkNew(tmp, mutex, text)) {
         const other = readHolder(mutex);
         // Another process is taking the lock over right now; it wins.
-        if (other.exists && !stale(other.pid)) throw lockedError(lockPath, other.pid);
+        if (other.exists && !stale(other)) throw lockedError(lockPath, other.pid);
         // Left by a process that died inside its takeover (a few syscalls): remove it, retry.
         if (other.exists) fs.rmSync(mutex, { force: true });
         continue;
@@ -136,7 +188,7 @@ export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): Loc
       try {
         const now = readHolder(lockPath);
         if (!now.exists) continue; // released meanwhile: create it, never replace it
-        if (!stale(now.pid)) throw lockedError(lockPath, now.pid);
+        if (!stale(now)) throw lockedError(lockPath, now.pid);
         // Atomic replace: LOCK never disappears, so no process can create it in between.
         fs.renameSync(tmp, lockPath);
         return pidFileHandle(lockPath, me);
@@ -158,10 +210,16 @@ export function pidFileLock(lockPath: string, env: PidLockEnv = processEnv): Loc
 export function removeDeadOpenersFiles(lockPath: string, env: PidLockEnv = processEnv): void {
   const dir = dirname(lockPath);
   const prefix = `${basename(lockPath)}.tmp-`;
-  for (const name of fs.readdirSync(dir)) {
-    if (!name.startsWith(prefix)) continue;
-    const pid = Number(name.slice(prefix.length));
-    if (Number.isSafeInteger(pid) && pid > 0 && pid !== env.pid && !env.isAlive(pid)) fs.rmSync(join(dir, name), { force: true });
+  // Tidying only, after the lock is taken: a failure here must not fail the open and leave the
+  // lock held by nobody who will release it.
+  try {
+    for (const name of fs.readdirSync(dir)) {
+      if (!name.startsWith(prefix)) continue;
+      const pid = Number(name.slice(prefix.length));
+      if (Number.isSafeInteger(pid) && pid > 0 && pid !== env.pid && !env.isAlive(pid)) fs.rmSync(join(dir, name), { force: true });
+    }
+  } catch {
+    // A file that cannot be removed now is removed by a later holder.
   }
 }
 

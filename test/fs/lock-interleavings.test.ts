@@ -93,7 +93,7 @@ describe('the lock under forced interleavings', () => {
     const p = opener(tmp, dir, 'pidfile');
     await settledOpen(p);
     expect(p.lines).toEqual(['refused ERR_LOCKED']);
-    expect(lockText).toBe(`${f1.child.pid} flock\n`);
+    expect(lockText).toMatch(new RegExp(`^${f1.child.pid} flock start=[ts]\\d+\\n$`));
   });
 
   test.each(['flock', 'pidfile'] as const)('aLeftoverEmptyTmpFileOfOurPidNeverBecomesAnEmptyLock (%s)', async (kind) => {
@@ -110,5 +110,25 @@ describe('the lock under forced interleavings', () => {
     const b = opener(tmp, dir, 'pidfile');
     await settledOpen(b);
     expect(b.lines).toEqual(['refused ERR_LOCKED']);
+  });
+});
+
+describe('tidying after the lock is taken', () => {
+  test('aDeadOpenersFileThatCannotBeRemovedNeitherFailsTheOpenNorLeaksTheLock', async () => {
+    const { LogStore } = await import('../../src/log-store.js');
+    const tmp = mkdtempSync(join(tmpdir(), 'pq-tidy-'));
+    try {
+      const dir = join(tmp, 'store');
+      const first = await LogStore.open(dir);
+      await first.close();
+      // A dead opener's tmp name that rmSync cannot remove (a non-empty directory).
+      mkdirSync(join(dir, 'LOCK.tmp-999999', 'x'), { recursive: true });
+      const store = await LogStore.open(dir);
+      await store.close();
+      const again = await LogStore.open(dir);
+      await again.close();
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });

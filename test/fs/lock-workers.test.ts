@@ -4,11 +4,12 @@
  * process" holds). The second open must be refused as a second open in another process is.
  * A child process runs the two opens (main thread, then a worker) under each lock kind.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { distUrl, runModule } from '../support/child-process.js';
+import { distUrl, root, runModule } from '../support/child-process.js';
 
 const made: string[] = [];
 afterAll(() => {
@@ -38,7 +39,36 @@ if (isMainThread) {
 }
 `;
 
+/** One thread, two copies of the package (as two dependencies that each bundle it): argv[3] is the copy. */
+const TWO_COPIES = `
+const A = (await import(${JSON.stringify(distUrl('log-store.js'))})).LogStore;
+const B = (await import(process.argv[3])).LogStore;
+const held = await A.open(process.argv[2]);
+try {
+  const second = await B.open(process.argv[2]);
+  console.log('opened');
+  await second.close();
+} catch (e) {
+  console.log('refused ' + e.code);
+}
+await held.close();
+`;
+
 describe.each(['flock', 'pidfile'] as const)('the %s lock', (kind) => {
+  test('aSecondCopyOfThePackageInTheSameThreadCannotOpenAStoreTheFirstHolds', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'pq-lockc-'));
+    made.push(tmp);
+    // A copy of dist/ elsewhere: its own module instances, its own open registry and lock records.
+    cpSync(join(root, 'dist'), join(tmp, 'copy', 'dist'), { recursive: true });
+    cpSync(join(root, 'package.json'), join(tmp, 'copy', 'package.json'));
+    symlinkSync(join(root, 'node_modules'), join(tmp, 'copy', 'node_modules'));
+    const copy = pathToFileURL(join(tmp, 'copy', 'dist', 'log-store.js')).href;
+    const child = runModule(tmp, 'two-copies.mjs', TWO_COPIES, [join(tmp, 'store'), copy], [], { PERSISTENT_QUEUE_LOCK: kind });
+    await child.until((lines) => lines.length > 0);
+    expect(child.lines[0], child.stderr).toBe('refused ERR_LOCKED');
+  });
+
+
   test('aWorkerThreadCannotOpenAStoreItsMainThreadHolds', async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'pq-lockw-'));
     made.push(tmp);

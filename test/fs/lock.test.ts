@@ -113,7 +113,7 @@ async function settled(p: Promise<unknown>): Promise<boolean> {
 }
 
 const KINDS = ['flock', 'pidfile'] as const;
-const LOCK_TEXT: Record<(typeof KINDS)[number], RegExp> = { flock: /^(\d+) flock\n$/, pidfile: /^(\d+)\n$/ };
+const LOCK_TEXT: Record<(typeof KINDS)[number], RegExp> = { flock: /^(\d+) flock start=[ts]\d+\n$/, pidfile: /^(\d+) start=[ts]\d+\n$/ };
 
 describe.each(KINDS)('the %s lock', (kind) => {
   const fs = createNodeFileSystem(kind);
