@@ -138,7 +138,8 @@ describe.each(RUNTIMES)('$name', (rt) => {
 
     const out = runToEnd(rt, dir, 'read-back.mjs', READ_BACK, [store]).trim().split('\n');
     // The killed writer held the pid lock; the second process took it over.
-    expect(out.pop()).toBe(`stale lock ${JSON.stringify(`${writer.child.pid}\n`)}`);
+    // The pid lock's text: the writer's pid and its start stamp (FORMAT.md §5).
+    expect(out.pop()).toMatch(new RegExp(`^stale lock "${writer.child.pid} start=[ts]\\d+\\\\n"$`));
     const held = printedItems(out);
     const missing = [...printed].filter(([seq, payload]) => held.get(seq) !== payload);
     expect(missing, 'pushes the writer saw resolve, missing or changed after SIGKILL').toEqual([]);
@@ -161,7 +162,7 @@ describe.each(RUNTIMES)('$name', (rt) => {
     const dir = fresh();
     const store = join(dir, 'queue');
     const held = JSON.parse(runToEnd(rt, dir, 'lock.mjs', LOCK_TEXT, [store])) as { lock: string; pid: number };
-    expect(held.lock).toBe(`${held.pid}\n`); // the pid lock's text; the kernel lock's adds ' flock'
+    expect(held.lock).toMatch(new RegExp(`^${held.pid} start=[ts]\\d+\n$`)); // the pid lock's text; the kernel lock's adds ' flock'
     // Asked for the kernel lock, the open fails and says why fs-ext does not load here.
     const forced = JSON.parse(runToEnd(rt, dir, 'lock.mjs', LOCK_TEXT, [store], { PERSISTENT_QUEUE_LOCK: 'flock' })) as { code: string; message: string };
     expect(forced.code).toBe('ERR_STORE');

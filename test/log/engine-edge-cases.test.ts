@@ -140,7 +140,7 @@ describe('the pid lock (no fs-ext)', () => {
     const refused = [a, b].find((x) => x instanceof Error) as (Error & { code?: string }) | undefined;
     expect(refused?.code).toBe('ELOCKED');
     // The file names the one holder.
-    const holderPid = Number(nodeFs.readFileSync(lockPath, 'utf8').trim());
+    const holderPid = Number.parseInt(nodeFs.readFileSync(lockPath, 'utf8'), 10);
     expect(held[0] === a ? 111 : 222).toBe(holderPid);
     // No helper files are left behind.
     expect(nodeFs.readdirSync(dir).sort()).toEqual(['LOCK']);
