@@ -392,6 +392,18 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * Make every earlier commit durable: one commit under FULL (which fsyncs the WAL, and with it
+   * every frame an OFF commit left there, and checkpoints as `#setSynchronous` says). SQLite
+   * writes a page for an UPDATE even when the value does not change, so the commit has a frame.
+   */
+  sync(): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    return this.#transaction(true, () => {
+      this.#setNextSeq.run(this.#nextSeq);
+    });
+  }
+
   /** Synchronous: both drivers are, so `tryReserve()` is served without waiting. */
   read(range: ReadRange): readonly StoredItem[] {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'SqliteStore is closed');
