@@ -1,0 +1,40 @@
+// Which ack policy should be the default? The README's consumer code (the `for await` loop with
+// `await item.ack()`, and `process()` with concurrency 64) against push only, 64 producers,
+// LogStore, 128 B, in rounds (bench/lib/readme-consumer.mjs), under each ack policy below.
+// Usage: npm run build && node bench/experiments/lazy-acks.mjs [rounds=3] [budgetMs=1000] [variants=all]
+//   variants: comma-separated names from VARIANTS (default: every one)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runReadmeRounds } from '../lib/readme-consumer.mjs';
+import { median } from '../lib/stats.mjs';
+
+const rounds = Number(process.argv[2] ?? 3);
+const budgetMs = Number(process.argv[3] ?? 1000);
+const wanted = process.argv[4]?.split(',');
+
+const VARIANTS = {
+  default: undefined,
+  group: (b) => b.ackDurability('group'),
+  'lazy 100 ms / 4096': (b) => b.ackDurability('lazy', { maxDelayMs: 100, maxPending: 4096 }),
+  'lazy 10 ms / 1024': (b) => b.ackDurability('lazy', { maxDelayMs: 10, maxPending: 1024 }),
+  'lazy 1000 ms / 65536': (b) => b.ackDurability('lazy', { maxDelayMs: 1000, maxPending: 65536 }),
+};
+
+const scratch = mkdtempSync(join(process.env.PQ_BENCH_DIR ?? tmpdir(), 'pq-lazy-'));
+const k = (x) => `${(x / 1000).toFixed(1)} k/s`;
+const pct = (x) => `${(x * 100).toFixed(0)} %`;
+try {
+  console.log(`| ack policy | push only | for await + await ack | process, concurrency 64 | loop / push (rounds) | process / push (rounds) |`);
+  console.log(`|---|---:|---:|---:|---:|---:|`);
+  for (const [name, configure] of Object.entries(VARIANTS)) {
+    if (wanted && !wanted.includes(name)) continue;
+    const { rates, ratios, medians } = await runReadmeRounds({ scratch, rounds, budgetMs, configure });
+    console.log(
+      `| ${name} | ${k(median(rates.push))} | ${k(median(rates.loop))} | ${k(median(rates.process))} | ` +
+        `${pct(medians.loop)} (${ratios.loop.map(pct).join(', ')}) | ${pct(medians.process)} (${ratios.process.map(pct).join(', ')}) |`,
+    );
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
