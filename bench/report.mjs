@@ -292,6 +292,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       }
     }
   }
+  {
+    const rates = results.filter((r) => r.kind === 'readme-rate');
+    if (rates.length) {
+      md.push("## The README's consumer code (LogStore, default options, 64 producers, 128 B)");
+      md.push('');
+      md.push(`\`bench/lib/readme-consumer.mjs\`: the README's \`for await\` loop (with \`await item.ack()\` and its \`try/finally\`) and \`process(handler, { concurrency: 64 })\`, exactly as written there, against push only, on a LogStore opened with \`new Builder(store).open()\` (\`group\` pushes, the default ack policy, no capacity). Each of ${output.config.abRounds} rounds runs the three cells back to back for ${output.config.abBudgetMs} ms each; a consumer cell counts the items handled while its 64 producers ran. A ratio is taken per round; the median is reported with its range.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'readme-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
   md.push('## SqliteStore and LevelStore through the Store contract (128 B)');
   md.push('');
   md.push('The same harness cells as the matrix, one repetition each, with the optional stores behind the same queue core.');

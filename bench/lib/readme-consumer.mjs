@@ -33,9 +33,13 @@ const CONSUMERS = {
   },
 };
 
-/** `configure(builder)` applies the options under test; the default leaves the Builder's defaults. */
-async function runOne(kind, dir, { budgetMs, configure }) {
-  const store = await LogStore.open(join(dir, 'q'));
+/**
+ * `configure(builder)` applies the options under test; the default leaves the Builder's defaults.
+ * `wrap(store)` stands in a wrapper for the store (experiments only).
+ */
+async function runOne(kind, dir, { budgetMs, configure, wrap }) {
+  const opened = await LogStore.open(join(dir, 'q'));
+  const store = wrap ? wrap(opened) : opened;
   const builder = new Builder(store);
   configure?.(builder);
   const [tx, rx] = await builder.open();
@@ -75,7 +79,7 @@ async function runOne(kind, dir, { budgetMs, configure }) {
  * `rounds` rounds of push / loop / process; returns the rates per cell and the per-round ratios
  * of each consumer to the push-only cell of the same round.
  */
-export async function runReadmeRounds({ scratch, rounds, budgetMs, configure }) {
+export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wrap }) {
   const rates = { push: [], loop: [], process: [] };
   const ratios = { loop: [], process: [] };
   for (let r = 0; r < rounds; r++) {
@@ -83,7 +87,7 @@ export async function runReadmeRounds({ scratch, rounds, budgetMs, configure }) 
     for (const kind of ['push', 'loop', 'process']) {
       const dir = mkdtempSync(join(scratch, `readme-${kind}-`));
       try {
-        const res = await runOne(kind, dir, { budgetMs, configure });
+        const res = await runOne(kind, dir, { budgetMs, configure, wrap });
         round[kind] = res.msgs / res.seconds;
       } finally {
         rmSync(dir, { recursive: true, force: true });
