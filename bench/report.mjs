@@ -91,8 +91,9 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
+  md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
   md.push('');
   md.push('Scratch files go to `$PQ_BENCH_DIR` (default: the OS temp dir; this run: ' + `\`${env.benchDir.replace(/pq-bench-.*/, '')}\`` + ') and are deleted at the end. Everything imports the built package (`dist/`).');
