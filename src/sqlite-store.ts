@@ -394,15 +394,21 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Make every earlier commit durable: one commit under FULL (which fsyncs the WAL, and with it
-   * every frame an OFF commit left there, and checkpoints as `#setSynchronous` says). SQLite
-   * writes a page for an UPDATE even when the value does not change, so the commit has a frame.
+   * Make every earlier commit durable without a new one: a checkpoint, which fsyncs the WAL
+   * before copying its frames and the database file after. A commit would not do: one that
+   * changes nothing (the same `nextSeq` again) writes no frame, and SQLite then fsyncs nothing
+   * (seen with strace). With no frame left to copy, every commit is durable already: the
+   * checkpoint that copied them synced them, under FULL or NORMAL (`#setSynchronous`).
    */
   sync(): Promise<void> {
     if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
-    return this.#transaction(true, () => {
-      this.#setNextSeq.run(this.#nextSeq);
-    });
+    try {
+      this.#setSynchronous(true);
+      this.#db.exec('PRAGMA wal_checkpoint(PASSIVE)');
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(new QueueError('ERR_STORE', `SqliteStore ${this.path}: sync failed: ${message(e)}`, { cause: e, file: this.path }));
+    }
   }
 
   /** Synchronous: both drivers are, so `tryReserve()` is served without waiting. */
