@@ -3,9 +3,10 @@
 // LogStore, 128 B, in rounds (bench/lib/readme-consumer.mjs), under each ack policy below.
 // Usage: npm run build && node bench/experiments/lazy-acks.mjs [rounds=3] [budgetMs=1000] [variants=all]
 //   variants: comma-separated names from VARIANTS (default: every one)
-// The last variant is not a policy the queue offers: its store resolves a lazy ack before writing
-// it and writes the acks of a whole turn at once (one write per turn instead of one per ack),
-// which is what a serial consumer would need for its acks to cost no system call each.
+// The last two variants are not policies the queue offers: the first's store resolves a lazy ack
+// before writing it and writes the acks of a whole turn at once (one write per turn instead of one
+// per ack), which is what a serial consumer would need for its acks to cost no system call each;
+// the second's acks write nothing at all (the upper bound of the consumer over this store).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +44,15 @@ function ackPerTurn(store) {
   return wrapped;
 }
 
+/** `store` whose acks resolve at once and write nothing (the items stay stored; runs are discarded). */
+function noStoreAck(store) {
+  const wrapped = ackPerTurn(store);
+  wrapped.ack = () => Promise.resolve();
+  wrapped.sync = () => Promise.resolve();
+  wrapped.close = () => store.close();
+  return wrapped;
+}
+
 const VARIANTS = {
   default: undefined,
   group: (b) => b.ackDurability('group'),
@@ -50,6 +60,8 @@ const VARIANTS = {
   'lazy 10 ms / 1024': (b) => b.ackDurability('lazy', { maxDelayMs: 10, maxPending: 1024 }),
   'lazy 1000 ms / 65536': (b) => b.ackDurability('lazy', { maxDelayMs: 1000, maxPending: 65536 }),
   'lazy 100 ms / 4096 written per turn': { wrap: ackPerTurn },
+  // A reference, not a policy: what the consumer costs when its acks cost the store nothing.
+  'no store ack (reference)': { wrap: noStoreAck },
 };
 
 const scratch = mkdtempSync(join(process.env.PQ_BENCH_DIR ?? tmpdir(), 'pq-lazy-'));
