@@ -91,8 +91,9 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
+  md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
   md.push('');
   md.push('Scratch files go to `$PQ_BENCH_DIR` (default: the OS temp dir; this run: ' + `\`${env.benchDir.replace(/pq-bench-.*/, '')}\`` + ') and are deleted at the end. Everything imports the built package (`dist/`).');
@@ -290,6 +291,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
         });
         md.push(table(['ratio', 'median of rounds', 'range'], ratioRows), '');
       }
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'readme-rate');
+    if (rates.length) {
+      md.push("## The README's consumer code (LogStore, default options, 64 producers, 128 B)");
+      md.push('');
+      md.push(`\`bench/lib/readme-consumer.mjs\`: the README's \`for await\` loop (with \`await item.ack()\` and its \`try/finally\`) and \`process(handler, { concurrency: 64 })\`, exactly as written there, against push only, on a LogStore opened with \`new Builder(store).open()\` (\`group\` pushes, the default ack policy, no capacity). Each of ${output.config.abRounds} rounds runs the three cells back to back for ${output.config.abBudgetMs} ms each; a consumer cell counts the items handled while its 64 producers ran. A ratio is taken per round; the median is reported with its range.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'readme-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
     }
   }
   md.push('## SqliteStore and LevelStore through the Store contract (128 B)');

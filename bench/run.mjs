@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -22,6 +22,7 @@ import { Latencies, median, spread } from './lib/stats.mjs';
 import { computeTargets, formatTargets } from './lib/targets.mjs';
 import { runCell } from './lib/cell.mjs';
 import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
+import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/readme-consumer.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -81,6 +82,8 @@ if (wants('matrix'))
 if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers: 4, workload: 'e2e-many', weight: config.reps * 1.1 });
 // `none` end to end with one store call per pipeline per turn (Builder.storeCallsPerTurn(1)).
 if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers, workload: 'e2e', storeCallsPerTurn: 1, weight: config.reps * 1.1 });
+// The README's consumer code as written, default options, against push only, in rounds.
+if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 3 * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
@@ -313,6 +316,23 @@ async function runAb(group) {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ the README's consumer code, default options
+
+async function runReadme() {
+  const { rates, ratios } = await runReadmeRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  const cell = `p${README_PRODUCERS}/${README_PAYLOAD_BYTES}`;
+  const names = { push: 'push only', loop: 'for await + await item.ack()', process: 'process(handler, { concurrency: 64 })' };
+  for (const [kind, samples] of Object.entries(rates)) {
+    record({ id: `readme/logstore/${cell}/${kind}`, kind: 'readme-rate', name: names[kind], store: 'logstore', producers: README_PRODUCERS, payloadBytes: README_PAYLOAD_BYTES, unit: 'msgs/s', samples });
+  }
+  const out = [];
+  for (const [kind, samples] of Object.entries(ratios)) {
+    const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names.push}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates.push) });
+    out.push(`${kind} ${(e.value * 100).toFixed(0)} % of push`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ open time and memory (child processes)
 
 const CHILD = join(here, 'lib', 'open-child.mjs');
@@ -396,6 +416,10 @@ for (let i = 0; i < plan.length; i++) {
     case 'matrix':
       label = `${task.store}${task.store === 'logstore' ? ` ${task.policy}` : ''}, ${task.workload}, ${task.producers} ${task.workload === 'drain' ? 'acks in flight' : 'producer(s)'}, ${task.payload} B${task.storeCallsPerTurn ? `, storeCallsPerTurn(${task.storeCallsPerTurn})` : ''}`;
       run = () => runMatrixCell(task);
+      break;
+    case 'readme':
+      label = `README consumer code, LogStore, default options, ${README_PRODUCERS} producers: push only, for await loop, process()`;
+      run = () => runReadme();
       break;
     case 'peers': {
       const p = peerIter.next().value;

@@ -17,6 +17,8 @@
  * - a seq never names two payloads (unless the first was never durable and recovery gave the
  *   seq back: `nextSeq` went below it);
  * - an ack that resolved under `sync`/`group` (or before a clean close) is never redelivered;
+ * - with lazy acks (`Program.lazyAcks`), an ack that resolved survives a process crash, and one
+ *   whose sync completed survives power loss: a redelivered item's ack was never synced;
  * - every crash state of F1–F4 opens (`ERR_CORRUPT` only after a failed fsync left data in an
  *   unknown state, F5);
  * - after a failed fsync the instance fails with `ERR_STORE_FAILED` for everything after, and
@@ -67,6 +69,11 @@ export interface Program {
   readonly tailCacheBytes: number;
   readonly preallocate: boolean;
   readonly autoCompact: boolean;
+  /**
+   * 0 or absent: acks follow `policy`. n > 0: acks are `lazy`, synced once n of them wait (the
+   * delay bound is set too long to fire, so a run does not depend on timing).
+   */
+  readonly lazyAcks?: number;
   readonly ops: readonly Op[];
 }
 
@@ -290,6 +297,8 @@ interface Session {
   tx: Producer;
   rx: Consumer;
   policy: Policy;
+  /** Acks are lazy in this session: a resolved ack is only written until a sync covers it. */
+  lazy: boolean;
   /** Items stored and not in flight, acked or being acked: the ones a reserve may return. */
   ready: Set<number>;
   /** Seq -> item, for this session. */
@@ -408,15 +417,51 @@ class Runner {
       checkRecovered(this.model, got, r.nextSeq, r.count, ending, this.tainted && ending === 'power', (m) => this.fail(m));
     }
     let tx: Producer, rx: Consumer;
+    const lazy = (this.program.lazyAcks ?? 0) > 0 && policy !== 'none';
+    const builder = new Builder(store).durability(policy);
+    if (lazy) {
+      builder.ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: this.program.lazyAcks! });
+      this.watchLazyAcks(store, this.sessionCount + 1);
+    } else if (policy !== 'none') builder.ackDurability(policy);
     try {
-      [tx, rx] = await new Builder(store).durability(policy).open();
+      [tx, rx] = await builder.open();
     } catch (e) {
       this.fail(`Builder.open failed: ${(e as Error)?.message}`);
     }
     const bySeq = new Map<number, Item>();
     for (const it of got) bySeq.set(it.seq, this.model.items.get(idOf(it.bytes))!);
     if (rx.stats().ready !== got.length) this.fail(`queue reports ${rx.stats().ready} ready, ${got.length} recovered`);
-    this.session = { id: ++this.sessionCount, store, tx, rx, policy, ready: new Set(bySeq.keys()), bySeq, held: [], failed: false, dead: false, sawFault: false };
+    this.session = { id: ++this.sessionCount, store, tx, rx, policy, lazy, ready: new Set(bySeq.keys()), bySeq, held: [], failed: false, dead: false, sawFault: false };
+  }
+
+  /**
+   * Lazy acks are durable once a sync that started after their store call resolved has
+   * completed: the store's `ack` and `sync` are watched to learn which ones, seen from the store.
+   */
+  watchLazyAcks(store: LogStore, sessionId: number): void {
+    const written = new Set<number>();
+    const ack = store.ack.bind(store);
+    const sync = store.sync.bind(store);
+    store.ack = (seqs, flag) =>
+      ack(seqs, flag).then(() => {
+        for (const seq of seqs) written.add(seq);
+      });
+    store.sync = () => {
+      const covered = [...written];
+      written.clear();
+      return sync().then(() => {
+        const s = this.session;
+        // A sync that completed after a crash (on the disk left behind) makes nothing durable.
+        if (s.id !== sessionId || s.dead) return;
+        for (const seq of covered) {
+          const item = s.bySeq.get(seq);
+          if (item?.ackIssued) {
+            item.ackDurable = 2;
+            item.everAckedDurably = true;
+          }
+        }
+      });
+    };
   }
 
   /** Close the current session cleanly (or, when it failed, release it) and reopen. */
@@ -601,7 +646,8 @@ class Runner {
     return h.r.ack().then(
       () => {
         if (s.dead) return;
-        h.item.ackDurable = s.policy === 'none' ? 1 : 2;
+        // A lazy ack's sync may have completed first: never lower what it recorded.
+        h.item.ackDurable = Math.max(h.item.ackDurable, s.policy === 'none' || s.lazy ? 1 : 2) as Durability;
         if (h.item.ackDurable === 2) h.item.everAckedDurably = true;
       },
       (e: unknown) => {
@@ -712,6 +758,9 @@ class Runner {
 
   /** Phase 2: faults off, no crashes. Close cleanly, reopen, deliver everything, ack it, reopen: empty. */
   async drain(): Promise<void> {
+    // A fault that fired unseen (a lazy ack's sync fails no operation, only the instance) still
+    // explains the ERR_STORE_FAILED the close below may meet.
+    this.noteFaults();
     this.fs.clearFaults();
     this.fs.setDiskBytesMax(Infinity);
     this.diskFull = false;
@@ -795,7 +844,7 @@ export async function runBitFlip(program: Program, pick: number, bit: number): P
   }
   let tx: Producer, rx: Consumer;
   try {
-    [tx, rx] = await new Builder(store).durability('sync').open();
+    [tx, rx] = await new Builder(store).durability('sync').ackDurability('sync').open();
   } catch (e) {
     fail(`Builder.open failed with ${(e as { code?: string }).code}: ${(e as Error)?.message}`);
   }

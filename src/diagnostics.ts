@@ -22,7 +22,7 @@ export const channels = {
   push: 'persistent-queue:push',
   /** An item was handed to the consumer (every delivery, redeliveries included). */
   deliver: 'persistent-queue:deliver',
-  /** An item's ack resolved: its removal is stored under the durability policy. */
+  /** An item's ack resolved: its removal is stored under the ack policy (`Builder.ackDurability`). */
   ack: 'persistent-queue:ack',
   /** An item was nacked (`nack()`, a throwing `process()` handler, an `await using` scope left unacked). */
   nack: 'persistent-queue:nack',

@@ -250,6 +250,18 @@ export class LevelStore implements Store {
     this.#count -= seqs.length;
   }
 
+  /**
+   * Make every earlier write durable: one write with `sync: true` (of the value `nextSeq` already
+   * has) fsyncs LevelDB's log, which holds the unsynced writes before it, and then the directory.
+   * LevelDB does not sync a log it switches away from; its records reach a table file at the
+   * next memtable flush, which LevelDB syncs, so a power loss in between may still undo an ack
+   * stored without sync (a redelivery, as for any unsynced ack).
+   */
+  async sync(): Promise<void> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    await this.#write([{ type: 'put', key: NEXT_SEQ_KEY, value: u64(this.#nextSeq) }], true);
+  }
+
   /** Asynchronous: classic-level iterators are. */
   async read(range: ReadRange): Promise<readonly StoredItem[]> {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'LevelStore is closed');

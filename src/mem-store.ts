@@ -103,6 +103,11 @@ export class MemStore implements Store {
     this.#open = false;
   }
 
+  /** Nothing to make durable: a MemStore never persists. */
+  sync(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** Index of the first live item with seq >= `seq`. Seqs are dense from the head, so this is arithmetic. */
   #lowerBound(seq: number): number {
     const items = this.#items;

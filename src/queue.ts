@@ -12,16 +12,22 @@
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
 import { isStore } from './store.js';
-import { expectation, positiveInteger } from './validate.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
-import { DURABILITIES, Durability } from './queue/types.js';
+import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
+import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAckOptions } from './queue/types.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
-export { Durability } from './queue/types.js';
-export type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
+export { AckDurability, Durability } from './queue/types.js';
+export type { LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
+
+/** The ack policy of a Builder that was not told one; chosen from measurements (DESIGN.md, "Lazy acks"). */
+const DEFAULT_ACK_DURABILITY: AckDurability = 'lazy';
+const DEFAULT_LAZY_BOUND: LazyAckBound = { maxDelayMs: 100, maxPending: 4096 };
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Configures and opens a queue over a store. */
 export class Builder {
@@ -29,6 +35,8 @@ export class Builder {
   #capacity = Infinity;
   #durability: Durability = 'group';
   #storeCallsPerTurn = TURN_STORE_CALLS;
+  #ackDurability: AckDurability = DEFAULT_ACK_DURABILITY;
+  #lazyBound: LazyAckBound = DEFAULT_LAZY_BOUND;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -52,6 +60,34 @@ export class Builder {
     if (typeof policy !== 'string') throw new TypeError(expectation('durability', "'sync', 'group' or 'none'", policy));
     if (!DURABILITIES.includes(policy)) throw new RangeError(expectation('durability', "'sync', 'group' or 'none'", policy));
     this.#durability = policy;
+    return this;
+  }
+
+  /**
+   * When an ack resolves, separately from pushes. `'sync'` and `'group'` as for pushes; `'lazy'`:
+   * once the ack is written to the store, with no fsync waited for. A later sync makes it durable:
+   * one starts at most `maxDelayMs` after the first unsynced ack was written, or as soon as
+   * `maxPending` acks wait for one, and `close()` syncs what is left. A power loss before that
+   * sync can only redeliver those items, never lose one. Under `durability('none')` no ack is
+   * synced whatever this says; a store without `sync()` keeps acks under `'group'`.
+   * See README, "Durability".
+   * @default 'lazy' (maxDelayMs 100, maxPending 4096)
+   */
+  ackDurability(policy: AckDurability, options?: LazyAckOptions): this {
+    const what = "'sync', 'group' or 'lazy'";
+    if (typeof policy !== 'string') throw new TypeError(expectation('ackDurability', what, policy));
+    if (!ACK_DURABILITIES.includes(policy)) throw new RangeError(expectation('ackDurability', what, policy));
+    const o = optionsObject('options', options);
+    if (policy !== 'lazy' && options !== undefined) {
+      throw new TypeError(expectation('options', `undefined: only 'lazy' takes options, got '${policy}'`, options));
+    }
+    knownKeys('options', o, ['maxDelayMs', 'maxPending']);
+    const maxDelayMs = o.maxDelayMs === undefined ? DEFAULT_LAZY_BOUND.maxDelayMs : positiveInteger('options.maxDelayMs', o.maxDelayMs);
+    // Timers hold a signed 32-bit delay; a longer one would fire at once.
+    if (maxDelayMs > MAX_TIMER_MS) throw new RangeError(expectation('options.maxDelayMs', `a positive integer up to ${MAX_TIMER_MS}`, maxDelayMs));
+    const maxPending = o.maxPending === undefined ? DEFAULT_LAZY_BOUND.maxPending : positiveInteger('options.maxPending', o.maxPending);
+    this.#ackDurability = policy;
+    this.#lazyBound = { maxDelayMs, maxPending };
     return this;
   }
 
@@ -96,7 +132,8 @@ export class Builder {
       await store.close().catch(() => {});
       throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
     }
-    const core = new QueueCore(store, this.#capacity, this.#durability, recovery.nextSeq, recovery.count, this.#storeCallsPerTurn);
+    const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability, this.#lazyBound);
+    const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery.nextSeq, recovery.count, this.#storeCallsPerTurn);
     return [new Producer(core), new Consumer(core)];
   }
 }

@@ -106,8 +106,18 @@ export interface Store {
    */
   read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]>;
 
-  /** Release the backing resource. Called once, after every append and ack has settled. */
+  /** Release the backing resource. Called once, after every append, ack and sync has settled. */
   close(): Promise<void>;
+
+  /**
+   * Optional: make every earlier `append` and `ack` survive power loss, as the next call with
+   * `sync: true` would, without storing anything new. The queue calls it for `lazy` acks (acks
+   * stored with `sync: false`, made durable within a bound) when no synced call comes: from a
+   * timer, and before `close`. Never overlaps another `sync`; may overlap an `append` or `ack`.
+   * A rejection fails the queue instance. A store without it keeps acks under `group` when
+   * `lazy` is asked for (stronger, never weaker).
+   */
+  sync?(): Promise<void>;
 
   /**
    * Optional: what the store takes on disk now, for `stats()`. Called between `open` and

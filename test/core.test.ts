@@ -156,7 +156,7 @@ describe('durability policies and group commit', () => {
 
   it('acksUnderSyncAreEachSyncedAndUnderGroupShareOneCall', async () => {
     for (const durability of ['sync', 'group'] as const) {
-      const { store, tx, rx } = await openMem(Infinity, durability);
+      const { store, tx, rx } = await openMem(Infinity, durability, (b) => b.ackDurability(durability));
       await tx.pushMany(['a', 'b', 'c']);
       store.calls = [];
       const items = [rx.tryReserve()!, rx.tryReserve()!, rx.tryReserve()!];

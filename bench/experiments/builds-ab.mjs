@@ -29,7 +29,10 @@ const payload = new Uint8Array(128).fill(1);
 async function cell(m, durability, producers, ms, consume) {
   const dir = mkdtempSync(join(tmpdir(), 'pq-builds-ab-'));
   const store = await m.LogStore.open(dir);
-  const [tx, rx] = await new m.Builder(store).durability(durability).capacity(consume ? 1024 : Infinity).open();
+  const builder = new m.Builder(store).durability(durability).capacity(consume ? 1024 : Infinity);
+  // Acks under the cell's policy in both builds (a build older than ackDurability has no other).
+  builder.ackDurability?.(durability === 'none' ? 'lazy' : durability);
+  const [tx, rx] = await builder.open();
   let pushed = 0;
   let acked = 0;
   const t0 = performance.now();

@@ -34,9 +34,13 @@ export async function freshStore(kind, base) {
   };
 }
 
-/** `capacity` bounds unacked items, so an end-to-end run measures the steady state, not a backlog. */
+/**
+ * `capacity` bounds unacked items, so an end-to-end run measures the steady state, not a backlog.
+ * Acks follow the cell's policy (a cell named `group` syncs its acks too, as the figures in
+ * BENCHMARKS.md always did); the README cells (readme-consumer.mjs) measure the default ack policy.
+ */
 export async function openQueue(store, policy, capacity = Infinity, storeCallsPerTurn = undefined) {
-  const builder = new Builder(store).durability(policy).capacity(capacity);
+  const builder = new Builder(store).durability(policy).ackDurability(policy === 'none' ? 'lazy' : policy).capacity(capacity);
   if (storeCallsPerTurn !== undefined) builder.storeCallsPerTurn(storeCallsPerTurn);
   return builder.open();
 }

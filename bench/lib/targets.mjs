@@ -83,6 +83,15 @@ export function computeTargets(output) {
     add({ ...tl, measured: group64, baseline: v('peer/level/durable/perCommit64/128') });
   }
 
+  // The README's consumer code under default options, against push only in the same rounds.
+  for (const [kind, goal, what] of [
+    ['loop', 0.8, "README's serial consumer (for await + await item.ack()), default options, 64 producers, LogStore, vs push only"],
+    ['process', 0.9, 'README\'s process(handler, { concurrency: 64 }), default options, 64 producers, LogStore, vs push only'],
+  ]) {
+    const r = R.get(`readme/logstore/p64/128/ratio/${kind}`);
+    if (r) add({ key: `readme-${kind}`, what, measured: v(`readme/logstore/p64/128/${kind}`), baseline: r.denominatorMedian, ratio: r.value, rounds: r.samples.length, ratioMin: r.min, ratioMax: r.max, source: 'ab', goal, unit: 'msgs/s' });
+  }
+
   const sizes = [...new Set(output.results.filter((r) => r.kind === 'open').map((r) => r.items))].sort((a, b) => a - b);
   const big = sizes[sizes.length - 1];
   if (big !== undefined) {

@@ -243,8 +243,9 @@ export const pop: Command = async (cli, { values, positionals }) => {
   const ack = values['no-ack'] !== true;
   const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
-  // `group`: an ack resolves once an fsync that started after it was written completed, as
-  // durable as `sync`, and the acks of a batch share that fsync.
+  // Acks are `lazy` (the default): written batch by batch, synced within the bound and by the
+  // close below, so every ack is durable once `pq pop` exits; a power loss before that can only
+  // redeliver popped items.
   const [tx, rx] = await new Builder(await LogStore.open(dir, { ...wait, mustExist: true })).durability('group').open();
   try {
     let taken = 0;

@@ -124,6 +124,12 @@ export class CursorLog {
     });
   }
 
+  /** fdatasync the cursor file once no checkpoint is running (one that ran made the records durable). */
+  syncWritten(): Promise<void> {
+    if (this.#lane === null) return this.sync();
+    return this.#lane.then(() => this.syncWritten());
+  }
+
   /** Run `fn` with the lane held (no ACK write interleaves). */
   async withLane<T>(fn: () => Promise<T>): Promise<T> {
     while (this.#lane !== null) await this.#lane;

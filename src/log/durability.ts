@@ -113,6 +113,11 @@ export class Durability {
     this.#flushedOffset = offset;
   }
 
+  /** A data sync of the active segment started with its write position at `offset` or later. */
+  syncStartedAt(offset: number): boolean {
+    return this.#flushedOffset >= offset;
+  }
+
   /** A new active segment: nothing of it is flushed yet. */
   resetFlushed(): void {
     this.#flushedOffset = 0;

@@ -198,6 +198,23 @@ export class LogStore implements Store {
     }
   }
 
+  /**
+   * Make every written ACK record durable (the lazy acks' sync): an fdatasync of the cursor file,
+   * once no checkpoint runs (one that ran has made them durable already), and of the active
+   * segment when it holds bytes no sync has started on. The two files cannot share one fdatasync:
+   * items and acks live in different files (FORMAT §2, §4).
+   */
+  sync(): Promise<void> {
+    const refused = this.#refuse();
+    if (refused !== null) return refused;
+    const offset = this.#layout.active.bytes;
+    if (!this.#durability.syncStartedAt(offset)) {
+      this.#durability.noteSyncStarted(offset);
+      return Promise.all([this.#writer.syncActive(), this.#cursor.syncWritten()]).then(() => undefined);
+    }
+    return this.#cursor.syncWritten();
+  }
+
   read(range: ReadRange): readonly StoredItem[] {
     const failure = this.#durability.failure;
     if (failure !== null) throw failure;

@@ -10,9 +10,10 @@ import type { Store } from '../store.js';
 import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
+import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
 import { ReadAhead } from './read-ahead.js';
-import type { Durability, QueueStats } from './types.js';
+import type { AckDurability, Durability, QueueStats } from './types.js';
 
 /**
  * Reservations that become unreachable unsettled are returned to the queue. Registering every
@@ -40,6 +41,10 @@ export class QueueCore {
   /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
   readonly arena = new ByteArena();
   readonly #syncWrites: boolean;
+  /** The ack policy in force (see `AckPolicy`): whether ack calls sync, and who syncs lazy ones. */
+  readonly ackDurability: AckDurability | 'none';
+  readonly #syncAcks: boolean;
+  readonly #lazyAcks: LazyAcks | undefined;
 
   #state: 'open' | 'closing' | 'closed' = 'open';
   #failure: QueueError | undefined;
@@ -94,7 +99,7 @@ export class QueueCore {
   /** Set once close has finished what it finishes: from then on those waiters settle at once. */
   #watchesFinal = false;
 
-  constructor(store: Store, capacity: number, durability: Durability, nextSeq: number, count: number, storeCallsPerTurn: number) {
+  constructor(store: Store, capacity: number, durability: Durability, acks: AckPolicy, nextSeq: number, count: number, storeCallsPerTurn: number) {
     this.store = store;
     this.#monitor = new QueueMonitor(store);
     this.#appendFlush = new FlushScheduler(() => this.#flushAppends(), storeCallsPerTurn);
@@ -102,6 +107,9 @@ export class QueueCore {
     this.capacity = capacity;
     this.durability = durability;
     this.#syncWrites = durability !== 'none';
+    this.ackDurability = acks.policy;
+    this.#syncAcks = acks.policy === 'sync' || acks.policy === 'group';
+    this.#lazyAcks = acks.lazy && new LazyAcks(acks.lazy.store, acks.lazy.bound, (error) => this.#fail(error));
     this.#nextSeq = nextSeq;
     this.#committedBefore = nextSeq;
     this.#storedCount = count;
@@ -135,6 +143,8 @@ export class QueueCore {
       pendingPushes: this.#pendingPushes(),
       pendingAcks: this.#ackingCount,
       durability: this.durability,
+      ackDurability: this.ackDurability,
+      unsyncedAcks: this.#lazyAcks?.unsynced ?? 0,
       closed: this.#state !== 'open',
       queueId: m.queueId,
       pushed: m.pushedCount,
@@ -444,7 +454,7 @@ export class QueueCore {
       batch = newAckBatch();
       this.#ackQueue.push(batch);
       // Under `sync` every ack is its own batch: one fsync per operation.
-      if (this.durability !== 'sync') this.#openAckBatch = batch;
+      if (this.ackDurability !== 'sync') this.#openAckBatch = batch;
     }
     batch.entries.push(entry);
     batch.seqs.push(entry.seq);
@@ -491,7 +501,7 @@ export class QueueCore {
     this.#ackInFlight = batch;
     let result: Promise<void>;
     try {
-      result = this.store.ack(batch.seqs, this.#syncWrites);
+      result = this.store.ack(batch.seqs, this.#syncAcks);
     } catch (error) {
       result = Promise.reject(error);
     }
@@ -514,6 +524,7 @@ export class QueueCore {
       return;
     }
     this.#storedCount -= batch.entries.length;
+    this.#lazyAcks?.written(batch.entries.length);
     this.#monitor.acked(batch.entries);
     batch.resolve();
     this.#admitWaiting();
@@ -606,6 +617,7 @@ export class QueueCore {
       batch.reject(failure);
     }
     this.#openAckBatch = undefined;
+    this.#lazyAcks?.stop();
     for (const w of this.#reserveWaiters.splice(0)) {
       detachAbort(w);
       w.reject(failure);
@@ -662,6 +674,10 @@ export class QueueCore {
       this.#flushAcks();
     });
     this.#finalizeWatches();
+    // A clean close loses no ack: the lazy ones written since the last sync are synced now.
+    const failedBefore = this.#failure !== undefined;
+    if (!failedBefore) await this.#lazyAcks?.flush().catch((error: unknown) => this.#fail(error));
+    const syncFailure = failedBefore ? undefined : this.#failure;
     try {
       await this.store.close();
     } catch (error) {
@@ -670,6 +686,7 @@ export class QueueCore {
       this.#state = 'closed';
       busyStores.delete(this.store);
     }
+    if (syncFailure) throw syncFailure;
   }
 }
 

@@ -15,6 +15,35 @@ export const Durability = {
 
 export const DURABILITIES: readonly string[] = ['sync', 'group', 'none'];
 
+/** When an ack resolves; see README "Durability". */
+export type AckDurability = 'sync' | 'group' | 'lazy';
+
+/** The ack durability policies by name. */
+export const AckDurability = {
+  /** Each ack waits for an fsync of its own. */
+  Sync: 'sync',
+  /** Acks wait for an fsync that started after they were written; concurrent acks share it. */
+  Group: 'group',
+  /** Acks resolve once written; a sync within `maxDelayMs` or `maxPending` acks makes them durable. */
+  Lazy: 'lazy',
+} as const satisfies Record<string, AckDurability>;
+
+export const ACK_DURABILITIES: readonly string[] = ['sync', 'group', 'lazy'];
+
+/** Options of `Builder.ackDurability('lazy', options)`. */
+export interface LazyAckOptions {
+  /**
+   * A sync starts at most this many milliseconds after the first unsynced ack was written.
+   * @default 100
+   */
+  maxDelayMs?: number;
+  /**
+   * A sync starts as soon as this many written acks wait for one.
+   * @default 4096
+   */
+  maxPending?: number;
+}
+
 export interface PushOptions {
   /** Abort while the push waits for capacity or for its batch; an aborted push leaves no trace. */
   signal?: AbortSignal;
@@ -57,6 +86,10 @@ export interface QueueStats {
   /** Acks issued and not yet resolved. */
   pendingAcks: number;
   durability: Durability;
+  /** The ack policy in force: what `Builder.ackDurability` asked for, or `'none'` under `durability('none')`, `'group'` for a store without `sync()`. */
+  ackDurability: AckDurability | 'none';
+  /** Acks resolved under `lazy` whose sync has not completed: what a power loss now may redeliver (0 under every other policy). */
+  unsyncedAcks: number;
   closed: boolean;
   /** This queue's id, unique within the process (in open order from 1); diagnostics messages carry it. */
   queueId: number;

@@ -2,7 +2,7 @@
  * Model-based crash properties: fast-check generates programs of push / pushMany /
  * burst / reserve / ack / nack / drop / compact / reopen / crash / EIO / ENOSPC / EMFILE, run over
  * the real queue (Builder + LogStore on the simulated crash disk, tiny segments) under every
- * policy, then a drain with faults and crashes off. The workload, model and checker live in
+ * policy, with acks following it or lazy, then a drain with faults and crashes off. The workload, model and checker live in
  * harness/crash-model.ts (fuzz/engine-crash reuses them); the property list is in its header.
  *
  * Seeded: `PQ_SEED` (default below) and `PQ_PATH` (a fast-check shrink path) replay a run; a
@@ -50,6 +50,8 @@ const program: fc.Arbitrary<Program> = fc.record({
   tailCacheBytes: fc.oneof(fc.constant(0), fc.nat(4096)),
   preallocate: fc.boolean(),
   autoCompact: fc.boolean(),
+  // Lazy acks in about a third of the programs, synced every 1 to 4 acks.
+  lazyAcks: fc.oneof({ arbitrary: fc.constant(0), weight: 2 }, { arbitrary: fc.integer({ min: 1, max: 4 }), weight: 1 }),
   ops: fc.array(op, { minLength: 5, maxLength: 80, size: 'max' }),
 });
 

@@ -1,0 +1,100 @@
+// The README's own consumer code, run as written, against push-only throughput in the same run:
+// 64 producers, LogStore, default options (`new Builder(store).open()`: `group` pushes, the default
+// ack policy, no capacity bound). Used by bench/run.mjs (section `readme`) and
+// bench/experiments/lazy-acks.mjs (the same rounds under other ack policies).
+//
+// Each round runs push only, the `for await` loop and `process({ concurrency: 64 })` back to
+// back on fresh stores, so each ratio is taken within one round; the figure is the median of the
+// rounds' ratios. The rate of a consumer cell counts items handled while the producers ran.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Builder, LogStore } from '../../dist/index.js';
+import { median } from './stats.mjs';
+
+export const README_PRODUCERS = 64;
+export const README_PAYLOAD_BYTES = 128;
+
+/** The consumers under test, each given `handle` (counts and returns) and, for process, a signal. */
+const CONSUMERS = {
+  // README, "Usage": "By hand, with try/finally".
+  loop: async (rx, handle) => {
+    for await (const item of rx) {
+      try {
+        await handle(item.bytes);
+        await item.ack();
+      } finally {
+        if (!item.settled) await item.nack(); // the handler threw, or the loop was left early
+      }
+    }
+  },
+  // README, "Usage": "Consuming in a loop", with the concurrency of the target.
+  process: async (rx, handle, signal) => {
+    await rx.process(async (item) => handle(item.bytes), { concurrency: 64, signal });
+  },
+};
+
+/**
+ * `configure(builder)` applies the options under test; the default leaves the Builder's defaults.
+ * `wrap(store)` stands in a wrapper for the store (experiments only).
+ */
+async function runOne(kind, dir, { budgetMs, configure, wrap }) {
+  const opened = await LogStore.open(join(dir, 'q'));
+  const store = wrap ? wrap(opened) : opened;
+  const builder = new Builder(store);
+  configure?.(builder);
+  const [tx, rx] = await builder.open();
+  const payload = new Uint8Array(README_PAYLOAD_BYTES).fill(7);
+  let handled = 0;
+  let pushed = 0;
+  const handle = async () => {
+    handled++;
+  };
+  const stop = new AbortController();
+  const consumer =
+    kind === 'push'
+      ? Promise.resolve()
+      : CONSUMERS[kind](rx, handle, stop.signal).catch((e) => {
+          // The loop meets ERR_CLOSED when the queue closes under an item in hand (below).
+          if (e?.code !== 'ERR_CLOSED') throw e;
+        });
+  const deadline = performance.now() + budgetMs;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: README_PRODUCERS }, async () => {
+      while (performance.now() < deadline) {
+        await tx.push(payload);
+        pushed++;
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const msgs = kind === 'push' ? pushed : handled;
+  stop.abort();
+  await tx.close();
+  await consumer;
+  return { msgs, seconds, pushed };
+}
+
+/**
+ * `rounds` rounds of push / loop / process; returns the rates per cell and the per-round ratios
+ * of each consumer to the push-only cell of the same round.
+ */
+export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wrap }) {
+  const rates = { push: [], loop: [], process: [] };
+  const ratios = { loop: [], process: [] };
+  for (let r = 0; r < rounds; r++) {
+    const round = {};
+    for (const kind of ['push', 'loop', 'process']) {
+      const dir = mkdtempSync(join(scratch, `readme-${kind}-`));
+      try {
+        const res = await runOne(kind, dir, { budgetMs, configure, wrap });
+        round[kind] = res.msgs / res.seconds;
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+      rates[kind].push(round[kind]);
+    }
+    for (const kind of ['loop', 'process']) ratios[kind].push(round[kind] / round.push);
+  }
+  return { rates, ratios, medians: Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, median(v)])) };
+}

@@ -1,0 +1,147 @@
+// Lazy acks: acks that resolve once written to the store, made durable by a later `Store.sync()`
+// within a bound (a delay and a count). At-least-once tolerates redelivery, so an ack lost to a
+// power loss before its sync only redelivers its item; it never loses one.
+import type { Store } from '../store.js';
+import type { AckDurability, Durability } from './types.js';
+
+/** The bound of the `lazy` ack policy (`Builder.ackDurability('lazy', options)`). */
+export interface LazyAckBound {
+  /** A sync starts at most this long after the first ack it covers was written. */
+  readonly maxDelayMs: number;
+  /** A sync starts as soon as this many written acks wait for one. */
+  readonly maxPending: number;
+}
+
+/** The ack policy a queue runs with, decided at open from what was asked and what the store can do. */
+export interface AckPolicy {
+  /** `none` under `durability('none')`: no ack is ever synced there, whatever was asked. */
+  readonly policy: AckDurability | 'none';
+  /** Set under `lazy`: the store that syncs and the bound. */
+  readonly lazy?: { readonly store: Store & { sync(): Promise<void> }; readonly bound: LazyAckBound };
+}
+
+/**
+ * The policy in force for `requested` over `store`. Under `none` the items themselves may be
+ * lost to a power loss, so syncing their acks would buy nothing. A store without `sync()` cannot
+ * make written acks durable later: it keeps them under `group`, which is stronger, never weaker.
+ */
+export function resolveAckPolicy(store: Store, durability: Durability, requested: AckDurability, bound: LazyAckBound): AckPolicy {
+  if (durability === 'none') return { policy: 'none' };
+  if (requested !== 'lazy') return { policy: requested };
+  if (typeof store.sync !== 'function') return { policy: 'group' };
+  return { policy: 'lazy', lazy: { store: store as Store & { sync(): Promise<void> }, bound } };
+}
+
+/**
+ * Counts the acks written and not yet covered by a sync, and starts `store.sync()` when the
+ * bound says so. At most one sync is in flight: acks written while it runs are not covered by it
+ * (it may have started before their write), so they wait for the next one, which starts when the
+ * running one ends if their bound has passed meanwhile.
+ */
+export class LazyAcks {
+  readonly #sync: () => Promise<void>;
+  readonly #bound: LazyAckBound;
+  readonly #fail: (error: unknown) => void;
+  /** Acks written since the last sync started. */
+  #unsynced = 0;
+  /** Acks the sync in flight covers. */
+  #syncing = 0;
+  /** Armed when the first ack after a sync start is written; its firing starts the next sync. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #inFlight: Promise<void> | undefined;
+  /** The bound passed while a sync was in flight: start the next one when it ends. */
+  #due = false;
+  #stopped = false;
+
+  constructor(store: Store & { sync(): Promise<void> }, bound: LazyAckBound, fail: (error: unknown) => void) {
+    this.#sync = () => store.sync();
+    this.#bound = bound;
+    this.#fail = fail;
+  }
+
+  /** Acks written whose covering sync has not completed: what a power loss now may redeliver. */
+  get unsynced(): number {
+    return this.#unsynced + this.#syncing;
+  }
+
+  /** `count` acks were written to the store (their store call resolved). */
+  written(count: number): void {
+    if (this.#stopped) return;
+    this.#unsynced += count;
+    if (this.#unsynced >= this.#bound.maxPending) {
+      this.#start();
+    } else if (this.#timer === undefined) {
+      this.#timer = setTimeout(this.#onTimer, this.#bound.maxDelayMs);
+      // Written acks survive the process exiting; only a power loss needs the sync. A pending
+      // timer must not keep a process alive that forgot to close its queue.
+      this.#timer.unref?.();
+    }
+  }
+
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#start();
+  };
+
+  #start(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    if (this.#stopped || this.#unsynced === 0) return;
+    if (this.#inFlight !== undefined) {
+      this.#due = true;
+      return;
+    }
+    this.#syncing = this.#unsynced;
+    this.#unsynced = 0;
+    let result: Promise<void>;
+    try {
+      result = this.#sync();
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    this.#inFlight = result.then(this.#synced, this.#failed);
+  }
+
+  readonly #synced = (): void => {
+    this.#inFlight = undefined;
+    this.#syncing = 0;
+    if (this.#due) {
+      this.#due = false;
+      this.#start();
+    }
+  };
+
+  readonly #failed = (error: unknown): void => {
+    this.#inFlight = undefined;
+    this.stop();
+    // A failed sync may have dropped acks that already resolved: the queue fails (fail-stop).
+    this.#fail(error);
+  };
+
+  /**
+   * Make every written ack durable (close): wait for the sync in flight, then sync once more if
+   * acks were written after it started. Rejects when that sync fails.
+   */
+  async flush(): Promise<void> {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.#due = false;
+    if (this.#inFlight !== undefined) await this.#inFlight;
+    if (this.#stopped || this.#unsynced === 0) return;
+    this.#syncing = this.#unsynced;
+    this.#unsynced = 0;
+    await this.#sync();
+    this.#syncing = 0;
+  }
+
+  /** No further sync (the queue failed or closed). */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
