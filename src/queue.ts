@@ -17,11 +17,14 @@ import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
+import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from './queue/retry.js';
 import { DURABILITIES, Durability } from './queue/types.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { Durability } from './queue/types.js';
 export type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
+export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 
 /** Configures and opens a queue over a store. */
 export class Builder {
@@ -29,6 +32,7 @@ export class Builder {
   #capacity = Infinity;
   #durability: Durability = 'group';
   #storeCallsPerTurn = TURN_STORE_CALLS;
+  #retryDelays: RetryDelayFunction = defaultRetryDelays;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -70,6 +74,21 @@ export class Builder {
     return this;
   }
 
+  /**
+   * How `process()` retries an item whose handler threw or ran past its `timeoutMs`: after a delay
+   * given by the policy, during which newer items are delivered.
+   * - `{ kind: 'exponential', baseMs = 100, maxMs = 30000, factor = 2, jitter = 0.5, random? }`:
+   *   `min(maxMs, baseMs × factor^(deliveries − 1))`, less a random share of up to `jitter` of it;
+   * - `{ kind: 'fixed', delayMs }`;
+   * - `{ kind: 'custom', delayMs: (deliveries, error) => ms }`, or that function alone.
+   * A delay of 0 retries at once (after a turn of the event loop).
+   * @default { kind: 'exponential', baseMs: 100, maxMs: 30000, factor: 2, jitter: 0.5 }
+   */
+  retry(policy: RetryPolicyInput): this {
+    this.#retryDelays = retryDelays(policy);
+    return this;
+  }
+
   /** Open the store and return the queue's two handles. */
   async open(): Promise<[Producer, Consumer]> {
     const store = this.#store;
@@ -97,7 +116,7 @@ export class Builder {
       throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
     }
     const core = new QueueCore(store, this.#capacity, this.#durability, recovery.nextSeq, recovery.count, this.#storeCallsPerTurn);
-    return [new Producer(core), new Consumer(core)];
+    return [new Producer(core), new Consumer(core, this.#retryDelays)];
   }
 }
 

@@ -7,7 +7,8 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { Store } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn } from './entry.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup } from './entry.js';
+import { DelayedItems } from './delayed.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
 import { QueueMonitor, Watch } from './monitor.js';
@@ -78,6 +79,8 @@ export class QueueCore {
   // Consumer side.
   readonly #readAhead: ReadAhead;
   #returned: Entry[] = [];
+  /** Items nacked with a delay, not ready until their time comes; in memory only. */
+  readonly #delayed = new DelayedItems((entries) => this.#releaseDelayed(entries));
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
@@ -141,6 +144,8 @@ export class QueueCore {
       acked: m.ackedCount,
       nacked: m.nackedCount,
       redelivered: m.redeliveredCount,
+      delayed: this.#delayed.size,
+      retried: m.retriedCount,
     };
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
@@ -156,7 +161,7 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#ackingCount;
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size;
   }
 
   // ---------------------------------------------------------------- producer
@@ -343,6 +348,29 @@ export class QueueCore {
   }
 
   reserve(signal: AbortSignal | undefined): Promise<Reserved | null> {
+    return this.#reserveAtOnce(signal) ?? waitIn(this.#reserveWaiters, signal);
+  }
+
+  /**
+   * reserve() for process(): a worker that must wait does so as a member of `group`, and
+   * `stopWaiting(group)` withdraws every member at once. No worker adds a listener to a signal:
+   * 64 workers waiting on one signal would be 64 listeners on it.
+   */
+  reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
+    return this.#reserveAtOnce(undefined) ?? waitInGroup(this.#reserveWaiters, group);
+  }
+
+  /** Withdraw the waiting reserves of `group`: each resolves null. */
+  stopWaiting(group: Set<Waiter<Reserved | null>>): void {
+    for (const waiter of group) {
+      const i = this.#reserveWaiters.indexOf(waiter);
+      if (i >= 0) this.#reserveWaiters.splice(i, 1);
+      waiter.resolve(null);
+    }
+  }
+
+  /** The answer of a reserve that need not wait, or undefined when it must. */
+  #reserveAtOnce(signal: AbortSignal | undefined): Promise<Reserved | null> | undefined {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#state !== 'open') return Promise.resolve(null);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -354,7 +382,7 @@ export class QueueCore {
         return Promise.reject(error);
       }
     }
-    return waitIn(this.#reserveWaiters, signal);
+    return undefined;
   }
 
   /**
@@ -452,12 +480,31 @@ export class QueueCore {
     return batch.promise;
   }
 
-  nack(reserved: Reserved, entry: Entry): Promise<void> {
+  /**
+   * Return the item: ready at once, or after `delayMs` (it then waits outside the ready items,
+   * so newer ones are not held back). `retried`: process() retries a failed handler.
+   */
+  nack(reserved: Reserved, entry: Entry, delayMs = 0, retried = false): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    this.#returnEntry(entry, true);
+    if (retried) this.#monitor.retried();
+    if (delayMs <= 0) {
+      this.#returnEntry(entry, true);
+      return Promise.resolve();
+    }
+    entry.inFlight = false;
+    this.#inFlightCount--;
+    this.#delayed.add(entry, delayMs);
+    this.#monitor.nacked(entry);
     return Promise.resolve();
+  }
+
+  /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */
+  #releaseDelayed(entries: Entry[]): void {
+    if (this.#state !== 'open') return;
+    for (const entry of entries) insertBySeq(this.#returned, entry);
+    this.#serveWaiters();
   }
 
   #returnEntry(entry: Entry, nacked: boolean): void {
@@ -540,7 +587,7 @@ export class QueueCore {
 
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
   #isDrained(): boolean {
-    return this.#ready() === 0 && this.#pendingPushes() === 0;
+    return this.#ready() === 0 && this.#delayed.size === 0 && this.#pendingPushes() === 0;
   }
 
   /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */
@@ -650,6 +697,7 @@ export class QueueCore {
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
     this.#returned = [];
+    this.#delayed.clear();
     this.#readAhead.clear();
     // A read still in flight finishes before the store closes (its answer is dropped).
     const fetchDone = this.#readAhead.fetchDone;

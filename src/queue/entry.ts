@@ -101,6 +101,29 @@ export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined): P
   });
 }
 
+/**
+ * Wait in `list` as a member of `group`, which the waiter leaves when it settles: whoever holds
+ * the group can withdraw all its members at once, without a listener per member.
+ */
+export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const waiter: Waiter<T> = {
+      resolve: (value) => {
+        group.delete(waiter);
+        resolve(value);
+      },
+      reject: (error) => {
+        group.delete(waiter);
+        reject(error);
+      },
+      signal: undefined,
+      onAbort: undefined,
+    };
+    group.add(waiter);
+    list.push(waiter);
+  });
+}
+
 /** Remove the abort listener of a waiter or push that is being settled. */
 export function detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
   if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
