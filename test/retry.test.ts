@@ -99,6 +99,8 @@ describe('nack({ delayMs })', () => {
     const [tx, rx] = await new Builder(new MemStore()).open();
     await tx.push('x');
     await rx.tryReserve()!.nack({ delayMs: 10 });
+    // Nothing is ready, yet the delayed item is still to be handed out: not drained.
+    expect(rx.stats()).toMatchObject({ ready: 0, delayed: 1 });
     let drained = false;
     void rx.drained().then(() => (drained = true));
     await turn();
