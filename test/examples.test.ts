@@ -1,5 +1,5 @@
 /** The README's code runs as written, and its "Implement Store yourself" example passes the conformance suite. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -27,6 +27,24 @@ it('theReadmeQuickExampleRunsAsWritten', () => {
     writeFileSync(file, block!.replaceAll("from 'persistent-queue'", `from '${dist}'`));
     const out = execFileSync(process.execPath, [file], { encoding: 'utf8' });
     expect(out).toBe('job\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('theReadmeWorkerWithRetriesRunsAsWrittenAndRetriesEachOrderOnce', () => {
+  const block = blocks('js').find((b) => b.includes(".retry({ kind: 'exponential'"));
+  expect(block, 'README has the worker with retries').toBeDefined();
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
+    const file = join(dir, 'worker.mjs');
+    writeFileSync(file, block!.replaceAll("from 'persistent-queue'", `from '${dist}'`));
+    const run = spawnSync(process.execPath, [file], { encoding: 'utf8' });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe('acked 3, retried 3, delayed 0\n');
+    const reported = run.stderr.split('\n').filter((line) => line.startsWith('item ')).sort();
+    expect(reported).toEqual([1, 2, 3].map((n) => `item ${n}, delivery 1: upstream busy for order ${n}`));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Builder, LogStore, MemStore } from '../../dist/index.js';
-import { median } from '../lib/stats.mjs';
+import { median, spread } from '../lib/stats.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
 const goodCount = Number(process.argv[3] ?? 100_000);
@@ -74,8 +74,8 @@ for (const kind of ['mem', 'log']) {
 }
 
 console.log(`node ${process.version}, ${rounds} rounds, ${goodCount} good items, medians\n`);
-console.log('| store | contestant | good items/s | vs clean | run (s) | poison deliveries over the run |');
-console.log('|---|---|---:|---:|---:|---:|');
+console.log('| store | contestant | good items/s | spread | vs clean | run (s) | poison deliveries over the run |');
+console.log('|---|---|---:|---:|---:|---:|---:|');
 for (const kind of ['mem', 'log']) {
   const clean = median(results.get(`${kind}|clean`).map((r) => r.rate));
   for (const [name] of contestants) {
@@ -83,7 +83,7 @@ for (const kind of ['mem', 'log']) {
     const rate = median(rs.map((r) => r.rate));
     const deliveries = name === 'clean' ? '—' : `${median(rs.map((r) => r.poisonDeliveries))} (${Math.min(...rs.map((r) => r.poisonDeliveries))}–${Math.max(...rs.map((r) => r.poisonDeliveries))})`;
     console.log(
-      `| ${kind === 'mem' ? 'MemStore' : 'LogStore `none`'} | ${name} | ${(rate / 1000).toFixed(0)} k/s | ${((rate / clean) * 100).toFixed(1)} % | ${median(rs.map((r) => r.seconds)).toFixed(3)} | ${deliveries} |`,
+      `| ${kind === 'mem' ? 'MemStore' : 'LogStore `none`'} | ${name} | ${(rate / 1000).toFixed(0)} k/s | ${(spread(rs.map((r) => r.rate)) * 100).toFixed(0)} % | ${((rate / clean) * 100).toFixed(1)} % | ${median(rs.map((r) => r.seconds)).toFixed(3)} | ${deliveries} |`,
     );
   }
 }
