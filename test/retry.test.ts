@@ -198,7 +198,7 @@ describe('the retry policy', () => {
 
   it('aCustomFunctionGetsDeliveriesAndTheErrorAndItsAnswerIsChecked', () => {
     const seen: unknown[] = [];
-    const fn = retryDelays((deliveries, error) => {
+    const fn = retryDelays((deliveries: number, error: unknown) => {
       seen.push([deliveries, (error as Error).message]);
       return deliveries * 7;
     });

@@ -83,7 +83,7 @@ for (const kind of ['mem', 'log']) {
     const rate = median(rs.map((r) => r.rate));
     const deliveries = name === 'clean' ? '—' : `${median(rs.map((r) => r.poisonDeliveries))} (${Math.min(...rs.map((r) => r.poisonDeliveries))}–${Math.max(...rs.map((r) => r.poisonDeliveries))})`;
     console.log(
-      `| ${kind === 'mem' ? 'MemStore' : 'LogStore `none`'} | ${name} | ${(rate / 1000).toFixed(0)} k/s | ${(spread(rs.map((r) => r.rate)) * 100).toFixed(0)} % | ${((rate / clean) * 100).toFixed(1)} % | ${median(rs.map((r) => r.seconds)).toFixed(3)} | ${deliveries} |`,
+      `| ${kind === 'mem' ? 'MemStore' : 'LogStore `none`'} | ${name} | ${(rate / 1000).toFixed(0)} k/s | ${rate === 0 ? '—' : `${(spread(rs.map((r) => r.rate)) * 100).toFixed(0)} %`} | ${((rate / clean) * 100).toFixed(1)} % | ${median(rs.map((r) => r.seconds)).toFixed(3)} | ${deliveries} |`,
     );
   }
 }

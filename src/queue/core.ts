@@ -7,7 +7,7 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { Store } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup } from './entry.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import { DelayedItems } from './delayed.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
@@ -351,22 +351,13 @@ export class QueueCore {
     return this.#reserveAtOnce(signal) ?? waitIn(this.#reserveWaiters, signal);
   }
 
-  /**
-   * reserve() for process(): a worker that must wait does so as a member of `group`, and
-   * `stopWaiting(group)` withdraws every member at once. No worker adds a listener to a signal:
-   * 64 workers waiting on one signal would be 64 listeners on it.
-   */
+  /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
   reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
     return this.#reserveAtOnce(undefined) ?? waitInGroup(this.#reserveWaiters, group);
   }
 
-  /** Withdraw the waiting reserves of `group`: each resolves null. */
   stopWaiting(group: Set<Waiter<Reserved | null>>): void {
-    for (const waiter of group) {
-      const i = this.#reserveWaiters.indexOf(waiter);
-      if (i >= 0) this.#reserveWaiters.splice(i, 1);
-      waiter.resolve(null);
-    }
+    withdrawGroup(this.#reserveWaiters, group, null);
   }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
@@ -480,10 +471,7 @@ export class QueueCore {
     return batch.promise;
   }
 
-  /**
-   * Return the item: ready at once, or after `delayMs` (it then waits outside the ready items,
-   * so newer ones are not held back). `retried`: process() retries a failed handler.
-   */
+  /** Ready again at once, or after `delayMs` outside the ready items; `retried`: by process(). */
   nack(reserved: Reserved, entry: Entry, delayMs = 0, retried = false): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);

@@ -124,6 +124,15 @@ export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>): Promis
   });
 }
 
+/** Take every member of `group` out of `list` and resolve it with `value`. */
+export function withdrawGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, value: T): void {
+  for (const waiter of group) {
+    const i = list.indexOf(waiter);
+    if (i >= 0) list.splice(i, 1);
+    waiter.resolve(value);
+  }
+}
+
 /** Remove the abort listener of a waiter or push that is being settled. */
 export function detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
   if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
