@@ -24,7 +24,7 @@ export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { Durability } from './queue/types.js';
 export type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
-export type { ProcessHandler } from './queue/process.js';
+export type { ProcessHandler } from './queue/handles.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 
 /** Configures and opens a queue over a store. */

@@ -2,9 +2,9 @@
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
-import { type ProcessHandler, runProcess } from './process.js';
+import { runProcess } from './process.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
-import type { NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
+import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer {
@@ -92,6 +92,9 @@ function waitFor(core: QueueCore, which: 'drained' | 'onIdle', options: WaitOpti
   }
   return which === 'drained' ? core.drained(signal) : core.onIdle(signal);
 }
+
+/** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
+export type ProcessHandler = (item: Reserved, context: HandlerContext) => unknown;
 
 /** The consuming handle: reserve items, then ack or nack each. */
 export class Consumer {

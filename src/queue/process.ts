@@ -4,12 +4,11 @@
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import type { Waiter } from './entry.js';
-import type { Reserved } from './handles.js';
+import type { ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
 import type { HandlerContext, HandlerErrorInfo } from './types.js';
 
-export type ProcessHandler = (item: Reserved, context: HandlerContext) => unknown;
-
+/** @internal */
 export interface ProcessSettings {
   readonly concurrency: number;
   readonly signal: AbortSignal | undefined;
@@ -109,10 +108,12 @@ async function retry(settings: ProcessSettings, item: Reserved, error: unknown):
 
 const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** @internal */
 export async function runProcess(core: QueueCore, handler: ProcessHandler, settings: ProcessSettings): Promise<void> {
   // Workers waiting for an item; stop() withdraws them all at once, with one listener on the caller's signal.
   const waiting = new Set<Waiter<Reserved | null>>();
-  const running = new Set<RunContext>();
+  // The context of each worker's running handler, by worker: a slot write per item, not a set.
+  const running: (RunContext | undefined)[] = new Array(settings.concurrency);
   // An object, not a `let`: the workers read it after awaits, where a narrowed local would mislead.
   const halt: { stopped: boolean; reason: unknown } = { stopped: false, reason: undefined };
   let fatal: { error: unknown } | undefined;
@@ -121,28 +122,28 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
     halt.stopped = true;
     halt.reason = reason;
     core.stopWaiting(waiting);
-    for (const context of running) context.abort(reason);
+    for (const context of running) context?.abort(reason);
   };
   const signal = settings.signal;
   const onAbort = (): void => stop(signal!.reason);
   if (signal?.aborted) stop(signal.reason);
   else signal?.addEventListener('abort', onAbort, { once: true });
 
-  const worker = async (): Promise<void> => {
+  const worker = async (slot: number): Promise<void> => {
     let handled = 0;
     while (!halt.stopped) {
       const item = await core.reserveIn(waiting);
       if (!item) return;
       const context = new RunContext();
       if (halt.stopped) context.abort(halt.reason);
-      running.add(context);
+      running[slot] = context;
       let failure: { error: unknown } | undefined;
       try {
         await runHandler(handler, item, context, settings.timeoutMs);
       } catch (error) {
         failure = { error };
       } finally {
-        running.delete(context);
+        running[slot] = undefined;
       }
       if (failure) report(settings, failure.error, item);
       let yieldTurn = failure !== undefined || ++handled % ITEMS_PER_TURN === 0;
@@ -164,7 +165,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const workers: Promise<void>[] = [];
   for (let i = 0; i < settings.concurrency; i++) {
     workers.push(
-      worker().catch((error: unknown) => {
+      worker(i).catch((error: unknown) => {
         fatal ??= { error };
         stop(error);
       }),
