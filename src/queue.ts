@@ -18,11 +18,15 @@ import { busyStores } from './queue/entry.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
+import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from './queue/retry.js';
 import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAckOptions } from './queue/types.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
 export type { LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
+export type { ProcessHandler } from './queue/handles.js';
+export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 
 /** The ack policy of a Builder that was not told one; chosen from measurements (DESIGN.md, "Lazy acks"). */
 const DEFAULT_ACK_DURABILITY: AckDurability = 'lazy';
@@ -37,6 +41,7 @@ export class Builder {
   #storeCallsPerTurn = TURN_STORE_CALLS;
   #ackDurability: AckDurability = DEFAULT_ACK_DURABILITY;
   #lazyBound: LazyAckBound = DEFAULT_LAZY_BOUND;
+  #retryDelays: RetryDelayFunction = defaultRetryDelays;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -106,6 +111,21 @@ export class Builder {
     return this;
   }
 
+  /**
+   * How `process()` retries an item whose handler threw or ran past its `timeoutMs`: after a delay
+   * given by the policy, during which newer items are delivered.
+   * - `{ kind: 'exponential', baseMs = 100, maxMs = 30000, factor = 2, jitter = 0.5, random? }`:
+   *   `min(maxMs, baseMs × factor^(deliveries − 1))`, less a random share of up to `jitter` of it;
+   * - `{ kind: 'fixed', delayMs }`;
+   * - `{ kind: 'custom', delayMs: (deliveries, error) => ms }`, or that function alone.
+   * A delay of 0 retries at once (after a turn of the event loop).
+   * @default { kind: 'exponential', baseMs: 100, maxMs: 30000, factor: 2, jitter: 0.5 }
+   */
+  retry(policy: RetryPolicyInput): this {
+    this.#retryDelays = retryDelays(policy);
+    return this;
+  }
+
   /** Open the store and return the queue's two handles. */
   async open(): Promise<[Producer, Consumer]> {
     const store = this.#store;
@@ -134,7 +154,7 @@ export class Builder {
     }
     const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability, this.#lazyBound);
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery.nextSeq, recovery.count, this.#storeCallsPerTurn);
-    return [new Producer(core), new Consumer(core)];
+    return [new Producer(core), new Consumer(core, this.#retryDelays)];
   }
 }
 

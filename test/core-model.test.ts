@@ -1,14 +1,16 @@
 /**
  * Model-based test of the core queue against a reference model: random interleavings of
- * push / pushMany / reserve / ack / nack / dispose / close+reopen never lose, duplicate or reorder
- * items beyond what the semantics allow. The model's rule for reserve is exact: the item
- * delivered is always the ready item with the lowest seq.
+ * push / pushMany / reserve / ack / nack / nack with a delay / the passing of time / dispose /
+ * close+reopen never lose, duplicate or reorder items beyond what the semantics allow. The model's
+ * rule for reserve is exact: the item delivered is always the ready item with the lowest seq, and
+ * an item nacked with a delay is ready again once its time has passed (time is faked), or at once
+ * after a reopen.
  *
  * Reproduce a failure with the seed and path fast-check prints, e.g.
  * `FC_SEED=123 FC_PATH="0:1" npx vitest run test/core-model.test.ts`.
  */
 import fc from 'fast-check';
-import { expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { Builder, MemStore, type Consumer, type Producer, type Reserved } from '../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -20,6 +22,10 @@ interface Model {
   /** Deliveries since the last open, by seq. */
   deliveries: Map<number, number>;
   inFlight: number[];
+  /** Items nacked with a delay, by seq: the fake time at which each is ready again. */
+  delayed: Map<number, number>;
+  /** Fake time passed since the run began, in ms. */
+  nowMs: number;
   lastSeq: number;
 }
 
@@ -34,11 +40,11 @@ interface Real {
 type Cmd = fc.AsyncCommand<Model, Real>;
 
 function ready(m: Model): number[] {
-  return [...m.items.keys()].filter((s) => !m.inFlight.includes(s)).sort((a, b) => a - b);
+  return [...m.items.keys()].filter((s) => !m.inFlight.includes(s) && !m.delayed.has(s)).sort((a, b) => a - b);
 }
 
 function checkStats(m: Model, r: Real): void {
-  expect(r.rx.stats()).toMatchObject({ ready: ready(m).length, inFlight: m.inFlight.length });
+  expect(r.rx.stats()).toMatchObject({ ready: ready(m).length, inFlight: m.inFlight.length, delayed: m.delayed.size });
 }
 
 class Push implements Cmd {
@@ -88,7 +94,7 @@ class Reserve implements Cmd {
 }
 
 class Settle implements Cmd {
-  constructor(readonly pick: number, readonly how: 'ack' | 'nack' | 'dispose') {}
+  constructor(readonly pick: number, readonly how: 'ack' | 'nack' | 'dispose' | 'delay', readonly delayMs = 0) {}
   check(m: Readonly<Model>) {
     return m.inFlight.length > 0;
   }
@@ -97,15 +103,33 @@ class Settle implements Cmd {
     const item = r.held.get(seq)!;
     if (this.how === 'ack') await item.ack();
     else if (this.how === 'nack') await item.nack();
+    else if (this.how === 'delay') await item.nack({ delayMs: this.delayMs });
     else await item[Symbol.asyncDispose]();
     r.held.delete(seq);
     m.inFlight = m.inFlight.filter((s) => s !== seq);
     if (this.how === 'ack') m.items.delete(seq);
+    if (this.how === 'delay' && this.delayMs > 0) m.delayed.set(seq, m.nowMs + this.delayMs);
     await expect(item.ack()).rejects.toMatchObject({ code: 'ERR_ALREADY_SETTLED' });
     checkStats(m, r);
   }
   toString() {
-    return `${this.how}(#${this.pick})`;
+    return this.how === 'delay' ? `nack(#${this.pick}, { delayMs: ${this.delayMs} })` : `${this.how}(#${this.pick})`;
+  }
+}
+
+class Advance implements Cmd {
+  constructor(readonly ms: number) {}
+  check() {
+    return true;
+  }
+  async run(m: Model, r: Real) {
+    vi.advanceTimersByTime(this.ms);
+    m.nowMs += this.ms;
+    for (const [seq, dueMs] of m.delayed) if (dueMs <= m.nowMs) m.delayed.delete(seq);
+    checkStats(m, r);
+  }
+  toString() {
+    return `advance(${this.ms} ms)`;
   }
 }
 
@@ -119,6 +143,7 @@ class Reopen implements Cmd {
     [r.tx, r.rx] = await new Builder(r.store).capacity(m.capacity).durability(r.durability).open();
     r.held.clear();
     m.inFlight = [];
+    m.delayed.clear();
     m.deliveries.clear();
     checkStats(m, r);
   }
@@ -136,8 +161,17 @@ const commands = [
   fc.nat(16).map((n) => new Settle(n, 'ack')),
   fc.nat(16).map((n) => new Settle(n, 'nack')),
   fc.nat(16).map((n) => new Settle(n, 'dispose')),
+  fc.tuple(fc.nat(16), fc.integer({ min: 0, max: 40 })).map(([n, ms]) => new Settle(n, 'delay', ms)),
+  fc.integer({ min: 1, max: 30 }).map((ms) => new Advance(ms)),
   fc.constant(new Reopen()),
 ];
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 it('theCoreMatchesTheReferenceModel', async () => {
   const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : 20261129;
@@ -150,7 +184,7 @@ it('theCoreMatchesTheReferenceModel', async () => {
         const store = new MemStore();
         const [tx, rx] = await new Builder(store).capacity(capacity).durability(durability).open();
         const real: Real = { store, durability, tx, rx, held: new Map() };
-        const model: Model = { capacity, items: new Map(), deliveries: new Map(), inFlight: [], lastSeq: 0 };
+        const model: Model = { capacity, items: new Map(), deliveries: new Map(), inFlight: [], delayed: new Map(), nowMs: 0, lastSeq: 0 };
         try {
           await fc.asyncModelRun(() => ({ model, real }), cmds);
           // Liveness: after everything is returned, every unacked item is delivered exactly once, in seq order.

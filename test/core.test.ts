@@ -498,7 +498,8 @@ describe('store failures', () => {
 
 describe('process and iteration', () => {
   it('processAcksOnResolveNacksOnThrowAndStopsOnAbort', async () => {
-    const { tx, rx } = await openMem();
+    // A retry delay of 0: the thrown item comes back at once, ahead of newer items.
+    const { tx, rx } = await openMem(Infinity, 'group', (b) => b.retry({ kind: 'fixed', delayMs: 0 }));
     await tx.pushMany(['ok', 'flaky', 'ok2']);
     const seen: string[] = [];
     const ac = new AbortController();
@@ -609,7 +610,8 @@ describe('payload copies', () => {
 
 describe('process(), reads and close under hostile handlers and faults', () => {
   it('aHandlerThatAlwaysThrowsDoesNotStarveTheEventLoop', async () => {
-    const { tx, rx } = await openMem();
+    // Retried at once (the default waits): only the turn a worker yields after a failure protects the loop.
+    const { tx, rx } = await openMem(Infinity, 'group', (b) => b.retry({ kind: 'fixed', delayMs: 0 }));
     await tx.push('poison');
     const ac = new AbortController();
     let deliveries = 0;

@@ -1,5 +1,5 @@
 /** The README's code runs as written, and its "Implement Store yourself" example passes the conformance suite. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,20 +16,37 @@ function blocks(lang: string): string[] {
   return [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
 }
 
-it('theReadmeQuickExampleRunsAsWritten', () => {
-  const block = blocks('ts').find((b) => b.includes('new Builder(new MemStore())'));
-  expect(block, 'README has the MemStore example').toBeDefined();
+/** Run a README block as written, as an .mjs file importing the built package. */
+function runAsWritten(block: string) {
   const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
   try {
     const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
-    // The example has no type annotations, so it runs as JavaScript against the built package.
     const file = join(dir, 'example.mjs');
-    writeFileSync(file, block!.replaceAll("from 'persistent-queue'", `from '${dist}'`));
-    const out = execFileSync(process.execPath, [file], { encoding: 'utf8' });
-    expect(out).toBe('job\n');
+    writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`));
+    return spawnSync(process.execPath, [file], { encoding: 'utf8' });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+it('theReadmeQuickExampleRunsAsWritten', () => {
+  const block = blocks('ts').find((b) => b.includes('new Builder(new MemStore())'));
+  expect(block, 'README has the MemStore example').toBeDefined();
+  // The example has no type annotations, so it runs as JavaScript against the built package.
+  const run = runAsWritten(block!);
+  expect(run.status).toBe(0);
+  expect(run.stderr).toBe('');
+  expect(run.stdout).toBe('job\n');
+});
+
+it('theReadmeWorkerWithRetriesRunsAsWrittenAndRetriesEachOrderOnce', () => {
+  const block = blocks('js').find((b) => b.includes(".retry({ kind: 'exponential'"));
+  expect(block, 'README has the worker with retries').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('acked 3, retried 3, delayed 0\n');
+  const reported = run.stderr.split('\n').filter((line) => line.startsWith('item ')).sort();
+  expect(reported).toEqual([1, 2, 3].map((n) => `item ${n}, delivery 1: upstream busy for order ${n}`));
 });
 
 it('theReadmeTryFinallyLoopRunsAsPlainJavaScriptAndBreakLeavesTheItemInHandReserved', () => {

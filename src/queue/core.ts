@@ -7,7 +7,8 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { Store } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn } from './entry.js';
+import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { DelayedItems } from './delayed.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
@@ -83,6 +84,8 @@ export class QueueCore {
   // Consumer side.
   readonly #readAhead: ReadAhead;
   #returned: Entry[] = [];
+  /** Items nacked with a delay, not ready until their time comes; in memory only. */
+  readonly #delayed = new DelayedItems((entries) => this.#releaseDelayed(entries));
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
@@ -151,6 +154,8 @@ export class QueueCore {
       acked: m.ackedCount,
       nacked: m.nackedCount,
       redelivered: m.redeliveredCount,
+      delayed: this.#delayed.size,
+      retried: m.retriedCount,
     };
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
@@ -166,7 +171,7 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#ackingCount;
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size;
   }
 
   // ---------------------------------------------------------------- producer
@@ -353,6 +358,20 @@ export class QueueCore {
   }
 
   reserve(signal: AbortSignal | undefined): Promise<Reserved | null> {
+    return this.#reserveAtOnce(signal) ?? waitIn(this.#reserveWaiters, signal);
+  }
+
+  /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
+  reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
+    return this.#reserveAtOnce(undefined) ?? waitInGroup(this.#reserveWaiters, group);
+  }
+
+  stopWaiting(group: Set<Waiter<Reserved | null>>): void {
+    withdrawGroup(this.#reserveWaiters, group, null);
+  }
+
+  /** The answer of a reserve that need not wait, or undefined when it must. */
+  #reserveAtOnce(signal: AbortSignal | undefined): Promise<Reserved | null> | undefined {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#state !== 'open') return Promise.resolve(null);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -364,7 +383,7 @@ export class QueueCore {
         return Promise.reject(error);
       }
     }
-    return waitIn(this.#reserveWaiters, signal);
+    return undefined;
   }
 
   /**
@@ -462,12 +481,28 @@ export class QueueCore {
     return batch.promise;
   }
 
-  nack(reserved: Reserved, entry: Entry): Promise<void> {
+  /** Ready again at once, or after `delayMs` outside the ready items; `retried`: by process(). */
+  nack(reserved: Reserved, entry: Entry, delayMs = 0, retried = false): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
-    this.#returnEntry(entry, true);
+    if (retried) this.#monitor.retried();
+    if (delayMs <= 0) {
+      this.#returnEntry(entry, true);
+      return Promise.resolve();
+    }
+    entry.inFlight = false;
+    this.#inFlightCount--;
+    this.#delayed.add(entry, delayMs);
+    this.#monitor.nacked(entry);
     return Promise.resolve();
+  }
+
+  /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */
+  #releaseDelayed(entries: Entry[]): void {
+    if (this.#state !== 'open') return;
+    for (const entry of entries) insertBySeq(this.#returned, entry);
+    this.#serveWaiters();
   }
 
   #returnEntry(entry: Entry, nacked: boolean): void {
@@ -551,7 +586,7 @@ export class QueueCore {
 
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
   #isDrained(): boolean {
-    return this.#ready() === 0 && this.#pendingPushes() === 0;
+    return this.#ready() === 0 && this.#delayed.size === 0 && this.#pendingPushes() === 0;
   }
 
   /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */
@@ -662,6 +697,7 @@ export class QueueCore {
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
     this.#returned = [];
+    this.#delayed.clear();
     this.#readAhead.clear();
     // A read still in flight finishes before the store closes (its answer is dropped).
     const fetchDone = this.#readAhead.fetchDone;

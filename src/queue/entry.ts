@@ -101,6 +101,38 @@ export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined): P
   });
 }
 
+/**
+ * Wait in `list` as a member of `group`, which the waiter leaves when it settles: whoever holds
+ * the group can withdraw all its members at once, without a listener per member.
+ */
+export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const waiter: Waiter<T> = {
+      resolve: (value) => {
+        group.delete(waiter);
+        resolve(value);
+      },
+      reject: (error) => {
+        group.delete(waiter);
+        reject(error);
+      },
+      signal: undefined,
+      onAbort: undefined,
+    };
+    group.add(waiter);
+    list.push(waiter);
+  });
+}
+
+/** Take every member of `group` out of `list` and resolve it with `value`. */
+export function withdrawGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, value: T): void {
+  for (const waiter of group) {
+    const i = list.indexOf(waiter);
+    if (i >= 0) list.splice(i, 1);
+    waiter.resolve(value);
+  }
+}
+
 /** Remove the abort listener of a waiter or push that is being settled. */
 export function detachAbort(pending: { signal: AbortSignal | undefined; onAbort: (() => void) | undefined }): void {
   if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);

@@ -1,9 +1,10 @@
 // The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
-import { QueueError } from '../errors.js';
-import { expectation, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
-import type { ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
+import { runProcess } from './process.js';
+import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
+import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer {
@@ -92,13 +93,18 @@ function waitFor(core: QueueCore, which: 'drained' | 'onIdle', options: WaitOpti
   return which === 'drained' ? core.drained(signal) : core.onIdle(signal);
 }
 
+/** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
+export type ProcessHandler = (item: Reserved, context: HandlerContext) => unknown;
+
 /** The consuming handle: reserve items, then ack or nack each. */
 export class Consumer {
   readonly #core: QueueCore;
+  readonly #retryDelays: RetryDelayFunction;
 
   /** @internal */
-  constructor(core: QueueCore) {
+  constructor(core: QueueCore, retryDelays: RetryDelayFunction = defaultRetryDelays) {
     this.#core = core;
+    this.#retryDelays = retryDelays;
   }
 
   /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
@@ -118,66 +124,33 @@ export class Consumer {
   }
 
   /**
-   * Run `handler` on each item, with up to `concurrency` at once: ack when it resolves, nack when
-   * it throws (the item is redelivered). Resolves once `signal` aborts or the queue closes and
-   * every running handler has settled; rejects if the queue fails.
+   * Run `handler` on each item, with up to `concurrency` at once: ack when it resolves; when it
+   * throws (or runs past `timeoutMs`), report the error to `onError` and retry the item after the
+   * delay of the queue's retry policy (`Builder.retry`). The handler gets `(item, { signal })`.
+   * Resolves once `signal` aborts and every running handler has settled, or once the queue's
+   * `close()` has finished; rejects if the queue fails.
    */
-  async process(handler: (item: Reserved) => unknown, options?: ProcessOptions): Promise<void> {
-    if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
-    const o = optionsObject('options', options);
-    const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
-    const signal = optionalSignal('options.signal', o.signal);
-    // The first fatal error stops every worker, not only the one that met it.
-    const stop = new AbortController();
-    const stopped = stop.signal;
-    const onAbort = () => stop.abort(signal!.reason);
-    if (signal?.aborted) stop.abort(signal.reason);
-    else signal?.addEventListener('abort', onAbort, { once: true });
-    let fatal: { error: unknown } | undefined;
-    const worker = async (): Promise<void> => {
-      let handled = 0;
-      while (!stopped.aborted) {
-        let item: Reserved | null;
-        try {
-          item = await this.#core.reserve(stopped);
-        } catch (error) {
-          if (stopped.aborted) return;
-          throw error;
-        }
-        if (!item) return;
-        let ok = true;
-        try {
-          await handler(item);
-        } catch {
-          ok = false;
-        }
-        if (!item.settled) {
-          try {
-            await (ok ? item.ack() : item.nack());
-          } catch (error) {
-            if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
-            // The ack was not recorded and the item is ready again: the queue itself is healthy.
-            if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
-            ok = false;
-          }
-        }
-        // A nacked item comes straight back: without a turn of the event loop, a handler that
-        // always throws would starve timers, I/O, abort signals and close().
-        if (!ok || ++handled % 256 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  process(handler: ProcessHandler, options?: ProcessOptions): Promise<void> {
+    let concurrency: number;
+    let signal: AbortSignal | undefined;
+    let timeoutMs = Infinity;
+    let onError: ProcessOptions['onError'];
+    try {
+      if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs']);
+      concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
+      signal = optionalSignal('options.signal', o.signal);
+      if (o.timeoutMs !== undefined && o.timeoutMs !== Infinity) {
+        timeoutMs = delayMs('options.timeoutMs', o.timeoutMs);
+        if (timeoutMs === 0) throw new RangeError(expectation('options.timeoutMs', 'a positive number of ms', 0));
       }
-    };
-    const workers: Promise<void>[] = [];
-    for (let i = 0; i < concurrency; i++) {
-      workers.push(
-        worker().catch((error: unknown) => {
-          fatal ??= { error };
-          stop.abort();
-        }),
-      );
+      if (o.onError !== undefined && typeof o.onError !== 'function') throw new TypeError(expectation('options.onError', 'a function', o.onError));
+      onError = o.onError as ProcessOptions['onError'];
+    } catch (error) {
+      return Promise.reject(error);
     }
-    await Promise.all(workers);
-    signal?.removeEventListener('abort', onAbort);
-    if (fatal) throw fatal.error;
+    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, retryDelays: this.#retryDelays });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
@@ -276,9 +249,26 @@ export class Reserved {
     return this.#core.ack(this, this.#entry);
   }
 
-  /** Return the item to the queue, ahead of newer items, to be delivered again. */
-  nack(): Promise<void> {
-    return this.#core.nack(this, this.#entry);
+  /**
+   * Return the item to the queue, to be delivered again ahead of newer items. With `delayMs` it is
+   * ready again only once that time has passed (newer items are delivered meanwhile); the wait is
+   * kept in memory only.
+   */
+  nack(options?: NackOptions): Promise<void> {
+    let delay = 0;
+    try {
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['delayMs']);
+      if (o.delayMs !== undefined) delay = delayMs('options.delayMs', o.delayMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.nack(this, this.#entry, delay);
+  }
+
+  /** process() retries the item after a failed handler, counted in `stats().retried`. @internal */
+  retryAfter(delay: number): Promise<void> {
+    return this.#core.nack(this, this.#entry, delay, true);
   }
 
   /** Nack the item if it is still unsettled (for `await using`). */

@@ -27,6 +27,8 @@ export class QueueMonitor {
   nackedCount = 0;
   /** Deliveries after an item's first one in this process. */
   redeliveredCount = 0;
+  /** Handler failures that process() retried. */
+  retriedCount = 0;
 
   constructor(store: object) {
     const name = (store.constructor as { name?: unknown } | undefined)?.name;
@@ -61,6 +63,11 @@ export class QueueMonitor {
   nacked(entry: Entry): void {
     this.nackedCount++;
     if (nackChannel.hasSubscribers) nackChannel.publish(this.#item(entry));
+  }
+
+  /** process() retries an item whose handler failed (its nack follows). */
+  retried(): void {
+    this.retriedCount++;
   }
 
   /** The queue failed; `error` is what every operation now rejects with. */

@@ -65,17 +65,60 @@ export interface ProcessOptions {
    * @default 1
    */
   concurrency?: number;
-  /** Stop taking new items; `process()` resolves once running handlers have settled. */
+  /**
+   * Stop taking new items; `process()` resolves once running handlers have settled. The handlers'
+   * own signals abort too.
+   */
   signal?: AbortSignal;
+  /**
+   * Called with every error a handler throws (or the `TimeoutError` of `timeoutMs`) and the item's
+   * `{ seq, deliveries }`, before the item is retried. Not awaited. An `onError` that throws or
+   * rejects does not stop processing: its error is emitted as a process warning
+   * (`PersistentQueueWarning`, code `PQ_ON_ERROR_FAILED`).
+   */
+  onError?: (error: unknown, item: HandlerErrorInfo) => unknown;
+  /**
+   * How long a handler may run. Past it, the handler's signal aborts with a `TimeoutError`, the item
+   * is retried under the retry policy, and whatever the handler does later is ignored (its own
+   * ack or nack rejects with `ERR_ALREADY_SETTLED`). `process()` does not wait for it.
+   * @default Infinity
+   */
+  timeoutMs?: number;
+}
+
+/** What `onError` is told about the item whose handler failed. */
+export interface HandlerErrorInfo {
+  readonly seq: number;
+  /** Deliveries so far, the failed one included. */
+  readonly deliveries: number;
+}
+
+/** The second argument of a `process()` handler. */
+export interface HandlerContext {
+  /**
+   * Aborts when the handler's `timeoutMs` passes (reason: a `TimeoutError` `DOMException`) or when
+   * `process()` stops taking items (its `signal` aborted, or a fatal error). Created on first read.
+   */
+  readonly signal: AbortSignal;
+}
+
+export interface NackOptions {
+  /**
+   * How long the item waits before it is ready again, in ms. Meanwhile newer items are delivered;
+   * once its time comes it is ready again in seq order. In memory only: after a reopen the item is
+   * ready at once.
+   * @default 0
+   */
+  delayMs?: number;
 }
 
 /**
  * A snapshot of the queue's state and counters. The cumulative counters (`pushed`, `acked`,
- * `nacked`, `redelivered`) count from this queue's `open()`, are kept in memory only, and start
+ * `nacked`, `redelivered`, `retried`) count from this queue's `open()`, are kept in memory only, and start
  * again at 0 when the store is opened again.
  */
 export interface QueueStats {
-  /** Stored items not reserved by the consumer. */
+  /** Stored items not reserved by the consumer, and not waiting for a delayed retry. */
   ready: number;
   /** Reserved items not yet acked or nacked. */
   inFlight: number;
@@ -101,6 +144,10 @@ export interface QueueStats {
   nacked: number;
   /** Deliveries after an item's first one in this process: nacked items, dropped reservations, acks refused with `ERR_STORE_FULL`. */
   redelivered: number;
+  /** Items nacked with a delay (`nack({ delayMs })`, a retry of `process()`) and not yet ready again. */
+  delayed: number;
+  /** Handler failures (throws and timeouts) that `process()` retried. */
+  retried: number;
   /** Bytes of the store's files, when the store reports its usage (`Store.usage`, LogStore) and the queue is open. */
   bytesOnDisk?: number;
   /** The store's segment (or file) count, reported alongside `bytesOnDisk`. */

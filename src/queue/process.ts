@@ -1,0 +1,180 @@
+// Consumer.process(): workers that reserve an item, run the handler on it and settle it; a failed
+// handler (a throw, or a timeout) is reported to onError and its item retried under the retry
+// policy. The options are validated by the Consumer; the waiting between retries is delayed.ts's.
+import { QueueError } from '../errors.js';
+import type { QueueCore } from './core.js';
+import type { Waiter } from './entry.js';
+import type { ProcessHandler, Reserved } from './handles.js';
+import type { RetryDelayFunction } from './retry.js';
+import type { HandlerContext, HandlerErrorInfo } from './types.js';
+
+/** @internal */
+export interface ProcessSettings {
+  readonly concurrency: number;
+  readonly signal: AbortSignal | undefined;
+  readonly onError: ((error: unknown, item: HandlerErrorInfo) => unknown) | undefined;
+  /** Infinity: no timeout. */
+  readonly timeoutMs: number;
+  readonly retryDelays: RetryDelayFunction;
+}
+
+/** Items handled by one worker between two turns of the event loop it yields. */
+const ITEMS_PER_TURN = 256;
+
+/**
+ * One handler run's context. Its AbortController is made only when the handler reads `signal`:
+ * most handlers never do, and a controller per item would cost every delivery.
+ */
+class RunContext implements HandlerContext {
+  #controller: AbortController | undefined;
+  #aborted: { reason: unknown } | undefined;
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#aborted.reason);
+    }
+    return this.#controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = { reason };
+    this.#controller?.abort(reason);
+  }
+}
+
+function timeoutError(timeoutMs: number): DOMException {
+  return new DOMException(`The handler ran longer than timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+}
+
+/**
+ * Run the handler, bounded by `timeoutMs`. When the time is up the context's signal aborts and the
+ * returned promise rejects with the TimeoutError; the handler's own result is then ignored (the
+ * race keeps a handler on it, so a late rejection is not unhandled).
+ */
+function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext, timeoutMs: number): unknown {
+  const result = handler(item, context);
+  if (timeoutMs === Infinity) return result;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const error = timeoutError(timeoutMs);
+      context.abort(error);
+      reject(error);
+    }, timeoutMs);
+    Promise.resolve(result).then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** An onError that fails must not stop the workers, nor go unseen: it becomes a process warning. */
+function onErrorFailed(error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  process.emitWarning(`process() onError threw: ${message}`, { type: 'PersistentQueueWarning', code: 'PQ_ON_ERROR_FAILED' });
+}
+
+function report(settings: ProcessSettings, error: unknown, item: Reserved): void {
+  const onError = settings.onError;
+  if (onError === undefined) return;
+  try {
+    const result = onError(error, { seq: item.seq, deliveries: item.deliveries });
+    if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
+      (result as PromiseLike<unknown>).then(undefined, onErrorFailed);
+    }
+  } catch (thrown) {
+    onErrorFailed(thrown);
+  }
+}
+
+/** Retry a failed item after the policy's delay. A policy that throws is fatal, after the item is returned. */
+async function retry(settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
+  let delayMs: number;
+  try {
+    delayMs = settings.retryDelays(item.deliveries, error);
+  } catch (policyError) {
+    await item.nack();
+    throw policyError;
+  }
+  await item.retryAfter(delayMs);
+}
+
+const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** @internal */
+export async function runProcess(core: QueueCore, handler: ProcessHandler, settings: ProcessSettings): Promise<void> {
+  // Workers waiting for an item; stop() withdraws them all at once, with one listener on the caller's signal.
+  const waiting = new Set<Waiter<Reserved | null>>();
+  // The context of each worker's running handler, by worker: a slot write per item, not a set.
+  const running: (RunContext | undefined)[] = new Array(settings.concurrency);
+  // An object, not a `let`: the workers read it after awaits, where a narrowed local would mislead.
+  const halt: { stopped: boolean; reason: unknown } = { stopped: false, reason: undefined };
+  let fatal: { error: unknown } | undefined;
+  const stop = (reason: unknown): void => {
+    if (halt.stopped) return;
+    halt.stopped = true;
+    halt.reason = reason;
+    core.stopWaiting(waiting);
+    for (const context of running) context?.abort(reason);
+  };
+  const signal = settings.signal;
+  const onAbort = (): void => stop(signal!.reason);
+  if (signal?.aborted) stop(signal.reason);
+  else signal?.addEventListener('abort', onAbort, { once: true });
+
+  const worker = async (slot: number): Promise<void> => {
+    let handled = 0;
+    while (!halt.stopped) {
+      const item = await core.reserveIn(waiting);
+      if (!item) return;
+      const context = new RunContext();
+      if (halt.stopped) context.abort(halt.reason);
+      running[slot] = context;
+      let failure: { error: unknown } | undefined;
+      try {
+        await runHandler(handler, item, context, settings.timeoutMs);
+      } catch (error) {
+        failure = { error };
+      } finally {
+        running[slot] = undefined;
+      }
+      if (failure) report(settings, failure.error, item);
+      let yieldTurn = failure !== undefined || ++handled % ITEMS_PER_TURN === 0;
+      if (!item.settled) {
+        try {
+          await (failure ? retry(settings, item, failure.error) : item.ack());
+        } catch (error) {
+          if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
+          // The ack was not recorded and the item is ready again: the queue itself is healthy.
+          if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
+          yieldTurn = true;
+        }
+      }
+      // An item retried at once comes straight back: without a turn of the event loop, a handler
+      // that always throws would starve timers, I/O, abort signals and close().
+      if (yieldTurn) await nextTurn();
+    }
+  };
+  const workers: Promise<void>[] = [];
+  for (let i = 0; i < settings.concurrency; i++) {
+    workers.push(
+      worker(i).catch((error: unknown) => {
+        fatal ??= { error };
+        stop(error);
+      }),
+    );
+  }
+  await Promise.all(workers);
+  signal?.removeEventListener('abort', onAbort);
+  if (fatal) throw fatal.error;
+  // The loop ended because the queue is closing: resolve once its close() has finished, so the
+  // store is released (and may be opened again) when process() resolves.
+  if (core.closed) await core.close();
+}
