@@ -7,32 +7,15 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { Store } from '../store.js';
-import { type AckBatch, type Entry, type Guard, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import { DelayedItems } from './delayed.js';
+import { DropGuards } from './drop-guard.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
 import { ReadAhead } from './read-ahead.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
-
-/**
- * Reservations that become unreachable unsettled are returned to the queue. Registering every
- * reservation costs about 0.6 µs (measured on Node 20), more than the rest of a delivery, so
- * deliveries are tracked in groups: each unsettled Reserved holds its group's guard object, and
- * the guard is registered once. When every unsettled member of a group is unreachable, the guard
- * is collected and the members still in flight under the same reservation are returned.
- */
-const GUARD_GROUP_COUNT = 16;
-
-
-const dropped = new FinalizationRegistry<{ core: QueueCore; members: (Entry | number | undefined)[] }>((held) => {
-  const { core, members } = held;
-  for (let i = 0; i < members.length; i += 2) {
-    const entry = members[i] as Entry | undefined;
-    if (entry !== undefined) core.returnDropped(entry, members[i + 1] as number);
-  }
-});
 
 /** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {
@@ -90,8 +73,8 @@ export class QueueCore {
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
   #nextToken = 1;
-  /** The guard of the group new deliveries join; weak, so that a partly filled group can be collected too. */
-  #guard: WeakRef<Guard> | undefined;
+  /** The group new deliveries join (`./drop-guard.ts`), so that dropped reservations come back. */
+  readonly #dropGuards = new DropGuards(this);
   /** Settle when the queue is quiet (nothing being stored or acked); used by close. */
   #quietWaiters: (() => void)[] = [];
 
@@ -420,14 +403,7 @@ export class QueueCore {
     entry.token = this.#nextToken++;
     entry.inFlight = true;
     this.#inFlightCount++;
-    let guard = this.#guard?.deref();
-    if (!guard || guard.members.length >= 2 * GUARD_GROUP_COUNT) {
-      guard = { members: [] };
-      dropped.register(guard, { core: this, members: guard.members });
-      this.#guard = new WeakRef(guard);
-    }
-    const slot = guard.members.length;
-    guard.members.push(entry, entry.token);
+    const { guard, slot } = this.#dropGuards.track(entry, entry.token);
     this.#monitor.delivered(entry);
     if (this.#drained.size !== 0) this.#settleWatches();
     return new Reserved(this, entry, guard, slot);
@@ -514,7 +490,7 @@ export class QueueCore {
     this.#serveWaiters();
   }
 
-  /** Called by the FinalizationRegistry for a group of reservations that became unreachable. */
+  /** Called for a group of reservations that became unreachable (`./drop-guard.ts`). */
   returnDropped(entry: Entry, token: number): void {
     // Only a reservation still in flight under the same token was dropped unsettled.
     if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
