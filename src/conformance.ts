@@ -295,6 +295,21 @@ function queueTests<S extends Store>(suite: Suite<S>): void {
 
 /** What survives a close and a reopen (needs the `reopen` hook). */
 function reopenTests<S extends Store>(suite: Suite<S>): void {
+  suite.test('a sync() overlapping an append never lets a seq be used again after reopen', async (context) => {
+    let store = await suite.make();
+    if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    if (store.sync === undefined && skipped(context, `${suite.name} has no sync()`)) return;
+    const { nextSeq: s } = await store.open();
+    // The contract lets a sync overlap an append: started together, then everything acked.
+    await Promise.all([store.append(items(s, ['a', 'b']), true), store.sync!()]);
+    await store.ack([s, s + 1], false);
+    await store.close();
+    store = await suite.again(store, 'reopen');
+    const { nextSeq } = await store.open();
+    assert.ok(nextSeq >= s + 2, `nextSeq ${nextSeq} after reopen reuses seqs ${s}..${s + 1}`);
+    await store.close();
+  });
+
   suite.test('items and out-of-order acks survive close and reopen; seqs are never reused', async (context) => {
     let store = await suite.make();
     if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;

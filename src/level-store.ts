@@ -144,6 +144,12 @@ export class LevelStore implements Store {
   #dirFd: number;
   #state: 'recovered' | 'open' | 'closed' = 'recovered';
   #nextSeq: number;
+  /**
+   * The highest `m:nextSeq` handed to LevelDB, set before the write resolves: `sync()` writes
+   * this one, so that a sync queued behind an append in flight cannot store an older value over
+   * the append's (a seq would then be used again after a crash).
+   */
+  #issuedNextSeq: number;
   #count: number;
 
   private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, nextSeq: number, count: number) {
@@ -153,6 +159,7 @@ export class LevelStore implements Store {
     this.#dirFd = dirFd;
     this.maxItemBytes = maxItemBytes;
     this.#nextSeq = nextSeq;
+    this.#issuedNextSeq = nextSeq;
     this.#count = count;
   }
 
@@ -231,6 +238,7 @@ export class LevelStore implements Store {
       ops[i] = { type: 'put', key: itemKey(item.seq), value: item.bytes };
     }
     ops[items.length] = { type: 'put', key: NEXT_SEQ_KEY, value: u64(expected) };
+    this.#issuedNextSeq = Math.max(this.#issuedNextSeq, expected);
     await this.#write(ops, sync);
     this.#nextSeq = expected;
     this.#count += items.length;
@@ -251,15 +259,16 @@ export class LevelStore implements Store {
   }
 
   /**
-   * Make every earlier write durable: one write with `sync: true` (of the value `nextSeq` already
-   * has) fsyncs LevelDB's log, which holds the unsynced writes before it, and then the directory.
+   * Make every earlier write durable: one write with `sync: true` (of the newest value `nextSeq`
+   * was given, by the last append handed to LevelDB, resolved or not) fsyncs LevelDB's log, which
+   * holds the unsynced writes before it, and then the directory.
    * LevelDB does not sync a log it switches away from; its records reach a table file at the
    * next memtable flush, which LevelDB syncs, so a power loss in between may still undo an ack
    * stored without sync (a redelivery, as for any unsynced ack).
    */
   async sync(): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
-    await this.#write([{ type: 'put', key: NEXT_SEQ_KEY, value: u64(this.#nextSeq) }], true);
+    await this.#write([{ type: 'put', key: NEXT_SEQ_KEY, value: u64(this.#issuedNextSeq) }], true);
   }
 
   /** Asynchronous: classic-level iterators are. */

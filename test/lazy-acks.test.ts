@@ -194,3 +194,39 @@ describe('lazy acks', () => {
     await expect(closing).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
   });
 });
+
+describe('close after a failure', () => {
+  it('waits for a lazy sync still running before it closes the store', async () => {
+    const mem = new MemStore();
+    const events: string[] = [];
+    let releaseSync!: () => void;
+    let failAppends = false;
+    const append = mem.append.bind(mem);
+    mem.append = (items, sync) => (failAppends ? Promise.reject(new Error('disk gone')) : append(items, sync));
+    mem.sync = () => {
+      events.push('sync start');
+      return new Promise<void>((resolve) => {
+        releaseSync = () => {
+          events.push('sync end');
+          resolve();
+        };
+      });
+    };
+    const close = mem.close.bind(mem);
+    mem.close = () => {
+      events.push('store.close');
+      return close();
+    };
+    const [tx, rx] = await new Builder(mem).ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 1 }).open();
+    await tx.push('a');
+    await (await rx.reserve())!.ack(); // the count bound starts a sync, which stays pending
+    failAppends = true;
+    await tx.push('b').catch(() => undefined); // the queue fails
+    const closed = tx.close().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(events).toEqual(['sync start']);
+    releaseSync();
+    await closed;
+    expect(events).toEqual(['sync start', 'sync end', 'store.close']);
+  });
+});

@@ -689,6 +689,8 @@ export class QueueCore {
     // A clean close loses no ack: the lazy ones written since the last sync are synced now.
     const failedBefore = this.#failure !== undefined;
     if (!failedBefore) await this.#lazyAcks?.flush().catch((error: unknown) => this.#fail(error));
+    // The store closes only after every call on it settled, a lazy sync started before a failure too.
+    await this.#lazyAcks?.settled();
     const syncFailure = failedBefore ? undefined : this.#failure;
     try {
       await this.store.close();

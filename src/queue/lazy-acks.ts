@@ -138,6 +138,11 @@ export class LazyAcks {
     this.#syncing = 0;
   }
 
+  /** Resolves once no sync is running (its outcome already handled): the store may close then. */
+  async settled(): Promise<void> {
+    while (this.#inFlight !== undefined) await this.#inFlight;
+  }
+
   /** No further sync (the queue failed or closed). */
   stop(): void {
     this.#stopped = true;

@@ -37,11 +37,18 @@ const store = await LogStore.open(process.argv[2], { segmentBytes: 16 * 1024, cu
 // A bounded backlog, paced pushes: the test reads the whole backlog at every snapshot.
 const [tx, rx] = await new Builder(store).durability('group').capacity(3000).open();
 let paused = false, pushing = false, acking = false, next = 0;
-// The consumer stops only once the producer is idle: a push may be waiting for capacity.
-const idle = () => { if (paused && !pushing && !acking) console.log('paused'); };
+// The consumer stops only once the producer is idle: a push may be waiting for capacity. Then
+// the store's background work (checkpoints, segment deletion, compaction) is let finish, and the
+// acks written since the last sync are synced, so that nothing changes the files while paused.
+let reported = false;
+const idle = () => {
+  if (!paused || pushing || acking || reported) return;
+  reported = true;
+  store.settled().then(() => store.sync()).then(() => store.settled()).then(() => console.log('paused'));
+};
 createInterface({ input: process.stdin }).on('line', (l) => {
   if (l === 'pause') { paused = true; idle(); }
-  if (l === 'resume') { paused = false; console.log('resumed'); }
+  if (l === 'resume') { paused = false; reported = false; console.log('resumed'); }
 });
 console.log('ready');
 const nap = (ms) => new Promise((r) => setTimeout(r, ms));
