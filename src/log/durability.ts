@@ -26,6 +26,8 @@ export class Durability {
   /** Syncs in flight per fd: an fd is closed only when none is pending on it (DESIGN.md, "Write path"). */
   readonly #syncsByFd = new Map<number, number>();
   readonly #closeWanted = new Set<number>();
+  /** The syncs running per fd, for a success to wait on the others (see `syncFd`). */
+  readonly #runningByFd = new Map<number, Set<Promise<void>>>();
   /** Write offset of the active segment when its last data sync started. */
   #flushedOffset = 0;
   #backgroundFlush = false;
@@ -55,10 +57,21 @@ export class Durability {
     return Promise.reject(this.markFailed(cause));
   }
 
-  /** fdatasync/fsync `fd`, counted so that the fd is not closed while the sync runs. */
+  /**
+   * fdatasync/fsync `fd`, counted so that the fd is not closed while the sync runs. Any failure
+   * fails the instance. A success is reported only once every other sync of the same fd that was
+   * still running has settled: of two syncs of one file in flight together, only one may be told
+   * of a writeback error, and the other returns success over pages that never reached the disk.
+   */
   syncFd(fd: number, dataOnly: boolean): Promise<void> {
     this.#syncsByFd.set(fd, (this.#syncsByFd.get(fd) ?? 0) + 1);
+    const sync = dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd);
+    let running = this.#runningByFd.get(fd);
+    if (running === undefined) this.#runningByFd.set(fd, (running = new Set()));
+    running.add(sync);
     const done = (): void => {
+      running.delete(sync);
+      if (running.size === 0 && this.#runningByFd.get(fd) === running) this.#runningByFd.delete(fd);
       const n = this.#syncsByFd.get(fd)! - 1;
       if (n > 0) this.#syncsByFd.set(fd, n);
       else {
@@ -66,9 +79,12 @@ export class Durability {
         if (this.#closeWanted.delete(fd)) closeQuietly(this.fs, fd);
       }
     };
-    return (dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd)).then(
-      () => {
+    return sync.then(
+      async () => {
         done();
+        // The failure handler of each of those syncs runs before this waiter is resumed (it was
+        // attached first), so a failure among them is already recorded when it is looked at.
+        if (running.size > 0) await Promise.allSettled([...running]);
         // After any failed sync, a later successful one proves nothing: the failed sync may have
         // dropped dirty pages that this one was meant to cover. (An ack written before a failed
         // fdatasync of the cursor must not resolve on the next, successful one.)
@@ -76,6 +92,7 @@ export class Durability {
       },
       (e: unknown) => {
         done();
+        this.markFailed(e);
         throw e;
       },
     );

@@ -354,3 +354,27 @@ describe('a full disk', () => {
     await third.close();
   });
 });
+
+describe('two syncs of one file in flight together', () => {
+  afterAll(cleanupDirs);
+
+  // Of two fsyncs of one file running at once, Linux tells only one of a writeback error; the
+  // other returns success. Here the first fdatasync fails late and the second succeeds at once.
+  test('aSyncThatSucceedsBesideOneThatFailsReportsTheFailure', async () => {
+    const fs = new WrappedFs();
+    const dir = freshDir();
+    const { store, nextSeq: s } = await openStore(dir, { fs, preallocate: false });
+    let calls = 0;
+    fs.fdatasync = (fd: number) => {
+      calls++;
+      if (calls === 1) return new Promise<void>((_, reject) => setTimeout(() => reject(errno('EIO')), 20));
+      return fs.inner.fdatasync(fd);
+    };
+    const first = store.append(items(s, ['a']), true);
+    const second = store.append(items(s + 1, ['b']), true);
+    const outcomes = await Promise.allSettled([first, second]);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'ERR_STORE_FAILED' });
+    await store.close();
+  });
+});
