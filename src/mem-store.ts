@@ -19,6 +19,12 @@ export interface MemStoreOptions {
 const DEFAULT_MAX_ITEM_BYTES = 64 * 1024 * 1024;
 /** The item array is compacted once this many acked items sit before its live head. */
 const COMPACT_HEAD_COUNT = 1024;
+/**
+ * Out-of-order acks past this many, and past half of the live items, are dropped from the array:
+ * an old item left unacked at the head (a poison item being retried) would otherwise keep one
+ * entry per later acked item, and every ack on the slow path, for as long as it stays.
+ */
+const COMPACT_ACKED_COUNT = 1024;
 /** Every successful call settles with this one promise: nothing to wait for in memory. */
 const DONE = Promise.resolve();
 const EMPTY = new Uint8Array(0);
@@ -30,6 +36,8 @@ export class MemStore implements Store {
   /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
   #items: StoredItem[] = [];
   #head = 0;
+  /** Seqs from the head on are consecutive (no acked item was dropped from the middle). */
+  #dense = true;
   /** Seqs acked out of order, at or after `#head`. */
   #acked = new Set<number>();
   #nextSeq = 1;
@@ -80,10 +88,17 @@ export class MemStore implements Store {
     }
     const items = this.#items;
     while (this.#head < items.length && this.#acked.delete(items[this.#head]!.seq)) this.#head++;
-    if (this.#head >= COMPACT_HEAD_COUNT && this.#head * 2 >= items.length) {
+    if (this.#acked.size >= COMPACT_ACKED_COUNT && this.#acked.size * 2 >= items.length - this.#head) {
+      const acked = this.#acked;
+      this.#items = items.slice(this.#head).filter((item) => !acked.has(item.seq));
+      this.#head = 0;
+      this.#acked = new Set();
+      this.#dense = false;
+    } else if (this.#head >= COMPACT_HEAD_COUNT && this.#head * 2 >= items.length) {
       this.#items = items.slice(this.#head);
       this.#head = 0;
     }
+    if (this.#head >= this.#items.length) this.#dense = true; // empty: seqs start again from the next append
     return DONE;
   }
 
@@ -108,12 +123,25 @@ export class MemStore implements Store {
     return Promise.resolve();
   }
 
-  /** Index of the first live item with seq >= `seq`. Seqs are dense from the head, so this is arithmetic. */
+  /**
+   * Index of the first live item with seq >= `seq`. While seqs are consecutive from the head this
+   * is arithmetic; after acked items were dropped from the middle, a binary search.
+   */
   #lowerBound(seq: number): number {
     const items = this.#items;
     if (this.#head >= items.length) return items.length;
-    const first = items[this.#head]!.seq;
-    return Math.min(items.length, this.#head + Math.max(0, seq - first));
+    if (this.#dense) {
+      const first = items[this.#head]!.seq;
+      return Math.min(items.length, this.#head + Math.max(0, seq - first));
+    }
+    let lo = this.#head;
+    let hi = items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (items[mid]!.seq < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   #indexOf(seq: number): number {
