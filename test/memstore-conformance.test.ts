@@ -61,11 +61,11 @@ test('out-of-order acks behind an item left unacked are dropped from memory with
       for (const s of ackable.slice(i, i + 50)) live.delete(s);
     }
     const want = [...live].sort((a, b) => a - b);
-    const got = (store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 }) as { seq: number }[]).map((i) => i.seq);
+    const got = (store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 }) as readonly { seq: number }[]).map((i) => i.seq);
     expect(got, repro).toEqual(want);
     // A read from the middle starts at the right place.
     const mid = want[want.length >> 1]!;
-    const page = (store.read({ after: mid - 1, before: mid + 1000, limit: 5 }) as { seq: number }[]).map((i) => i.seq);
+    const page = (store.read({ after: mid - 1, before: mid + 1000, limit: 5 }) as readonly { seq: number }[]).map((i) => i.seq);
     expect(page, repro).toEqual(want.filter((s) => s >= mid && s < mid + 1000).slice(0, 5));
     // A seq already acked is refused; the held ones are not.
     const gone = first + 1 + Math.floor(random() * (next - first - 1));

@@ -403,7 +403,8 @@ export class QueueCore {
     entry.token = this.#nextToken++;
     entry.inFlight = true;
     this.#inFlightCount++;
-    const { guard, slot } = this.#dropGuards.track(entry, entry.token);
+    const guard = this.#dropGuards.track(entry, entry.token);
+    const slot = guard.members.length - 2;
     this.#monitor.delivered(entry);
     if (this.#drained.size !== 0) this.#settleWatches();
     return new Reserved(this, entry, guard, slot);

@@ -29,16 +29,18 @@ export class DropGuards {
 
   constructor(private readonly sink: DropSink) {}
 
-  /** Add a delivery of `entry` under `token`; returns its group and its slot there. */
-  track(entry: Entry, token: number): { guard: Guard; slot: number } {
+  /**
+   * Add a delivery of `entry` under `token` and return its group; its pair sits at the group's
+   * last two members (`guard.members.length - 2`). No result object: this runs per delivery.
+   */
+  track(entry: Entry, token: number): Guard {
     let guard = this.#guard?.deref();
     if (!guard || guard.members.length >= 2 * GUARD_GROUP_COUNT) {
       guard = { members: [] };
       dropped.register(guard, { sink: this.sink, members: guard.members });
       this.#guard = new WeakRef(guard);
     }
-    const slot = guard.members.length;
     guard.members.push(entry, token);
-    return { guard, slot };
+    return guard;
   }
 }
