@@ -16,7 +16,7 @@
 import assert from 'node:assert/strict';
 import { QueueError } from './errors.js';
 import { type AckDurability, Builder, type Consumer, type Durability, type Producer } from './queue.js';
-import type { StoredItem, Store } from './store.js';
+import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, keepsDeliveries } from './store.js';
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
 
 /** The test registration function of any runner: `test(name, fn)`; `fn` gets the runner's test context, if any. */
@@ -96,7 +96,10 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   storeMethodTests(suite);
   payloadTests(suite);
   queueTests(suite);
+  deliveryTests(suite);
   if (options.reopen) reopenTests(suite);
+  if (options.reopen) deliveryReopenTests(suite, 'reopen');
+  if (options.crash) deliveryReopenTests(suite, 'crash');
   if (options.crash) crashTests(suite);
 }
 
@@ -398,5 +401,151 @@ function crashTests<S extends Store>(suite: Suite<S>): void {
     [tx, rx] = await suite.open(store);
     assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
     await tx.close();
+  });
+}
+
+/** A dead letter for `item` with fields that differ from each other, so a swapped field shows. */
+function deadLetterOf(item: StoredItem, reason: string): DeadLetter {
+  return { seq: item.seq, bytes: item.bytes, deliveries: 3, firstDeliveredAt: 1_700_000_000_001, lastDeliveredAt: 1_700_000_000_002, deadAt: 1_700_000_000_003, reason };
+}
+
+function markOf(seq: number, deliveries: number, lastError = ''): DeliveryMark {
+  return { seq, deliveries, firstDeliveredAt: 1_700_000_000_010 + seq, lastDeliveredAt: 1_700_000_000_020 + seq, lastError };
+}
+
+const plain = (d: DeadLetter) => ({ ...d, bytes: textOf(d.bytes) });
+
+async function readDead<S extends Store>(store: S, after = 0, limit = 1_000_000): Promise<DeadLetter[]> {
+  return [...(await store.readDeadLetters!({ after, limit }))];
+}
+
+/** Skips the test when the store keeps no delivery counts; fails when it declares them half-way. */
+function needsDeliveries(store: Store, name: string, context: unknown): boolean {
+  if (store.features.deliveries !== true) return skipped(context, `${name} does not declare features.deliveries`);
+  assert.ok(keepsDeliveries(store), `${name} declares features.deliveries but lacks one of its methods`);
+  return false;
+}
+
+/** Delivery marks and the dead-letter queue, through the Store methods (`features.deliveries`). */
+function deliveryTests<S extends Store>(suite: Suite<S>): void {
+  suite.test('an empty store reports no delivery marks and no dead letters', async (context) => {
+    const store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    const r = await store.open();
+    assert.equal(r.deliveredBelow, 1);
+    assert.deepEqual(r.marks, []);
+    assert.equal(r.deadLetters, 0);
+    assert.deepEqual(await readDead(store), []);
+    await store.close();
+  });
+
+  suite.test('dead-lettered items leave the queue and are read back exactly, in seq order', async (context) => {
+    const store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', 'b', 'c', 'd', 'e']);
+    await store.append(batch, true);
+    // Moved out of seq order, with a reason of the longest length a store must keep.
+    const long = 'é'.repeat(512);
+    await store.deadLetter!([deadLetterOf(batch[3]!, long), deadLetterOf(batch[1]!, 'boom')]);
+    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['a', 'c', 'e']);
+    const dead = await readDead(store);
+    assert.deepEqual(dead.map(plain), [plain(deadLetterOf(batch[1]!, 'boom')), plain(deadLetterOf(batch[3]!, long))]);
+    assert.deepEqual((await readDead(store, s + 1)).map((d) => d.seq), [s + 3]);
+    assert.deepEqual((await readDead(store, 0, 1)).map((d) => d.seq), [s + 1]);
+    // A dead letter's seq is never used again, and the rest of the queue still acks.
+    await store.ack([s, s + 2, s + 4], true);
+    assert.deepEqual(await readAll(store), []);
+    assert.equal((await readDead(store)).length, 2);
+    await store.close();
+  });
+
+  suite.test('dropped dead letters are gone; the others stay', async (context) => {
+    const store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', 'b', 'c']);
+    await store.append(batch, true);
+    await store.deadLetter!(batch.map((i) => deadLetterOf(i, `r${i.seq}`)));
+    await store.dropDeadLetters!([s + 2, s], false);
+    assert.deepEqual((await readDead(store)).map((d) => d.reason), [`r${s + 1}`]);
+    await store.close();
+  });
+
+  suite.test('redrive puts dead letters back as new items with the next seqs', async (context) => {
+    const store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', 'b', 'c']);
+    await store.append(batch, true);
+    await store.deadLetter!([deadLetterOf(batch[0]!, 'x'), deadLetterOf(batch[2]!, 'y')]);
+    await store.redrive!([{ from: s, item: { seq: s + 3, bytes: batch[0]!.bytes } }], true);
+    assert.deepEqual((await readDead(store)).map((d) => d.seq), [s + 2]);
+    assert.deepEqual((await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]), [[s + 1, 'b'], [s + 3, 'a']]);
+    // Appends go on after the redriven seq.
+    await store.append(items(s + 4, ['d']), false);
+    assert.deepEqual((await readAll(store)).map((i) => i.seq), [s + 1, s + 3, s + 4]);
+    await store.close();
+  });
+
+  suite.test('delivery marks replace earlier marks of the same item', async (context) => {
+    const store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    const { nextSeq: s } = await store.open();
+    await store.append(items(s, ['a', 'b', 'c']), true);
+    await store.markDelivered!(s + 3, [markOf(s, 2), markOf(s + 1, 2, 'first error')], false);
+    await store.markDelivered!(s + 3, [markOf(s + 1, 3, 'second error')], true);
+    await store.close();
+  });
+}
+
+/** Delivery marks and dead letters after a close (`reopen`) or a simulated power loss (`crash`). */
+function deliveryReopenTests<S extends Store>(suite: Suite<S>, how: 'reopen' | 'crash'): void {
+  const after = how === 'reopen' ? 'close and reopen' : 'a crash';
+  suite.test(`dead letters, delivery marks and deliveredBelow survive ${after}`, async (context) => {
+    let store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    if (how === 'reopen' && !store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', 'b', 'c', 'd', 'e', 'f']);
+    await store.append(batch, true);
+    await store.markDelivered!(s + 4, [markOf(s, 2, 'e1'), markOf(s + 2, 2)], true);
+    await store.markDelivered!(s + 5, [markOf(s + 2, 4, 'e3')], true);
+    // A dead letter is durable once moved, whatever the sync flags around it.
+    await store.deadLetter!([deadLetterOf(batch[1]!, 'poison'), deadLetterOf(batch[3]!, 'explicit')]);
+    await store.ack([s + 4], true);
+    if (how === 'reopen') await store.close();
+    store = await suite.again(store, how);
+    const r = await store.open();
+    assert.equal(r.count, 3, 'a, c and f are in the queue');
+    assert.equal(r.deadLetters, 2);
+    assert.equal(r.deliveredBelow, s + 5);
+    assert.deepEqual(r.marks, [markOf(s, 2, 'e1'), markOf(s + 2, 4, 'e3')]);
+    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['a', 'c', 'f']);
+    assert.deepEqual((await readDead(store)).map(plain), [plain(deadLetterOf(batch[1]!, 'poison')), plain(deadLetterOf(batch[3]!, 'explicit'))]);
+    assert.ok(r.nextSeq >= s + 6, `nextSeq ${r.nextSeq} would reuse a seq`);
+    await store.close();
+  });
+
+  suite.test(`a synced redrive and a synced drop survive ${after}; marks of acked items are not reported`, async (context) => {
+    let store = await suite.make();
+    if (needsDeliveries(store, suite.name, context)) return;
+    if (how === 'reopen' && !store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    const { nextSeq: s } = await store.open();
+    const batch = items(s, ['a', 'b', 'c']);
+    await store.append(batch, true);
+    await store.markDelivered!(s + 3, [markOf(s + 2, 2)], true);
+    await store.deadLetter!([deadLetterOf(batch[0]!, 'x'), deadLetterOf(batch[1]!, 'y')]);
+    await store.redrive!([{ from: s, item: { seq: s + 3, bytes: batch[0]!.bytes } }], true);
+    await store.dropDeadLetters!([s + 1], true);
+    await store.ack([s + 2], true);
+    if (how === 'reopen') await store.close();
+    store = await suite.again(store, how);
+    const r = await store.open();
+    assert.equal(r.deadLetters, 0);
+    assert.deepEqual(r.marks, []);
+    assert.deepEqual((await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]), [[s + 3, 'a']]);
+    assert.ok(r.nextSeq >= s + 4, `nextSeq ${r.nextSeq} would reuse the redriven seq`);
+    await store.close();
   });
 }

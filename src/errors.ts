@@ -16,7 +16,8 @@ export type QueueErrorCode =
   | 'ERR_LOCKED'
   | 'ERR_NOT_FOUND'
   | 'ERR_READ_ONLY'
-  | 'ERR_EXISTS';
+  | 'ERR_EXISTS'
+  | 'ERR_UNSUPPORTED';
 
 /** Codes an {@link OpenError} can carry. */
 export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED' | 'ERR_NOT_FOUND';

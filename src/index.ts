@@ -7,7 +7,8 @@ export { MemStore } from './mem-store.js';
 export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
-export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange } from './store.js';
+export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive } from './store.js';
+export { MAX_REASON_BYTES } from './store.js';
 export { channels } from './diagnostics.js';
 export type {
   ChannelMessages,

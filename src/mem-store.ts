@@ -5,7 +5,7 @@
  * reopen tests use.
  */
 import { OpenError, QueueError } from './errors.js';
-import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
 export interface MemStoreOptions {
@@ -31,7 +31,7 @@ const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: false };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true };
 
   /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
   #items: StoredItem[] = [];
@@ -42,6 +42,11 @@ export class MemStore implements Store {
   #acked = new Set<number>();
   #nextSeq = 1;
   #open = false;
+  #deliveredBelow = 1;
+  /** The newest delivery mark of each item that has one; marks of acked items are dropped. */
+  #marks = new Map<number, DeliveryMark>();
+  /** Dead letters in seq order. */
+  #dead: DeadLetter[] = [];
 
   constructor(options?: MemStoreOptions) {
     const o = optionsObject('options', options);
@@ -52,7 +57,86 @@ export class MemStore implements Store {
   async open(): Promise<StoreRecovery> {
     if (this.#open) throw new OpenError('ERR_LOCKED', 'This MemStore already backs an open queue');
     this.#open = true;
-    return { nextSeq: this.#nextSeq, count: this.#items.length - this.#head - this.#acked.size };
+    for (const seq of this.#marks.keys()) if (!this.#holds(seq)) this.#marks.delete(seq);
+    const marks = [...this.#marks.values()].sort((a, b) => a.seq - b.seq);
+    return {
+      nextSeq: this.#nextSeq,
+      count: this.#items.length - this.#head - this.#acked.size,
+      deliveredBelow: this.#deliveredBelow,
+      marks,
+      deadLetters: this.#dead.length,
+    };
+  }
+
+  markDelivered(below: number, marks: readonly DeliveryMark[], _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    for (const mark of marks) {
+      if (!this.#holds(mark.seq)) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot mark seq ${mark.seq}: not held`));
+    }
+    this.#deliveredBelow = below;
+    for (const mark of marks) this.#marks.set(mark.seq, { ...mark });
+    return DONE;
+  }
+
+  deadLetter(entries: readonly DeadLetter[]): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    for (const entry of entries) {
+      if (!this.#holds(entry.seq)) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot dead-letter seq ${entry.seq}: not held`));
+    }
+    const moved = this.ack(entries.map((e) => e.seq), true);
+    for (const entry of entries) {
+      const at = this.#deadIndex(entry.seq);
+      this.#dead.splice(at, 0, { ...entry });
+      this.#marks.delete(entry.seq);
+    }
+    return moved;
+  }
+
+  readDeadLetters(range: DeadLetterRange): readonly DeadLetter[] {
+    const from = this.#deadIndex(range.after + 1);
+    return this.#dead.slice(from, from + range.limit);
+  }
+
+  dropDeadLetters(seqs: readonly number[], _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    const drop = new Set(seqs);
+    const before = this.#dead.length;
+    this.#dead = this.#dead.filter((d) => !drop.has(d.seq));
+    if (before - this.#dead.length !== drop.size) return Promise.reject(new QueueError('ERR_STORE', 'MemStore cannot drop a dead letter it does not hold'));
+    return DONE;
+  }
+
+  redrive(moves: readonly Redrive[], sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    for (const move of moves) {
+      const at = this.#deadIndex(move.from);
+      if (this.#dead[at]?.seq !== move.from) return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no dead letter ${move.from}`));
+    }
+    const stored = this.append(
+      moves.map((m) => m.item),
+      sync,
+    );
+    const from = new Set(moves.map((m) => m.from));
+    this.#dead = this.#dead.filter((d) => !from.has(d.seq));
+    return stored;
+  }
+
+  /** Index of the first dead letter with seq >= `seq`. */
+  #deadIndex(seq: number): number {
+    const dead = this.#dead;
+    let lo = 0;
+    let hi = dead.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (dead[mid]!.seq < seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** `seq` is stored and unacked. */
+  #holds(seq: number): boolean {
+    return this.#indexOf(seq) >= 0 && !this.#acked.has(seq);
   }
 
   append(items: readonly StoredItem[], _sync: boolean): Promise<void> {
@@ -76,6 +160,7 @@ export class MemStore implements Store {
       // In-order acks, the common case, only move the head.
       if (this.#head < this.#items.length && this.#items[this.#head]!.seq === seq && this.#acked.size === 0) {
         this.#head++;
+        if (this.#marks.size !== 0) this.#marks.delete(seq);
         continue;
       }
       const index = this.#indexOf(seq);
@@ -83,6 +168,7 @@ export class MemStore implements Store {
         return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot ack seq ${seq}: not held`));
       }
       this.#acked.add(seq);
+      this.#marks.delete(seq);
       // Free the payload now: an old unacked item at the head may keep the array from compacting.
       this.#items[index] = { seq, bytes: EMPTY };
     }

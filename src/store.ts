@@ -27,8 +27,68 @@ export interface StoreRecovery {
    * (acked or not), or 1 for an empty store. A store must never make the core reuse a seq.
    */
   readonly nextSeq: number;
-  /** How many unacked items the store holds. */
+  /** How many unacked items the store holds (dead letters are not counted). */
   readonly count: number;
+  /**
+   * Stores with `features.deliveries`: the last `below` given to {@link Store.markDelivered}
+   * (1 when none was): every unacked item with a smaller seq may have been handed out once.
+   */
+  readonly deliveredBelow?: number;
+  /** Stores with `features.deliveries`: the newest delivery mark of each unacked item that has one, in seq order. */
+  readonly marks?: readonly DeliveryMark[];
+  /** Stores with `features.deliveries`: how many dead letters the store holds. */
+  readonly deadLetters?: number;
+}
+
+/**
+ * How often one item was handed out, stored before it is handed out again, so that the count
+ * survives a restart (stores with `features.deliveries`). Times are milliseconds since the Unix
+ * epoch, 0 when not known.
+ */
+export interface DeliveryMark {
+  readonly seq: number;
+  /** Times handed out, the delivery this mark is stored for included; at least 1. */
+  readonly deliveries: number;
+  readonly firstDeliveredAt: number;
+  readonly lastDeliveredAt: number;
+  /** Message of the last handler error, '' when none; at most {@link MAX_REASON_BYTES} UTF-8 bytes. */
+  readonly lastError: string;
+}
+
+/** An item moved out of the queue into the store's dead-letter queue. */
+export interface DeadLetter {
+  /** The seq the item had in the queue; dead letters are kept and listed in this order. */
+  readonly seq: number;
+  /** The payload exactly as pushed. */
+  readonly bytes: Uint8Array;
+  /** Times the item was handed out before it was moved (0 when never). */
+  readonly deliveries: number;
+  /** Milliseconds since the Unix epoch, 0 when not known. */
+  readonly firstDeliveredAt: number;
+  readonly lastDeliveredAt: number;
+  /** When it was moved. */
+  readonly deadAt: number;
+  /** Why: the last handler error or the reason given; at most {@link MAX_REASON_BYTES} UTF-8 bytes. */
+  readonly reason: string;
+}
+
+/** Longest `reason` or `lastError` a store must keep, in UTF-8 bytes; the queue cuts longer ones. */
+export const MAX_REASON_BYTES = 1024;
+
+/** Arguments of {@link Store.readDeadLetters}. */
+export interface DeadLetterRange {
+  /** Return only dead letters with `seq > after`. */
+  readonly after: number;
+  /** Return at most this many (at least one when any qualifies). */
+  readonly limit: number;
+}
+
+/** One dead letter put back into the queue by {@link Store.redrive}. */
+export interface Redrive {
+  /** The dead letter's seq. */
+  readonly from: number;
+  /** The item it becomes: a new seq (as for `append`) and the dead letter's bytes. */
+  readonly item: StoredItem;
 }
 
 /** Which parts of the conformance suite apply to a store. */
@@ -37,6 +97,13 @@ export interface StoreFeatures {
   readonly reopen: boolean;
   /** Items survive the process being killed (SIGKILL) under `sync`/`group`. */
   readonly crashSafe: boolean;
+  /**
+   * The store keeps delivery counts and a dead-letter queue: it implements `markDelivered`,
+   * `deadLetter`, `readDeadLetters`, `dropDeadLetters` and `redrive`, and reports
+   * `deliveredBelow`, `marks` and `deadLetters` from `open`. A queue asked for `maxDeliveries` or
+   * a dead-letter operation over a store without it fails with `ERR_UNSUPPORTED`.
+   */
+  readonly deliveries?: boolean;
 }
 
 /** What {@link Store.usage} reports. */
@@ -125,6 +192,44 @@ export interface Store {
    * reading the disk. Both numbers are non-negative safe integers.
    */
   usage?(): StoreUsage;
+
+  // ---- Delivery counts and dead letters: required when `features.deliveries` is true. ----
+  //
+  // markDelivered, deadLetter and dropDeadLetters are never called while another of the three is
+  // in flight; each may overlap an append, an ack, a redrive or a sync. The core never acks a seq
+  // it is dead-lettering, nor the other way round. redrive takes the place of an append: it never
+  // overlaps an append or another redrive.
+
+  /**
+   * Store `below` as the new `deliveredBelow` (it may be lower than the last one: a clean close
+   * stores the exact bound) and each mark in `marks` (replacing any earlier mark of its seq). Each
+   * seq is appended and unacked. `sync` as for `ack`. Marks of items acked or dead-lettered since
+   * are dropped by the store whenever it likes.
+   */
+  markDelivered?(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void>;
+
+  /**
+   * Move items out of the queue into the dead-letter queue: each entry's seq is appended, unacked
+   * and not yet a dead letter, and its bytes are that item's. When the promise resolves, each
+   * item is acked (no longer read or counted) and held as a dead letter, and this survives power
+   * loss whatever the durability policy. After a crash at any moment each entry is either moved
+   * or not moved at all: never lost, never in both.
+   */
+  deadLetter?(entries: readonly DeadLetter[]): Promise<void>;
+
+  /** Dead letters with `seq > after`, in seq order, at most `limit`, exactly as stored. */
+  readDeadLetters?(range: DeadLetterRange): readonly DeadLetter[] | Promise<readonly DeadLetter[]>;
+
+  /** Delete dead letters (each one is held). `sync` as for `ack`. */
+  dropDeadLetters?(seqs: readonly number[], sync: boolean): Promise<void>;
+
+  /**
+   * Put dead letters back into the queue as new items, in place of an `append`: the items' seqs
+   * follow the last appended seq as for `append`, and each item's bytes are its dead letter's.
+   * After a crash each move is either done (the item stored and unacked, the dead letter gone) or
+   * not done (the dead letter held, the seq never stored); `sync` as for `append`.
+   */
+  redrive?(moves: readonly Redrive[], sync: boolean): Promise<void>;
 }
 
 /** True when `value` has the shape of a {@link Store}. */
@@ -138,5 +243,17 @@ export function isStore(value: unknown): value is Store {
     typeof s.read === 'function' &&
     typeof s.close === 'function' &&
     typeof s.maxItemBytes === 'number'
+  );
+}
+
+/** True when `store` declares `features.deliveries` and has every method it needs. */
+export function keepsDeliveries(store: Store): boolean {
+  return (
+    store.features.deliveries === true &&
+    typeof store.markDelivered === 'function' &&
+    typeof store.deadLetter === 'function' &&
+    typeof store.readDeadLetters === 'function' &&
+    typeof store.dropDeadLetters === 'function' &&
+    typeof store.redrive === 'function'
   );
 }
