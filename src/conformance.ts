@@ -488,15 +488,6 @@ function deliveryTests<S extends Store>(suite: Suite<S>): void {
     await store.close();
   });
 
-  suite.test('delivery marks replace earlier marks of the same item', async (context) => {
-    const store = await suite.make();
-    if (needsDeliveries(store, suite.name, context)) return;
-    const { nextSeq: s } = await store.open();
-    await store.append(items(s, ['a', 'b', 'c']), true);
-    await store.markDelivered!(s + 3, [markOf(s, 2), markOf(s + 1, 2, 'first error')], false);
-    await store.markDelivered!(s + 3, [markOf(s + 1, 3, 'second error')], true);
-    await store.close();
-  });
 }
 
 /** Delivery marks and dead letters after a close (`reopen`) or a simulated power loss (`crash`). */

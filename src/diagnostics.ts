@@ -28,10 +28,7 @@ export const channels = {
   nack: 'persistent-queue:nack',
   /** A redelivery: an item delivered before (then nacked or returned) is handed to the consumer again. */
   retry: 'persistent-queue:retry',
-  /**
-   * An item was moved to the dead-letter queue. Reserved for the dead-letter feature, which does
-   * not exist yet: nothing publishes on this channel today.
-   */
+  /** An item was moved to the dead-letter queue (`maxDeliveries`, `item.deadLetter()`); the move is stored. */
   deadLetter: 'persistent-queue:dead-letter',
   /** The queue instance failed (fail-stop): every pending and later operation rejects with `error`. */
   failStop: 'persistent-queue:fail-stop',
@@ -65,7 +62,11 @@ export type DeliverMessage = ItemMessage;
 export type AckMessage = ItemMessage;
 export type NackMessage = ItemMessage;
 export type RetryMessage = ItemMessage;
-export type DeadLetterMessage = ItemMessage;
+/** `persistent-queue:dead-letter`. */
+export interface DeadLetterMessage extends ItemMessage {
+  /** Why: the last handler error, or the reason given to `item.deadLetter()` (never the payload). */
+  readonly reason: string;
+}
 
 /** `persistent-queue:fail-stop`. */
 export interface FailStopMessage extends QueueEventBase {
@@ -86,8 +87,7 @@ export interface ChannelMessages {
 
 /**
  * The channel objects the core publishes on, held for the life of the process (Node keeps its
- * registry of channels by name weakly). Nothing publishes on the dead-letter channel yet, so it
- * has no object here.
+ * registry of channels by name weakly).
  * @internal
  */
 export const pushChannel = diagnosticsChannel.channel(channels.push);
@@ -97,6 +97,8 @@ export const deliverChannel = diagnosticsChannel.channel(channels.deliver);
 export const ackChannel = diagnosticsChannel.channel(channels.ack);
 /** @internal */
 export const nackChannel = diagnosticsChannel.channel(channels.nack);
+/** @internal */
+export const deadLetterChannel = diagnosticsChannel.channel(channels.deadLetter);
 /** @internal */
 export const retryChannel = diagnosticsChannel.channel(channels.retry);
 /** @internal */

@@ -2,6 +2,7 @@
 export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
 export type { LazyAckOptions, PushOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } from './queue.js';
+export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';
 export type { MemStoreOptions } from './mem-store.js';

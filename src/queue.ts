@@ -11,7 +11,7 @@
  */
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
-import { isStore } from './store.js';
+import { isStore, keepsDeliveries } from './store.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
@@ -26,6 +26,7 @@ export { AckDurability, Durability } from './queue/types.js';
 export type { LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { ProcessHandler } from './queue/handles.js';
+export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue/dead-letters.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 
 /** The ack policy of a Builder that was not told one; chosen from measurements (DESIGN.md, "Lazy acks"). */
@@ -42,6 +43,7 @@ export class Builder {
   #ackDurability: AckDurability = DEFAULT_ACK_DURABILITY;
   #lazyBound: LazyAckBound = DEFAULT_LAZY_BOUND;
   #retryDelays: RetryDelayFunction = defaultRetryDelays;
+  #maxDeliveries = Infinity;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -126,9 +128,27 @@ export class Builder {
     return this;
   }
 
+  /**
+   * Hand an item out at most `n` times: when it would be handed out again (after a nack, a failed
+   * handler, a dropped reservation or a restart), it is moved into the dead-letter queue instead,
+   * with its last error as the reason. Delivery counts survive restarts and crashes, so a handler
+   * that kills the process on one item gets that item dead-lettered after at most `n` restarts.
+   * Needs a store that keeps delivery counts (`features.deliveries`: all four stores here);
+   * `open()` rejects with `ERR_UNSUPPORTED` over one that does not. See README, "Dead letters".
+   * @default Infinity
+   */
+  maxDeliveries(n: number): this {
+    this.#maxDeliveries = positiveInteger('maxDeliveries', n, true);
+    return this;
+  }
+
   /** Open the store and return the queue's two handles. */
   async open(): Promise<[Producer, Consumer]> {
     const store = this.#store;
+    const keep = keepsDeliveries(store);
+    if (!keep && this.#maxDeliveries !== Infinity) {
+      throw new QueueError('ERR_UNSUPPORTED', 'maxDeliveries needs a store that keeps delivery counts (features.deliveries); this store does not');
+    }
     if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
     busyStores.add(store);
     let recovery;
@@ -153,7 +173,20 @@ export class Builder {
       throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
     }
     const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability, this.#lazyBound);
-    const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery.nextSeq, recovery.count, this.#storeCallsPerTurn);
+    const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
+      maxDeliveries: this.#maxDeliveries,
+      keep,
+    });
+    if (core.ledger !== undefined) {
+      try {
+        await core.ledger.start();
+      } catch (error) {
+        busyStores.delete(store);
+        await store.close().catch(() => {});
+        if (error instanceof QueueError) throw error;
+        throw new OpenError('ERR_STORE', `The store failed to store delivery counts at open: ${(error as Error)?.message ?? error}`, { cause: error });
+      }
+    }
     return [new Producer(core), new Consumer(core, this.#retryDelays)];
   }
 }

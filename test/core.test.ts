@@ -284,7 +284,8 @@ describe('nack, dispose and dropped reservations', () => {
       await tick();
     }
     expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
-    const again = rx.tryReserve()!;
+    // A redelivery waits for its delivery mark to be stored: reserve() waits for it.
+    const again = (await rx.reserve())!;
     expect(dec(again.bytes)).toBe('dropped');
     expect(again.deliveries).toBe(2);
     await rx.close();
@@ -379,7 +380,7 @@ describe('close', () => {
     await rx.close();
     [tx, rx] = await new Builder(store).open();
     expect(rx.stats().ready).toBe(2);
-    expect(dec(rx.tryReserve()!.bytes)).toBe('a');
+    expect(dec((await rx.reserve())!.bytes)).toBe('a');
     await rx.close();
   });
 
@@ -411,7 +412,7 @@ describe('store failures', () => {
     expect(() => rx.tryReserve()).toThrow(QueueError);
     await tx.close(); // close still releases the store
     const [tx2, rx2] = await new Builder(store).open();
-    expect(dec(rx2.tryReserve()!.bytes)).toBe('ok');
+    expect(dec((await rx2.reserve())!.bytes)).toBe('ok');
     await tx2.close();
   });
 
@@ -438,7 +439,7 @@ describe('store failures', () => {
     await tx.push('x');
     store.failNextAck = new QueueError('ERR_STORE_FULL', 'no space');
     await expect(rx.tryReserve()!.ack()).rejects.toSatisfy(code('ERR_STORE_FULL'));
-    const again = rx.tryReserve()!;
+    const again = (await rx.reserve())!;
     expect(dec(again.bytes)).toBe('x');
     await again.ack();
     expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });

@@ -10,6 +10,7 @@ import { Builder, LogStore, MemStore, QueueError, channels, type ChannelMessages
 import { CrashFileSystem } from '../src/testing/index.js';
 import { distUrl } from './support/child-process.js';
 import { RecordingStore, tick } from './support/stores.js';
+const dec = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
 type Key = keyof typeof channels;
 type Event = [Key, Record<string, unknown>];
@@ -140,7 +141,7 @@ describe('each channel at its moment', () => {
     store.failNextAck = new QueueError('ERR_STORE_FULL', 'no space');
     await expect(rx.tryReserve()!.ack()).rejects.toHaveProperty('code', 'ERR_STORE_FULL');
     expect(rec.of(id).map(([k]) => k)).toEqual(['push', 'deliver']);
-    rx.tryReserve();
+    await rx.reserve();
     expect(rec.of(id).slice(2)).toEqual([
       ['deliver', { queueId: id, store: 'RecordingStore', seq: 1, byteLength: 1, deliveries: 2 }],
       ['retry', { queueId: id, store: 'RecordingStore', seq: 1, byteLength: 1, deliveries: 2 }],
@@ -164,7 +165,7 @@ describe('each channel at its moment', () => {
       await tick();
     }
     expect(rx.stats().ready).toBe(1);
-    rx.tryReserve();
+    await rx.reserve();
     expect(rec.of(id).map(([k, m]) => `${k}:${m.deliveries ?? '-'}`)).toEqual(['push:-', 'deliver:1', 'deliver:2', 'retry:2']);
     await rx.close();
   });
@@ -201,22 +202,22 @@ describe('each channel at its moment', () => {
     await tx.close();
   });
 
-  it('nothingPublishesOnTheDeadLetterChannelWhichIsReservedForALaterFeature', async () => {
+  it('deadLetterIsPublishedOnceTheMoveIsStoredWithTheReasonAndNeverThePayload', async () => {
     const rec = record();
-    const [tx, rx] = await new Builder(new MemStore()).open();
+    const [tx, rx] = await new Builder(new MemStore()).maxDeliveries(2).open();
     const id = rx.stats().queueId;
-    await tx.pushMany(['a', 'b']);
-    for (let i = 0; i < 5; i++) await rx.tryReserve()!.nack();
-    const stop = new AbortController();
-    let handled = 0;
-    await rx.process(
-      async () => {
-        if (++handled === 2) stop.abort();
-      },
-      { signal: stop.signal },
-    );
-    expect(rx.stats()).toMatchObject({ acked: 2, nacked: 5 });
-    expect(rec.of(id).filter(([k]) => k === 'deadLetter')).toEqual([]);
+    await tx.pushMany(['a', 'b', 'c']);
+    for (let i = 0; i < 2; i++) await (await rx.reserve())!.nack();
+    // The third delivery of 'a' would pass maxDeliveries: it is moved, and 'b' comes next.
+    const b = (await rx.reserve())!;
+    expect(dec(b.bytes)).toBe('b');
+    await b.deadLetter('bad input');
+    const dead = rec.of(id).filter(([k]) => k === 'deadLetter');
+    expect(dead).toEqual([
+      ['deadLetter', { queueId: id, store: 'MemStore', seq: 1, byteLength: 1, deliveries: 2, reason: 'handed out 2 times (maxDeliveries 2)' }],
+      ['deadLetter', { queueId: id, store: 'MemStore', seq: 2, byteLength: 1, deliveries: 1, reason: 'bad input' }],
+    ]);
+    expect(rx.stats()).toMatchObject({ deadLettered: 2, deadLetters: 2, ready: 1 });
     await rx.close();
   });
 });

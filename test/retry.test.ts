@@ -91,7 +91,7 @@ describe('nack({ delayMs })', () => {
     expect(vi.getTimerCount()).toBe(0);
     const [, rx2] = await new Builder(store).open();
     expect(rx2.stats()).toMatchObject({ ready: 2, delayed: 0 });
-    expect(dec(rx2.tryReserve()!.bytes)).toBe('later');
+    expect(dec((await rx2.reserve())!.bytes)).toBe('later');
     await rx2.close();
   });
 

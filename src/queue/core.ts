@@ -6,9 +6,10 @@
 import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
-import type { Store } from '../store.js';
+import type { DeadLetter, Store, StoreRecovery } from '../store.js';
 import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import { DelayedItems } from './delayed.js';
+import { DeliveryLedger, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
@@ -16,6 +17,10 @@ import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
 import { ReadAhead } from './read-ahead.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
+
+function unsupported(what: string): QueueError {
+  return new QueueError('ERR_UNSUPPORTED', `${what} needs a store that keeps delivery counts and dead letters (features.deliveries)`);
+}
 
 /** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {
@@ -49,6 +54,8 @@ export class QueueCore {
   /** Items admitted under capacity and not yet stored. */
   #admittedCount = 0;
   #appendInFlight = false;
+  /** Redrives among the admitted pushes. */
+  #redrivesAdmitted = 0;
   /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
   #appendBatch: PendingPush[] = NO_PUSHES;
   #appendItems: Entry[] = NO_ENTRIES;
@@ -75,6 +82,10 @@ export class QueueCore {
   #nextToken = 1;
   /** The group new deliveries join (`./drop-guard.ts`), so that dropped reservations come back. */
   readonly #dropGuards = new DropGuards(this);
+  /** Delivery counts and dead-letter moves, over a store that keeps them. */
+  readonly ledger: DeliveryLedger | undefined;
+  /** An item is moved to the dead letters instead of being handed out more often than this. */
+  readonly #maxDeliveries: number;
   /** Settle when the queue is quiet (nothing being stored or acked); used by close. */
   #quietWaiters: (() => void)[] = [];
 
@@ -85,7 +96,16 @@ export class QueueCore {
   /** Set once close has finished what it finishes: from then on those waiters settle at once. */
   #watchesFinal = false;
 
-  constructor(store: Store, capacity: number, durability: Durability, acks: AckPolicy, nextSeq: number, count: number, storeCallsPerTurn: number) {
+  constructor(
+    store: Store,
+    capacity: number,
+    durability: Durability,
+    acks: AckPolicy,
+    recovery: StoreRecovery,
+    storeCallsPerTurn: number,
+    deliveries: { maxDeliveries: number; keep: boolean },
+  ) {
+    const { nextSeq, count } = recovery;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
     this.#appendFlush = new FlushScheduler(() => this.#flushAppends(), storeCallsPerTurn);
@@ -99,6 +119,20 @@ export class QueueCore {
     this.#nextSeq = nextSeq;
     this.#committedBefore = nextSeq;
     this.#storedCount = count;
+    this.#maxDeliveries = deliveries.maxDeliveries;
+    this.ledger = deliveries.keep
+      ? new DeliveryLedger(store, recovery, this.#syncAcks, {
+          fail: (error) => this.#fail(error),
+          covered: () => this.#serveWaiters(),
+          moved: (entries, reasons) => this.#moved(entries, reasons),
+          notMoved: (entries) => {
+            // Still stored and unacked: ready again, as after an ack the disk had no room for.
+            if (this.#state === 'open') for (const entry of entries) insertBySeq(this.#returned, entry);
+            this.#serveWaiters();
+            this.#checkQuiet();
+          },
+        })
+      : undefined;
     this.#readAhead = new ReadAhead(store, {
       committedBefore: () => this.#committedBefore,
       readyNotReturned: () => this.#ready() - this.#returned.length,
@@ -139,6 +173,8 @@ export class QueueCore {
       redelivered: m.redeliveredCount,
       delayed: this.#delayed.size,
       retried: m.retriedCount,
+      deadLettered: m.deadLetteredCount,
+      deadLetters: this.ledger?.deadLetters ?? 0,
     };
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
@@ -154,12 +190,12 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size;
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size - (this.ledger?.moving ?? 0);
   }
 
   // ---------------------------------------------------------------- producer
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[]): Promise<number | number[]> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -178,6 +214,7 @@ export class QueueCore {
     }
     return new Promise<number | number[]>((resolve, reject) => {
       const pending: PendingPush = { payloads, single, resolve, reject, signal, onAbort: undefined };
+      if (from !== undefined) pending.from = from;
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
         this.#admit(pending);
       } else {
@@ -195,6 +232,7 @@ export class QueueCore {
   }
 
   #admit(pending: PendingPush): void {
+    if (pending.from !== undefined) this.#redrivesAdmitted++;
     this.#admitted.push(pending);
     this.#admittedCount += pending.payloads.length;
     this.#scheduleAppend();
@@ -249,12 +287,16 @@ export class QueueCore {
     }
     if (!this.#appendFlush.admit()) return;
     let batch: PendingPush[];
-    if (this.durability === 'sync') {
+    const redrive = this.#admitted[0]!.from !== undefined;
+    if (this.durability === 'sync' || redrive) {
       batch = [this.#admitted.shift()!];
     } else {
-      batch = this.#admitted;
-      this.#admitted = [];
+      // A redrive goes to the store in a call of its own: the batch stops before the next one.
+      const cut = this.#redrivesAdmitted === 0 ? -1 : this.#admitted.findIndex((p) => p.from !== undefined);
+      batch = cut < 0 ? this.#admitted : this.#admitted.splice(0, cut);
+      if (cut < 0) this.#admitted = [];
     }
+    if (redrive) this.#redrivesAdmitted--;
     const firstSeq = this.#nextSeq;
     const items: Entry[] = [];
     let seq = firstSeq;
@@ -269,7 +311,12 @@ export class QueueCore {
     this.#appendFirstSeq = firstSeq;
     let result: Promise<void>;
     try {
-      result = this.store.append(items, this.#syncWrites);
+      if (redrive) {
+        const from = batch[0]!.from!;
+        result = this.store.redrive!(items.map((item, i) => ({ from: from[i]!, item })), this.#syncWrites);
+      } else {
+        result = this.store.append(items, this.#syncWrites);
+      }
     } catch (error) {
       result = Promise.reject(error);
     }
@@ -299,6 +346,7 @@ export class QueueCore {
     }
     this.#storedCount += count;
     this.#committedBefore = firstSeq + count;
+    if (batch[0]!.from !== undefined) this.ledger!.deadLetters -= count;
     this.#readAhead.stored(items);
     this.#monitor.stored(items);
     let seq = firstSeq;
@@ -376,14 +424,90 @@ export class QueueCore {
    */
   #takeNext(): Entry | null {
     if (this.#readError) throw this.#readError;
-    if (this.#returned.length > 0) return this.#returned.shift()!;
-    const entry = this.#readAhead.take();
-    if (entry === null) {
-      // A read that failed must fail this call, not look like "nothing ready".
-      if (this.#readError) throw this.#readError;
-      if (this.#failure) throw this.#failure;
+    const ledger = this.ledger;
+    for (;;) {
+      const entry = this.#returned.length > 0 ? this.#returned.shift()! : this.#readAhead.take();
+      if (entry === null) {
+        // A read that failed must fail this call, not look like "nothing ready".
+        if (this.#readError) throw this.#readError;
+        if (this.#failure) throw this.#failure;
+        return null;
+      }
+      if (ledger === undefined) return entry;
+      ledger.adopt(entry);
+      if (entry.deliveries >= this.#maxDeliveries) {
+        this.#moveOut(entry, entry.lastError !== '' ? entry.lastError : `handed out ${entry.deliveries} times (maxDeliveries ${this.#maxDeliveries})`);
+        continue;
+      }
+      if (ledger.ready(entry)) return entry;
+      // It waits, first in line, for its mark or for the bound that covers it; every item after
+      // it waits behind it, so the order holds.
+      this.#returned.unshift(entry);
+      return null;
     }
-    return entry;
+  }
+
+  /** Move an entry that is neither ready nor in flight into the dead letters (maxDeliveries). */
+  #moveOut(entry: Entry, reason: string): void {
+    this.ledger!.deadLetter(entry, reason).catch(() => {
+      // Reported through the ledger: the queue failed, or the entry is ready again.
+    });
+  }
+
+  /** Dead letters now: the items left the queue. */
+  #moved(entries: Entry[], reasons: string[]): void {
+    this.#storedCount -= entries.length;
+    this.#monitor.deadLettered(entries, reasons);
+    this.#admitWaiting();
+    this.#settleWatches();
+    this.#checkQuiet();
+  }
+
+  /** `item.deadLetter(reason)`: settle the reservation by moving the item into the dead letters. */
+  deadLetter(reserved: Reserved, entry: Entry, reason: string): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    if (this.ledger === undefined) return Promise.reject(unsupported('deadLetter()'));
+    reserved.markSettled();
+    entry.inFlight = false;
+    this.#inFlightCount--;
+    return this.ledger.deadLetter(entry, reason);
+  }
+
+  /** Dead letters with `seq > after`, at most `limit`, from the store. */
+  async readDeadLetters(after: number, limit: number): Promise<readonly DeadLetter[]> {
+    const error = this.operationalError();
+    if (error) throw error;
+    if (this.ledger === undefined) throw unsupported('deadLetters');
+    return await this.store.readDeadLetters!({ after, limit });
+  }
+
+  /** Put dead letters back as new items (through the push pipeline, under capacity). */
+  redriveLetters(letters: readonly DeadLetter[]): Promise<number[]> {
+    if (this.ledger === undefined) return Promise.reject(unsupported('deadLetters.redrive()'));
+    return this.push(
+      letters.map((l) => l.bytes),
+      false,
+      undefined,
+      letters.map((l) => l.seq),
+    ) as Promise<number[]>;
+  }
+
+  /** Delete dead letters the store holds. */
+  dropDeadLetters(seqs: number[]): Promise<void> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    if (this.ledger === undefined) return Promise.reject(unsupported('deadLetters.purge()'));
+    return this.ledger.drop(seqs);
+  }
+
+  /** Note a handler's error on its item: the dead letter it may become keeps the message. */
+  noteError(entry: Entry, error: unknown): void {
+    if (this.ledger !== undefined) entry.lastError = errorMessage(error);
+  }
+
+  get maxDeliveries(): number {
+    return this.#maxDeliveries;
   }
 
   #readFailed(error: unknown): void {
@@ -400,6 +524,7 @@ export class QueueCore {
 
   #deliver(entry: Entry): Reserved {
     entry.deliveries++;
+    if (this.ledger !== undefined) this.ledger.delivered(entry, Date.now());
     entry.token = this.#nextToken++;
     entry.inFlight = true;
     this.#inFlightCount++;
@@ -466,13 +591,16 @@ export class QueueCore {
     if (retried) this.#monitor.retried();
     if (delayMs <= 0) {
       this.#returnEntry(entry, true);
-      return Promise.resolve();
+      // Resolves once the item may be handed out again: its next delivery is counted in the store.
+      return this.ledger === undefined || this.#state !== 'open' ? Promise.resolve() : this.ledger.markNext(entry);
     }
     entry.inFlight = false;
     this.#inFlightCount--;
     this.#delayed.add(entry, delayMs);
     this.#monitor.nacked(entry);
-    return Promise.resolve();
+    // Its next delivery is counted now, during the wait, so that it is ready the moment the wait
+    // ends. A crash during the wait makes it count one delivery it did not have.
+    return this.ledger === undefined ? Promise.resolve() : this.ledger.markNext(entry);
   }
 
   /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */
@@ -618,6 +746,7 @@ export class QueueCore {
         ? cause
         : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
     const failure = this.#failure;
+    this.#redrivesAdmitted = 0;
     for (const p of this.#admitted.splice(0)) {
       detachAbort(p);
       p.reject(failure);
@@ -630,6 +759,7 @@ export class QueueCore {
     }
     this.#openAckBatch = undefined;
     this.#lazyAcks?.stop();
+    this.ledger?.stop(failure);
     for (const w of this.#reserveWaiters.splice(0)) {
       detachAbort(w);
       w.reject(failure);
@@ -652,6 +782,7 @@ export class QueueCore {
 
   #checkQuiet(): void {
     if (this.#appendInFlight || this.#ackInFlight) return;
+    if (!this.#failure && this.ledger !== undefined && this.ledger.moving > 0) return;
     if (!this.#failure && (this.#admitted.length > 0 || this.#ackQueue.length > 0)) return;
     for (const resolve of this.#quietWaiters.splice(0)) resolve();
   }
@@ -673,7 +804,11 @@ export class QueueCore {
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
+    // Items nacked and not handed out again had their next delivery counted ahead: the clean
+    // close puts their counts back, so a reopen does not count a delivery they never had.
+    const countedAhead = this.ledger === undefined ? [] : [...this.#returned, ...this.#delayed.entries()].filter((e) => e.marked > e.deliveries && e.deliveries > 0);
     this.#returned = [];
+    this.ledger?.clear();
     this.#delayed.clear();
     this.#readAhead.clear();
     // A read still in flight finishes before the store closes (its answer is dropped).
@@ -687,6 +822,9 @@ export class QueueCore {
       this.#flushAcks();
     });
     this.#finalizeWatches();
+    // The next open counts as delivered exactly the items handed out, not the whole block ahead.
+    if (this.ledger !== undefined && !this.#failure) await this.ledger.storeExactBound(countedAhead).catch((error: unknown) => this.#fail(error));
+    await this.ledger?.idle();
     // A clean close loses no ack: the lazy ones written since the last sync are synced now.
     const failedBefore = this.#failure !== undefined;
     if (!failedBefore) await this.#lazyAcks?.flush().catch((error: unknown) => this.#fail(error));

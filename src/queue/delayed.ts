@@ -47,6 +47,11 @@ export class DelayedItems {
     if (dueMs < this.#timerDueMs) this.#arm(dueMs);
   }
 
+  /** The waiting entries, in due order. */
+  entries(): Entry[] {
+    return this.#waiting.map((w) => w.entry);
+  }
+
   /** Forget every waiting entry and the timer (close: the items stay stored, unacked). */
   clear(): void {
     this.#waiting = [];

@@ -8,6 +8,8 @@ export type PushPayload = Uint8Array | string;
 
 export interface PendingPush {
   payloads: Uint8Array[];
+  /** Set for a redrive: the dead letters the payloads come from, one per payload. */
+  from?: number[];
   /** `push` resolves with one seq, `pushMany` with the list. */
   single: boolean;
   resolve: (seqs: number | number[]) => void;
@@ -35,10 +37,18 @@ export interface Entry extends StoredItem {
   token: number;
   /** Reserved by the consumer and not yet settled. */
   inFlight: boolean;
+  // Kept only over a store with delivery counts (./deliveries.ts).
+  /** Deliveries the store holds a record of (a mark, or the first-delivery bound). */
+  marked: number;
+  /** First and last delivery, milliseconds since the epoch; 0 when none is known. */
+  firstAt: number;
+  lastAt: number;
+  /** Message of the last handler error, '' when none. */
+  lastError: string;
 }
 
 export function newEntry(seq: number, bytes: Uint8Array): Entry {
-  return { seq, bytes, deliveries: 0, token: 0, inFlight: false };
+  return { seq, bytes, deliveries: 0, token: 0, inFlight: false, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
 }
 
 /** Acks that go to the store in one call and settle together, sharing one promise. */

@@ -2,6 +2,7 @@
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
+import { DeadLetterQueue } from './dead-letters.js';
 import { runProcess } from './process.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
 import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
@@ -100,11 +101,14 @@ export type ProcessHandler = (item: Reserved, context: HandlerContext) => unknow
 export class Consumer {
   readonly #core: QueueCore;
   readonly #retryDelays: RetryDelayFunction;
+  /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See README, "Dead letters". */
+  readonly deadLetters: DeadLetterQueue;
 
   /** @internal */
   constructor(core: QueueCore, retryDelays: RetryDelayFunction = defaultRetryDelays) {
     this.#core = core;
     this.#retryDelays = retryDelays;
+    this.deadLetters = new DeadLetterQueue(core);
   }
 
   /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
@@ -224,7 +228,12 @@ export class Reserved {
     return this.#entry.seq;
   }
 
-  /** 1 on first delivery, +1 on each redelivery in this process. */
+  /**
+   * 1 on first delivery, +1 on each redelivery. Over a store that keeps delivery counts
+   * (`features.deliveries`) the count goes on across restarts and crashes (after a crash it may
+   * count one delivery more than an item had: see README, "Delivery counts"); over another store
+   * it starts again from 1 at each open.
+   */
   get deliveries(): number {
     return this.#entry.deliveries;
   }
@@ -264,6 +273,21 @@ export class Reserved {
       return Promise.reject(error);
     }
     return this.#core.nack(this, this.#entry, delay);
+  }
+
+  /**
+   * Move the item into the dead-letter queue with `reason` (cut to 1024 UTF-8 bytes), instead of
+   * acking it. Resolves once the move survives power loss. Rejects with `ERR_UNSUPPORTED` (the
+   * item stays reserved) over a store without dead letters.
+   */
+  deadLetter(reason?: string): Promise<void> {
+    if (reason !== undefined && typeof reason !== 'string') return Promise.reject(new TypeError(expectation('reason', 'a string', reason)));
+    return this.#core.deadLetter(this, this.#entry, reason ?? 'dead-lettered by the consumer');
+  }
+
+  /** process() keeps the handler's error with the item, for the dead letter it may become. @internal */
+  noteError(error: unknown): void {
+    this.#core.noteError(this.#entry, error);
   }
 
   /** process() retries the item after a failed handler, counted in `stats().retried`. @internal */

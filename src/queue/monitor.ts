@@ -1,7 +1,7 @@
 // What a queue tells the outside about itself: the cumulative counters of `stats()`, the messages
 // of its diagnostics channels (src/diagnostics.ts), and the waiters of `drained()` and `onIdle()`.
 // The core calls in at each event; what it decides stays in the core.
-import { ackChannel, deliverChannel, failStopChannel, nackChannel, pushChannel, retryChannel } from '../diagnostics.js';
+import { ackChannel, deadLetterChannel, deliverChannel, failStopChannel, nackChannel, pushChannel, retryChannel } from '../diagnostics.js';
 import type { ItemMessage } from '../diagnostics.js';
 import type { QueueError } from '../errors.js';
 import { type Entry, type Waiter, detachAbort, waitIn } from './entry.js';
@@ -29,6 +29,8 @@ export class QueueMonitor {
   redeliveredCount = 0;
   /** Handler failures that process() retried. */
   retriedCount = 0;
+  /** Items moved into the dead-letter queue. */
+  deadLetteredCount = 0;
 
   constructor(store: object) {
     const name = (store.constructor as { name?: unknown } | undefined)?.name;
@@ -66,6 +68,13 @@ export class QueueMonitor {
   }
 
   /** process() retries an item whose handler failed (its nack follows). */
+  /** `entries` are dead letters now, for `reasons` (one per entry). */
+  deadLettered(entries: readonly Entry[], reasons: readonly string[]): void {
+    this.deadLetteredCount += entries.length;
+    if (!deadLetterChannel.hasSubscribers) return;
+    for (let i = 0; i < entries.length; i++) deadLetterChannel.publish({ ...this.#item(entries[i]!), reason: reasons[i]! });
+  }
+
   retried(): void {
     this.retriedCount++;
   }

@@ -3,6 +3,7 @@
 // policy. The options are validated by the Consumer; the waiting between retries is delayed.ts's.
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
+import { errorMessage } from './deliveries.js';
 import type { Waiter } from './entry.js';
 import type { ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
@@ -94,8 +95,17 @@ function report(settings: ProcessSettings, error: unknown, item: Reserved): void
   }
 }
 
-/** Retry a failed item after the policy's delay. A policy that throws is fatal, after the item is returned. */
-async function retry(settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
+/**
+ * Retry a failed item after the policy's delay, or move it into the dead letters when it has had
+ * its `maxDeliveries` (at once: no point waiting out a delay first). A policy that throws is
+ * fatal, after the item is returned.
+ */
+async function retry(core: QueueCore, settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
+  item.noteError(error);
+  if (item.deliveries >= core.maxDeliveries) {
+    await item.deadLetter(errorMessage(error));
+    return;
+  }
   let delayMs: number;
   try {
     delayMs = settings.retryDelays(item.deliveries, error);
@@ -149,7 +159,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
       let yieldTurn = failure !== undefined || ++handled % ITEMS_PER_TURN === 0;
       if (!item.settled) {
         try {
-          await (failure ? retry(settings, item, failure.error) : item.ack());
+          await (failure ? retry(core, settings, item, failure.error) : item.ack());
         } catch (error) {
           if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
           // The ack was not recorded and the item is ready again: the queue itself is healthy.

@@ -148,6 +148,10 @@ export interface QueueStats {
   delayed: number;
   /** Handler failures (throws and timeouts) that `process()` retried. */
   retried: number;
+  /** Items moved into the dead-letter queue by this queue (`maxDeliveries`, `item.deadLetter()`). */
+  deadLettered: number;
+  /** Dead letters the store holds now (0 over a store without dead letters). */
+  deadLetters: number;
   /** Bytes of the store's files, when the store reports its usage (`Store.usage`, LogStore) and the queue is open. */
   bytesOnDisk?: number;
   /** The store's segment (or file) count, reported alongside `bytesOnDisk`. */

@@ -1,0 +1,153 @@
+// The dead-letter queue as the consumer sees it: count, list, peek, iterate, redrive, purge.
+// Redrives and purges run one at a time, so one never moves a dead letter the other removed.
+import type { DeadLetter } from '../store.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import type { QueueCore } from './core.js';
+
+/** How many dead letters one store read returns while iterating, redriving or purging. */
+const PAGE = 256;
+
+/** Options of {@link DeadLetterQueue.list}. */
+export interface DeadLetterListOptions {
+  /** Only dead letters with a seq above this. @default 0 */
+  after?: number;
+  /** At most this many. @default 100 */
+  limit?: number;
+}
+
+/** Options of {@link DeadLetterQueue.redrive} and {@link DeadLetterQueue.purge}. */
+export interface DeadLetterSelection {
+  /** Only these dead letters (by the seq they had); seqs that are not dead letters are skipped. @default every one */
+  seqs?: Iterable<number>;
+  /** At most this many, oldest first. @default Infinity */
+  limit?: number;
+}
+
+function nonNegativeSeq(name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(expectation(name, 'a non-negative integer', value));
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(expectation(name, 'a non-negative integer', value));
+  return value;
+}
+
+function selection(options: DeadLetterSelection | undefined): { seqs: Set<number> | undefined; limit: number } {
+  const o = optionsObject('options', options);
+  knownKeys('options', o, ['seqs', 'limit']);
+  const limit = o.limit === undefined ? Infinity : positiveInteger('options.limit', o.limit, true);
+  if (o.seqs === undefined) return { seqs: undefined, limit };
+  if (o.seqs === null || typeof (o.seqs as Iterable<number>)[Symbol.iterator] !== 'function' || typeof o.seqs === 'string') {
+    throw new TypeError(expectation('options.seqs', 'an iterable of seqs', o.seqs));
+  }
+  const seqs = new Set<number>();
+  for (const seq of o.seqs as Iterable<unknown>) seqs.add(nonNegativeSeq('options.seqs[]', seq));
+  return { seqs, limit };
+}
+
+/**
+ * The items moved out of the queue: by `maxDeliveries`, or by `item.deadLetter(reason)`. They
+ * are kept in the same store, in the order of the seqs they had, with their bytes and their
+ * delivery history, until redriven or purged.
+ */
+export class DeadLetterQueue {
+  readonly #core: QueueCore;
+  /** The redrive or purge running now; the next one waits for it. */
+  #lane: Promise<unknown> = Promise.resolve();
+
+  /** @internal */
+  constructor(core: QueueCore) {
+    this.#core = core;
+  }
+
+  /** How many dead letters the store holds (kept in memory: no store read). */
+  count(): number {
+    return this.#core.ledger?.deadLetters ?? 0;
+  }
+
+  /** Dead letters in seq order, from `after` on, at most `limit`. */
+  async list(options?: DeadLetterListOptions): Promise<DeadLetter[]> {
+    const o = optionsObject('options', options);
+    knownKeys('options', o, ['after', 'limit']);
+    const after = o.after === undefined ? 0 : nonNegativeSeq('options.after', o.after);
+    const limit = o.limit === undefined ? 100 : positiveInteger('options.limit', o.limit);
+    return [...(await this.#core.readDeadLetters(after, limit))];
+  }
+
+  /** The oldest dead letter, or null when there is none. */
+  async peek(): Promise<DeadLetter | null> {
+    return (await this.#core.readDeadLetters(0, 1))[0] ?? null;
+  }
+
+  /** Every dead letter in seq order, read a page at a time. */
+  async *[Symbol.asyncIterator](): AsyncGenerator<DeadLetter, void, undefined> {
+    let after = 0;
+    for (;;) {
+      const page = await this.#core.readDeadLetters(after, PAGE);
+      if (page.length === 0) return;
+      yield* page;
+      after = page[page.length - 1]!.seq;
+    }
+  }
+
+  /**
+   * Put dead letters back into the queue as new items (new seqs, newest in the queue, fresh
+   * delivery counts), oldest first. Each move is crash-safe: after a crash an item is a dead
+   * letter or back in the queue, never both. Waits for capacity as a push does. Resolves with the
+   * new seqs, in the order of the dead letters they came from.
+   */
+  redrive(options?: DeadLetterSelection): Promise<number[]> {
+    let chosen: ReturnType<typeof selection>;
+    try {
+      chosen = selection(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#inLane(async () => {
+      const seqs: number[] = [];
+      await this.#select(chosen, async (page) => {
+        seqs.push(...(await this.#core.redriveLetters(page)));
+      });
+      return seqs;
+    });
+  }
+
+  /** Delete dead letters for good. Resolves with how many were deleted. */
+  purge(options?: DeadLetterSelection): Promise<number> {
+    let chosen: ReturnType<typeof selection>;
+    try {
+      chosen = selection(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#inLane(async () => {
+      let count = 0;
+      await this.#select(chosen, async (page) => {
+        await this.#core.dropDeadLetters(page.map((d) => d.seq));
+        count += page.length;
+      });
+      return count;
+    });
+  }
+
+  #inLane<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#lane.then(fn, fn);
+    this.#lane = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Hand the chosen dead letters to `each`, a page at a time, oldest first. */
+  async #select(chosen: ReturnType<typeof selection>, each: (page: DeadLetter[]) => Promise<void>): Promise<void> {
+    let left = chosen.limit;
+    // Each page is read after the previous one was handled: what `each` removed is not read again.
+    let after = 0;
+    while (left > 0) {
+      const page = await this.#core.readDeadLetters(after, PAGE);
+      if (page.length === 0) return;
+      after = page[page.length - 1]!.seq;
+      const picked = (chosen.seqs === undefined ? page : page.filter((d) => chosen.seqs!.has(d.seq))).slice(0, Math.min(left, PAGE));
+      if (picked.length > 0) {
+        await each(picked);
+        left -= picked.length;
+      }
+      if (page.length < PAGE) return;
+    }
+  }
+}
