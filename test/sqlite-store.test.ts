@@ -19,7 +19,7 @@ runBackendSuite({
   pathIn: (dir) => join(dir, 'queue.db'),
 });
 
-type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
+type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
 const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => Db;
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
