@@ -655,6 +655,7 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   const count = await countKeys(db, ITEMS_LOW, ITEMS_HIGH);
   if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [] };
   const below = await db.get(DELIVERED_BELOW_KEY);
+  if (below !== undefined && below.length !== 8) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
   // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
   nextSeq = Math.max(nextSeq, (await lastSeq(db, DEAD_LOW, DEAD_HIGH)) + 1);
   const deadLetters = await countKeys(db, DEAD_LOW, DEAD_HIGH);
@@ -670,5 +671,5 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
     else marks.push(mark);
   }
   if (stale.length > 0) await db.batch(stale, { sync: false });
-  return { format, nextSeq, count, deliveredBelow: below === undefined || below.length !== 8 ? 1 : readU64(below), deadLetters, marks };
+  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks };
 }
