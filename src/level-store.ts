@@ -7,16 +7,27 @@
  * (so keys sort by seq) with the payload as value; `m:format` holds the layout version and
  * `m:nextSeq` the next seq, so that a seq is never reused after every item was acked.
  *
- * Durability: every `append` and every `ack` call is one LevelDB write batch (the core already
- * batches). With `sync` it is written with `sync: true` (LevelDB fsyncs its log) and then the
- * directory is fsynced too; without, with `sync: false` (LevelDB hands the batch to the OS with
- * write(2), which survives the process exiting).
+ * Format 2 adds delivery counts and the dead-letter queue: key `c` + seq holds the newest
+ * delivery mark of an unacked item (deliveries, first and last delivery time as 8 bytes
+ * big-endian each, then the last error in UTF-8), key `d` + seq a dead letter (deliveries, first
+ * and last delivery time, time moved as 8 bytes each, the reason's length as 4 bytes, the reason
+ * in UTF-8, then the payload), and `m:deliveredBelow` the bound below which items may have been
+ * handed out. A store stays at format 1 until the first mark, bound or dead letter is written,
+ * so that releases which know only format 1 keep opening a store that never used them; the
+ * batch that writes that first record also writes `m:format` 2.
+ *
+ * Durability: every call that writes is one LevelDB write batch (the core already batches).
+ * With `sync` it is written with `sync: true` (LevelDB fsyncs its log) and then the directory is
+ * fsynced too; without, with `sync: false` (LevelDB hands the batch to the OS with write(2),
+ * which survives the process exiting). `deadLetter` is always written with `sync: true`: the
+ * contract makes a move durable whatever the policy.
  */
 import { fsync, mkdirSync, openSync, closeSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
-import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
+import { type DeadLetter, type DeadLetterRange, type DeliveryMark, MAX_REASON_BYTES, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
 import { maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
 
 export interface LevelStoreOptions {
@@ -33,27 +44,105 @@ export interface LevelStoreOptions {
 }
 
 /** Version of the key layout described at the top of this file; kept under `m:format`. */
-export const LEVEL_FORMAT_VERSION = 1;
+export const LEVEL_FORMAT_VERSION = 2;
+/** The format a store has until it first stores delivery state, which needs no new key. */
+const PLAIN_FORMAT_VERSION = 1;
 
 const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 const MAX_ITEM_BYTES_CAP = 512 * 1024 * 1024;
 const MISSING_PEER = 'LevelStore needs classic-level: npm install classic-level@3';
 
 const ITEM_PREFIX = 0x69; // 'i'
+const MARK_PREFIX = 0x63; // 'c', for delivery counts
+const DEAD_PREFIX = 0x64; // 'd'
+/** A prefix byte and a seq, for items, marks and dead letters alike. */
 const ITEM_KEY_BYTES = 9;
 const FORMAT_KEY = Buffer.from('m:format');
 const NEXT_SEQ_KEY = Buffer.from('m:nextSeq');
-/** Keys of all items lie strictly between these two. */
+const DELIVERED_BELOW_KEY = Buffer.from('m:deliveredBelow');
+/** Keys of all items lie strictly between these two; so for marks and dead letters. */
 const ITEMS_LOW = Buffer.from([ITEM_PREFIX]);
 const ITEMS_HIGH = Buffer.from([ITEM_PREFIX + 1]);
+const MARKS_LOW = Buffer.from([MARK_PREFIX]);
+const MARKS_HIGH = Buffer.from([MARK_PREFIX + 1]);
+const DEAD_LOW = Buffer.from([DEAD_PREFIX]);
+const DEAD_HIGH = Buffer.from([DEAD_PREFIX + 1]);
 /** How many keys one step of the count at open fetches; bounds memory, not the count. */
 const COUNT_PAGE = 1024;
+/** A mark's value before its last error: deliveries, first and last delivery time. */
+const MARK_FIXED_BYTES = 24;
+/** A dead letter's value before its reason: four 8-byte numbers and the reason's length. */
+const DEAD_FIXED_BYTES = 36;
 
-function itemKey(seq: number): Buffer {
+function prefixedKey(prefix: number, seq: number): Buffer {
   const key = Buffer.allocUnsafe(ITEM_KEY_BYTES);
-  key[0] = ITEM_PREFIX;
+  key[0] = prefix;
   key.writeBigUInt64BE(BigInt(seq), 1);
   return key;
+}
+
+function itemKey(seq: number): Buffer {
+  return prefixedKey(ITEM_PREFIX, seq);
+}
+
+function markKey(seq: number): Buffer {
+  return prefixedKey(MARK_PREFIX, seq);
+}
+
+function deadKey(seq: number): Buffer {
+  return prefixedKey(DEAD_PREFIX, seq);
+}
+
+function encodeMark(mark: DeliveryMark): Buffer {
+  const error = Buffer.from(mark.lastError, 'utf8');
+  const value = Buffer.allocUnsafe(MARK_FIXED_BYTES + error.length);
+  value.writeBigUInt64BE(BigInt(mark.deliveries), 0);
+  value.writeBigUInt64BE(BigInt(mark.firstDeliveredAt), 8);
+  value.writeBigUInt64BE(BigInt(mark.lastDeliveredAt), 16);
+  error.copy(value, MARK_FIXED_BYTES);
+  return value;
+}
+
+/** The mark stored under `key`, or undefined when the value cannot be one. */
+function decodeMark(key: Uint8Array, v: Buffer): DeliveryMark | undefined {
+  if (key.length !== ITEM_KEY_BYTES || v.length < MARK_FIXED_BYTES || v.length > MARK_FIXED_BYTES + MAX_REASON_BYTES) return undefined;
+  return {
+    seq: seqOfKey(key),
+    deliveries: Number(v.readBigUInt64BE(0)),
+    firstDeliveredAt: Number(v.readBigUInt64BE(8)),
+    lastDeliveredAt: Number(v.readBigUInt64BE(16)),
+    lastError: v.toString('utf8', MARK_FIXED_BYTES),
+  };
+}
+
+function encodeDead(entry: DeadLetter): Buffer {
+  const reason = Buffer.from(entry.reason, 'utf8');
+  const value = Buffer.allocUnsafe(DEAD_FIXED_BYTES + reason.length + entry.bytes.length);
+  value.writeBigUInt64BE(BigInt(entry.deliveries), 0);
+  value.writeBigUInt64BE(BigInt(entry.firstDeliveredAt), 8);
+  value.writeBigUInt64BE(BigInt(entry.lastDeliveredAt), 16);
+  value.writeBigUInt64BE(BigInt(entry.deadAt), 24);
+  value.writeUInt32BE(reason.length, 32);
+  reason.copy(value, DEAD_FIXED_BYTES);
+  value.set(entry.bytes, DEAD_FIXED_BYTES + reason.length);
+  return value;
+}
+
+/** The dead letter stored under `key`, or undefined when the value cannot be one. */
+function decodeDead(key: Uint8Array, v: Buffer): DeadLetter | undefined {
+  if (key.length !== ITEM_KEY_BYTES || v.length < DEAD_FIXED_BYTES) return undefined;
+  // Bounded before it is used: a damaged length must not cut the payload anywhere it likes.
+  const reasonBytes = v.readUInt32BE(32);
+  if (reasonBytes > MAX_REASON_BYTES || DEAD_FIXED_BYTES + reasonBytes > v.length) return undefined;
+  return {
+    seq: seqOfKey(key),
+    bytes: v.subarray(DEAD_FIXED_BYTES + reasonBytes),
+    deliveries: Number(v.readBigUInt64BE(0)),
+    firstDeliveredAt: Number(v.readBigUInt64BE(8)),
+    lastDeliveredAt: Number(v.readBigUInt64BE(16)),
+    deadAt: Number(v.readBigUInt64BE(24)),
+    reason: v.toString('utf8', DEAD_FIXED_BYTES, DEAD_FIXED_BYTES + reasonBytes),
+  };
 }
 
 function seqOfKey(key: Uint8Array): number {
@@ -85,6 +174,8 @@ interface LevelKeyIterator {
 interface LevelDatabase {
   open(options: { createIfMissing: boolean }): Promise<void>;
   get(key: Buffer): Promise<Buffer | undefined>;
+  /** Whether each key is present, without copying its value out (classic-level 3 has it natively). */
+  hasMany(keys: Buffer[]): Promise<boolean[]>;
   batch(ops: BatchOp[], options: { sync: boolean }): Promise<void>;
   iterator(options: { gt?: Buffer; lt?: Buffer; limit?: number; reverse?: boolean }): LevelIterator;
   keys(options: { gt: Buffer; lt: Buffer }): LevelKeyIterator;
@@ -131,10 +222,20 @@ function fsyncAsync(fd: number): Promise<void> {
   return new Promise((resolvePromise, reject) => fsync(fd, (e) => (e ? reject(e) : resolvePromise())));
 }
 
+/** What {@link recover} finds in a database that passed the format check. */
+interface Recovered {
+  format: number;
+  nextSeq: number;
+  count: number;
+  deliveredBelow: number;
+  deadLetters: number;
+  marks: DeliveryMark[];
+}
+
 /** The durable Store over one LevelDB directory. */
 export class LevelStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
   /** Absolute path of the LevelDB directory. */
   readonly path: string;
 
@@ -151,16 +252,34 @@ export class LevelStore implements Store {
    */
   #issuedNextSeq: number;
   #count: number;
+  /** 1 until the first delivery record is written, then {@link LEVEL_FORMAT_VERSION}. */
+  #format: number;
+  #deliveredBelow: number;
+  #deadLetters: number;
+  /** Seqs with a mark key: an ack deletes a mark only for these, so a plain ack writes no extra key. */
+  readonly #marked: Set<number>;
+  /** The marks found at open, handed out once by `open()`. */
+  #recoveredMarks: DeliveryMark[];
+  /**
+   * Dead letters a `dropDeadLetters` or `redrive` in flight is moving: the contract lets the two
+   * overlap, and each checks that its dead letters are held before its batch is written.
+   */
+  readonly #deadInFlight = new Set<number>();
 
-  private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, nextSeq: number, count: number) {
+  private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, recovered: Recovered) {
     this.path = path;
     this.#unclaim = unclaim;
     this.#db = db;
     this.#dirFd = dirFd;
     this.maxItemBytes = maxItemBytes;
-    this.#nextSeq = nextSeq;
-    this.#issuedNextSeq = nextSeq;
-    this.#count = count;
+    this.#nextSeq = recovered.nextSeq;
+    this.#issuedNextSeq = recovered.nextSeq;
+    this.#count = recovered.count;
+    this.#format = recovered.format;
+    this.#deliveredBelow = recovered.deliveredBelow;
+    this.#deadLetters = recovered.deadLetters;
+    this.#recoveredMarks = recovered.marks;
+    this.#marked = new Set(recovered.marks.map((m) => m.seq));
   }
 
   /**
@@ -186,21 +305,11 @@ export class LevelStore implements Store {
       db = new ClassicLevel(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
       await db.open({ createIfMissing: true });
       opened = true;
-      await checkFormat(db, dir);
-      const stored = await db.get(NEXT_SEQ_KEY);
-      const last = await db.iterator({ gt: ITEMS_LOW, lt: ITEMS_HIGH, reverse: true, limit: 1 }).all();
-      const nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), last.length > 0 ? seqOfKey(last[0]![0]) + 1 : 1);
-      // Counted in pages: memory stays bounded whatever the backlog.
-      let count = 0;
-      const keys = db.keys({ gt: ITEMS_LOW, lt: ITEMS_HIGH });
-      try {
-        for (let page = await keys.nextv(COUNT_PAGE); page.length > 0; page = await keys.nextv(COUNT_PAGE)) count += page.length;
-      } finally {
-        await keys.close();
-      }
+      const format = await checkFormat(db, dir);
+      const recovered = await recover(db, dir, format);
       // Directories cannot be opened or fsynced on Windows.
       if (process.platform !== 'win32') dirFd = openSync(dir, 'r');
-      return new LevelStore(dir, unclaim, db, dirFd, maxItemBytes, nextSeq, count);
+      return new LevelStore(dir, unclaim, db, dirFd, maxItemBytes, recovered);
     } catch (e) {
       if (dirFd >= 0) closeSync(dirFd);
       if (opened) await db!.close().catch(() => undefined);
@@ -219,28 +328,20 @@ export class LevelStore implements Store {
       );
     }
     this.#state = 'open';
-    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count });
+    const marks = this.#recoveredMarks;
+    this.#recoveredMarks = [];
+    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count, deliveredBelow: this.#deliveredBelow, marks, deadLetters: this.#deadLetters });
   }
 
   async append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (items.length === 0) throw new QueueError('ERR_STORE', 'LevelStore.append got an empty batch');
-    let expected = items[0]!.seq;
-    if (!Number.isSafeInteger(expected) || expected < this.#nextSeq) {
-      throw new QueueError('ERR_STORE', `LevelStore expected a seq of at least ${this.#nextSeq}, got ${expected}`);
-    }
-    const ops: BatchOp[] = new Array(items.length + 1);
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i]!;
-      if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
-        throw new QueueError('ERR_STORE', `LevelStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`);
-      }
-      ops[i] = { type: 'put', key: itemKey(item.seq), value: item.bytes };
-    }
-    ops[items.length] = { type: 'put', key: NEXT_SEQ_KEY, value: u64(expected) };
-    this.#issuedNextSeq = Math.max(this.#issuedNextSeq, expected);
+    const ops = this.#itemPuts(items);
+    const next = items[items.length - 1]!.seq + 1;
+    ops.push({ type: 'put', key: NEXT_SEQ_KEY, value: u64(next) });
+    this.#issuedNextSeq = Math.max(this.#issuedNextSeq, next);
     await this.#write(ops, sync);
-    this.#nextSeq = expected;
+    this.#nextSeq = next;
     this.#count += items.length;
   }
 
@@ -251,11 +352,161 @@ export class LevelStore implements Store {
   async ack(seqs: readonly number[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (seqs.length === 0) throw new QueueError('ERR_STORE', 'LevelStore.ack got an empty batch');
-    await this.#write(
-      seqs.map((seq) => ({ type: 'del', key: itemKey(seq) })),
-      sync,
-    );
+    const ops: BatchOp[] = seqs.map((seq) => ({ type: 'del', key: itemKey(seq) }));
+    // Only items handed out more than once have marks: a plain ack deletes nothing else.
+    const marked = this.#marked.size === 0 ? [] : seqs.filter((seq) => this.#marked.has(seq));
+    for (const seq of marked) ops.push({ type: 'del', key: markKey(seq) });
+    await this.#write(ops, sync);
     this.#count -= seqs.length;
+    for (const seq of marked) this.#marked.delete(seq);
+  }
+
+  /**
+   * Checks that every marked seq is held (one read of their keys), then writes the marks and the
+   * bound in one batch. A mark written beside an ack of its item that crossed it is deleted at
+   * the next open.
+   */
+  async markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    const fault = belowFault(below) ?? marks.map(markFault).find((f) => f !== undefined);
+    if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.markDelivered: ${fault}`);
+    // The bound every format-1 store has already: storing it would change the format for nothing.
+    if (this.#format === PLAIN_FORMAT_VERSION && below === 1 && marks.length === 0) return;
+    const missing = await this.#firstMissing(marks.map((m) => itemKey(m.seq)));
+    if (missing >= 0) throw new QueueError('ERR_STORE', `LevelStore cannot mark seq ${marks[missing]!.seq}: not held`);
+    const ops: BatchOp[] = marks.map((m) => ({ type: 'put', key: markKey(m.seq), value: encodeMark(m) }));
+    ops.push({ type: 'put', key: DELIVERED_BELOW_KEY, value: u64(below) });
+    this.#upgradeWith(ops);
+    await this.#write(ops, sync);
+    this.#format = LEVEL_FORMAT_VERSION;
+    this.#deliveredBelow = below;
+    for (const m of marks) this.#marked.add(m.seq);
+  }
+
+  /** One batch, written with `sync: true` whatever the policy: deletes the items, puts the dead letters. */
+  async deadLetter(entries: readonly DeadLetter[]): Promise<void> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    const fault = entries.map((e) => deadLetterFault(e, this.maxItemBytes)).find((f) => f !== undefined);
+    if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.deadLetter: ${fault}`);
+    const twice = repeatedSeq(entries.map((e) => e.seq));
+    if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.deadLetter got seq ${twice} twice`);
+    if (entries.length === 0) return;
+    const missing = await this.#firstMissing(entries.map((e) => itemKey(e.seq)));
+    if (missing >= 0) throw new QueueError('ERR_STORE', `LevelStore cannot dead-letter seq ${entries[missing]!.seq}: not held`);
+    const ops: BatchOp[] = [];
+    for (const e of entries) {
+      ops.push({ type: 'del', key: itemKey(e.seq) }, { type: 'put', key: deadKey(e.seq), value: encodeDead(e) });
+      if (this.#marked.has(e.seq)) ops.push({ type: 'del', key: markKey(e.seq) });
+    }
+    this.#upgradeWith(ops);
+    await this.#write(ops, true);
+    this.#format = LEVEL_FORMAT_VERSION;
+    this.#count -= entries.length;
+    this.#deadLetters += entries.length;
+    for (const e of entries) this.#marked.delete(e.seq);
+  }
+
+  /** Asynchronous, as `read`. */
+  async readDeadLetters(range: DeadLetterRange): Promise<readonly DeadLetter[]> {
+    if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'LevelStore is closed');
+    if (this.#format === PLAIN_FORMAT_VERSION || range.limit <= 0) return [];
+    let entries: [Buffer, Buffer][];
+    try {
+      entries = await this.#db.iterator({ gt: deadKey(Math.max(0, range.after)), lt: DEAD_HIGH, limit: range.limit }).all();
+    } catch (e) {
+      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: read failed: ${message(e)}`, { cause: e, file: this.path });
+    }
+    return entries.map(([key, value]) => {
+      const dead = decodeDead(key, value);
+      if (dead === undefined) throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the dead letter under ${key.toString('hex')} cannot be decoded`, { file: this.path });
+      return dead;
+    });
+  }
+
+  async dropDeadLetters(seqs: readonly number[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    const twice = repeatedSeq(seqs);
+    if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.dropDeadLetters got seq ${twice} twice`);
+    if (seqs.length === 0) return;
+    await this.#movingDead(seqs, async () => {
+      await this.#write(
+        seqs.map((seq) => ({ type: 'del', key: deadKey(seq) })),
+        sync,
+      );
+      this.#deadLetters -= seqs.length;
+    });
+  }
+
+  /** Assigns seqs as `append` does (and raises the `m:nextSeq` that `sync()` writes before its batch is handed over). */
+  async redrive(moves: readonly Redrive[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    if (moves.length === 0) return;
+    const ops = this.#itemPuts(moves.map((m) => m.item));
+    const from = moves.map((m) => m.from);
+    const twice = repeatedSeq(from);
+    if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got dead letter ${twice} twice`);
+    await this.#movingDead(from, async () => {
+      const next = moves[moves.length - 1]!.item.seq + 1;
+      for (const seq of from) ops.push({ type: 'del', key: deadKey(seq) });
+      ops.push({ type: 'put', key: NEXT_SEQ_KEY, value: u64(next) });
+      this.#issuedNextSeq = Math.max(this.#issuedNextSeq, next);
+      await this.#write(ops, sync);
+      this.#nextSeq = next;
+      this.#count += moves.length;
+      this.#deadLetters -= moves.length;
+    });
+  }
+
+  /**
+   * Run `write` once every dead letter in `seqs` is found held and claimed for this call, so that
+   * an overlapping drop and redrive cannot both move one.
+   */
+  async #movingDead(seqs: readonly number[], write: () => Promise<void>): Promise<void> {
+    const busy = seqs.find((seq) => this.#deadInFlight.has(seq));
+    if (busy !== undefined) throw new QueueError('ERR_STORE', `LevelStore: dead letter ${busy} is being moved by another call`);
+    if (this.#format === PLAIN_FORMAT_VERSION) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[0]}`);
+    for (const seq of seqs) this.#deadInFlight.add(seq);
+    try {
+      const missing = await this.#firstMissing(seqs.map(deadKey));
+      if (missing >= 0) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[missing]}`);
+      await write();
+    } finally {
+      for (const seq of seqs) this.#deadInFlight.delete(seq);
+    }
+  }
+
+  /** Puts of a non-empty batch of new items, after checking their seqs follow on and their sizes. */
+  #itemPuts(items: readonly StoredItem[]): BatchOp[] {
+    let expected = items[0]!.seq;
+    if (!Number.isSafeInteger(expected) || expected < this.#nextSeq) {
+      throw new QueueError('ERR_STORE', `LevelStore expected a seq of at least ${this.#nextSeq}, got ${expected}`);
+    }
+    const ops: BatchOp[] = new Array(items.length);
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!;
+      if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
+        throw new QueueError('ERR_STORE', `LevelStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`);
+      }
+      ops[i] = { type: 'put', key: itemKey(item.seq), value: item.bytes };
+    }
+    return ops;
+  }
+
+  /** Add the format-2 record to the batch that writes the first delivery record. */
+  #upgradeWith(ops: BatchOp[]): void {
+    if (this.#format < LEVEL_FORMAT_VERSION) ops.push({ type: 'put', key: FORMAT_KEY, value: u64(LEVEL_FORMAT_VERSION) });
+  }
+
+  /** Index of the first of `keys` that is not in the database, or -1. */
+  async #firstMissing(keys: Buffer[]): Promise<number> {
+    if (keys.length === 0) return -1;
+    let held: boolean[];
+    try {
+      held = await this.#db.hasMany(keys);
+    } catch (e) {
+      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: read failed: ${message(e)}`, { cause: e, file: this.path });
+    }
+    return held.indexOf(false);
   }
 
   /**
@@ -346,8 +597,11 @@ function prepareDirectory(dir: string, dirMode: number): string {
   }
 }
 
-/** A new database gets this store's format record; another LevelDB database or a newer format is refused. */
-async function checkFormat(db: LevelDatabase, dir: string): Promise<void> {
+/**
+ * A new database gets this store's format record (format 1: it needs 2 only once it stores
+ * delivery state); another LevelDB database or a newer format is refused. Returns the format.
+ */
+async function checkFormat(db: LevelDatabase, dir: string): Promise<number> {
   const format = await db.get(FORMAT_KEY);
   if (format === undefined) {
     const any = await db.iterator({ limit: 1 }).all();
@@ -356,16 +610,66 @@ async function checkFormat(db: LevelDatabase, dir: string): Promise<void> {
     }
     await db.batch(
       [
-        { type: 'put', key: FORMAT_KEY, value: u64(LEVEL_FORMAT_VERSION) },
+        { type: 'put', key: FORMAT_KEY, value: u64(PLAIN_FORMAT_VERSION) },
         { type: 'put', key: NEXT_SEQ_KEY, value: u64(1) },
       ],
       { sync: true },
     );
-  } else if (format.length !== 8 || readU64(format) > LEVEL_FORMAT_VERSION) {
+    return PLAIN_FORMAT_VERSION;
+  }
+  if (format.length !== 8 || readU64(format) > LEVEL_FORMAT_VERSION) {
     throw new OpenError(
       'ERR_UNSUPPORTED_VERSION',
       `Store ${dir} has format ${format.length === 8 ? readU64(format) : 'unknown'}; this version reads up to ${LEVEL_FORMAT_VERSION}`,
       { file: dir },
     );
   }
+  return readU64(format);
+}
+
+/** How many keys lie between `low` and `high`, counted in pages: memory stays bounded whatever the backlog. */
+async function countKeys(db: LevelDatabase, low: Buffer, high: Buffer): Promise<number> {
+  let count = 0;
+  const keys = db.keys({ gt: low, lt: high });
+  try {
+    for (let page = await keys.nextv(COUNT_PAGE); page.length > 0; page = await keys.nextv(COUNT_PAGE)) count += page.length;
+  } finally {
+    await keys.close();
+  }
+  return count;
+}
+
+/** The highest seq under a prefix between `low` and `high`, or 0. */
+async function lastSeq(db: LevelDatabase, low: Buffer, high: Buffer): Promise<number> {
+  const last = await db.iterator({ gt: low, lt: high, reverse: true, limit: 1 }).all();
+  return last.length > 0 ? seqOfKey(last[0]![0]) : 0;
+}
+
+/**
+ * What the store holds. Marks whose item is gone (an ack that crossed the mark's write) are
+ * deleted here, in one unsynced batch: losing it only means deleting them again at the next open.
+ */
+async function recover(db: LevelDatabase, dir: string, format: number): Promise<Recovered> {
+  const stored = await db.get(NEXT_SEQ_KEY);
+  let nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), (await lastSeq(db, ITEMS_LOW, ITEMS_HIGH)) + 1);
+  const count = await countKeys(db, ITEMS_LOW, ITEMS_HIGH);
+  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [] };
+  const below = await db.get(DELIVERED_BELOW_KEY);
+  if (below !== undefined && below.length !== 8) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
+  // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
+  nextSeq = Math.max(nextSeq, (await lastSeq(db, DEAD_LOW, DEAD_HIGH)) + 1);
+  const deadLetters = await countKeys(db, DEAD_LOW, DEAD_HIGH);
+  const marks: DeliveryMark[] = [];
+  const stale: BatchOp[] = [];
+  const entries = await db.iterator({ gt: MARKS_LOW, lt: MARKS_HIGH }).all();
+  const held = entries.length === 0 ? [] : await db.hasMany(entries.map(([key]) => itemKey(seqOfKey(key))));
+  for (let i = 0; i < entries.length; i++) {
+    const [key, value] = entries[i]!;
+    const mark = decodeMark(key, value);
+    if (mark === undefined) throw new OpenError('ERR_CORRUPT', `Store ${dir} has a delivery mark under ${key.toString('hex')} that cannot be decoded`, { file: dir });
+    if (!held[i]) stale.push({ type: 'del', key });
+    else marks.push(mark);
+  }
+  if (stale.length > 0) await db.batch(stale, { sync: false });
+  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks };
 }

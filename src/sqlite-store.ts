@@ -11,17 +11,27 @@
  * unacked items; table `meta` holds the format version and `nextSeq`, so that a seq is never
  * reused even after every item was acked and deleted.
  *
- * Durability: every `append` and every `ack` call is one transaction (the core already batches,
- * so under `group` one commit serves the whole batch). A call with `sync` commits under
+ * Format 2 adds delivery counts and the dead-letter queue: table `marks(seq INTEGER PRIMARY KEY,
+ * deliveries, first_at, last_at, last_error)` holds the newest delivery mark of unacked items,
+ * table `dead(seq INTEGER PRIMARY KEY, bytes BLOB, deliveries, first_at, last_at, dead_at,
+ * reason)` the dead letters, and `meta` also `deliveredBelow`. A store stays at format 1 until the
+ * first mark, bound or dead letter is written, so that releases which know only format 1 keep
+ * opening a store that never used them; the tables and the new version are written in the
+ * transaction that stores that first record.
+ *
+ * Durability: every call that writes is one transaction (the core already batches, so under
+ * `group` one commit serves the whole batch). A call with `sync` commits under
  * `synchronous=FULL` (the WAL is fsynced before the commit returns); a call without commits under
  * `synchronous=NORMAL` (the WAL is written, not fsynced). See `#setSynchronous` for why NORMAL
- * rather than OFF.
+ * rather than OFF. `deadLetter` always commits under FULL: the contract makes a move durable
+ * whatever the policy.
  */
 import { closeSync, fsyncSync, openSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
-import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
 import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
 
 /** Which SQLite binding a {@link SqliteStore} runs on. */
@@ -48,10 +58,49 @@ export interface SqliteStoreOptions {
 }
 
 /** Version of the table layout described at the top of this file; kept in `meta` under `format`. */
-export const SQLITE_FORMAT_VERSION = 1;
+export const SQLITE_FORMAT_VERSION = 2;
+/** The format a store has until it first stores delivery state, which needs no new table. */
+const PLAIN_FORMAT_VERSION = 1;
+
+/**
+ * What format 2 adds to a format-1 database, run inside the transaction that stores the first
+ * delivery record, so that the tables and the version appear together or not at all.
+ */
+const DELIVERY_SCHEMA =
+  'CREATE TABLE marks (seq INTEGER PRIMARY KEY, deliveries INTEGER NOT NULL, first_at INTEGER NOT NULL,' +
+  ' last_at INTEGER NOT NULL, last_error TEXT NOT NULL);' +
+  'CREATE TABLE dead (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL, deliveries INTEGER NOT NULL,' +
+  ' first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, dead_at INTEGER NOT NULL, reason TEXT NOT NULL);' +
+  "INSERT INTO meta (key, value) VALUES ('deliveredBelow', 1);" +
+  `UPDATE meta SET value = ${SQLITE_FORMAT_VERSION} WHERE key = 'format';`;
+
+/** Statements over the format-2 tables; prepared once those exist. */
+interface DeliveryStatements {
+  setBelow: SqlStatement;
+  putMark: SqlStatement;
+  deleteMark: SqlStatement;
+  putDead: SqlStatement;
+  deleteDead: SqlStatement;
+  selectDead: SqlStatement;
+}
+
+function prepareDeliveries(db: SqlDatabase): DeliveryStatements {
+  return {
+    setBelow: db.prepare("UPDATE meta SET value = ? WHERE key = 'deliveredBelow'"),
+    putMark: db.prepare('INSERT OR REPLACE INTO marks (seq, deliveries, first_at, last_at, last_error) VALUES (?, ?, ?, ?, ?)'),
+    deleteMark: db.prepare('DELETE FROM marks WHERE seq = ?'),
+    putDead: db.prepare('INSERT INTO dead (seq, bytes, deliveries, first_at, last_at, dead_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+    deleteDead: db.prepare('DELETE FROM dead WHERE seq = ?'),
+    selectDead: db.prepare('SELECT seq, bytes, deliveries, first_at, last_at, dead_at, reason FROM dead WHERE seq > ? ORDER BY seq LIMIT ?'),
+  };
+}
+
+type Row = Record<string, number | bigint | string | Uint8Array | null>;
 
 const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 const MAX_ITEM_BYTES_CAP = 512 * 1024 * 1024;
+/** Every successful call settles with this one promise: the drivers are synchronous. */
+const DONE = Promise.resolve();
 const MISSING_PEER = 'SqliteStore needs better-sqlite3 12.x on Node < 22.5: npm install better-sqlite3@12';
 
 // The two drivers share this much API. They are typed here, not imported, so that neither has to
@@ -184,7 +233,7 @@ function createFile(file: string, mode: number): void {
 /** The durable Store over one SQLite database file. */
 export class SqliteStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
   /** Absolute path of the database file. */
   readonly path: string;
   /** The binding this store runs on. */
@@ -195,6 +244,14 @@ export class SqliteStore implements Store {
   #state: 'recovered' | 'open' | 'closed' = 'recovered';
   #nextSeq: number;
   #count: number;
+  #deliveredBelow = 1;
+  #deadLetters = 0;
+  /** Seqs with a row in `marks`: an ack deletes a mark only for these, so plain acks touch one table. */
+  readonly #marked = new Set<number>();
+  /** The marks found at open, handed out once by `open()`. */
+  #recoveredMarks: DeliveryMark[] = [];
+  /** Statements over the format-2 tables; undefined while the database is at format 1. */
+  #deliveries: DeliveryStatements | undefined;
   /** The `synchronous` pragma in force: true for FULL, false for NORMAL. */
   #synchronousFull = true;
   /**
@@ -210,6 +267,7 @@ export class SqliteStore implements Store {
   #setNextSeq: SqlStatement;
   #delete: SqlStatement;
   #select: SqlStatement;
+  #holds: SqlStatement;
 
   private constructor(path: string, unclaim: () => void, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
     this.path = path;
@@ -224,11 +282,40 @@ export class SqliteStore implements Store {
     this.#setNextSeq = db.prepare("UPDATE meta SET value = ? WHERE key = 'nextSeq'");
     this.#delete = db.prepare('DELETE FROM items WHERE seq = ?');
     this.#select = db.prepare('SELECT seq, bytes FROM items WHERE seq > ? AND seq < ? ORDER BY seq LIMIT ?');
+    this.#holds = db.prepare('SELECT 1 AS held FROM items WHERE seq = ?');
     const meta = db.prepare("SELECT value FROM meta WHERE key = 'nextSeq'").get() as { value: number | bigint } | undefined;
     const last = db.prepare('SELECT max(seq) AS seq FROM items').get() as { seq: number | bigint | null };
     this.#nextSeq = Math.max(Number(meta?.value ?? 1), Number(last.seq ?? 0) + 1);
     // count(*) walks the table's b-tree inside SQLite; nothing is loaded into memory.
     this.#count = Number((db.prepare('SELECT count(*) AS n FROM items').get() as { n: number | bigint }).n);
+    if (SqliteStore.#formatOf(db) > PLAIN_FORMAT_VERSION) this.#recoverDeliveries(db);
+  }
+
+  static #formatOf(db: SqlDatabase): number {
+    return Number((db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number | bigint }).value);
+  }
+
+  /** Read what format 2 adds. Marks of acked items were deleted at open (`#prepareSchema`). */
+  #recoverDeliveries(db: SqlDatabase): void {
+    this.#deliveries = prepareDeliveries(db);
+    const below = db.prepare("SELECT value FROM meta WHERE key = 'deliveredBelow'").get() as { value: number | bigint } | undefined;
+    this.#deliveredBelow = Number(below?.value ?? 1);
+    this.#deadLetters = Number((db.prepare('SELECT count(*) AS n FROM dead').get() as { n: number | bigint }).n);
+    // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
+    const lastDead = db.prepare('SELECT max(seq) AS seq FROM dead').get() as { seq: number | bigint | null };
+    this.#nextSeq = Math.max(this.#nextSeq, Number(lastDead.seq ?? 0) + 1);
+    const rows = db.prepare('SELECT seq, deliveries, first_at, last_at, last_error FROM marks ORDER BY seq').all() as Row[];
+    for (const row of rows) {
+      const mark: DeliveryMark = {
+        seq: Number(row.seq),
+        deliveries: Number(row.deliveries),
+        firstDeliveredAt: Number(row.first_at),
+        lastDeliveredAt: Number(row.last_at),
+        lastError: String(row.last_error),
+      };
+      this.#recoveredMarks.push(mark);
+      this.#marked.add(mark.seq);
+    }
   }
 
   /**
@@ -312,6 +399,9 @@ export class SqliteStore implements Store {
           { file },
         );
       }
+      if (Number(format.value) > PLAIN_FORMAT_VERSION && !(tables.includes('marks') && tables.includes('dead'))) {
+        throw new OpenError('ERR_CORRUPT', `Store ${file} has format ${format.value} but lacks its marks or dead table`, { file });
+      }
     }
     const mode = db.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode: string };
     if (mode.journal_mode.toLowerCase() !== 'wal') {
@@ -327,7 +417,11 @@ export class SqliteStore implements Store {
           'CREATE TABLE items (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL);' +
             'CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);',
         );
-        db.prepare("INSERT INTO meta (key, value) VALUES ('format', ?), ('nextSeq', 1)").run(SQLITE_FORMAT_VERSION);
+        // A new store starts at format 1 too: it needs format 2 only once it stores delivery state.
+        db.prepare("INSERT INTO meta (key, value) VALUES ('format', ?), ('nextSeq', 1)").run(PLAIN_FORMAT_VERSION);
+      } else if (tables.includes('marks')) {
+        // Deleted here rather than by an ack that crossed a mark: every later ack deletes its marks.
+        db.exec('DELETE FROM marks WHERE seq NOT IN (SELECT seq FROM items)');
       }
       db.exec('COMMIT');
     } catch (e) {
@@ -346,24 +440,17 @@ export class SqliteStore implements Store {
       );
     }
     this.#state = 'open';
-    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count });
+    const marks = this.#recoveredMarks;
+    this.#recoveredMarks = [];
+    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count, deliveredBelow: this.#deliveredBelow, marks, deadLetters: this.#deadLetters });
   }
 
   append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
     if (items.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.append got an empty batch'));
-    let expected = items[0]!.seq;
-    if (!Number.isSafeInteger(expected) || expected < this.#nextSeq) {
-      return Promise.reject(new QueueError('ERR_STORE', `SqliteStore expected a seq of at least ${this.#nextSeq}, got ${expected}`));
-    }
-    for (const item of items) {
-      if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
-        return Promise.reject(
-          new QueueError('ERR_STORE', `SqliteStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`),
-        );
-      }
-    }
-    const next = expected;
+    const order = this.#orderFault(items);
+    if (order !== undefined) return Promise.reject(order);
+    const next = items[items.length - 1]!.seq + 1;
     return this.#transaction(sync, () => {
       for (const item of items) this.#insert.run(item.seq, item.bytes);
       this.#setNextSeq.run(next);
@@ -376,15 +463,150 @@ export class SqliteStore implements Store {
   ack(seqs: readonly number[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
     if (seqs.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.ack got an empty batch'));
-    return this.#transaction(sync, () => {
-      for (const seq of seqs) {
-        if (Number(this.#delete.run(seq).changes) !== 1) {
-          throw new QueueError('ERR_STORE', `SqliteStore cannot ack seq ${seq}: not held`);
+    // Only items handed out more than once have marks: a plain ack skips the marks table.
+    const marked = this.#marked.size === 0 ? [] : seqs.filter((seq) => this.#marked.has(seq));
+    try {
+      this.#write(sync, () => {
+        for (const seq of seqs) {
+          if (Number(this.#delete.run(seq).changes) !== 1) {
+            throw new QueueError('ERR_STORE', `SqliteStore cannot ack seq ${seq}: not held`);
+          }
         }
-      }
-    }).then(() => {
-      this.#count -= seqs.length;
-    });
+        for (const seq of marked) this.#deliveries!.deleteMark.run(seq);
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#count -= seqs.length;
+    for (const seq of marked) this.#marked.delete(seq);
+    return DONE;
+  }
+
+  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    const fault = belowFault(below) ?? marks.map(markFault).find((f) => f !== undefined);
+    if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.markDelivered: ${fault}`));
+    // The bound every format-1 store has already: storing it would change the format for nothing.
+    if (this.#deliveries === undefined && below === 1 && marks.length === 0) return DONE;
+    let deliveries: DeliveryStatements;
+    try {
+      this.#write(sync, () => {
+        deliveries = this.#deliveries ?? this.#upgrade();
+        for (const mark of marks) {
+          if (this.#holds.get(mark.seq) === undefined) throw new QueueError('ERR_STORE', `SqliteStore cannot mark seq ${mark.seq}: not held`);
+          deliveries.putMark.run(mark.seq, mark.deliveries, mark.firstDeliveredAt, mark.lastDeliveredAt, mark.lastError);
+        }
+        deliveries.setBelow.run(below);
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#deliveries = deliveries!;
+    this.#deliveredBelow = below;
+    for (const mark of marks) this.#marked.add(mark.seq);
+    return DONE;
+  }
+
+  deadLetter(entries: readonly DeadLetter[]): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    const fault = entries.map((e) => deadLetterFault(e, this.maxItemBytes)).find((f) => f !== undefined);
+    if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.deadLetter: ${fault}`));
+    const twice = repeatedSeq(entries.map((e) => e.seq));
+    if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.deadLetter got seq ${twice} twice`));
+    if (entries.length === 0) return DONE;
+    let deliveries: DeliveryStatements;
+    try {
+      // Under FULL whatever the policy: a resolved move must survive power loss.
+      this.#write(true, () => {
+        deliveries = this.#deliveries ?? this.#upgrade();
+        for (const e of entries) {
+          if (Number(this.#delete.run(e.seq).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore cannot dead-letter seq ${e.seq}: not held`);
+          deliveries.putDead.run(e.seq, e.bytes, e.deliveries, e.firstDeliveredAt, e.lastDeliveredAt, e.deadAt, e.reason);
+          if (this.#marked.has(e.seq)) deliveries.deleteMark.run(e.seq);
+        }
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#deliveries = deliveries!;
+    this.#count -= entries.length;
+    this.#deadLetters += entries.length;
+    for (const e of entries) this.#marked.delete(e.seq);
+    return DONE;
+  }
+
+  /** Synchronous, as `read`. */
+  readDeadLetters(range: DeadLetterRange): readonly DeadLetter[] {
+    if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'SqliteStore is closed');
+    if (this.#deliveries === undefined) return [];
+    const rows = this.#deliveries.selectDead.all(range.after, range.limit) as Row[];
+    return rows.map((row) => ({
+      seq: Number(row.seq),
+      bytes: row.bytes as Uint8Array,
+      deliveries: Number(row.deliveries),
+      firstDeliveredAt: Number(row.first_at),
+      lastDeliveredAt: Number(row.last_at),
+      deadAt: Number(row.dead_at),
+      reason: String(row.reason),
+    }));
+  }
+
+  dropDeadLetters(seqs: readonly number[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    const twice = repeatedSeq(seqs);
+    if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.dropDeadLetters got seq ${twice} twice`));
+    if (seqs.length === 0) return DONE;
+    const deliveries = this.#deliveries;
+    if (deliveries === undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${seqs[0]}`));
+    try {
+      this.#write(sync, () => {
+        for (const seq of seqs) {
+          if (Number(deliveries.deleteDead.run(seq).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${seq}`);
+        }
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#deadLetters -= seqs.length;
+    return DONE;
+  }
+
+  redrive(moves: readonly Redrive[], sync: boolean): Promise<void> {
+    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+    if (moves.length === 0) return DONE;
+    const items = moves.map((m) => m.item);
+    const order = this.#orderFault(items);
+    if (order !== undefined) return Promise.reject(order);
+    const twice = repeatedSeq(moves.map((m) => m.from));
+    if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got dead letter ${twice} twice`));
+    const deliveries = this.#deliveries;
+    if (deliveries === undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${moves[0]!.from}`));
+    const next = items[items.length - 1]!.seq + 1;
+    try {
+      this.#write(sync, () => {
+        for (const move of moves) {
+          if (Number(deliveries.deleteDead.run(move.from).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${move.from}`);
+          this.#insert.run(move.item.seq, move.item.bytes);
+        }
+        this.#setNextSeq.run(next);
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#nextSeq = next;
+    this.#count += moves.length;
+    this.#deadLetters -= moves.length;
+    return DONE;
+  }
+
+  /**
+   * Create the format-2 tables inside the running transaction and return statements over them.
+   * The caller keeps the statements only once the transaction committed: after a rollback the
+   * tables are gone again and the database is still at format 1.
+   */
+  #upgrade(): DeliveryStatements {
+    this.#db.exec(DELIVERY_SCHEMA);
+    return prepareDeliveries(this.#db);
   }
 
   /**
@@ -427,11 +649,39 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Run `body` as one transaction, committed under FULL when `sync` and NORMAL otherwise. Both
-   * drivers are synchronous, so the whole transaction runs inside this call and never interleaves
-   * with another `append` or `ack`.
+   * Why a non-empty batch of new items cannot be stored (seqs not consecutive from at least
+   * `nextSeq`, or a payload over `maxItemBytes`), or undefined. Shared by `append` and `redrive`.
    */
+  #orderFault(items: readonly StoredItem[]): QueueError | undefined {
+    let expected = items[0]!.seq;
+    if (!Number.isSafeInteger(expected) || expected < this.#nextSeq) {
+      return new QueueError('ERR_STORE', `SqliteStore expected a seq of at least ${this.#nextSeq}, got ${expected}`);
+    }
+    for (const item of items) {
+      if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
+        return new QueueError('ERR_STORE', `SqliteStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`);
+      }
+    }
+    return undefined;
+  }
+
+  /** `#write` as a promise. */
   #transaction(sync: boolean, body: () => void): Promise<void> {
+    try {
+      this.#write(sync, body);
+      return DONE;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Run `body` as one transaction, committed under FULL when `sync` and NORMAL otherwise; throws
+   * the QueueError to reject with. Both drivers are synchronous, so the whole transaction runs
+   * inside this call and never interleaves with another, and the caller updates its state right
+   * after it, before any other call can look.
+   */
+  #write(sync: boolean, body: () => void): void {
     try {
       this.#setSynchronous(sync);
       this.#begin.run();
@@ -452,12 +702,11 @@ export class SqliteStore implements Store {
         this.#db.exec('PRAGMA wal_checkpoint(PASSIVE)');
         this.#dbFileUnsynced = false;
       }
-      return Promise.resolve();
     } catch (e) {
-      if (e instanceof QueueError) return Promise.reject(e);
+      if (e instanceof QueueError) throw e;
       // SQLite rolls a transaction that hit SQLITE_FULL back and stays consistent: only this batch fails.
       const code = sqliteResult(e) === SQLITE_FULL ? 'ERR_STORE_FULL' : 'ERR_STORE';
-      return Promise.reject(new QueueError(code, `SqliteStore ${this.path}: ${message(e)}`, { cause: e, file: this.path }));
+      throw new QueueError(code, `SqliteStore ${this.path}: ${message(e)}`, { cause: e, file: this.path });
     }
   }
 

@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/errors.js';
 import { Builder } from '../src/queue.js';
-import { SqliteStore } from '../src/sqlite-store.js';
+import { SQLITE_FORMAT_VERSION, SqliteStore } from '../src/sqlite-store.js';
+import type { DeadLetter } from '../src/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';
+import { distUrl, runModule } from './support/child-process.js';
 
 runBackendSuite({
   name: 'SqliteStore',
@@ -17,7 +19,7 @@ runBackendSuite({
   pathIn: (dir) => join(dir, 'queue.db'),
 });
 
-type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
+type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
 const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => Db;
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
@@ -81,7 +83,7 @@ test('SqliteStore: a store written by a newer format is refused with ERR_UNSUPPO
     const path = join(dir, 'queue.db');
     await (await SqliteStore.open(path)).close();
     const db = new Database(path);
-    db.prepare("UPDATE meta SET value = 2 WHERE key = 'format'").run();
+    db.prepare("UPDATE meta SET value = 3 WHERE key = 'format'").run();
     db.close();
     const before = readFileSync(path);
     await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
@@ -116,5 +118,185 @@ test('SqliteStore: an ack of a seq that is not held rejects and removes nothing'
     await store.append([{ seq: nextSeq, bytes: new Uint8Array([1]) }], true);
     await expect(store.ack([nextSeq, nextSeq + 5], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     expect(store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 10 }).map((i) => i.seq)).toEqual([nextSeq]);
+    await store.close();
+  }));
+
+/** The format version and table names of a closed database. */
+function layout(path: string): { format: number; tables: string[] } {
+  const db = new Database(path);
+  try {
+    const format = (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value;
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
+    return { format, tables };
+  } finally {
+    db.close();
+  }
+}
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+const dead = (seq: number, text: string, reason: string): DeadLetter => ({
+  seq,
+  bytes: bytes(text),
+  deliveries: 5,
+  firstDeliveredAt: 1_700_000_000_001,
+  lastDeliveredAt: 1_700_000_000_002,
+  deadAt: 1_700_000_000_003,
+  reason,
+});
+
+test('SqliteStore: a store that never keeps delivery state stays at format 1 and works; the first dead letter makes it format 2', () =>
+  withDir(async (dir) => {
+    const path = join(dir, 'queue.db');
+    expect(SQLITE_FORMAT_VERSION).toBe(2);
+    // Written through the format-1 path: pushes, acks, a redelivery, a close; no delivery state.
+    let [tx, rx] = await new Builder(await SqliteStore.open(path)).open();
+    await tx.pushMany(['a', 'b', 'c']);
+    await (await rx.reserve())!.nack();
+    await (await rx.reserve())!.ack();
+    await tx.close();
+    expect(layout(path)).toEqual({ format: 1, tables: ['items', 'meta'] });
+
+    let store = await SqliteStore.open(path);
+    let r = await store.open();
+    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0 });
+    expect(store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
+    await store.append([{ seq: 4, bytes: bytes('d') }], true);
+    await store.ack([2], true);
+    // Nothing new to store: the bound every format-1 store has, and no marks.
+    await store.markDelivered(1, [], true);
+    // Contract violations on a format-1 store are refused and write nothing.
+    await expect(store.dropDeadLetters([3], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await expect(store.redrive([{ from: 3, item: { seq: 5, bytes: bytes('c') } }], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await expect(store.deadLetter([dead(9, 'x', 'not held')])).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await expect(store.markDelivered(5, [{ seq: 9, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true)).rejects.toSatisfy((e: unknown) =>
+      isQueueError(e, 'ERR_STORE'),
+    );
+    await store.close();
+    expect(layout(path)).toEqual({ format: 1, tables: ['items', 'meta'] });
+
+    store = await SqliteStore.open(path);
+    r = await store.open();
+    expect([r.nextSeq, r.count]).toEqual([5, 2]);
+    await store.deadLetter([dead(3, 'c', 'poison')]);
+    await store.close();
+    expect(layout(path)).toEqual({ format: 2, tables: ['dead', 'items', 'marks', 'meta'] });
+
+    store = await SqliteStore.open(path);
+    r = await store.open();
+    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1 });
+    expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => ({ ...d, bytes: new TextDecoder().decode(d.bytes) }))).toEqual([
+      { ...dead(3, 'c', 'poison'), bytes: 'c' },
+    ]);
+    await store.close();
+  }));
+
+test('SqliteStore: the first delivery mark makes a format-1 store format 2; a refused one leaves it at format 1', () =>
+  withDir(async (dir) => {
+    const path = join(dir, 'queue.db');
+    let store = await SqliteStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b') }], true);
+    const mark = { seq: 2, deliveries: 2, firstDeliveredAt: 10, lastDeliveredAt: 20, lastError: 'boom' };
+    // One mark of a seq that is not held refuses the whole call, the upgrade with it.
+    await expect(store.markDelivered(3, [mark, { ...mark, seq: 7 }], false)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await store.close();
+    expect(layout(path).format).toBe(1);
+    store = await SqliteStore.open(path);
+    await store.open();
+    await store.markDelivered(3, [mark], false);
+    await store.ack([1], false);
+    await store.close();
+    expect(layout(path).format).toBe(2);
+    store = await SqliteStore.open(path);
+    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0 });
+    // The ack of a marked item deletes its mark in the same transaction.
+    await store.ack([2], true);
+    await store.close();
+    const db = new Database(path);
+    try {
+      expect(db.prepare('SELECT count(*) AS n FROM marks').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+  }));
+
+test('SqliteStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at format 3 and left unchanged', () =>
+  withDir(async (dir) => {
+    const path = join(dir, 'queue.db');
+    const store = await SqliteStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }], true);
+    await store.deadLetter([dead(1, 'a', 'poison')]);
+    await store.close();
+    expect(layout(path).format).toBe(2);
+    const db = new Database(path);
+    db.prepare("UPDATE meta SET value = 3 WHERE key = 'format'").run();
+    db.close();
+    const before = readFileSync(path);
+    await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
+    expect(readFileSync(path).equals(before)).toBe(true);
+  }));
+
+test('SqliteStore: contract violations of the delivery methods reject with ERR_STORE and change nothing', () =>
+  withDir(async (dir) => {
+    const store = await SqliteStore.open(join(dir, 'queue.db'));
+    await store.open();
+    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })), true);
+    await store.deadLetter([dead(1, 'p1', 'first')]);
+    const refused = (p: Promise<void>) => expect(p).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await refused(store.deadLetter([dead(2, 'p2', 'ok'), dead(1, 'p1', 'already dead')]));
+    await refused(store.deadLetter([dead(2, 'p2', 'ok'), dead(2, 'p2', 'twice')]));
+    await refused(store.deadLetter([dead(2, 'p2', 'x'.repeat(1025))]));
+    await refused(store.dropDeadLetters([1, 2], true));
+    await refused(store.redrive([{ from: 1, item: { seq: 3, bytes: bytes('p1') } }], true));
+    await refused(store.redrive([{ from: 2, item: { seq: 4, bytes: bytes('p2') } }], true));
+    await refused(store.markDelivered(0, [], true));
+    await refused(store.markDelivered(4, [{ seq: 1, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true));
+    await refused(store.markDelivered(4, [{ seq: 2, deliveries: 0, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true));
+    expect(store.read({ after: 0, before: 10, limit: 10 }).map((i) => i.seq)).toEqual([2, 3]);
+    expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => [d.seq, d.reason])).toEqual([[1, 'first']]);
+    await store.close();
+    const again = await SqliteStore.open(join(dir, 'queue.db'));
+    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1 });
+    await again.close();
+  }));
+
+test('SqliteStore: a dead letter that resolved survives kill -9 of the writer process, even under durability none', () =>
+  withDir(async (dir) => {
+    const path = join(dir, 'queue.db');
+    const writer = runModule(
+      dir,
+      'dead-writer.mjs',
+      `import { SqliteStore } from ${JSON.stringify(distUrl('sqlite-store.js'))};
+const store = await SqliteStore.open(process.argv[2]);
+await store.open();
+const bytes = (s) => new TextEncoder().encode(s);
+for (let seq = 1; ; seq += 2) {
+  // Unsynced appends and acks around the synced move: the move alone must survive.
+  await store.append([{ seq, bytes: bytes('p' + seq) }, { seq: seq + 1, bytes: bytes('p' + (seq + 1)) }], false);
+  await store.deadLetter([{ seq, bytes: bytes('p' + seq), deliveries: 3, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason: 'r' + seq }]);
+  console.log(seq);
+  await store.ack([seq + 1], false);
+}
+`,
+      [path],
+    );
+    try {
+      await writer.until((lines) => lines.length >= 200);
+    } finally {
+      await writer.kill();
+    }
+    const moved = writer.lines.filter((l) => /^\d+$/.test(l)).map(Number);
+    const store = await SqliteStore.open(path);
+    const r = await store.open();
+    const held = store.readDeadLetters({ after: 0, limit: 1_000_000 });
+    const bySeq = new Map(held.map((d) => [d.seq, d]));
+    const missing = moved.filter((seq) => bySeq.get(seq)?.reason !== `r${seq}`);
+    expect(missing, 'dead letters reported moved and missing after kill -9').toEqual([]);
+    // Never in both: no dead letter is also still an item.
+    const items = new Set(store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1_000_000 }).map((i) => i.seq));
+    expect(held.filter((d) => items.has(d.seq))).toEqual([]);
+    expect(r.deadLetters).toBe(held.length);
+    expect(r.nextSeq).toBeGreaterThan(Math.max(...moved) + 1);
     await store.close();
   }));
