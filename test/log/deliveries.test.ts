@@ -25,7 +25,7 @@ import {
   writeU16,
   writeU32,
 } from '../../src/log/format.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore, salvageStore } from '../../src/log-store.js';
 import type { DeadLetter, DeliveryMark } from '../../src/store.js';
 import { cleanupDirs, crashCopy, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, items, openStore, readAllTexts } from './helpers.js';
 
@@ -290,5 +290,30 @@ describe('checkpoints and compaction', () => {
       [s + 150, texts[150]],
     ]);
     await store.close();
+  });
+});
+
+describe('salvage', () => {
+  test('salvageCopiesDeadLettersWithEveryFieldAndTheirBytes', async () => {
+    const dir = freshDir();
+    const { store, nextSeq: s } = await openStore(dir);
+    await store.append(items(s, ['a', 'b', 'c', 'd']), true);
+    await store.deadLetter([dead(s + 1, 'b', 'why b'), dead(s + 3, 'd', 'why d')]);
+    await store.close();
+    const dst = join(freshDir(), 'copy');
+    const r = await salvageStore(dir, dst);
+    expect([r.copied, r.deadLetters]).toEqual([2, 2]);
+    expect(r.deadSeqMap).toEqual([
+      { from: s + 1, to: 3, count: 1 },
+      { from: s + 3, to: 4, count: 1 },
+    ]);
+    const { store: copy, count } = await openStore(dst);
+    expect(count).toBe(2);
+    expect(readAllTexts(copy)).toEqual(['a', 'c']);
+    expect(copy.readDeadLetters({ after: 0, limit: 10 }).map((d) => ({ ...d, bytes: dec(d.bytes) }))).toEqual([
+      { ...dead(3, 'b', 'why b'), bytes: 'b' },
+      { ...dead(4, 'd', 'why d'), bytes: 'd' },
+    ]);
+    await copy.close();
   });
 });
