@@ -120,6 +120,8 @@ export const stats: Command = async (cli, { positionals }) => {
       segments: s.segments.length,
       segmentBytes: s.segments.reduce((a, x) => a + x.bytes, 0),
       cursorBytes: s.cursorBytes,
+      deadLetters: s.deadLetters,
+      deadLetterBytes: s.deadLetterBytes,
       bytesOnDisk: s.bytesOnDisk,
       lastShutdownClean,
       // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
@@ -137,6 +139,7 @@ export const stats: Command = async (cli, { positionals }) => {
     out.line(`items ready     ${fmt(report.ready)}`);
     out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
     out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
+    if (report.deadLetters > 0) out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
     out.line(`segments        ${report.segments} (${bytesText(report.segmentBytes)})`);
     for (const seg of s.segments) {
       await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));

@@ -37,6 +37,7 @@ export const salvage: Command = async (cli, { positionals }) => {
   }
   out.line(result.lost.count === 0 ? green('lost nothing') : red(`lost ${fmt(result.lost.count)} item(s): ${seqRangesText(result.lost.seqs)}`));
   out.line(seqMapText(result));
+  if (result.deadLetters > 0) out.line(`copied ${fmt(result.deadLetters)} dead letter(s), numbered after the items`);
   for (const n of result.notes) if (!out.line(dim(n))) await out.ready();
   return 0;
 };

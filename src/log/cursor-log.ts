@@ -1,4 +1,4 @@
-// Writes FORMAT.md §4 (the cursor file: ACK and OPENED records, checkpoint replacement §4.4).
+// Writes FORMAT.md §4 (the cursor file: ACK, OPENED and delivery records, checkpoint replacement §4.4, version upgrade §4.5).
 /**
  * The cursor log: the set of acked seqs, the cursor file's descriptor and write position, and the
  * lane that keeps ACK writes from interleaving with a checkpoint (which replaces the file).
@@ -9,7 +9,21 @@ import type { FileSystem } from '../fs/file-system.js';
 import { StoreInvariantError } from './assert.js';
 import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
 import { errnoCode, type Durability } from './durability.js';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RANGE_BYTES, RECORD_ACK, RECORD_OPENED, TMP_SUFFIX, readU32, readU64 } from './format.js';
+import type { RecordPayload } from './delivery-format.js';
+import { DeliveryState } from './delivery-state.js';
+import {
+  CURSOR_FILE,
+  CURSOR_VERSION_DELIVERIES,
+  CURSOR_VERSION_PLAIN,
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_LENGTH,
+  RANGE_BYTES,
+  RECORD_ACK,
+  RECORD_OPENED,
+  TMP_SUFFIX,
+  readU32,
+  readU64,
+} from './format.js';
 import { encodeFrame, encodeFrameInPlace } from './frame.js';
 import { closeQuietly } from './layout.js';
 import type { ResolvedOptions } from './options.js';
@@ -23,10 +37,19 @@ export interface CursorTail {
   /** Number of the last valid record (0 when none). */
   readonly lastRecord: number;
   readonly clean: boolean;
+  /** The checkpoint's version. */
+  readonly version: number;
 }
 
 export class CursorLog {
   acks = new AckSet(1);
+  /** Delivery marks and dead letters (FORMAT §4.1, §4.2); only a version-2 cursor holds any. */
+  deliveries = new DeliveryState();
+  /**
+   * The version of the cursor file on disk: 1 until the first delivery record is needed, then a
+   * version-2 checkpoint replaces the file (`upgrade`) and every later checkpoint is version 2.
+   */
+  version = CURSOR_VERSION_PLAIN;
   #fd = -1;
   #offset = 0;
   #logStart = 0;
@@ -51,9 +74,57 @@ export class CursorLog {
     return this.#offset;
   }
 
-  /** The record log has grown past `cursorCheckpointBytes`: time for a checkpoint. */
+  /**
+   * The record log has grown past `cursorCheckpointBytes`: time for a checkpoint. A version-2
+   * checkpoint holds the dead letters' bytes, so it is rewritten only once the log has also grown
+   * past the checkpoint itself: the cost of rewriting it is shared by at least as many bytes of
+   * records, however large the dead-letter queue.
+   */
   needsCheckpoint(): boolean {
-    return this.#offset - this.#logStart > this.opts.cursorCheckpointBytes;
+    const log = this.#offset - this.#logStart;
+    if (log <= this.opts.cursorCheckpointBytes) return false;
+    return this.version === CURSOR_VERSION_PLAIN || log > this.#logStart;
+  }
+
+  /** Run `fn` once no checkpoint is running; `fn` starts in the same tick when none is. */
+  whenFree<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#lane === null) return fn();
+    return this.#lane.then(() => this.whenFree(fn));
+  }
+
+  /** The lane is free: a record written now cannot interleave with a checkpoint. */
+  get free(): boolean {
+    return this.#lane === null;
+  }
+
+  /**
+   * Write delivery records (FORMAT §4.2) after the last record, in one positional write, numbered
+   * on from the last one. The caller holds the lane or checked it is free, and changes its state
+   * only once this returned null. On a full disk the write is cut off again and the promise it
+   * returns rejects with ERR_STORE_FULL; any other failure fails the instance.
+   */
+  writeRecords(records: readonly RecordPayload[], what: string): Promise<never> | null {
+    if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
+    if (this.version !== CURSOR_VERSION_DELIVERIES) {
+      return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
+    }
+    let bytes = 0;
+    for (const r of records) bytes += FRAME_HEADER_BYTES + r.payload.length;
+    const buf = new Uint8Array(bytes);
+    let end = 0;
+    records.forEach((r, i) => {
+      end = encodeFrame(buf, end, this.#recordSeq + i + 1, r.type, r.payload);
+    });
+    const at = this.#offset;
+    try {
+      this.fs.write(this.#fd, buf, 0, end, at);
+    } catch (e) {
+      if (errnoCode(e) === 'ENOSPC') return this.durability.cutBack(this.#fd, at, what, e);
+      return this.durability.fail(e);
+    }
+    this.#offset = at + end;
+    this.#recordSeq += records.length;
+    return null;
   }
 
   /** Write ACK records for `seqs` once no checkpoint is running; `sync` makes them durable. */
@@ -155,12 +226,13 @@ export class CursorLog {
    * lane, or the store is closing or recovering. Rejects with ERR_STORE_FULL (the current cursor
    * file stays in place and valid) or fails the instance.
    */
-  async writeCheckpoint(flags: number, nextSeq: number, syncData: () => Promise<void>): Promise<AckSet> {
+  async writeCheckpoint(flags: number, nextSeq: number, syncData: () => Promise<void>, version = this.version): Promise<AckSet> {
     // Capture the state first: appends may continue during the sync, and the checkpoint must not
     // claim their seqs are durable. ACKs cannot change it meanwhile (the lane is held).
     const snapshot = this.acks.clone();
+    const deliveries = version === CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
     await syncData();
-    const buf = encodeCheckpoint(snapshot, nextSeq, flags);
+    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries);
     const path = join(this.dir, CURSOR_FILE);
     const tmp = path + TMP_SUFFIX;
     try {
@@ -191,6 +263,9 @@ export class CursorLog {
     this.#offset = buf.length;
     this.#logStart = buf.length;
     this.#recordSeq = 0;
+    this.version = version;
+    // Marks of items acked since the last checkpoint are not in this one: forget them here too.
+    if (deliveries !== null) this.deliveries.pruneMarks(snapshot, nextSeq);
     if (snapshot.lwm > this.durableLwm) this.durableLwm = snapshot.lwm;
     return snapshot;
   }
@@ -220,6 +295,7 @@ export class CursorLog {
     this.#offset = tail.validEnd;
     this.#logStart = tail.logStart;
     this.#recordSeq = tail.lastRecord;
+    this.version = tail.version;
     if (tail.clean) {
       const frame = new Uint8Array(FRAME_HEADER_BYTES);
       encodeFrame(frame, 0, this.#recordSeq + 1, RECORD_OPENED, new Uint8Array(0));

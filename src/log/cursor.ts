@@ -1,4 +1,4 @@
-// Implements FORMAT.md §4 "Cursor file" (checkpoint and ACK/OPENED records).
+// Implements FORMAT.md §4 "Cursor file" (checkpoint of version 1 and 2, ACK/OPENED records).
 import { crc32c32 } from './crc.js';
 import {
   CUR_KNOWN_FLAGS,
@@ -9,9 +9,18 @@ import {
   CUR_OFF_NEXT_SEQ,
   CUR_OFF_RANGE_COUNT,
   CUR_OFF_VERSION,
+  CUR_OFF_CHECKPOINT_BYTES,
+  CUR_OFF_DEAD_COUNT,
+  CUR_OFF_DELIVERED_BELOW,
+  CUR_OFF_MARK_COUNT,
+  CURSOR_FORMAT_VERSION,
   CURSOR_HEADER_BYTES,
   CURSOR_MAGIC,
-  FORMAT_VERSION,
+  CURSOR_V2_HEADER_BYTES,
+  CURSOR_VERSION_DELIVERIES,
+  CURSOR_VERSION_PLAIN,
+  DEAD_ENTRY_FIXED_BYTES,
+  MARK_ENTRY_FIXED_BYTES,
   RANGE_BYTES,
   readU16,
   readU32,
@@ -20,6 +29,8 @@ import {
   writeU32,
   writeU64,
 } from './format.js';
+import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, writeDeadEntry, writeMarkEntry, type EncodedDead, type EncodedMark } from './delivery-format.js';
+import { DeliveryState } from './delivery-state.js';
 
 /**
  * The set of acked seqs: a low-water mark (every seq below it is acked) plus sorted, disjoint,
@@ -144,25 +155,61 @@ export interface CheckpointHeader {
   readonly lwm: number;
   readonly nextSeq: number;
   readonly rangeCount: number;
+  /** Bytes of the whole checkpoint: where the record log starts. */
+  readonly checkpointBytes: number;
+  /** Where the ranges start: after the header of this version. */
+  readonly rangesAt: number;
+  /** Version 2 only (1 and 0 in version 1). */
+  readonly deliveredBelow: number;
+  readonly markCount: number;
+  readonly deadCount: number;
 }
 
-/** Encode a full checkpoint: header followed by the acked ranges. */
-export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number): Buffer {
+/**
+ * Encode a full checkpoint: header followed by the acked ranges; with `deliveries`, a version-2
+ * checkpoint that also holds the delivered-below bound, the marks of items unacked below `nextSeq`
+ * and every dead letter with its bytes (FORMAT §4.1).
+ */
+export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, deliveries: DeliveryState | null = null): Buffer {
   const problem = acks.check();
   if (problem !== null) throw new Error(`refusing to write an inconsistent cursor: ${problem}`);
   const n = acks.starts.length;
-  const buf = Buffer.alloc(CURSOR_HEADER_BYTES + n * RANGE_BYTES);
+  const v2 = deliveries !== null;
+  const rangesAt = v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
+  let marks: EncodedMark[] = [];
+  let dead: EncodedDead[] = [];
+  let bytes = rangesAt + n * RANGE_BYTES;
+  if (v2) {
+    marks = deliveries.liveMarks(acks, nextSeq).map((mark) => ({ mark, error: utf8(mark.lastError) }));
+    dead = deliveries.dead.map((d) => ({ dead: d, reason: utf8(d.reason) }));
+    for (const m of marks) bytes += markEntryBytes(m);
+    for (const d of dead) {
+      // Every dead letter is acked in the queue and below the next seq (assertion as documentation).
+      if (!acks.has(d.dead.seq) || d.dead.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: dead letter ${d.dead.seq} is not acked below ${nextSeq}`);
+      bytes += deadEntryBytes(d);
+    }
+  }
+  const buf = Buffer.alloc(bytes);
   writeU32(buf, CUR_OFF_MAGIC, CURSOR_MAGIC);
-  writeU16(buf, CUR_OFF_VERSION, FORMAT_VERSION);
+  writeU16(buf, CUR_OFF_VERSION, v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
   writeU16(buf, CUR_OFF_FLAGS, flags);
   writeU64(buf, CUR_OFF_LWM, acks.lwm);
   writeU64(buf, CUR_OFF_NEXT_SEQ, nextSeq);
   writeU32(buf, CUR_OFF_RANGE_COUNT, n);
   for (let i = 0; i < n; i++) {
-    writeU64(buf, CURSOR_HEADER_BYTES + i * RANGE_BYTES, acks.starts[i]!);
-    writeU64(buf, CURSOR_HEADER_BYTES + i * RANGE_BYTES + 8, acks.ends[i]!);
+    writeU64(buf, rangesAt + i * RANGE_BYTES, acks.starts[i]!);
+    writeU64(buf, rangesAt + i * RANGE_BYTES + 8, acks.ends[i]!);
   }
-  // The CRC covers the header before it and every range after it.
+  if (v2) {
+    writeU64(buf, CUR_OFF_CHECKPOINT_BYTES, bytes);
+    writeU64(buf, CUR_OFF_DELIVERED_BELOW, deliveries.deliveredBelow);
+    writeU32(buf, CUR_OFF_MARK_COUNT, marks.length);
+    writeU32(buf, CUR_OFF_DEAD_COUNT, dead.length);
+    let p = rangesAt + n * RANGE_BYTES;
+    for (const m of marks) p = writeMarkEntry(buf, p, m);
+    for (const d of dead) p = writeDeadEntry(buf, p, d);
+  }
+  // The CRC covers the header before it and everything after it.
   const crc = crc32c32(buf.subarray(CURSOR_HEADER_BYTES), crc32c32(buf.subarray(0, CUR_OFF_CRC)));
   writeU32(buf, CUR_OFF_CRC, crc);
   return buf;
@@ -172,26 +219,50 @@ export type CursorProblem =
   | { kind: 'unsupported'; version: number }
   | { kind: 'corrupt'; offset: number; reason: string };
 
-/** Decode the fixed part of a checkpoint. Magic and version are checked before anything else. */
+/**
+ * Decode the fixed part of a checkpoint from `buf` (its first `min(CURSOR_V2_HEADER_BYTES, size)`
+ * bytes). Magic and version are checked before anything else, so a newer version is reported as
+ * such whatever follows.
+ */
 export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): CheckpointHeader | CursorProblem {
-  if (fileSize < CURSOR_HEADER_BYTES) {
+  if (fileSize < CURSOR_HEADER_BYTES || buf.length < CURSOR_HEADER_BYTES) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its header` };
   }
   if (readU32(buf, CUR_OFF_MAGIC) !== CURSOR_MAGIC) return { kind: 'corrupt', offset: CUR_OFF_MAGIC, reason: 'bad magic' };
   const version = readU16(buf, CUR_OFF_VERSION);
-  if (version > FORMAT_VERSION) return { kind: 'unsupported', version };
+  if (version > CURSOR_FORMAT_VERSION) return { kind: 'unsupported', version };
   if (version === 0) return { kind: 'corrupt', offset: CUR_OFF_VERSION, reason: 'version 0' };
   const flags = readU16(buf, CUR_OFF_FLAGS);
   const lwm = readU64(buf, CUR_OFF_LWM);
   const nextSeq = readU64(buf, CUR_OFF_NEXT_SEQ);
   const rangeCount = readU32(buf, CUR_OFF_RANGE_COUNT);
-  // Bound the range count by the file size before anything is allocated for it. A checkpoint holds
-  // every open hole, so it is not bounded by MAX_RANGES_PER_RECORD (which bounds one ACK record):
-  // the writer never limits it, and a reader that did would refuse a checkpoint it wrote itself.
-  if (CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES > fileSize) {
-    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
+  if (version === CURSOR_VERSION_PLAIN) {
+    // Bound the range count by the file size before anything is allocated for it. A checkpoint holds
+    // every open hole, so it is not bounded by MAX_RANGES_PER_RECORD (which bounds one ACK record):
+    // the writer never limits it, and a reader that did would refuse a checkpoint it wrote itself.
+    const checkpointBytes = CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES;
+    if (checkpointBytes > fileSize) {
+      return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
+    }
+    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0 };
   }
-  return { version, flags, lwm, nextSeq, rangeCount };
+  if (fileSize < CURSOR_V2_HEADER_BYTES || buf.length < CURSOR_V2_HEADER_BYTES) {
+    return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-2 header` };
+  }
+  const checkpointBytes = readU64(buf, CUR_OFF_CHECKPOINT_BYTES);
+  const deliveredBelow = readU64(buf, CUR_OFF_DELIVERED_BELOW);
+  const markCount = readU32(buf, CUR_OFF_MARK_COUNT);
+  const deadCount = readU32(buf, CUR_OFF_DEAD_COUNT);
+  // The whole checkpoint lies in the file, and its counts fit in it at their smallest entry size,
+  // before anything is allocated for it.
+  const least = CURSOR_V2_HEADER_BYTES + rangeCount * RANGE_BYTES + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES;
+  if (checkpointBytes < 0 || checkpointBytes > fileSize) {
+    return { kind: 'corrupt', offset: CUR_OFF_CHECKPOINT_BYTES, reason: `checkpoint size ${checkpointBytes} runs past the file` };
+  }
+  if (least > checkpointBytes) {
+    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, mark and dead-letter counts run past the checkpoint' };
+  }
+  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_V2_HEADER_BYTES, deliveredBelow, markCount, deadCount };
 }
 
 /** Check the CRC and decode the ranges of a checkpoint whose bytes `[0, checkpointBytes)` are in `buf`. */
@@ -199,7 +270,7 @@ export function decodeCheckpointBody(
   buf: Uint8Array,
   h: CheckpointHeader,
 ): AckSet | { kind: 'corrupt'; offset: number; reason: string } {
-  const end = CURSOR_HEADER_BYTES + h.rangeCount * RANGE_BYTES;
+  const end = h.checkpointBytes;
   const crc = crc32c32(buf.subarray(CURSOR_HEADER_BYTES, end), crc32c32(buf.subarray(0, CUR_OFF_CRC)));
   if (crc !== readU32(buf, CUR_OFF_CRC)) return { kind: 'corrupt', offset: CUR_OFF_CRC, reason: 'checkpoint CRC mismatch' };
   if ((h.flags & ~CUR_KNOWN_FLAGS) !== 0) return { kind: 'corrupt', offset: CUR_OFF_FLAGS, reason: 'unknown flags' };
@@ -208,18 +279,55 @@ export function decodeCheckpointBody(
   }
   const acks = new AckSet(h.lwm);
   for (let i = 0; i < h.rangeCount; i++) {
-    const s = readU64(buf, CURSOR_HEADER_BYTES + i * RANGE_BYTES);
-    const e = readU64(buf, CURSOR_HEADER_BYTES + i * RANGE_BYTES + 8);
+    const s = readU64(buf, h.rangesAt + i * RANGE_BYTES);
+    const e = readU64(buf, h.rangesAt + i * RANGE_BYTES + 8);
     if (s < 0 || e < 0 || e > h.nextSeq) {
-      return { kind: 'corrupt', offset: CURSOR_HEADER_BYTES + i * RANGE_BYTES, reason: 'acked range out of range' };
+      return { kind: 'corrupt', offset: h.rangesAt + i * RANGE_BYTES, reason: 'acked range out of range' };
     }
     acks.starts.push(s);
     acks.ends.push(e);
     acks.ackedAbove += e - s;
   }
   const problem = acks.check();
-  if (problem !== null) return { kind: 'corrupt', offset: CURSOR_HEADER_BYTES, reason: problem };
+  if (problem !== null) return { kind: 'corrupt', offset: h.rangesAt, reason: problem };
   return acks;
+}
+
+/**
+ * The delivery sections of a version-2 checkpoint whose CRC and ranges `decodeCheckpointBody`
+ * accepted (`acks`): marks of unacked seqs below `nextSeq` in seq order, then dead letters of acked
+ * seqs below it in seq order, filling the checkpoint exactly. A version-1 checkpoint holds none.
+ */
+export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader, acks: AckSet): DeliveryState | { kind: 'corrupt'; offset: number; reason: string } {
+  const state = new DeliveryState();
+  if (h.version === CURSOR_VERSION_PLAIN) return state;
+  const end = h.checkpointBytes;
+  if (h.deliveredBelow < 1) return { kind: 'corrupt', offset: CUR_OFF_DELIVERED_BELOW, reason: `delivered-below bound ${h.deliveredBelow} out of range` };
+  state.deliveredBelow = h.deliveredBelow;
+  let p = h.rangesAt + h.rangeCount * RANGE_BYTES;
+  let prev = 0;
+  for (let i = 0; i < h.markCount; i++) {
+    const m = readMarkEntry(buf, p, end);
+    if (m === null || m.value.seq <= prev || m.value.seq >= h.nextSeq || acks.has(m.value.seq)) {
+      return { kind: 'corrupt', offset: p, reason: `delivery mark ${i} is malformed or out of order` };
+    }
+    state.marks.set(m.value.seq, m.value);
+    prev = m.value.seq;
+    p = m.next;
+  }
+  prev = 0;
+  for (let i = 0; i < h.deadCount; i++) {
+    const d = readDeadEntry(buf, p, end);
+    if (d === null || d.value.seq <= prev || d.value.seq >= h.nextSeq || !acks.has(d.value.seq)) {
+      return { kind: 'corrupt', offset: p, reason: `dead letter ${i} is malformed or out of order` };
+    }
+    state.dead.push(d.value);
+    state.deadBytes += d.value.bytes.length;
+    prev = d.value.seq;
+    p = d.next;
+  }
+  if (p !== end) return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
+  return state;
 }
 
 /**

@@ -5,8 +5,17 @@
  * byte count; they import these names. All integers are little-endian.
  */
 
-/** The one format version this code writes. Readers accept versions `<= FORMAT_VERSION`. */
-export const FORMAT_VERSION = 1;
+/** The version of segment files: the only one this code writes, the highest it reads. */
+export const SEGMENT_FORMAT_VERSION = 1;
+/**
+ * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
+ * until it first stores delivery marks or dead letters, then version 2 (§4.5).
+ */
+export const CURSOR_FORMAT_VERSION = 2;
+/** The cursor version a store writes until it needs a record of version 2. */
+export const CURSOR_VERSION_PLAIN = 1;
+/** The cursor version that holds delivery marks and dead letters (FORMAT.md §4.1, §4.2). */
+export const CURSOR_VERSION_DELIVERIES = 2;
 
 /** Bytes 0..3 of every segment file: ASCII "PQSG". */
 export const SEGMENT_MAGIC = 0x47535150; // 'P' 'Q' 'S' 'G' read as a little-endian u32
@@ -43,6 +52,11 @@ export const RECORD_ITEM = 1;
 export const RECORD_SEAL = 2;
 export const RECORD_ACK = 3;
 export const RECORD_OPENED = 4;
+/** Cursor version 2 only (FORMAT.md §4.2): delivery marks, dead letters, drops and redrives. */
+export const RECORD_MARK = 5;
+export const RECORD_DEAD = 6;
+export const RECORD_DROP = 7;
+export const RECORD_REDRIVE = 8;
 
 /** Largest metadata area a frame can carry (the field is a u16). */
 export const MAX_META_BYTES = 0xffff;
@@ -78,6 +92,35 @@ export const CUR_FLAG_CLEAN = 0x1;
 export const CUR_KNOWN_FLAGS = CUR_FLAG_CLEAN;
 /** Bound on the ranges of one checkpoint or one ACK record, so a hostile count cannot allocate without bound. */
 export const MAX_RANGES_PER_RECORD = 1 << 20;
+
+// ---- Cursor version 2 (FORMAT.md §4.1, §4.2) ----
+/** A version-2 checkpoint header: the version-1 fields, then checkpointBytes, deliveredBelow, markCount, deadCount. */
+export const CURSOR_V2_HEADER_BYTES = 56;
+export const CUR_OFF_CHECKPOINT_BYTES = 32;
+export const CUR_OFF_DELIVERED_BELOW = 40;
+export const CUR_OFF_MARK_COUNT = 48;
+export const CUR_OFF_DEAD_COUNT = 52;
+/** Longest `lastError` or `reason` on disk, in UTF-8 bytes (the Store contract's MAX_REASON_BYTES). */
+export const MAX_REASON_BYTES_ON_DISK = 1024;
+/** One delivery mark: seq, deliveries, firstDeliveredAt, lastDeliveredAt (u64 each), errorBytes u16, then the error text. */
+export const MARK_ENTRY_FIXED_BYTES = 34;
+/** One dead letter: seq, deliveries, firstDeliveredAt, lastDeliveredAt, deadAt (u64 each), reasonBytes u16, payloadBytes u32, then reason and payload. */
+export const DEAD_ENTRY_FIXED_BYTES = 46;
+/** MARK payload: deliveredBelow u64, count u32, then the marks. */
+export const MARK_RECORD_HEADER_BYTES = 12;
+/** DEAD payload: count u32, then the dead letters. */
+export const DEAD_RECORD_HEADER_BYTES = 4;
+/** DROP payload: seqs, u64 each. */
+export const DROP_ENTRY_BYTES = 8;
+/** REDRIVE payload: pairs `from u64, seq u64`. */
+export const REDRIVE_ENTRY_BYTES = 16;
+/**
+ * Largest payload of a MARK, DEAD, DROP or REDRIVE record a reader accepts: one dead letter of the
+ * largest item with the longest reason. A length above it is never allocated for.
+ */
+export const MAX_CURSOR_RECORD_BYTES = MAX_PAYLOAD_BYTES_CAP + DEAD_RECORD_HEADER_BYTES + DEAD_ENTRY_FIXED_BYTES + MAX_REASON_BYTES_ON_DISK;
+/** Writers start a new record of these types once its payload passes this many bytes (one entry always fits). */
+export const CURSOR_RECORD_SPLIT_BYTES = 1024 * 1024;
 
 // ---- File names (FORMAT.md §5) ----
 export const SEGMENT_PREFIX = 'seg-';

@@ -7,7 +7,10 @@
  * is valid for all of them or for none.
  */
 import type { FileSystem } from '../fs/file-system.js';
-import { FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES_CAP } from './format.js';
+import { FRAME_HEADER_BYTES, MAX_CURSOR_RECORD_BYTES, MAX_PAYLOAD_BYTES_CAP } from './format.js';
+
+/** No frame of any file may have a longer payload: a dead letter of the largest item, with its fields, in a cursor record. */
+const MAX_FRAME_PAYLOAD_BYTES = Math.max(MAX_PAYLOAD_BYTES_CAP, MAX_CURSOR_RECORD_BYTES);
 import { frameBytes, frameCrcOk, newFrameHeader, readFrameHeader, type FrameHeader } from './frame.js';
 import { tailRow, tailRowForMask, VALID_RECORD_MASK, type TailInputs, type TailRow, type TailVerdict } from './tail.js';
 
@@ -77,8 +80,13 @@ export class FileWindow {
 
 /** What a reader checks frame by frame beyond the CRC; `./frame-rules.ts` has one per file kind. */
 export interface FrameRules {
-  /** Largest payload accepted (bounded by MAX_PAYLOAD_BYTES_CAP). */
+  /** Largest payload accepted (bounded by MAX_FRAME_PAYLOAD_BYTES). */
   readonly maxPayloadBytes: number;
+  /**
+   * Largest payload a frame of `type` may have, when it is below `maxPayloadBytes` (a longer one
+   * is a bad length, §6.1). Rules without it bound every type by `maxPayloadBytes`.
+   */
+  payloadBound?(type: number): number;
   /** Does this CRC-valid frame make sense at this point of the file? May read the payload at `buf[at..]`. */
   contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean;
   /**
@@ -134,7 +142,7 @@ export class FrameReader {
     private readonly belowDurable: (offset: number) => boolean = NEVER_DURABLE,
   ) {
     this.offset = offset;
-    this.#maxPayload = Math.min(rules.maxPayloadBytes, MAX_PAYLOAD_BYTES_CAP);
+    this.#maxPayload = Math.min(rules.maxPayloadBytes, MAX_FRAME_PAYLOAD_BYTES);
   }
 
   /** Judge the frame at `offset`. */
@@ -150,7 +158,7 @@ export class FrameReader {
       let at = win.ensure(pos, FRAME_HEADER_BYTES);
       readFrameHeader(win.buf, at, h);
       const bytes = frameBytes(h);
-      lengthInFile = h.length <= this.#maxPayload && bytes <= remaining;
+      lengthInFile = h.length <= this.#maxPayload && bytes <= remaining && (this.rules.payloadBound === undefined || h.length <= this.rules.payloadBound(h.type));
       if (lengthInFile) {
         at = win.ensure(pos, bytes);
         crcOk = frameCrcOk(win.buf, at, h);
@@ -297,6 +305,7 @@ function findValidFrameAfter(win: FileWindow, from: number, rules: FrameRules, m
     let at = win.ensure(pos, FRAME_HEADER_BYTES);
     readFrameHeader(win.buf, at, h);
     if (h.length > maxPayload || h.seq < 0 || !rules.plausible(h, pos - from + 1)) continue;
+    if (rules.payloadBound !== undefined && h.length > rules.payloadBound(h.type)) continue;
     const bytes = frameBytes(h);
     if (pos + bytes > win.size) continue;
     if (hashed + bytes > budgetBytes) return { verdict: 'budget', offset: -1, hashedBytes: hashed };

@@ -5,7 +5,20 @@
  * all judge frames with them through `FrameReader`.
  */
 import type { FrameRules } from './frame-reader.js';
-import { FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES_CAP, RANGE_BYTES, RECORD_ACK, RECORD_ITEM, RECORD_OPENED, RECORD_SEAL, SEAL_PAYLOAD_BYTES, readU64 } from './format.js';
+import { decodeDeliveryRecord, isDeliveryRecordType, type DeliveryRecord } from './delivery-format.js';
+import {
+  CURSOR_VERSION_DELIVERIES,
+  FRAME_HEADER_BYTES,
+  MAX_CURSOR_RECORD_BYTES,
+  MAX_PAYLOAD_BYTES_CAP,
+  RANGE_BYTES,
+  RECORD_ACK,
+  RECORD_ITEM,
+  RECORD_OPENED,
+  RECORD_SEAL,
+  SEAL_PAYLOAD_BYTES,
+  readU64,
+} from './format.js';
 import { frameBytes, payloadOffset, type FrameHeader } from './frame.js';
 import { decodeSealPayload, type SealInfo } from './segment.js';
 
@@ -102,27 +115,48 @@ export const MISSING_SEAL = 'sealed segment ends without a seal record';
 
 /**
  * The record log of the cursor file after its checkpoint: ACK records (well-formed ranges) and
- * OPENED records, numbered 1, 2, 3... Collects the acked ranges through `onRange`.
+ * OPENED records, numbered 1, 2, 3...; after a version-2 checkpoint also MARK, DEAD, DROP and
+ * REDRIVE records (FORMAT §4.2). Collects the acked ranges through `onRange` (a DEAD record acks
+ * its seqs too) and the delivery records through `onDelivery`.
  */
 export class CursorFrames implements FrameRules {
   readonly maxPayloadBytes: number;
   /** Number of the last accepted record (0 when none). */
   lastRecord = 0;
-  /** Highest end of an accepted ACK range. */
+  /** Highest end of an accepted ACK range (or dead-lettered seq + 1). */
   maxAckEnd = 0;
   /** Whether any record was accepted (a CLEAN checkpoint followed by records was reopened since). */
   sawRecord = false;
+  readonly #ackBound: number;
+  readonly #deliveries: boolean;
+  /** The delivery record `contentOk` decoded, handed to `accept`. */
+  #decoded: DeliveryRecord | null = null;
 
   constructor(
     maxRangesPerRecord: number,
     private readonly onRange: (start: number, end: number) => void,
+    /** The checkpoint's version: only version 2 may be followed by delivery records. */
+    version = 1,
+    private readonly onDelivery: (record: DeliveryRecord) => void = () => undefined,
   ) {
-    this.maxPayloadBytes = maxRangesPerRecord * RANGE_BYTES;
+    this.#ackBound = maxRangesPerRecord * RANGE_BYTES;
+    this.#deliveries = version >= CURSOR_VERSION_DELIVERIES;
+    this.maxPayloadBytes = this.#deliveries ? MAX_CURSOR_RECORD_BYTES : this.#ackBound;
+  }
+
+  /** ACK payloads keep their own bound (a longer one is a bad length, as in version 1). */
+  payloadBound(type: number): number {
+    return type === RECORD_ACK ? this.#ackBound : this.maxPayloadBytes;
   }
 
   contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean {
+    this.#decoded = null;
     if (h.seq !== this.lastRecord + 1 || h.metaBytes !== 0) return false;
     if (h.type === RECORD_OPENED) return h.length === 0;
+    if (this.#deliveries && isDeliveryRecordType(h.type)) {
+      this.#decoded = decodeDeliveryRecord(h.type, buf, payloadOffset(at, h), h.length);
+      return this.#decoded !== null;
+    }
     if (h.type !== RECORD_ACK || h.length === 0 || h.length % RANGE_BYTES !== 0) return false;
     const p0 = payloadOffset(at, h);
     for (let p = p0; p < p0 + h.length; p += RANGE_BYTES) {
@@ -136,7 +170,7 @@ export class CursorFrames implements FrameRules {
   plausible(h: FrameHeader, skippedBytes: number): boolean {
     // Record numbers are consecutive and every record takes at least a header.
     return (
-      (h.type === RECORD_ACK || h.type === RECORD_OPENED) &&
+      (h.type === RECORD_ACK || h.type === RECORD_OPENED || (this.#deliveries && isDeliveryRecordType(h.type))) &&
       h.seq > this.lastRecord &&
       h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
     );
@@ -146,6 +180,18 @@ export class CursorFrames implements FrameRules {
     this.lastRecord = h.seq;
     this.sawRecord = true;
     if (h.type === RECORD_OPENED) return;
+    const record = this.#decoded;
+    this.#decoded = null;
+    if (record !== null) {
+      if ('dead' in record) {
+        for (const d of record.dead) {
+          this.onRange(d.seq, d.seq + 1);
+          if (d.seq + 1 > this.maxAckEnd) this.maxAckEnd = d.seq + 1;
+        }
+      }
+      this.onDelivery(record);
+      return;
+    }
     const p0 = payloadOffset(at, h);
     for (let p = p0; p < p0 + h.length; p += RANGE_BYTES) {
       const s = readU64(buf, p);

@@ -9,11 +9,12 @@ import { resolve } from 'node:path';
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
-import type { ReadRange, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
+import { Deliveries } from './deliveries.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
-import { CUR_FLAG_CLEAN, FORMAT_VERSION, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
+import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
 import { SegmentLayout } from './layout.js';
 import { LockWait } from './lock-wait.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
@@ -34,6 +35,7 @@ const SEAL_AT_CLOSE_BYTES = 1024 * 1024;
 
 /** A small snapshot for `pq stats`. */
 export interface LogStoreStats {
+  /** The cursor file's format version: 1, or 2 once the store holds delivery marks or dead letters (segments are version 1). */
   readonly formatVersion: number;
   readonly dir: string;
   readonly segments: readonly {
@@ -54,6 +56,9 @@ export interface LogStoreStats {
   /** Unacked items. */
   readonly count: number;
   readonly cursorBytes: number;
+  /** Dead letters held, and the bytes of their payloads (kept in memory and in the cursor file). */
+  readonly deadLetters: number;
+  readonly deadLetterBytes: number;
   readonly recovery: LogStoreRecoveryInfo;
 }
 
@@ -68,7 +73,7 @@ export class LogStore implements Store {
   protected static readonly defaultFileSystem: FileSystem | undefined = undefined;
 
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
   /** Absolute path of the store directory. */
   readonly dir: string;
 
@@ -83,6 +88,7 @@ export class LogStore implements Store {
   readonly #cursor: CursorLog;
   readonly #reader: LogReader;
   readonly #maintenance: Maintenance;
+  readonly #deliveries: Deliveries;
   #recovery!: LogStoreRecoveryInfo;
   /** Set when opened with `readOnly`: what the store serves, as of its open. */
   #view: ReadOnlyView | null = null;
@@ -106,6 +112,15 @@ export class LogStore implements Store {
       cursor: this.#cursor,
       running: () => this.#state === 'open' || this.#state === 'recovered',
       checkpoint: () => this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive()),
+    });
+    this.#deliveries = new Deliveries({
+      cursor: this.#cursor,
+      durability: this.#durability,
+      maxItemBytes: this.maxItemBytes,
+      nextSeq: () => this.#writer.nextSeq,
+      checkpoint: (version) => this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive(), version),
+      append: (items, sync) => this.append(items, sync),
+      written: () => this.#maintenance.poke(),
     });
   }
 
@@ -138,7 +153,40 @@ export class LogStore implements Store {
       );
     }
     this.#state = 'open';
-    return Promise.resolve({ nextSeq: this.#writer.nextSeq, count: this.#unackedCount() });
+    const nextSeq = this.#writer.nextSeq;
+    const d = this.#cursor.deliveries;
+    return Promise.resolve({
+      nextSeq,
+      count: this.#unackedCount(),
+      deliveredBelow: d.deliveredBelow,
+      marks: d.liveMarks(this.#cursor.acks, nextSeq),
+      deadLetters: d.dead.length,
+    });
+  }
+
+  // ---- Delivery counts and dead letters (`features.deliveries`; `./deliveries.ts`) ----
+
+  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+    return this.#refuse() ?? this.#deliveries.markDelivered(below, marks, sync);
+  }
+
+  /** Durable when it resolves, whatever the policy: the DEAD records are fdatasynced. */
+  deadLetter(entries: readonly DeadLetter[]): Promise<void> {
+    return this.#refuse() ?? this.#deliveries.deadLetter(entries);
+  }
+
+  /** Served from memory: the store holds every dead letter's bytes (DESIGN.md "Dead letters"). */
+  readDeadLetters(range: DeadLetterRange): readonly DeadLetter[] {
+    if (this.#state === 'closed' || this.#state === 'closing') throw new QueueError('ERR_CLOSED', 'LogStore is closed');
+    return this.#deliveries.readDeadLetters(range);
+  }
+
+  dropDeadLetters(seqs: readonly number[], sync: boolean): Promise<void> {
+    return this.#refuse() ?? this.#deliveries.dropDeadLetters(seqs, sync);
+  }
+
+  redrive(moves: readonly Redrive[], sync: boolean): Promise<void> {
+    return this.#refuse() ?? this.#deliveries.redrive(moves, sync);
   }
 
   append(items: readonly StoredItem[], sync: boolean): Promise<void> {
@@ -315,7 +363,7 @@ export class LogStore implements Store {
     const bytesOnDisk = this.#bytesOnDisk();
     const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted }));
     return {
-      formatVersion: FORMAT_VERSION,
+      formatVersion: view?.cursorVersion ?? this.#cursor.version,
       dir: this.dir,
       segments,
       bytesOnDisk,
@@ -324,6 +372,8 @@ export class LogStore implements Store {
       nextSeq: this.#writer.nextSeq,
       count: this.#unackedCount(),
       cursorBytes: view?.cursorBytes ?? this.#cursor.bytes,
+      deadLetters: this.#cursor.deliveries.dead.length,
+      deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
     };
   }
@@ -405,6 +455,8 @@ export class LogStore implements Store {
       this.#view = view;
       this.#layout.list = view.segments;
       this.#cursor.acks = view.acks;
+      this.#cursor.deliveries = view.deliveries;
+      this.#cursor.version = view.cursorVersion;
       this.#writer.nextSeq = view.nextSeq;
       this.#recovery = view.recovery;
       this.#state = 'recovered';

@@ -14,6 +14,7 @@
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { AckSet } from './cursor.js';
+import type { DeliveryState } from './delivery-state.js';
 import { CURSOR_FILE, classifyEntry } from './format.js';
 import type { Segment } from './layout.js';
 import type { ResolvedOptions } from './options.js';
@@ -30,6 +31,10 @@ export interface ReadOnlyView {
   /** Bytes of every store file when the view was taken. */
   readonly bytesOnDisk: number;
   readonly cursorBytes: number;
+  /** The cursor file's version (1 when there is none). */
+  readonly cursorVersion: number;
+  /** Delivery marks and dead letters, redrives judged as open judges them. */
+  readonly deliveries: DeliveryState;
   readonly recovery: LogStoreRecoveryInfo;
 }
 
@@ -87,6 +92,8 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
     nextSeq: plan.raiseTo,
     bytesOnDisk: bytesOnDisk + activeFileBytes + cursorBytes,
     cursorBytes,
+    cursorVersion: plan.cursor?.version ?? 1,
+    deliveries: plan.deliveries,
     recovery: {
       cleanShutdown: plan.cursor !== null ? plan.cursor.clean : plan.segments.length === 0,
       created: false,

@@ -64,6 +64,9 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
 
   layout.list = plan.segments;
   p.cursor.acks = plan.acks;
+  p.cursor.deliveries = plan.deliveries;
+  // The fresh checkpoint below keeps the version the cursor has: a version-1 store stays version 1.
+  p.cursor.version = plan.cursor?.version ?? p.cursor.version;
   writer.nextSeq = plan.dataNext;
   if (activeSeg !== undefined) {
     writer.start(activeSeg, fs.open(activeSeg.path, 'readWrite'), scan!);
@@ -124,7 +127,10 @@ async function freshCheckpoint(p: RecoveryParts, plan: RecoveryPlan): Promise<vo
   try {
     await p.cursor.writeCheckpoint(0, p.writer.nextSeq, () => p.writer.syncActive());
   } catch (e) {
-    if (!isStoreFull(e) || plan.cursor === null) throw e;
+    // Void REDRIVE records (moves that never happened) must not outlive this open: once a new
+    // item took their seq they would look done. Without room for a checkpoint that drops them,
+    // the open fails (ERR_STORE_FULL) and changes nothing more.
+    if (!isStoreFull(e) || plan.cursor === null || plan.voidRedrives > 0) throw e;
     await p.cursor.reuse(plan.cursor);
   }
 }

@@ -34,7 +34,7 @@ export const FILE_CHECKS = {
   baseSeqMismatch: row(4, 'corrupt', "a segment header's base seq differs from its file name"),
   interruptedCreation: row(5, 'tidied', 'the last segment is a prefix of the header its name implies, then zeros, and is the one a roll was creating: deleted'),
   tornHeaderElsewhere: row(6, 'corrupt', 'a segment with an incomplete header that is not the one a roll was creating'),
-  badCursor: row(7, 'corrupt', 'the cursor file is damaged: short, bad magic, version 0, bad CRC, bad ranges'),
+  badCursor: row(7, 'corrupt', 'the cursor file is damaged: short, bad magic, version 0, bad CRC, bad ranges, a checkpoint size past the file, malformed or out-of-order marks or dead letters'),
   superseded: row(8, 'tidied', 'a COMPACTED segment replaces the segments whose base lies in its range: those are deleted'),
   cursorMissing: row(9, 'corrupt', 'the cursor file is missing while segments hold data'),
   noSegments: row(10, 'corrupt', 'no segment files, but the cursor describes data'),

@@ -9,14 +9,19 @@ import { join } from 'node:path';
 import { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointHeader } from './cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader } from './cursor.js';
+import type { DeliveryRecord } from './delivery-format.js';
+import { DeliveryState } from './delivery-state.js';
 import {
   CUR_FLAG_CLEAN,
   CUR_OFF_VERSION,
   CURSOR_FILE,
-  CURSOR_HEADER_BYTES,
-  FORMAT_VERSION,
-  RANGE_BYTES,
+  CURSOR_FORMAT_VERSION,
+  CURSOR_V2_HEADER_BYTES,
+  RECORD_DEAD,
+  RECORD_DROP,
+  RECORD_MARK,
+  SEGMENT_FORMAT_VERSION,
   SEAL_FRAME_BYTES,
   SEG_FLAG_COMPACTED,
   SEG_OFF_BASE_SEQ,
@@ -64,6 +69,12 @@ export interface CursorRead {
   readonly row: TailRow;
   readonly validEnd: number;
   readonly tornZero: boolean;
+  /** The checkpoint's version (1 or 2). */
+  readonly version: number;
+  /** Delivery marks and dead letters of the checkpoint and the records, redrives not yet applied. */
+  readonly deliveries: DeliveryState;
+  /** REDRIVE moves in record order, judged once the data's next seq is known (`planRecovery`). */
+  readonly redrives: readonly { readonly from: number; readonly seq: number }[];
 }
 
 export interface RecoveryPlan {
@@ -81,6 +92,14 @@ export interface RecoveryPlan {
   readonly dataNext: number;
   /** The next seq to use: above `dataNext` when ACK records reference seqs past the data. */
   readonly raiseTo: number;
+  /** Delivery marks (of unacked items below `raiseTo`) and dead letters, redrives applied. */
+  readonly deliveries: DeliveryState;
+  /**
+   * REDRIVE moves whose new seq is not below `raiseTo`: they never happened (the dead letter is
+   * held). Their records must not outlive this open, or a later item given that seq would make
+   * them look done: open writes a fresh checkpoint and fails rather than reuse the cursor.
+   */
+  readonly voidRedrives: number;
 }
 
 export interface PlanOptions {
@@ -183,11 +202,33 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
     // are gone. Raise nextSeq past them so a seq is never reused (a stale ACK record would
     // otherwise ack a new item on a later recovery), and mark the skipped seqs acked.
     const raiseTo = cursor !== null && cursor.maxAckEnd > dataNext ? cursor.maxAckEnd : dataNext;
+    const { deliveries, voidRedrives } = judgeDeliveries(cursor, acks, dataNext, raiseTo);
     if (opts.keepReadFds === true) keepDescriptors(segments, headers.found, fds);
-    return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo };
+    return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo, deliveries, voidRedrives };
   } finally {
     for (const fd of fds) closeQuietly(fs, fd);
   }
+}
+
+/**
+ * Redrives, judged against the recovered next seq: a move whose new seq is below it is done (its
+ * item reached the segments, or a later record of the cursor refers to it: the dead letter is
+ * gone); any other never happened. Then marks are kept only for items unacked below it, and the
+ * delivered-below bound is not left above it.
+ */
+function judgeDeliveries(cursor: CursorRead | null, acks: AckSet, dataNext: number, raiseTo: number): { deliveries: DeliveryState; voidRedrives: number } {
+  const deliveries = cursor?.deliveries ?? new DeliveryState();
+  let voidRedrives = 0;
+  const done: number[] = [];
+  for (const m of cursor?.redrives ?? []) {
+    if (m.seq < raiseTo) done.push(m.from);
+    else voidRedrives++;
+  }
+  if (done.length > 0) deliveries.dropDead(done);
+  // Seqs from `dataNext` on hold no item (the raise acks them at open): their marks go too.
+  deliveries.pruneMarks(acks, dataNext);
+  if (deliveries.deliveredBelow > raiseTo) deliveries.deliveredBelow = raiseTo;
+  return { deliveries, voidRedrives };
 }
 
 /** Hand the descriptors of the planned segments over to them; the others are closed as usual. */
@@ -223,7 +264,7 @@ function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], f
     const base = parseSegmentName(name)!;
     if ('kind' in h) {
       if (h.kind === 'unsupported') {
-        report(checkFailed(FILE_CHECKS.newerVersion, path, SEG_OFF_VERSION, `Segment ${name} has format version ${h.version}; this version reads up to ${FORMAT_VERSION}`));
+        report(checkFailed(FILE_CHECKS.newerVersion, path, SEG_OFF_VERSION, `Segment ${name} has format version ${h.version}; this version reads up to ${SEGMENT_FORMAT_VERSION}`));
         continue;
       }
       // A crash while the last segment was being created, before its header was durable, leaves
@@ -362,24 +403,35 @@ export function scanActive(fs: FileSystem, fd: number, path: string, base: numbe
   };
 }
 
-/** Read the cursor file: checkpoint, then ACK/OPENED records with the tail table. */
+/** Read the cursor file: checkpoint, then its records with the tail table. */
 export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord: number): CursorRead {
   const size = fs.size(fd);
-  const hbuf = new Uint8Array(CURSOR_HEADER_BYTES);
-  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_HEADER_BYTES, size), 0);
+  const hbuf = new Uint8Array(CURSOR_V2_HEADER_BYTES);
+  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V2_HEADER_BYTES, size), 0);
   const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
   if ('kind' in h) {
     if (h.kind === 'unsupported') {
-      throw checkFailed(FILE_CHECKS.newerVersion, path, CUR_OFF_VERSION, `Cursor file has format version ${h.version}; this version reads up to ${FORMAT_VERSION}`);
+      throw checkFailed(FILE_CHECKS.newerVersion, path, CUR_OFF_VERSION, `Cursor file has format version ${h.version}; this version reads up to ${CURSOR_FORMAT_VERSION}`);
     }
     throw checkFailed(FILE_CHECKS.badCursor, path, h.offset, h.reason);
   }
-  const ckBytes = CURSOR_HEADER_BYTES + h.rangeCount * RANGE_BYTES;
+  const ckBytes = h.checkpointBytes;
   const body = new Uint8Array(ckBytes);
   readFully(fs, fd, body, 0, ckBytes, 0);
   const acks = decodeCheckpointBody(body, h);
   if ('kind' in acks) throw checkFailed(FILE_CHECKS.badCursor, path, acks.offset, acks.reason);
-  const rules = new CursorFrames(maxRangesPerRecord, (s, e) => acks.add(s, e));
+  const deliveries = decodeCheckpointDeliveries(body, h, acks);
+  if ('kind' in deliveries) throw checkFailed(FILE_CHECKS.badCursor, path, deliveries.offset, deliveries.reason);
+  const redrives: { from: number; seq: number }[] = [];
+  const onDelivery = (r: DeliveryRecord): void => {
+    if (r.type === RECORD_MARK) deliveries.mark(r.below, r.marks);
+    else if (r.type === RECORD_DEAD) {
+      // Written only for held items: a dead letter already held (which no writer writes) is kept once.
+      deliveries.addDead(r.dead.filter((d) => !deliveries.holdsDead(d.seq)));
+    } else if (r.type === RECORD_DROP) deliveries.dropDead(r.seqs);
+    else redrives.push(...r.moves);
+  };
+  const rules = new CursorFrames(maxRangesPerRecord, (s, e) => acks.add(s, e), h.version, onDelivery);
   const result = scanFrames(new FileWindow(fs, fd, size, 64 * 1024), ckBytes, rules, () => false);
   if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
   return {
@@ -392,5 +444,8 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
     row: result.row,
     validEnd: result.validEnd,
     tornZero: result.inputs?.restZero ?? false,
+    version: h.version,
+    deliveries,
+    redrives,
   };
 }

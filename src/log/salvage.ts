@@ -17,7 +17,7 @@ import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
-import { LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { LogStore } from './log-store.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
@@ -52,6 +52,13 @@ export interface SalvageResult {
   readonly damaged: readonly DamagedRange[];
   /** How the source seqs map to the new store's. */
   readonly seqMap: readonly SeqMapping[];
+  /**
+   * Dead letters of the source copied into the new store's dead-letter queue, each with every
+   * field and its bytes; they are numbered after the copied items, in their order, and `deadSeqMap`
+   * says which old seq became which new one. Delivery marks are not copied (the items are new).
+   */
+  readonly deadLetters: number;
+  readonly deadSeqMap: readonly SeqMapping[];
   /** Everything else worth knowing: the source's other problems, torn tails, an unreadable cursor. */
   readonly notes: readonly string[];
 }
@@ -158,8 +165,25 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   }
   // The last batch is synced; the close that follows checkpoints the new store.
   if (batch.length > 0) await store.append(batch, true);
+  const dead = plan.cursor !== null ? plan.deliveries.dead : [];
+  const deadSeqMap: SeqMapping[] = [];
+  for (let i = 0; i < dead.length; i += BATCH_ITEMS) {
+    const run = dead.slice(i, i + BATCH_ITEMS).map((d, k) => ({ ...d, seq: next + k }));
+    run.forEach((d, k) => {
+      const from = dead[i + k]!.seq;
+      const last = deadSeqMap.at(-1);
+      if (last !== undefined && last.from + last.count === from && last.to + last.count === d.seq) deadSeqMap[deadSeqMap.length - 1] = { ...last, count: last.count + 1 };
+      else deadSeqMap.push({ from, to: d.seq, count: 1 });
+    });
+    await store.append(run.map((d) => ({ seq: d.seq, bytes: d.bytes })), false);
+    await store.deadLetter(run);
+    next += run.length;
+  }
   onProgress?.(total, total);
   const notes = [...(source.note !== null ? [source.note] : []), ...walk.tails.map(tailText)];
+  if (plan.cursor === null && plan.names.includes(CURSOR_FILE)) {
+    notes.push(`${CURSOR_FILE} could not be read whole: its dead letters (if it held any) are not copied`);
+  }
   if (plan.names.includes(LOCK_FILE)) {
     notes.push(`${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`);
   }
@@ -169,12 +193,14 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   return {
     src,
     dst: store.dir,
-    copied: next - 1,
+    copied: next - 1 - dead.length,
     copiedBytes,
     acked,
     lost: { count: walk.lostCount, seqs: walk.lost },
     damaged: walk.damages,
     seqMap,
+    deadLetters: dead.length,
+    deadSeqMap,
     notes,
   };
 }

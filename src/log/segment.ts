@@ -1,7 +1,7 @@
 // Implements FORMAT.md §2 "Segment files" (header) and §3.2 "SEAL record".
 import { crc32c32 } from './crc.js';
 import {
-  FORMAT_VERSION,
+  SEGMENT_FORMAT_VERSION,
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
   SEAL_OFF_FIRST_SEQ,
@@ -38,7 +38,7 @@ export interface SegmentHeader {
 export function encodeSegmentHeader(h: Omit<SegmentHeader, 'version'>): Buffer {
   const buf = Buffer.alloc(SEGMENT_HEADER_BYTES);
   writeU32(buf, SEG_OFF_MAGIC, SEGMENT_MAGIC);
-  writeU16(buf, SEG_OFF_VERSION, FORMAT_VERSION);
+  writeU16(buf, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION);
   writeU16(buf, SEG_OFF_HEADER_BYTES, SEGMENT_HEADER_BYTES);
   writeU32(buf, SEG_OFF_FLAGS, h.flags);
   writeU64(buf, SEG_OFF_BASE_SEQ, h.baseSeq);
@@ -62,7 +62,7 @@ export function decodeSegmentHeader(buf: Uint8Array, fileSize: number): SegmentH
   }
   if (readU32(buf, SEG_OFF_MAGIC) !== SEGMENT_MAGIC) return { kind: 'corrupt', offset: SEG_OFF_MAGIC, reason: 'bad magic' };
   const version = readU16(buf, SEG_OFF_VERSION);
-  if (version > FORMAT_VERSION) return { kind: 'unsupported', version };
+  if (version > SEGMENT_FORMAT_VERSION) return { kind: 'unsupported', version };
   if (version === 0) return { kind: 'corrupt', offset: SEG_OFF_VERSION, reason: 'version 0' };
   if (crc32c32(buf.subarray(0, SEG_OFF_HEADER_CRC)) !== readU32(buf, SEG_OFF_HEADER_CRC)) {
     return { kind: 'corrupt', offset: SEG_OFF_HEADER_CRC, reason: 'header CRC mismatch' };

@@ -2,11 +2,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { crc32c32 } from '../../src/log/crc.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
+import { decodeDeliveryRecord, markPayloads } from '../../src/log/delivery-format.js';
+import { DeliveryState } from '../../src/log/delivery-state.js';
 import {
   CURSOR_HEADER_BYTES,
   FRAME_HEADER_BYTES,
   RECORD_ACK,
+  RECORD_MARK,
   RECORD_ITEM,
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
@@ -81,7 +84,7 @@ describe('FORMAT.md examples', () => {
   test('exampleCursorDecodes', () => {
     const b = hexExample('### Example cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1 });
+    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0 });
     const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
     const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
@@ -109,5 +112,34 @@ describe('FORMAT.md examples', () => {
   test('everyTailTableRowIsInFormatDoc', async () => {
     const { TAIL_TABLE } = await import('../../src/log/tail.js');
     for (const row of TAIL_TABLE) expect(doc).toMatch(new RegExp(`\\| ${row.id} \\|`));
+  });
+
+  test('exampleVersion2CursorDecodes', () => {
+    const b = hexExample('### Example version-2 cursor');
+    const h = decodeCheckpointHeader(b, b.length);
+    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1 });
+    const ck = h as Exclude<typeof h, { kind: string }>;
+    const acks = decodeCheckpointBody(b, ck) as AckSet;
+    expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
+    const state = decodeCheckpointDeliveries(b, ck, acks) as DeliveryState;
+    expect(state.deliveredBelow).toBe(2);
+    expect([...state.marks.values()]).toEqual([{ seq: 1, deliveries: 1, firstDeliveredAt: 5, lastDeliveredAt: 5, lastError: 'e' }]);
+    expect(state.dead.map((d) => ({ ...d, bytes: new TextDecoder().decode(d.bytes) }))).toEqual([
+      { seq: 2, bytes: 'hi', deliveries: 2, firstDeliveredAt: 3, lastDeliveredAt: 4, deadAt: 6, reason: 'x' },
+    ]);
+    const fh = readFrameHeader(b, 156, newFrameHeader());
+    expect(frameCrcOk(b, 156, fh)).toBe(true);
+    expect([fh.type, fh.seq, fh.length]).toEqual([RECORD_MARK, 1, 46]);
+    const rec = decodeDeliveryRecord(fh.type, b, payloadOffset(156, fh), fh.length);
+    expect(rec).toEqual({ type: RECORD_MARK, below: 3, marks: [{ seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }] });
+    expect(156 + FRAME_HEADER_BYTES + fh.length).toBe(b.length);
+    // And the writer produces exactly these bytes.
+    const d = new DeliveryState();
+    d.mark(2, [{ seq: 1, deliveries: 1, firstDeliveredAt: 5, lastDeliveredAt: 5, lastError: 'e' }]);
+    d.addDead([{ seq: 2, bytes: new TextEncoder().encode('hi'), deliveries: 2, firstDeliveredAt: 3, lastDeliveredAt: 4, deadAt: 6, reason: 'x' }]);
+    const [p] = markPayloads(3, [{ mark: { seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }, error: new Uint8Array(0) }]);
+    const frame = new Uint8Array(FRAME_HEADER_BYTES + p!.payload.length);
+    encodeFrame(frame, 0, 1, p!.type, p!.payload);
+    expect(Buffer.from(b).equals(Buffer.concat([encodeCheckpoint(acks.clone(), 3, 0, d), frame]))).toBe(true);
   });
 });
