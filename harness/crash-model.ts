@@ -36,6 +36,21 @@ import { LogStore, type LogStoreOptions } from '../src/log-store.js';
 import { isQueueError } from '../src/errors.js';
 import { CrashFileSystem, type FaultHandle, Prng } from '../src/testing/index.js';
 
+
+/**
+ * tryReserve(), given a few turns of the event loop when it finds nothing while items are ready:
+ * a redelivery waits for its delivery mark to be stored (at once, unless a cursor checkpoint is
+ * replacing the file). Nothing after those turns is a liveness failure, as before.
+ */
+async function reserveSoon(rx: Consumer): Promise<Reserved | null> {
+  let r = rx.tryReserve();
+  for (let turn = 0; r === null && turn < 64 && rx.stats().ready > 0; turn++) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    r = rx.tryReserve();
+  }
+  return r;
+}
+
 export type Policy = 'sync' | 'group' | 'none';
 export const POLICIES: readonly Policy[] = ['sync', 'group', 'none'];
 
@@ -590,12 +605,12 @@ class Runner {
     );
   }
 
-  reserve(count: number): boolean {
+  async reserve(count: number): Promise<boolean> {
     const s = this.session;
     for (let i = 0; i < count; i++) {
       let r: Reserved | null;
       try {
-        r = s.rx.tryReserve();
+        r = await reserveSoon(s.rx);
       } catch (e) {
         this.onError(e, 'tryReserve');
         return false;
@@ -681,7 +696,7 @@ class Runner {
         break;
       }
       case 'reserve':
-        this.reserve(op.count);
+        await this.reserve(op.count);
         break;
       case 'ack': {
         const h = this.takeHeld(op.pick);
@@ -772,7 +787,7 @@ class Runner {
     for (;;) {
       let r: Reserved | null;
       try {
-        r = s.rx.tryReserve();
+        r = await reserveSoon(s.rx);
       } catch (e) {
         this.fail(`drain: tryReserve threw ${(e as Error)?.message}`);
       }
@@ -853,7 +868,7 @@ export async function runBitFlip(program: Program, pick: number, bit: number): P
   for (;;) {
     let r: Reserved | null;
     try {
-      r = rx.tryReserve();
+      r = await reserveSoon(rx);
     } catch (e) {
       if (isQueueError(e, 'ERR_CORRUPT')) {
         outcome = 'read-corrupt';

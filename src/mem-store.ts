@@ -68,14 +68,14 @@ export class MemStore implements Store {
     };
   }
 
-  markDelivered(below: number, marks: readonly DeliveryMark[], _sync: boolean): Promise<void> {
-    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+  /** Finishes synchronously: nothing to wait for in memory. */
+  markDelivered(below: number, marks: readonly DeliveryMark[], _sync: boolean): void {
+    if (!this.#open) throw new QueueError('ERR_CLOSED', 'MemStore is not open');
     for (const mark of marks) {
-      if (!this.#holds(mark.seq)) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot mark seq ${mark.seq}: not held`));
+      if (!this.#holds(mark.seq)) throw new QueueError('ERR_STORE', `MemStore cannot mark seq ${mark.seq}: not held`);
     }
     this.#deliveredBelow = below;
     for (const mark of marks) this.#marks.set(mark.seq, { ...mark });
-    return DONE;
   }
 
   deadLetter(entries: readonly DeadLetter[]): Promise<void> {

@@ -482,12 +482,13 @@ export class SqliteStore implements Store {
     return DONE;
   }
 
-  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
-    if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
+  /** Finishes synchronously (a commit under the flag's `synchronous` level), or throws. */
+  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'SqliteStore is not open');
     const fault = belowFault(below) ?? marks.map(markFault).find((f) => f !== undefined);
-    if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.markDelivered: ${fault}`));
+    if (fault !== undefined) throw new QueueError('ERR_STORE', `SqliteStore.markDelivered: ${fault}`);
     // The bound every format-1 store has already: storing it would change the format for nothing.
-    if (this.#deliveries === undefined && below === 1 && marks.length === 0) return DONE;
+    if (this.#deliveries === undefined && below === 1 && marks.length === 0) return;
     let deliveries: DeliveryStatements;
     try {
       this.#write(sync, () => {
@@ -499,12 +500,11 @@ export class SqliteStore implements Store {
         deliveries.setBelow.run(below);
       });
     } catch (e) {
-      return Promise.reject(e);
+      throw e;
     }
     this.#deliveries = deliveries!;
     this.#deliveredBelow = below;
     for (const mark of marks) this.#marked.add(mark.seq);
-    return DONE;
   }
 
   deadLetter(entries: readonly DeadLetter[]): Promise<void> {

@@ -205,8 +205,13 @@ export interface Store {
    * stores the exact bound) and each mark in `marks` (replacing any earlier mark of its seq). Each
    * seq is appended and unacked. `sync` as for `ack`. Marks of items acked or dead-lettered since
    * are dropped by the store whenever it likes.
+   *
+   * May finish synchronously, as `read` may: returning `undefined` (rather than a promise) says
+   * the marks are stored, as the promise resolving would, by the time the call returns (it then
+   * throws instead of rejecting). The queue then hands the item out in the same call (a
+   * `tryReserve()` finds a redelivered item at once); a promise makes the item wait for it.
    */
-  markDelivered?(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void>;
+  markDelivered?(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void>;
 
   /**
    * Move items out of the queue into the dead-letter queue: each entry's seq is appended, unacked

@@ -88,6 +88,8 @@ for (const [name, make] of kinds) {
       const y = (await rx.reserve())!;
       expect([dec(y.bytes), y.deliveries]).toEqual(['y', 1]);
       await y.ack();
+      // The move is stored in the background: idle once it is done.
+      await rx.onIdle();
       expect(rx.deadLetters.count()).toBe(1);
       expect((await rx.deadLetters.peek())!.reason).toBe('handed out 3 times (maxDeliveries 3)');
       await rx.close();

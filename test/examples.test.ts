@@ -49,6 +49,15 @@ it('theReadmeWorkerWithRetriesRunsAsWrittenAndRetriesEachOrderOnce', () => {
   expect(reported).toEqual([1, 2, 3].map((n) => `item ${n}, delivery 1: upstream busy for order ${n}`));
 });
 
+it('theReadmeWorkerWithADeadLetterQueueRunsAsWrittenAndMovesOnlyTheBadItem', () => {
+  const block = blocks('js').find((b) => b.includes('.maxDeliveries(3)'));
+  expect(block, 'README has the worker with a dead-letter queue').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('3 1\nseq 3, 3 deliveries: Error: not an order: 7 bytes\n0\n');
+});
+
 it('theReadmeTryFinallyLoopRunsAsPlainJavaScriptAndBreakLeavesTheItemInHandReserved', () => {
   const loop = blocks('js').find((b) => b.includes('for await (const item of rx)') && b.includes('finally'));
   expect(loop, 'README has the try/finally loop').toBeDefined();

@@ -39,7 +39,7 @@ async function dump(path: string): Promise<[string, string][]> {
   }
 }
 
-test('LevelStore: keys are `i` + big-endian seq, `m:nextSeq` holds the next seq, the directory is 0o700', () =>
+test('LevelStore: keys are `i` + big-endian seq, `m:nextSeq` holds the next seq, `m:deliveredBelow` the bound, the directory is 0o700', () =>
   withDir(async (dir) => {
     const path = join(dir, 'queue');
     const store = await LevelStore.open(path);
@@ -51,7 +51,9 @@ test('LevelStore: keys are `i` + big-endian seq, `m:nextSeq` holds the next seq,
     expect(await dump(path)).toEqual([
       ['690000000000000002', Buffer.from('b').toString('hex')],
       ['690000000000000003', Buffer.from('c').toString('hex')],
-      [Buffer.from('m:format').toString('hex'), '0000000000000001'],
+      // The queue's first-delivery bound, stored exactly at close: seq 1 was handed out.
+      [Buffer.from('m:deliveredBelow').toString('hex'), '0000000000000002'],
+      [Buffer.from('m:format').toString('hex'), '0000000000000002'],
       [Buffer.from('m:nextSeq').toString('hex'), '0000000000000004'],
     ]);
   }));
@@ -138,15 +140,16 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
   withDir(async (dir) => {
     const path = join(dir, 'queue');
     expect(LEVEL_FORMAT_VERSION).toBe(2);
-    // Written through the format-1 path: pushes, acks, a redelivery, a close; no delivery state.
-    const [tx, rx] = await new Builder(await LevelStore.open(path)).open();
-    await tx.pushMany(['a', 'b', 'c']);
-    await (await rx.reserve())!.nack();
-    await (await rx.reserve())!.ack();
-    await tx.close();
+    // Written through the format-1 calls only: appends, acks, reads, a close; no delivery state.
+    let store = await LevelStore.open(path);
+    await store.open();
+    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes('abc'[seq - 1]!) })), true);
+    expect((await store.read({ after: 0, before: 4, limit: 10 })).length).toBe(3);
+    await store.ack([1], true);
+    await store.close();
     expect(await layout(path)).toEqual({ format: V1, prefixes: ['i', 'm:format', 'm:nextSeq'] });
 
-    let store = await LevelStore.open(path);
+    store = await LevelStore.open(path);
     let r = await store.open();
     expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0 });
     expect(await store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);

@@ -51,7 +51,7 @@ export class Deliveries {
     return Number.isSafeInteger(seq) && (seq as number) >= 1 && (seq as number) < this.d.nextSeq() && !this.d.cursor.acks.has(seq as number);
   }
 
-  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
     const { cursor, durability } = this.d;
     if (!Number.isSafeInteger(below) || below < 1 || !Array.isArray(marks)) return durability.fail(bad(`markDelivered(${String(below)}) with a bad bound or marks`));
     const encoded: EncodedMark[] = [];
@@ -69,7 +69,17 @@ export class Deliveries {
     if (cursor.version !== CURSOR_VERSION_DELIVERIES && encoded.length === 0 && below === cursor.deliveries.deliveredBelow) {
       return sync ? cursor.syncWritten() : Promise.resolve();
     }
-    return this.#store(markPayloads(below, encoded), 'delivery mark', sync, () => cursor.deliveries.mark(below, encoded.map((e) => e.mark)));
+    const payloads = markPayloads(below, encoded);
+    const apply = () => cursor.deliveries.mark(below, encoded.map((e) => e.mark));
+    // Unsynced, on a version-2 cursor no checkpoint is replacing: written now, nothing to wait for.
+    if (!sync && cursor.version === CURSOR_VERSION_DELIVERIES && cursor.free) {
+      const rejected = cursor.writeRecords(payloads, 'delivery mark');
+      if (rejected !== null) return rejected;
+      apply();
+      this.d.written();
+      return undefined;
+    }
+    return this.#store(payloads, 'delivery mark', sync, apply);
   }
 
   deadLetter(entries: readonly DeadLetter[]): Promise<void> {

@@ -166,7 +166,8 @@ export class LogStore implements Store {
 
   // ---- Delivery counts and dead letters (`features.deliveries`; `./deliveries.ts`) ----
 
-  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+  /** Finishes synchronously (returns undefined) when unsynced and no checkpoint runs: the record is written then. */
+  markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
     return this.#refuse() ?? this.#deliveries.markDelivered(below, marks, sync);
   }
 

@@ -121,7 +121,7 @@ export class QueueCore {
     this.#storedCount = count;
     this.#maxDeliveries = deliveries.maxDeliveries;
     this.ledger = deliveries.keep
-      ? new DeliveryLedger(store, recovery, this.#syncAcks, {
+      ? new DeliveryLedger(store, recovery, {
           fail: (error) => this.#fail(error),
           covered: () => this.#serveWaiters(),
           moved: (entries, reasons) => this.#moved(entries, reasons),
@@ -501,6 +501,13 @@ export class QueueCore {
     return this.ledger.drop(seqs);
   }
 
+  /** Resolves once the entry's next delivery is counted in the store; rejects as the queue failed. */
+  #marked(entry: Entry): Promise<void> {
+    return this.ledger!.markNext(entry).catch((error: unknown) => {
+      throw this.#failure ?? error;
+    });
+  }
+
   /** Note a handler's error on its item: the dead letter it may become keeps the message. */
   noteError(entry: Entry, error: unknown): void {
     if (this.ledger !== undefined) entry.lastError = errorMessage(error);
@@ -592,7 +599,7 @@ export class QueueCore {
     if (delayMs <= 0) {
       this.#returnEntry(entry, true);
       // Resolves once the item may be handed out again: its next delivery is counted in the store.
-      return this.ledger === undefined || this.#state !== 'open' ? Promise.resolve() : this.ledger.markNext(entry);
+      return this.ledger === undefined || this.#state !== 'open' ? Promise.resolve() : this.#marked(entry);
     }
     entry.inFlight = false;
     this.#inFlightCount--;
@@ -600,7 +607,7 @@ export class QueueCore {
     this.#monitor.nacked(entry);
     // Its next delivery is counted now, during the wait, so that it is ready the moment the wait
     // ends. A crash during the wait makes it count one delivery it did not have.
-    return this.ledger === undefined ? Promise.resolve() : this.ledger.markNext(entry);
+    return this.ledger === undefined ? Promise.resolve() : this.#marked(entry);
   }
 
   /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */

@@ -60,8 +60,13 @@ export function errorMessage(error: unknown): string {
 export class DeliveryLedger {
   readonly #store: Store;
   readonly #host: LedgerHost;
-  /** Marks and bounds are stored with this `sync` flag: the ack policy's. */
-  readonly #sync: boolean;
+  /**
+   * Marks and bounds are stored unsynced, whatever the policies: what they must survive is the
+   * process dying in the delivery they count, and a written record survives that. Power loss
+   * needs no more: the next sync of the store (a synced ack, a lazy sync, a clean close) covers
+   * them, and a power loss before it can only lower a count by the deliveries since.
+   */
+  readonly #sync = false;
   /** Items with a seq below this were in the store at open; only they can have recovered counts. */
   readonly #openNextSeq: number;
   /** Recovered marks of unacked items, dropped as each item is first seen. */
@@ -95,10 +100,9 @@ export class DeliveryLedger {
   /** Entries being moved into the dead-letter queue. */
   moving = 0;
 
-  constructor(store: Store, recovery: StoreRecovery, sync: boolean, host: LedgerHost) {
+  constructor(store: Store, recovery: StoreRecovery, host: LedgerHost) {
     this.#store = store;
     this.#host = host;
-    this.#sync = sync;
     this.#openNextSeq = recovery.nextSeq;
     this.#recovered = new Map((recovery.marks ?? []).map((m) => [m.seq, m]));
     this.#recoveredBelow = Math.min(recovery.deliveredBelow ?? 1, recovery.nextSeq);
@@ -164,7 +168,8 @@ export class DeliveryLedger {
     }
     if (entry.marked >= next) return true;
     void this.markNext(entry);
-    return false;
+    // A store that finishes synchronously has stored it already.
+    return entry.marked >= next;
   }
 
   /**
@@ -188,10 +193,14 @@ export class DeliveryLedger {
 
   /** Resolves once every mark asked for so far is stored. */
   #marksStored(): Promise<void> {
-    this.#markWaiter ??= new Promise<void>((resolve, reject) => {
-      this.#markResolve = resolve;
-      this.#markReject = reject;
-    });
+    if (this.#markWaiter === undefined) {
+      this.#markWaiter = new Promise<void>((resolve, reject) => {
+        this.#markResolve = resolve;
+        this.#markReject = reject;
+      });
+      // Often nobody waits (a redelivery asked for by the core): a failure is the queue's, reported there.
+      this.#markWaiter.catch(() => {});
+    }
     return this.#markWaiter;
   }
 
@@ -282,12 +291,18 @@ export class DeliveryLedger {
 
   /** One store call at a time: moves first (they free capacity), then marks and bounds, then drops. */
   #flush(): void {
-    if (this.#busy) return;
-    if (this.#failed) {
-      this.#settleIdle();
-      return;
+    while (!this.#busy) {
+      if (this.#failed) {
+        this.#settleIdle();
+        return;
+      }
+      if (!this.#flushOne()) return;
     }
-    let call: Promise<void>;
+  }
+
+  /** Start the next store call; false when there is none. One that finished synchronously is handled already. */
+  #flushOne(): boolean {
+    let call: void | Promise<void>;
     let done: (error?: unknown) => void;
     try {
       if (this.#pendingMoves.length > 0) {
@@ -314,7 +329,8 @@ export class DeliveryLedger {
         };
       } else if (this.#pendingDrops.length > 0) {
         const drops = this.#pendingDrops.splice(0);
-        call = this.#store.dropDeadLetters!(drops.flatMap((d) => d.seqs), this.#sync);
+        // Synced: a purge that resolved is never undone by a power loss.
+        call = this.#store.dropDeadLetters!(drops.flatMap((d) => d.seqs), true);
         done = (error) => {
           if (error === undefined) this.deadLetters -= drops.reduce((n, d) => n + d.seqs.length, 0);
           for (const d of drops) error === undefined ? d.resolve() : d.reject(error);
@@ -322,17 +338,23 @@ export class DeliveryLedger {
         };
       } else {
         this.#settleIdle();
-        return;
+        return false;
       }
     } catch (error) {
-      call = Promise.reject(error);
-      done = () => this.#host.fail(error);
+      this.#host.fail(error);
+      return true;
+    }
+    if (call === undefined) {
+      // Finished synchronously (markDelivered may): stored now.
+      done();
+      return true;
     }
     this.#busy = true;
     call.then(
       () => this.#after(() => done()),
       (error: unknown) => this.#after(() => done(error ?? new Error('store call failed'))),
     );
+    return true;
   }
 
   #after(handle: () => void): void {
@@ -350,8 +372,13 @@ export class DeliveryLedger {
     // An entry asked for again since (close forgot it) keeps its newer request.
     for (const entry of entries) if (entry.marked === -(entry.deliveries + 1)) entry.marked = entry.deliveries + 1;
     if (below > this.#below) this.#below = below;
-    this.#host.covered();
+    // Not from inside this call: it may have come from the core asking whether an item is ready.
+    queueMicrotask(this.#covered);
   }
+
+  readonly #covered = (): void => {
+    if (!this.#failed) this.#host.covered();
+  };
 
   #moved(moves: Move[], error: unknown): void {
     this.moving -= moves.length;

@@ -95,7 +95,7 @@ async function record(options: LogStoreOptions, body: (ops: Ops) => Promise<void
       return run({ kind: 'append', seqs }, () => store.append(items, sync));
     },
     ack: (seqs) => run({ kind: 'ack', seqs }, () => store.ack(seqs, true)),
-    mark: (below, marks, sync) => run({ kind: 'mark', marks, sync }, () => store.markDelivered(below, marks, sync)),
+    mark: (below, marks, sync) => run({ kind: 'mark', marks, sync }, async () => store.markDelivered(below, marks, sync)),
     dead: (seqs, reason) => run({ kind: 'dead', seqs }, () => store.deadLetter(seqs.map((s) => deadOf(s, rec.bytes.get(s)!, `${reason}${s}`)))),
     drop: (seqs, sync) => run({ kind: 'drop', seqs }, () => store.dropDeadLetters(seqs, sync)),
     redrive: (from, sync) => {
