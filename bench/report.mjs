@@ -10,6 +10,10 @@ import * as vl from 'vega-lite';
 import { computeTargets, fmtGoal, fmtRatio, fmtValue } from './lib/targets.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
 const root = dirname(here);
 const MiB = 2 ** 20;
 
@@ -91,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -302,6 +306,19 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       md.push('');
       md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'readme-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'poison-rate');
+    if (rates.length) {
+      const good = rates[0].goodItems.toLocaleString('en-US');
+      md.push(`## One poison item among ${good} good ones (LogStore, process(), default options)`);
+      md.push('');
+      md.push(`\`bench/lib/poison.mjs\`: ${good} good items of 128 B and, first in line, one item whose handler always throws, consumed by \`process(handler)\` (concurrency 1, the default retry policy) on a LogStore opened with \`new Builder(store).open()\` (\`group\` pushes, \`lazy\` acks), against the same run without the poison item. The items are pushed before the clock starts; the clock stops when the last good item has run. ${output.config.abRounds} rounds, the order rotated; a ratio is taken per round.`);
+      md.push('');
+      const deliveries = (r) => (r.name === 'clean' ? '—' : `${median(r.poisonDeliveries)} (${Math.min(...r.poisonDeliveries)}–${Math.max(...r.poisonDeliveries)})`);
+      md.push(table(['contestant', 'good items/s (median)', 'range over rounds', 'poison deliveries: median (range)', 'dead-lettered'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`, deliveries(r), String(median(r.deadLettered))])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'poison-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
     }
   }
   md.push('## SqliteStore and LevelStore through the Store contract (128 B)');

@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -23,6 +23,7 @@ import { computeTargets, formatTargets } from './lib/targets.mjs';
 import { runCell } from './lib/cell.mjs';
 import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
 import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/readme-consumer.mjs';
+import { runPoison } from './lib/poison.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -33,8 +34,8 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600 };
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, poisonGood: 20_000 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, poisonGood: 100_000 };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -84,6 +85,8 @@ if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ s
 if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers, workload: 'e2e', storeCallsPerTurn: 1, weight: config.reps * 1.1 });
 // The README's consumer code as written, default options, against push only, in rounds.
 if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 3 * config.abBudgetMs * 1.2) / config.budgetMs });
+// One poison item among good ones under process() and default options, with and without maxDeliveries.
+if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
@@ -333,6 +336,36 @@ async function runReadme() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ one poison item among good ones
+
+const POISON_CONTESTANTS = [
+  ['clean', { poison: false }],
+  ['poison', { poison: true }],
+  ['poison, maxDeliveries(3)', { poison: true, maxDeliveries: 3 }],
+];
+
+async function runPoisonSection() {
+  const runs = new Map(POISON_CONTESTANTS.map(([name]) => [name, []]));
+  for (let round = 0; round < config.abRounds; round++) {
+    for (let k = 0; k < POISON_CONTESTANTS.length; k++) {
+      // The order rotates each round, so no contestant always runs first.
+      const [name, options] = POISON_CONTESTANTS[(k + round) % POISON_CONTESTANTS.length];
+      runs.get(name).push(await runPoison('log', { ...options, durability: 'group' }, { scratch, goodCount: config.poisonGood, budgetMs: 5000 }));
+    }
+  }
+  const clean = runs.get('clean');
+  const out = [];
+  for (const [name] of POISON_CONTESTANTS) {
+    const rs = runs.get(name);
+    record({ id: `poison/logstore/${name}`, kind: 'poison-rate', name, store: 'logstore', goodItems: config.poisonGood, unit: 'msgs/s', samples: rs.map((r) => r.rate), poisonDeliveries: rs.map((r) => r.poisonDeliveries), deadLettered: rs.map((r) => r.deadLettered) });
+    if (name === 'clean') continue;
+    const samples = rs.map((r, i) => r.rate / clean[i].rate);
+    const e = record({ id: `poison/logstore/ratio/${name}`, kind: 'poison-ratio', name: `${name} / clean`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${name} ${(e.value * 100).toFixed(0)} % of clean`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ open time and memory (child processes)
 
 const CHILD = join(here, 'lib', 'open-child.mjs');
@@ -420,6 +453,10 @@ for (let i = 0; i < plan.length; i++) {
     case 'readme':
       label = `README consumer code, LogStore, default options, ${README_PRODUCERS} producers: push only, for await loop, process()`;
       run = () => runReadme();
+      break;
+    case 'poison':
+      label = `one poison item among ${config.poisonGood.toLocaleString('en-US')} good ones, process(), LogStore, default options`;
+      run = () => runPoisonSection();
       break;
     case 'peers': {
       const p = peerIter.next().value;

@@ -3,7 +3,9 @@
 // LogStore, 128 B, in rounds (bench/lib/readme-consumer.mjs), under each ack policy below.
 // Usage: npm run build && node bench/experiments/lazy-acks.mjs [rounds=3] [budgetMs=1000] [variants=all]
 //   variants: comma-separated names from VARIANTS (default: every one)
-// The last two variants are not policies the queue offers: the first's store resolves a lazy ack
+// 'default, no delivery counts' is the default over the same store with `features.deliveries`
+// turned off: the queue then stores no first-delivery bound and no marks, so the two rows differ
+// by what delivery counts cost. The last two variants are not policies the queue offers: the first's store resolves a lazy ack
 // before writing it and writes the acks of a whole turn at once (one write per turn instead of one
 // per ack), which is what a serial consumer would need for its acks to cost no system call each;
 // the second's acks write nothing at all (the upper bound of the consumer over this store).
@@ -53,6 +55,21 @@ function noStoreAck(store) {
   return wrapped;
 }
 
+/** `store` as a store without delivery counts: the queue keeps no marks and no bound over it. */
+function noDeliveryCounts(store) {
+  const wrapped = Object.create(store);
+  wrapped.maxItemBytes = store.maxItemBytes;
+  wrapped.features = { ...store.features, deliveries: false };
+  wrapped.open = () => store.open();
+  wrapped.append = (items, sync) => store.append(items, sync);
+  wrapped.ack = (seqs, sync) => store.ack(seqs, sync);
+  wrapped.read = (r) => store.read(r);
+  wrapped.close = () => store.close();
+  wrapped.sync = () => store.sync();
+  wrapped.usage = () => store.usage();
+  return wrapped;
+}
+
 const VARIANTS = {
   default: undefined,
   group: (b) => b.ackDurability('group'),
@@ -60,6 +77,8 @@ const VARIANTS = {
   'lazy 10 ms / 1024': (b) => b.ackDurability('lazy', { maxDelayMs: 10, maxPending: 1024 }),
   'lazy 1000 ms / 65536': (b) => b.ackDurability('lazy', { maxDelayMs: 1000, maxPending: 65536 }),
   'lazy 100 ms / 4096 written per turn': { wrap: ackPerTurn },
+  // What the delivery counts cost: the default, over the same store declaring it keeps none.
+  'default, no delivery counts (reference)': { wrap: noDeliveryCounts },
   // A reference, not a policy: what the consumer costs when its acks cost the store nothing.
   'no store ack (reference)': { wrap: noStoreAck },
 };

@@ -12,16 +12,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Builder, LogStore, MemStore } from '../../dist/index.js';
+import { runPoison } from '../lib/poison.mjs';
 import { median, spread } from '../lib/stats.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
 const goodCount = Number(process.argv[3] ?? 100_000);
 const budgetMs = Number(process.argv[4] ?? 2) * 1000;
 const scratch = mkdtempSync(join(tmpdir(), 'pq-poison-'));
-const good = new Uint8Array(128).fill(7);
-const poison = new Uint8Array(128).fill(0xff);
-
 const contestants = [
   ['clean', { poison: false }],
   ['poison', { poison: true }],
@@ -30,42 +27,11 @@ const contestants = [
   // never fails, so whatever it costs the good items is the cost of an old unacked item in the
   // store (out-of-order acks), not of retries.
   ['held, never failing', { poison: true, hold: true }],
+  // The poison item is moved into the dead-letter queue at its third failure.
+  ['poison, maxDeliveries(3)', { poison: true, maxDeliveries: 3 }],
 ];
 
-async function run(kind, { poison: withPoison, retry, hold }) {
-  const dir = mkdtempSync(join(scratch, 'q-'));
-  const store = kind === 'mem' ? new MemStore() : await LogStore.open(join(dir, 'q'));
-  const builder = new Builder(store).durability('none');
-  if (retry) builder.retry(retry);
-  const [tx, rx] = await builder.open();
-  // The poison item first: it is the first one the consumer meets.
-  if (withPoison) await tx.push(poison);
-  for (let i = 0; i < goodCount; i += 1000) await tx.pushMany(Array.from({ length: Math.min(1000, goodCount - i) }, () => good));
-  const held = hold ? rx.tryReserve() : null;
-  let handled = 0;
-  let poisonDeliveries = 0;
-  let end = 0;
-  const start = performance.now();
-  const stop = setTimeout(() => {
-    end = performance.now();
-    void rx.close();
-  }, budgetMs);
-  await rx.process((item) => {
-    if (item.bytes[0] === 0xff) {
-      poisonDeliveries = item.deliveries;
-      throw new Error('poison');
-    }
-    if (++handled === goodCount) {
-      end = performance.now();
-      clearTimeout(stop);
-      void rx.close();
-    }
-  });
-  if (held && !held.settled) throw new Error('the held item was settled');
-  rmSync(dir, { recursive: true, force: true });
-  const seconds = (end - start) / 1000;
-  return { rate: handled / seconds, seconds, poisonDeliveries };
-}
+const run = (kind, options) => runPoison(kind, options, { scratch, goodCount, budgetMs });
 
 const results = new Map();
 for (const kind of ['mem', 'log']) {
