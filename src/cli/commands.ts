@@ -41,7 +41,7 @@ export function intOption(command: string, name: string, value: string | boolean
 }
 
 /** `--wait MS`: how long `LogStore.open` waits for a store another process holds. */
-function waitOption(command: string, value: string | boolean | undefined): LogStoreOptions {
+export function waitOption(command: string, value: string | boolean | undefined): LogStoreOptions {
   return { lockTimeoutMs: intOption(command, 'wait', value, 0) };
 }
 
@@ -105,7 +105,7 @@ export async function reserveReady(rx: Consumer): Promise<Reserved | null> {
 }
 
 /** Write a line, waiting first when the output is backed up. */
-async function emit(out: Output, line: string): Promise<void> {
+export async function emit(out: Output, line: string): Promise<void> {
   if (!out.line(line)) await out.ready();
 }
 
