@@ -24,10 +24,13 @@ export interface OptionSpec {
   readonly type: 'string' | 'boolean';
   /** The placeholder shown in the help for a string option's value. */
   readonly value?: string;
+  /** A string option that may be given more than once; its values are in `ParsedArgs.lists`. */
+  readonly multiple?: boolean;
   readonly help: string;
 }
 
 export interface CommandSpec {
+  /** `dump`, or `dlq list` for a subcommand of a group. */
   readonly name: string;
   /** The positional arguments as the synopsis shows them. */
   readonly args: string;
@@ -53,6 +56,12 @@ const WAIT_OPTION: OptionSpec = {
   type: 'string',
   value: 'MS',
   help: 'wait up to MS milliseconds while another process holds the store (default 0: fail at once with ERR_LOCKED)',
+};
+
+/** `--seq` and `--limit` of the dead-letter commands that change the store. */
+const DLQ_SELECTION: Readonly<Record<string, OptionSpec>> = {
+  seq: { type: 'string', value: 'SEQ', multiple: true, help: 'only the dead letter with this seq (repeat for more)' },
+  limit: { type: 'string', value: 'N', help: 'at most N dead letters, oldest first' },
 };
 
 export const COMMANDS: readonly CommandSpec[] = [
@@ -141,7 +150,74 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'run a compaction pass, report bytes reclaimed',
     options: { wait: WAIT_OPTION },
   },
+  {
+    name: 'dlq list',
+    args: '<dir>',
+    summary: 'print dead letters without changing them',
+    options: {
+      after: { type: 'string', value: 'SEQ', help: 'only dead letters with a seq above SEQ' },
+      limit: { type: 'string', value: 'N', help: 'print at most N dead letters' },
+    },
+    details:
+      'One line per dead letter, oldest seq first: its seq, times delivered, first and last delivery\n' +
+      "and when it was moved (ISO 8601 UTC, '-' when not known), the reason, and the payload: text\n" +
+      'as a quoted string when it is UTF-8, base64 otherwise. --json prints the same fields as one\n' +
+      'JSON object per line (times as strings, null when not known; the payload as `text` or `base64`).\n' +
+      'Read-only: takes no lock and writes nothing, so it works on a store another process has open.',
+  },
+  {
+    name: 'dlq redrive',
+    args: '<dir>',
+    summary: 'put dead letters back into the queue',
+    options: { ...DLQ_SELECTION, wait: WAIT_OPTION },
+    details:
+      'Without --seq or --limit, every dead letter. Each one becomes a new item at the end of the\n' +
+      'queue, with a new seq and a fresh delivery count; prints how many and their new seqs. A --seq\n' +
+      'that is not a dead letter is reported and skipped.',
+  },
+  {
+    name: 'dlq purge',
+    args: '<dir>',
+    summary: 'delete dead letters for good',
+    options: { ...DLQ_SELECTION, yes: { type: 'boolean', help: 'confirm deleting every dead letter (needed without --seq or --limit)' }, wait: WAIT_OPTION },
+    details: 'Prints how many were deleted. A --seq that is not a dead letter is reported and skipped.',
+  },
 ];
+
+/** The commands that gather subcommands (`pq dlq list`), with what `pq <group> --help` says of them. */
+export const GROUPS: Readonly<Record<string, { readonly summary: string; readonly details: string }>> = {
+  dlq: {
+    summary: 'the dead-letter queue: items moved out by maxDeliveries or item.deadLetter()',
+    details: 'Dead letters keep their seq, bytes and delivery history until redriven or purged.',
+  },
+};
+
+export function isGroup(name: string): boolean {
+  return Object.hasOwn(GROUPS, name);
+}
+
+/** The commands of a group: `list`, `redrive`, `purge` for `dlq`. */
+export function groupCommands(group: string): string[] {
+  return COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1));
+}
+
+/** The text of `pq dlq --help`. */
+export function groupHelp(group: string): string {
+  const info = GROUPS[group]!;
+  const subs = COMMANDS.filter((c) => c.name.startsWith(`${group} `));
+  const width = Math.max(...subs.map((c) => c.name.length)) + 2;
+  return [
+    `Usage: pq ${group} <${groupCommands(group).join('|')}> <dir> [options]`,
+    '',
+    info.summary[0]!.toUpperCase() + info.summary.slice(1) + '.',
+    info.details,
+    '',
+    'Commands:',
+    ...subs.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    '',
+    `pq ${group} <command> --help describes a command.`,
+  ].join('\n');
+}
 
 export function findCommand(name: string): CommandSpec | undefined {
   return COMMANDS.find((c) => c.name === name);
@@ -152,7 +228,7 @@ function optionsOf(spec: CommandSpec): Readonly<Record<string, OptionSpec>> {
 }
 
 function optionSynopsis(name: string, o: OptionSpec): string {
-  return o.type === 'string' ? `[--${name} ${o.value ?? 'VALUE'}]` : `[--${name}]`;
+  return o.type === 'string' ? `[--${name} ${o.value ?? 'VALUE'}]${o.multiple === true ? '...' : ''}` : `[--${name}]`;
 }
 
 /** `dump <dir> [--from SEQ] [--limit N] [--format jsonl|text|hex] [--json]`: the options of the command itself. */
@@ -208,6 +284,8 @@ export function commandHelp(spec: CommandSpec): string {
 
 export interface ParsedArgs {
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  /** Every value of each option that may be repeated (`--seq 3 --seq 5`), in order; [] when not given. */
+  readonly lists: Readonly<Record<string, readonly string[]>>;
   readonly positionals: readonly string[];
 }
 
@@ -235,8 +313,10 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
     throw new UsageError(`cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`, spec.name);
   }
   // Asking for help is never a mistake, whatever else the line holds.
-  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { values: { help: true }, positionals: [] };
+  if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { values: { help: true }, lists: {}, positionals: [] };
   const values: Record<string, string | boolean | undefined> = {};
+  const lists: Record<string, string[]> = {};
+  for (const [name, o] of Object.entries(options)) if (o.multiple === true) lists[name] = [];
   const positionals: string[] = [];
   for (const token of tokens) {
     if (token.kind === 'positional') {
@@ -256,9 +336,10 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
     if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))) {
       throw new UsageError(`option --${token.name} needs a value (${option.value ?? 'VALUE'})`, spec.name);
     }
-    values[token.name] = token.value;
+    if (option.multiple === true) lists[token.name]!.push(token.value);
+    else values[token.name] = token.value;
   }
-  return { values, positionals };
+  return { values, lists, positionals };
 }
 
 /**

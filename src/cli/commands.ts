@@ -2,7 +2,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { basename, resolve } from 'node:path';
-import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Durability, type LogStoreOptions, type Reserved } from '../index.js';
+import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Consumer, type Durability, type LogStoreOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
@@ -41,7 +41,7 @@ export function intOption(command: string, name: string, value: string | boolean
 }
 
 /** `--wait MS`: how long `LogStore.open` waits for a store another process holds. */
-function waitOption(command: string, value: string | boolean | undefined): LogStoreOptions {
+export function waitOption(command: string, value: string | boolean | undefined): LogStoreOptions {
   return { lockTimeoutMs: intOption(command, 'wait', value, 0) };
 }
 
@@ -94,8 +94,18 @@ function durabilityOption(value: string | boolean | undefined): Durability {
   return d;
 }
 
+/**
+ * The next item, or null once none is ready. `tryReserve` also answers null while the next item
+ * waits for its delivery mark to be stored (an item handed out before: by a `pop --no-ack`, or by
+ * a process that was killed); `ready` still counts such an item, so then this waits for it
+ * instead of stopping as if the queue were empty.
+ */
+export async function reserveReady(rx: Consumer): Promise<Reserved | null> {
+  return rx.tryReserve() ?? (rx.stats().ready > 0 ? rx.reserve() : null);
+}
+
 /** Write a line, waiting first when the output is backed up. */
-async function emit(out: Output, line: string): Promise<void> {
+export async function emit(out: Output, line: string): Promise<void> {
   if (!out.line(line)) await out.ready();
 }
 
@@ -257,7 +267,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
       const batch: Reserved[] = [];
       let chars = 0;
       while (taken + batch.length < count && batch.length < batchItems && chars < POP_BATCH_CHARS) {
-        const item = rx.tryReserve();
+        const item = await reserveReady(rx);
         if (!item) break;
         batch.push(item);
         const line = showItem(format, item.seq, item.bytes, item.deliveries);

@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Builder, LogStore } from '../index.js';
 import { UsageError } from './args.js';
-import { intOption, type Command, type Cli } from './commands.js';
+import { intOption, reserveReady, type Command, type Cli } from './commands.js';
 import { bold, bytesText, dim, fmt, green, red } from './text.js';
 
 const DEMO_PRODUCERS = 64;
@@ -214,7 +214,7 @@ async function readBack(dir: string, reported: ChildReport, say: Say): Promise<D
   let damaged = 0;
   let outOfOrder = 0;
   const present = new Set<number>();
-  for (let item = rx.tryReserve(); item; item = rx.tryReserve()) {
+  for (let item = await reserveReady(rx); item; item = await reserveReady(rx)) {
     if (first === 0) first = item.seq;
     if (item.seq <= lastSeq) outOfOrder++;
     lastSeq = item.seq;

@@ -5,13 +5,48 @@
  */
 import { readFileSync } from 'node:fs';
 import { QueueError } from '../index.js';
-import { commandHelp, findCommand, parseCommandArgs, usageText, UsageError, wantsJson } from './args.js';
+import { commandHelp, findCommand, groupCommands, groupHelp, isGroup, parseCommandArgs, usageText, UsageError, wantsJson, type CommandSpec } from './args.js';
 import { compact, dump, pop, push, stats, verify, type Cli, type Command } from './commands.js';
+import { deadLetterList, deadLetterPurge, deadLetterRedrive } from './dead-letters.js';
 import { demo, demoChild } from './demo.js';
 import { salvage } from './salvage.js';
 import { Output, OutputClosed, OutputFailed } from './output.js';
 
-const RUN: Record<string, Command> = { demo, stats, verify, salvage, dump, push, pop, compact };
+const RUN: Record<string, Command> = {
+  demo,
+  stats,
+  verify,
+  salvage,
+  dump,
+  push,
+  pop,
+  compact,
+  'dlq list': deadLetterList,
+  'dlq redrive': deadLetterRedrive,
+  'dlq purge': deadLetterPurge,
+};
+
+const isHelp = (word: string | undefined): boolean => word === '--help' || word === '-h' || word === 'help';
+
+/**
+ * The command `words` name and the arguments after it: `dump q` is `dump`, `dlq list q` is
+ * `dlq list`. A group named without a command (`pq dlq`, `pq dlq --json`) is a usage mistake;
+ * `pq dlq --help` is answered with `{ group }`.
+ */
+function commandOf(words: readonly string[]): { spec: CommandSpec; args: readonly string[] } | { group: string } {
+  const [name, ...args] = words as [string, ...string[]];
+  const spec = findCommand(name);
+  if (spec) return { spec, args };
+  if (!isGroup(name)) throw new UsageError(name.startsWith('-') ? `unknown option ${name}` : `unknown command '${name}'`);
+  const [sub, ...rest] = args;
+  if (isHelp(sub)) return { group: name };
+  const choices = groupCommands(name);
+  const oneOf = `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}`;
+  if (sub === undefined || sub.startsWith('-')) throw new UsageError(`pq ${name} needs a command before its arguments: ${oneOf}`, name);
+  const subSpec = findCommand(`${name} ${sub}`);
+  if (!subSpec) throw new UsageError(`unknown command '${name} ${sub}': the ${name} commands are ${oneOf}`, name);
+  return { spec: subSpec, args: rest };
+}
 
 /** The version in the package's own package.json, two levels above `dist/cli/`. */
 function version(): string {
@@ -69,15 +104,16 @@ export async function main(argv: readonly string[], io: { out: Output; err: Outp
       cli.err.line(usageText());
       return 2;
     }
-    if (command === '--help' || command === '-h' || command === 'help') {
+    if (isHelp(command)) {
       const topic = args[0];
       if (topic === undefined || topic.startsWith('-')) {
         cli.out.line(usageText());
         return 0;
       }
-      const spec = findCommand(topic);
-      if (!spec) throw new UsageError(`unknown command '${topic}'`);
-      cli.out.line(commandHelp(spec));
+      // `pq help dlq` as `pq dlq --help`, `pq help dlq list` as `pq dlq list --help`.
+      const words = args.filter((a) => !a.startsWith('-')).slice(0, 2);
+      const found = words.length === 1 && isGroup(topic) ? { group: topic } : commandOf(words);
+      cli.out.line('group' in found ? groupHelp(found.group) : commandHelp(found.spec));
       return 0;
     }
     if (command === '--version') {
@@ -85,11 +121,13 @@ export async function main(argv: readonly string[], io: { out: Output; err: Outp
       return 0;
     }
     if (command === '__demo-child') return await demoChild(cli, args);
-    const spec = findCommand(command);
-    if (!spec) {
-      throw new UsageError(command.startsWith('-') ? `unknown option ${command}` : `unknown command '${command}'`);
+    const found = commandOf(argv);
+    if ('group' in found) {
+      cli.out.line(groupHelp(found.group));
+      return 0;
     }
-    const parsed = parseCommandArgs(spec, args);
+    const { spec } = found;
+    const parsed = parseCommandArgs(spec, found.args);
     if (parsed.values.help === true) {
       cli.out.line(commandHelp(spec));
       return 0;

@@ -20,19 +20,48 @@ export function bytesText(n: number): string {
 
 export type Format = 'jsonl' | 'text' | 'hex';
 
+function bufferOf(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** A payload as JSON shows it: `{ text }` when it is valid UTF-8, `{ base64 }` otherwise. */
+export function payloadFields(bytes: Uint8Array): { text: string } | { base64: string } {
+  const buf = bufferOf(bytes);
+  const text = buf.toString('utf8');
+  return Buffer.from(text, 'utf8').equals(buf) ? { text } : { base64: buf.toString('base64') };
+}
+
 /** One item as one output line. jsonl keeps UTF-8 payloads readable and base64-encodes the rest. */
 export function showItem(format: Format, seq: number, bytes: Uint8Array, deliveries?: number): string {
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = bufferOf(bytes);
   if (format === 'text') return buf.toString('utf8');
   if (format === 'hex') return `${seq}\t${buf.toString('hex')}`;
-  const text = buf.toString('utf8');
-  const utf8 = Buffer.from(text, 'utf8').equals(buf);
   return JSON.stringify({
     seq,
     bytes: buf.length,
     ...(deliveries !== undefined ? { deliveries } : {}),
-    ...(utf8 ? { text } : { base64: buf.toString('base64') }),
+    ...payloadFields(bytes),
   });
+}
+
+/**
+ * Characters JSON leaves as they are but a terminal acts on or that make a line read as something
+ * else: DEL and the C1 controls (0x9b starts an escape sequence on many terminals), line and
+ * paragraph separators, and the marks that reorder text (bidirectional overrides and isolates).
+ */
+const TERMINAL_ACTIVE = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+
+/**
+ * A string quoted so that a terminal shows it on one line and as it is: a JSON string literal
+ * (so it reads back with JSON.parse) that also escapes {@link TERMINAL_ACTIVE}.
+ */
+export function quoted(s: string): string {
+  return JSON.stringify(s).replace(TERMINAL_ACTIVE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Milliseconds since the Unix epoch as ISO 8601 UTC; 0 (not known) as null. */
+export function isoTime(ms: number): string | null {
+  return ms === 0 ? null : new Date(ms).toISOString();
 }
 
 /** `seq 2`, `seqs 2..4, 7`: at most `limit` ranges, then how many more. */
