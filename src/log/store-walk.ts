@@ -16,14 +16,14 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { OpenError } from '../errors.js';
 import { AckSet } from './cursor.js';
-import { CURSOR_FILE, MAX_RANGES_PER_RECORD, RECORD_ITEM, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, classifyEntry, parseSegmentName } from './format.js';
+import { CURSOR_FILE, MAX_RANGES_PER_RECORD, RECORD_ITEM, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, classifyEntry, parseSegmentName } from './format.js';
 import { payloadOffset } from './frame.js';
 import { FileWindow, FrameReader, resyncBudgetBytes } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import { closeQuietly, newSegment } from './layout.js';
 import { damaged } from './reader.js';
 import { readCursor, type RecoveryPlan } from './recovery-plan.js';
-import { decodeSegmentHeader, type SealInfo } from './segment.js';
+import { decodeSegmentHeader, decodeTrailingSeal, type SealInfo } from './segment.js';
 import { readFully } from './segment-writer.js';
 
 /** Seqs `first ..= last`. */
@@ -67,6 +67,8 @@ export interface WalkSegment {
   readonly seal: SealInfo | null;
   /** The last segment, which may end in a torn or zero tail. */
   readonly active: boolean;
+  /** The header's damage, when it cannot be read: `base` then comes from the file name. */
+  readonly headerDamage: { readonly offset: number; readonly reason: string } | null;
 }
 
 export interface WalkOptions {
@@ -86,48 +88,90 @@ export interface WalkRecord {
 }
 
 /**
- * The segments of `plan` in chain order, with the active segment even when its scan found damage
- * (the plan then leaves it out: open fails there, and the walk goes on past it).
+ * Every segment file of the store in chain order: those of `plan`, and those it left out and a walk
+ * can still read. The plan leaves out the last segment of its layout when its scan met damage (open
+ * fails there), and a segment whose header it cannot read (open fails there too). Both still hold
+ * records, and the seqs in them are unacked items: the walk goes through them, so their intact
+ * records are copied and the rest are counted lost, never dropped unreported. A segment whose
+ * header is damaged is walked with the base seq its file name gives (the header's must equal it,
+ * FORMAT §5), as a plain segment (its COMPACTED flag cannot be trusted, and taking gaps for acks
+ * would hide losses), and its header is reported as damage. Only the last file walked is active;
+ * the others must end in a SEAL, read from their last bytes as the plan reads it.
  */
 export function walkSegments(fs: FileSystem, dir: string, plan: RecoveryPlan): WalkSegment[] {
-  const out: WalkSegment[] = plan.segments.map((s, i) => ({
+  const planned: WalkSegment[] = plan.segments.map((s) => ({
     name: s.name,
     path: s.path,
     base: s.base,
     compacted: s.compacted,
     seal: s.seal,
-    active: i === plan.segments.length - 1 && plan.activeScan !== null,
+    active: false,
+    headerDamage: null,
   }));
-  if (plan.activeScan === null) {
-    const failed = failedActiveSegment(fs, dir, plan);
-    if (failed !== null) out.push(failed);
+  const skip = new Set([...plan.stray, ...plan.superseded, ...plan.segments.map((s) => s.name)]);
+  const names = plan.names.filter((n) => classifyEntry(n) === 'segment' && !skip.has(n));
+  const left: WalkSegment[] = [];
+  for (const name of names) {
+    const seg = leftOutSegment(fs, dir, name);
+    if (seg !== null) left.push(seg);
   }
-  return out;
+  const out = [...planned, ...left].sort((a, b) => a.base - b.base);
+  const last = out.length - 1;
+  return out.map((seg, i) => {
+    if (i === last) {
+      // The plan judged its own last segment as the active one; a segment walked after it makes it sealed.
+      const active = planned.includes(seg) ? plan.activeScan !== null && seg.name === plan.segments.at(-1)?.name : true;
+      return { ...seg, active };
+    }
+    return seg.seal !== null || planned.includes(seg) ? seg : { ...seg, seal: trailingSeal(fs, seg) };
+  });
 }
 
-/** The last segment, when the plan's scan of it failed but its header is sound. */
-function failedActiveSegment(fs: FileSystem, dir: string, plan: RecoveryPlan): WalkSegment | null {
-  const skip = new Set([...plan.stray, ...plan.superseded, ...plan.segments.map((s) => s.name)]);
-  const name = plan.names.filter((n) => classifyEntry(n) === 'segment' && !skip.has(n)).at(-1);
-  const lastBase = plan.segments.at(-1)?.base ?? 0;
-  if (name === undefined || parseSegmentName(name)! <= lastBase) return null;
+/**
+ * A segment the plan left out, as the walk reads it: with its header when the header is sound,
+ * else with the base its name gives and the header's damage. Null for a segment of a newer
+ * version (the plan reported it; this version cannot read its records).
+ */
+function leftOutSegment(fs: FileSystem, dir: string, name: string): WalkSegment | null {
   const path = join(dir, name);
+  const base = parseSegmentName(name)!;
+  const plain: WalkSegment = { name, path, base, compacted: false, seal: null, active: false, headerDamage: null };
   let fd: number;
   try {
     fd = fs.open(path, 'read');
   } catch {
-    return null; // the plan reported it unreadable
+    return plain; // the plan reported it unreadable; the walk reports what reading it does now
   }
   try {
     const buf = new Uint8Array(SEGMENT_HEADER_BYTES);
     const size = fs.size(fd);
     const h = decodeSegmentHeader(buf.subarray(0, readFully(fs, fd, buf, 0, Math.min(size, SEGMENT_HEADER_BYTES), 0)), size);
-    if ('kind' in h) return null; // the plan reported the header
-    return { name, path, base: h.baseSeq, compacted: (h.flags & SEG_FLAG_COMPACTED) !== 0, seal: null, active: true };
+    if (!('kind' in h)) return { ...plain, base: h.baseSeq, compacted: (h.flags & SEG_FLAG_COMPACTED) !== 0 };
+    if (h.kind === 'unsupported') return null;
+    return { ...plain, headerDamage: { offset: h.offset, reason: `segment header: ${h.reason}` } };
   } catch {
-    return null;
+    return plain;
   } finally {
     closeQuietly(fs, fd);
+  }
+}
+
+/** The SEAL in the last bytes of `seg`, when there is a valid one (FORMAT §3.2), as the plan reads a sealed segment's. */
+function trailingSeal(fs: FileSystem, seg: WalkSegment): SealInfo | null {
+  let fd = -1;
+  try {
+    fd = fs.open(seg.path, 'read');
+    const size = fs.size(fd);
+    if (size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) return null;
+    const buf = new Uint8Array(SEAL_FRAME_BYTES);
+    readFully(fs, fd, buf, 0, SEAL_FRAME_BYTES, size - SEAL_FRAME_BYTES);
+    const seal = decodeTrailingSeal(buf);
+    // A seal whose records start below the base does not belong to this segment (file check 11).
+    return seal !== null && !(seal.recordCount > 0 && seal.firstSeq < seg.base) ? seal : null;
+  } catch {
+    return null; // the walk's own read reports the error
+  } finally {
+    if (fd >= 0) closeQuietly(fs, fd);
   }
 }
 
@@ -258,6 +302,18 @@ export class StoreWalk {
 
   /** One segment's frames. */
   *#segment(seg: WalkSegment, win: FileWindow): Generator<WalkRecord, void, undefined> {
+    if (seg.headerDamage !== null) {
+      // The records after a damaged header are judged as any others: a CRC-valid frame with a
+      // seq that fits the base. Until the first of them, what is lost belongs to the header's damage.
+      const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, false), seg.headerDamage.offset, seg.headerDamage.reason).message;
+      const damage: DamagedRange = { file: seg.path, offset: seg.headerDamage.offset, end: Math.min(SEGMENT_HEADER_BYTES, win.size), reason, budgetSpent: false, lostSeqs: [] };
+      this.damages.push(damage);
+      this.#open = damage;
+      if (win.size <= SEGMENT_HEADER_BYTES) {
+        this.dataNext = seg.seal?.endSeq ?? seg.base;
+        return;
+      }
+    }
     const rules = new SegmentFrames(seg.base, seg.compacted, seg.seal, seg.active ? this.opts.durableNextSeq : 0);
     const frames = new FrameReader(win, SEGMENT_HEADER_BYTES, rules, seg.active ? () => rules.tornLosesDurable : undefined);
     frames.sharedResyncBudgetBytes = resyncBudgetBytes(win.size);

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { QueueError } from '../../src/errors.js';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, FRAME_OFF_SEQ, FRAME_OFF_TYPE, RECORD_ITEM, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES, readU16, readU32, readU64 } from '../../src/log/format.js';
+import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, FRAME_OFF_SEQ, FRAME_OFF_TYPE, RECORD_ITEM, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES, SEG_OFF_HEADER_CRC, readU16, readU32, readU64 } from '../../src/log/format.js';
 import { resyncCounters } from '../../src/log/frame-reader.js';
 import { LogStore, salvageStore, verifyStore, type SalvageResult, type SeqRange } from '../../src/log-store.js';
 import { Builder } from '../../src/queue.js';
@@ -311,6 +311,55 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     const r = await salvageStore(built.dir, dst);
     expect(r.lost).toEqual({ count: 0, seqs: [] });
     expect((await readBack(dst)).map((g) => g.text)).toEqual(items.map((f) => built.payloads.get(f.seq)));
+  });
+  test('aDamagedHeaderOnTheLastSegmentAndDamageInTheOneBeforeItLoseOnlyTheDamagedRecord', async () => {
+    // The plan takes the last segment with a sound header as the active one; when its scan meets
+    // damage and the segment after it has a bad header, open fails on both, and the walk must still
+    // go through both (run 17 of the random flips with the default seed once dropped them unreported).
+    const built = await build(SEED + 104, 30, { segmentBytes: 512, autoCompact: false });
+    const names = segFiles(built.dir);
+    expect(names.length, 'several segments').toBeGreaterThan(2);
+    flipByte(join(built.dir, CURSOR_FILE), 9); // no ack known: every intact record is copied
+    const last = join(built.dir, names.at(-1)!);
+    const before = join(built.dir, names.at(-2)!);
+    flipByte(last, SEG_OFF_HEADER_CRC);
+    const inBefore = built.items.filter((f) => f.path === before);
+    const hit = inBefore[1]!;
+    flipByte(hit.path, hit.offset + FRAME_HEADER_BYTES + 1);
+    const source = fullHash(built.dir);
+
+    const v = verifyStore(built.dir);
+    expect(v.records).toBe(built.items.length - 1);
+    expect(v.problems).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ file: last, offset: SEG_OFF_HEADER_CRC, end: SEGMENT_HEADER_BYTES, lostSeqs: [] }),
+        expect.objectContaining({ file: before, offset: hit.offset, end: hit.offset + hit.bytes, lostSeqs: [{ first: hit.seq, last: hit.seq }] }),
+      ]),
+    );
+    const dst = join(freshDir(), 'saved');
+    const r = await salvageStore(built.dir, dst);
+    expect(r.lost).toEqual({ count: 1, seqs: [{ first: hit.seq, last: hit.seq }] });
+    expect(r.damaged.map((d) => [d.file, d.offset, d.end])).toEqual(
+      expect.arrayContaining([
+        [before, hit.offset, hit.offset + hit.bytes],
+        [last, SEG_OFF_HEADER_CRC, SEGMENT_HEADER_BYTES],
+      ]),
+    );
+    await expectCopied(r, dst, built, new Set([hit.seq]), false);
+    expect(fullHash(built.dir)).toBe(source);
+  });
+
+  test('aDamagedHeaderOnASealedSegmentCopiesItsRecordsByTheBaseItsNameGives', async () => {
+    const built = await build(SEED + 105, 30, { segmentBytes: 512, autoCompact: false });
+    const names = segFiles(built.dir);
+    expect(names.length, 'several segments').toBeGreaterThan(2);
+    const middle = join(built.dir, names[1]!);
+    flipByte(middle, SEG_OFF_HEADER_CRC);
+    const dst = join(freshDir(), 'saved');
+    const r = await salvageStore(built.dir, dst);
+    expect(r.lost).toEqual({ count: 0, seqs: [] });
+    expect(r.damaged.map((d) => [d.file, d.offset, d.end, d.lostSeqs])).toEqual([[middle, SEG_OFF_HEADER_CRC, SEGMENT_HEADER_BYTES, []]]);
+    await expectCopied(r, dst, built, new Set());
   });
 });
 
