@@ -109,6 +109,21 @@ for (const [name, make] of kinds) {
       await rx.close();
     });
 
+    it('aCleanCloseWhileARedeliveryMarkIsBeingStoredKeepsTheTrueCount', async () => {
+      const { store } = make();
+      let [tx, rx] = await new Builder(await store()).open();
+      await tx.push('x');
+      await rx.reserve();
+      await rx.close();
+      [tx, rx] = await new Builder(await store()).open();
+      // The second delivery waits for its mark; the close comes while the store writes it.
+      expect(rx.tryReserve()).toBeNull();
+      await rx.close();
+      [tx, rx] = await new Builder(await store()).open();
+      expect((await rx.reserve())!.deliveries).toBe(2);
+      await rx.close();
+    });
+
     it('deadLetterMovesTheItemInHandWithABoundedReasonAndItIsNeverDeliveredAgain', async () => {
       const { store } = make();
       let [tx, rx] = await new Builder(await store()).open();
