@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, LogStore, MAX_REASON_BYTES, MemStore, QueueError, type Store, type StoreFeatures } from '../src/index.js';
+import { Builder, type DeliveryMark, LogStore, MAX_REASON_BYTES, MemStore, QueueError, type Store, type StoreFeatures } from '../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const dirs: string[] = [];
@@ -213,6 +213,41 @@ for (const [name, make] of kinds) {
     });
   });
 }
+
+describe('a store whose delivery mark fails', () => {
+  /** Refuses every mark of a redelivery once `failMarks` is set, as a store whose disk went away. */
+  class FailingMarks extends MemStore {
+    failMarks = false;
+    override markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+      if (this.failMarks && marks.length > 0) return Promise.reject(new Error('the disk went away'));
+      return super.markDelivered(below, marks, sync);
+    }
+  }
+
+  it('failsTheQueueWithoutAnUnhandledRejectionWhenNobodyWaitsForTheMark', async () => {
+    const store = new FailingMarks();
+    let [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    await rx.reserve();
+    // Closed with 'a' in hand: its next delivery, after the reopen, needs a mark of its own.
+    await rx.close();
+    store.failMarks = true;
+    [tx, rx] = await new Builder(store).open();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // The reserve asks for the mark and returns nothing; no caller holds the mark's promise.
+      expect(rx.tryReserve()).toBeNull();
+      await expect(rx.reserve()).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+      for (let i = 0; i < 3; i++) await new Promise<void>((r) => setImmediate(r));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+    await rx.close().catch(() => undefined);
+  });
+});
 
 describe('a store without delivery counts', () => {
   it('refusesMaxDeliveriesAtOpenWithErrUnsupportedAndLeavesTheStoreFree', async () => {
