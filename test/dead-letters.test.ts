@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, LogStore, MAX_REASON_BYTES, MemStore, QueueError, type Store, type StoreFeatures } from '../src/index.js';
+import { Builder, type DeliveryMark, LogStore, MAX_REASON_BYTES, MemStore, QueueError, type Store, type StoreFeatures } from '../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const dirs: string[] = [];
@@ -88,7 +88,7 @@ for (const [name, make] of kinds) {
       const y = (await rx.reserve())!;
       expect([dec(y.bytes), y.deliveries]).toEqual(['y', 1]);
       await y.ack();
-      // The move is stored in the background: idle once it is done.
+      // The move of 'x' started when the reserve passed it; it is stored once the queue is idle.
       await rx.onIdle();
       expect(rx.deadLetters.count()).toBe(1);
       expect((await rx.deadLetters.peek())!.reason).toBe('handed out 3 times (maxDeliveries 3)');
@@ -198,6 +198,80 @@ for (const [name, make] of kinds) {
     });
   });
 }
+
+describe('a store whose delivery marks finish asynchronously', () => {
+  /** Stores a mark at once and resolves a turn later, as a store that writes through a thread pool. */
+  class AsyncMarks extends MemStore {
+    override markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+      super.markDelivered(below, marks, sync);
+      return new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  it('aCleanCloseWhileARedeliveryMarkIsBeingStoredKeepsTheTrueCount', async () => {
+    const store = new AsyncMarks();
+    let [tx, rx] = await new Builder(store).open();
+    await tx.push('x');
+    await rx.reserve();
+    await rx.close();
+    [tx, rx] = await new Builder(store).open();
+    // The second delivery waits for its mark; the close comes while the store writes it.
+    expect(rx.tryReserve()).toBeNull();
+    await rx.close();
+    [tx, rx] = await new Builder(store).open();
+    expect((await rx.reserve())!.deliveries).toBe(2);
+    await rx.close();
+  });
+
+  it('aRedeliveryWaitsFirstInLineForItsMarkSoOrderHolds', async () => {
+    const store = new AsyncMarks();
+    const [tx, rx] = await new Builder(store).open();
+    await tx.pushMany(['a', 'b']);
+    const a = (await rx.reserve())!;
+    const nacked = a.nack();
+    // Not 'b': 'a' is first in line and waits for its mark.
+    expect(rx.tryReserve()).toBeNull();
+    await nacked;
+    const again = rx.tryReserve()!;
+    expect([dec(again.bytes), again.deliveries]).toEqual(['a', 2]);
+    await rx.close();
+  });
+});
+
+describe('a store whose delivery mark fails', () => {
+  /** Refuses every mark of a redelivery once `failMarks` is set, as a store whose disk went away. */
+  class FailingMarks extends MemStore {
+    failMarks = false;
+    override markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
+      if (this.failMarks && marks.length > 0) return Promise.reject(new Error('the disk went away'));
+      return super.markDelivered(below, marks, sync);
+    }
+  }
+
+  it('failsTheQueueWithoutAnUnhandledRejectionWhenNobodyWaitsForTheMark', async () => {
+    const store = new FailingMarks();
+    let [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    await rx.reserve();
+    // Closed with 'a' in hand: its next delivery, after the reopen, needs a mark of its own.
+    await rx.close();
+    store.failMarks = true;
+    [tx, rx] = await new Builder(store).open();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // The reserve asks for the mark and returns nothing; no caller holds the mark's promise.
+      expect(rx.tryReserve()).toBeNull();
+      await expect(rx.reserve()).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+      for (let i = 0; i < 3; i++) await new Promise<void>((r) => setImmediate(r));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+    await rx.close().catch(() => undefined);
+  });
+});
 
 describe('a store without delivery counts', () => {
   it('refusesMaxDeliveriesAtOpenWithErrUnsupportedAndLeavesTheStoreFree', async () => {

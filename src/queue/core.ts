@@ -503,6 +503,8 @@ export class QueueCore {
 
   /** Resolves once the entry's next delivery is counted in the store; rejects as the queue failed. */
   #marked(entry: Entry): Promise<void> {
+    // It had its last delivery: the next take moves it, it is never handed out again.
+    if (entry.deliveries >= this.#maxDeliveries) return Promise.resolve();
     return this.ledger!.markNext(entry).catch((error: unknown) => {
       throw this.#failure ?? error;
     });
@@ -812,8 +814,10 @@ export class QueueCore {
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
     // Items nacked and not handed out again had their next delivery counted ahead: the clean
-    // close puts their counts back, so a reopen does not count a delivery they never had.
-    const countedAhead = this.ledger === undefined ? [] : [...this.#returned, ...this.#delayed.entries()].filter((e) => e.marked > e.deliveries && e.deliveries > 0);
+    // close puts their counts back, so a reopen does not count a delivery they never had. That
+    // holds too for a mark asked for and not stored yet (`marked` negative): one already sent
+    // is stored by the call in flight, which ends before the counts are put back.
+    const countedAhead = this.ledger === undefined ? [] : [...this.#returned, ...this.#delayed.entries()].filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
     this.#returned = [];
     this.ledger?.clear();
     this.#delayed.clear();

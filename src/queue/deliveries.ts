@@ -167,7 +167,9 @@ export class DeliveryLedger {
       return entry.seq < this.#below;
     }
     if (entry.marked >= next) return true;
-    void this.markNext(entry);
+    // A failed mark fails the queue through `host.fail`; nobody may hold this promise, and an
+    // unhandled rejection would end the process.
+    this.markNext(entry).catch(() => undefined);
     // A store that finishes synchronously has stored it already.
     return entry.marked >= next;
   }
