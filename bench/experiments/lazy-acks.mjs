@@ -3,7 +3,7 @@
 // LogStore, 128 B, in rounds (bench/lib/readme-consumer.mjs), under each ack policy below.
 // Usage: npm run build && node bench/experiments/lazy-acks.mjs [rounds=3] [budgetMs=1000] [variants=all]
 //   variants: comma-separated names from VARIANTS (default: every one)
-// 'default, no delivery counts' is the default over the same store with `features.deliveries`
+// 'default without delivery counts' is the default over the same store with `features.deliveries`
 // turned off: the queue then stores no first-delivery bound and no marks, so the two rows differ
 // by what delivery counts cost. The last two variants are not policies the queue offers: the first's store resolves a lazy ack
 // before writing it and writes the acks of a whole turn at once (one write per turn instead of one
@@ -78,7 +78,7 @@ const VARIANTS = {
   'lazy 1000 ms / 65536': (b) => b.ackDurability('lazy', { maxDelayMs: 1000, maxPending: 65536 }),
   'lazy 100 ms / 4096 written per turn': { wrap: ackPerTurn },
   // What the delivery counts cost: the default, over the same store declaring it keeps none.
-  'default, no delivery counts (reference)': { wrap: noDeliveryCounts },
+  'default without delivery counts (reference)': { wrap: noDeliveryCounts },
   // A reference, not a policy: what the consumer costs when its acks cost the store nothing.
   'no store ack (reference)': { wrap: noStoreAck },
 };
