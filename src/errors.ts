@@ -7,6 +7,7 @@
 export type QueueErrorCode =
   | 'ERR_CLOSED'
   | 'ERR_ALREADY_SETTLED'
+  | 'ERR_LEASE_EXPIRED'
   | 'ERR_TOO_LARGE'
   | 'ERR_STORE'
   | 'ERR_STORE_FAILED'

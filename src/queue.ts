@@ -15,6 +15,7 @@ import { isStore, keepsDeliveries } from './store.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
+import { leaseLength } from './queue/leases.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
@@ -44,6 +45,7 @@ export class Builder {
   #lazyBound: LazyAckBound = DEFAULT_LAZY_BOUND;
   #retryDelays: RetryDelayFunction = defaultRetryDelays;
   #maxDeliveries = Infinity;
+  #leaseMs = Infinity;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -142,6 +144,18 @@ export class Builder {
     return this;
   }
 
+  /**
+   * The lease of every reservation, in ms (a positive number, or Infinity for none): a reserved
+   * item not settled within it returns to the queue as a dropped reservation does, and its stale
+   * holder's calls reject with `ERR_LEASE_EXPIRED`. `reserve({ leaseMs })` overrides it; a holder
+   * renews its lease with `item.extend()`. Leases are kept in memory only. See README, "Leases".
+   * @default Infinity (no lease: an item stays reserved until it is settled, dropped or the queue closes)
+   */
+  leaseMs(ms: number): this {
+    this.#leaseMs = leaseLength('leaseMs', ms, true);
+    return this;
+  }
+
   /** Open the store and return the queue's two handles. */
   async open(): Promise<[Producer, Consumer]> {
     const store = this.#store;
@@ -176,7 +190,7 @@ export class Builder {
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,
-    });
+    }, this.#leaseMs);
     if (core.ledger !== undefined) {
       try {
         await core.ledger.start();

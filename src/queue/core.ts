@@ -16,7 +16,12 @@ import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
 import { ReadAhead } from './read-ahead.js';
+import { type Lease, Leases } from './leases.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
+
+function leaseExpiredError(entry: Entry): QueueError {
+  return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${entry.seq} ran out: it was returned to the queue`);
+}
 
 function unsupported(what: string): QueueError {
   return new QueueError('ERR_UNSUPPORTED', `${what} needs a store that keeps delivery counts and dead letters (features.deliveries)`);
@@ -80,6 +85,12 @@ export class QueueCore {
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
   #nextToken = 1;
+  /** The lease a reservation gets unless its reserve() says otherwise; Infinity: none. */
+  readonly leaseMs: number;
+  /** The running leases of in-flight reservations; in memory only. */
+  readonly #leases = new Leases((leases) => this.#leasesExpired(leases));
+  /** Leases that ran out, since open. */
+  #leaseExpiredCount = 0;
   /** The group new deliveries join (`./drop-guard.ts`), so that dropped reservations come back. */
   readonly #dropGuards = new DropGuards(this);
   /** Delivery counts and dead-letter moves, over a store that keeps them. */
@@ -104,7 +115,9 @@ export class QueueCore {
     recovery: StoreRecovery,
     storeCallsPerTurn: number,
     deliveries: { maxDeliveries: number; keep: boolean },
+    leaseMs = Infinity,
   ) {
+    this.leaseMs = leaseMs;
     const { nextSeq, count } = recovery;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
@@ -175,6 +188,7 @@ export class QueueCore {
       retried: m.retriedCount,
       deadLettered: m.deadLetteredCount,
       deadLetters: this.ledger?.deadLetters ?? 0,
+      leaseExpired: this.#leaseExpiredCount,
     };
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
@@ -385,16 +399,16 @@ export class QueueCore {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open') return null;
     const entry = this.#takeNext();
-    return entry ? this.#deliver(entry) : null;
+    return entry ? this.#deliver(entry, this.leaseMs) : null;
   }
 
-  reserve(signal: AbortSignal | undefined): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal) ?? waitIn(this.#reserveWaiters, signal);
+  reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs): Promise<Reserved | null> {
+    return this.#reserveAtOnce(signal, leaseMs) ?? waitIn(this.#reserveWaiters, signal, leaseMs);
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
   reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined) ?? waitInGroup(this.#reserveWaiters, group);
+    return this.#reserveAtOnce(undefined, this.leaseMs) ?? waitInGroup(this.#reserveWaiters, group, this.leaseMs);
   }
 
   stopWaiting(group: Set<Waiter<Reserved | null>>): void {
@@ -402,14 +416,14 @@ export class QueueCore {
   }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
-  #reserveAtOnce(signal: AbortSignal | undefined): Promise<Reserved | null> | undefined {
+  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number): Promise<Reserved | null> | undefined {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#state !== 'open') return Promise.resolve(null);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     if (this.#reserveWaiters.length === 0) {
       try {
         const entry = this.#takeNext();
-        if (entry) return Promise.resolve(this.#deliver(entry));
+        if (entry) return Promise.resolve(this.#deliver(entry, leaseMs));
       } catch (error) {
         return Promise.reject(error);
       }
@@ -469,6 +483,7 @@ export class QueueCore {
     if (error) return Promise.reject(error);
     if (this.ledger === undefined) return Promise.reject(unsupported('deadLetter()'));
     reserved.markSettled();
+    this.#endLease(entry);
     entry.inFlight = false;
     this.#inFlightCount--;
     return this.ledger.deadLetter(entry, reason);
@@ -531,7 +546,7 @@ export class QueueCore {
     this.#fail(error);
   }
 
-  #deliver(entry: Entry): Reserved {
+  #deliver(entry: Entry, leaseMs: number): Reserved {
     entry.deliveries++;
     if (this.ledger !== undefined) this.ledger.delivered(entry, Date.now());
     entry.token = this.#nextToken++;
@@ -539,9 +554,11 @@ export class QueueCore {
     this.#inFlightCount++;
     const guard = this.#dropGuards.track(entry, entry.token);
     const slot = guard.members.length - 2;
+    // No lease by default: a plain reserve pays one comparison for them.
+    const lease = leaseMs === Infinity ? undefined : (entry.lease = this.#leases.grant(entry, leaseMs));
     this.#monitor.delivered(entry);
     if (this.#drained.size !== 0) this.#settleWatches();
-    return new Reserved(this, entry, guard, slot);
+    return new Reserved(this, entry, guard, slot, lease);
   }
 
   #serveWaiters(): void {
@@ -560,22 +577,63 @@ export class QueueCore {
       if (!entry) return;
       const waiter = waiters.shift()!;
       detachAbort(waiter);
-      waiter.resolve(this.#deliver(entry));
+      waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs));
     }
   }
 
-  /** Settle check shared by ack and nack; returns the entry when `reserved` may still settle. */
+  /** Settle check shared by ack, nack, deadLetter and extend: the error, or undefined when `reserved` may still settle. */
   #settleable(reserved: Reserved, entry: Entry): QueueError | undefined {
     if (this.#failure) return this.#failure;
     if (this.#state !== 'open') return closedError();
+    // Checked before `settled`: a stale holder learns its lease ran out, whatever happened to the item since.
+    if (reserved.leaseExpired) return leaseExpiredError(entry);
     if (reserved.settled) return new QueueError('ERR_ALREADY_SETTLED', `Item ${entry.seq} was already settled`);
     return undefined;
+  }
+
+  /** The reservation of `entry` is settled or returned: its lease no longer runs. */
+  #endLease(entry: Entry): void {
+    const lease = entry.lease;
+    if (lease === undefined) return;
+    entry.lease = undefined;
+    this.#leases.end(lease);
+  }
+
+  /**
+   * `item.extend(ms)`: the reservation's lease runs out `lengthMs` from now; an item without a
+   * lease gets one; with no length (and no lease) only the refusals apply. Returns the lease, or
+   * the error that refuses the call (nothing changes then).
+   */
+  extend(reserved: Reserved, entry: Entry, lengthMs: number | undefined): Lease | QueueError | undefined {
+    const error = this.#settleable(reserved, entry);
+    if (error) return error;
+    if (lengthMs === undefined) return undefined;
+    const lease = entry.lease;
+    if (lease !== undefined) {
+      this.#leases.renew(lease, lengthMs);
+      return lease;
+    }
+    return (entry.lease = this.#leases.grant(entry, lengthMs));
+  }
+
+  /** Leases that ran out: their items are ready again, as dropped reservations are. */
+  #leasesExpired(leases: Lease[]): void {
+    if (this.#state !== 'open' || this.#failure) return;
+    for (const lease of leases) {
+      lease.expired = true;
+      lease.entry.lease = undefined;
+      this.#leaseExpiredCount++;
+    }
+    for (const lease of leases) this.#returnEntry(lease.entry, false);
+    // Told after every item is back, so that a holder reacting at once finds its lease gone.
+    for (const lease of leases) lease.onExpire?.(leaseExpiredError(lease.entry));
   }
 
   ack(reserved: Reserved, entry: Entry): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
+    this.#endLease(entry);
     entry.inFlight = false;
     this.#inFlightCount--;
     this.#ackingCount++;
@@ -597,6 +655,7 @@ export class QueueCore {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
+    this.#endLease(entry);
     if (retried) this.#monitor.retried();
     if (delayMs <= 0) {
       this.#returnEntry(entry, true);
@@ -632,6 +691,7 @@ export class QueueCore {
   returnDropped(entry: Entry, token: number): void {
     // Only a reservation still in flight under the same token was dropped unsettled.
     if (entry.token !== token || !entry.inFlight || this.#state !== 'open') return;
+    this.#endLease(entry);
     this.#returnEntry(entry, false);
   }
 
@@ -768,6 +828,8 @@ export class QueueCore {
     }
     this.#openAckBatch = undefined;
     this.#lazyAcks?.stop();
+    // The reservations can no longer settle: no lease of theirs needs to run out.
+    this.#leases.clear();
     this.ledger?.stop(failure);
     for (const w of this.#reserveWaiters.splice(0)) {
       detachAbort(w);
@@ -821,6 +883,7 @@ export class QueueCore {
     this.#returned = [];
     this.ledger?.clear();
     this.#delayed.clear();
+    this.#leases.clear();
     this.#readAhead.clear();
     // A read still in flight finishes before the store closes (its answer is dropped).
     const fetchDone = this.#readAhead.fetchDone;

@@ -3,6 +3,7 @@ import type { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import type { Store, StoredItem } from '../store.js';
 import { expectation } from '../validate.js';
+import type { Lease } from './leases.js';
 
 export type PushPayload = Uint8Array | string;
 
@@ -23,6 +24,8 @@ export interface Waiter<T> {
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  /** A reserve waiter's lease length; undefined: the queue's. */
+  leaseMs?: number;
 }
 
 /**
@@ -37,6 +40,8 @@ export interface Entry extends StoredItem {
   token: number;
   /** Reserved by the consumer and not yet settled. */
   inFlight: boolean;
+  /** The current reservation's lease (./leases.ts), while it runs; undefined without one. */
+  lease: Lease | undefined;
   // Kept only over a store with delivery counts (./deliveries.ts).
   /** Deliveries the store holds a record of (a mark, or the first-delivery bound). */
   marked: number;
@@ -48,7 +53,7 @@ export interface Entry extends StoredItem {
 }
 
 export function newEntry(seq: number, bytes: Uint8Array): Entry {
-  return { seq, bytes, deliveries: 0, token: 0, inFlight: false, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+  return { seq, bytes, deliveries: 0, token: 0, inFlight: false, lease: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
 }
 
 /** Acks that go to the store in one call and settle together, sharing one promise. */
@@ -96,9 +101,9 @@ export function abortReason(signal: AbortSignal): unknown {
  * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
  * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
  */
-export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined): Promise<T> {
+export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
+    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs };
     if (signal) {
       waiter.onAbort = () => {
         const i = list.indexOf(waiter);
@@ -115,7 +120,7 @@ export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined): P
  * Wait in `list` as a member of `group`, which the waiter leaves when it settles: whoever holds
  * the group can withdraw all its members at once, without a listener per member.
  */
-export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>): Promise<T> {
+export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, leaseMs?: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const waiter: Waiter<T> = {
       resolve: (value) => {
@@ -128,6 +133,7 @@ export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>): Promis
       },
       signal: undefined,
       onAbort: undefined,
+      leaseMs,
     };
     group.add(waiter);
     list.push(waiter);

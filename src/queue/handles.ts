@@ -3,6 +3,7 @@ import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger 
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
+import { type Lease, leaseLength } from './leases.js';
 import { runProcess } from './process.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
 import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
@@ -114,15 +115,19 @@ export class Consumer {
   /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
   reserve(options?: ReserveOptions): Promise<Reserved | null> {
     let signal: AbortSignal | undefined;
+    let leaseMs: number;
     try {
-      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['signal', 'leaseMs']);
+      signal = optionalSignal('options.signal', o.signal);
+      leaseMs = o.leaseMs === undefined ? this.#core.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#core.reserve(signal);
+    return this.#core.reserve(signal, leaseMs);
   }
 
-  /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. */
+  /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. The queue's lease applies. */
   tryReserve(): Reserved | null {
     return this.#core.tryReserve();
   }
@@ -139,10 +144,13 @@ export class Consumer {
     let signal: AbortSignal | undefined;
     let timeoutMs = Infinity;
     let onError: ProcessOptions['onError'];
+    let heartbeat = false;
     try {
       if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs']);
+      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat']);
+      if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
+      heartbeat = o.heartbeat === true;
       concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
       signal = optionalSignal('options.signal', o.signal);
       if (o.timeoutMs !== undefined && o.timeoutMs !== Infinity) {
@@ -154,7 +162,7 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, retryDelays: this.#retryDelays });
+    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
@@ -208,14 +216,18 @@ export class Reserved {
   /** Keeps the tracking group alive while this reservation is unsettled and reachable. */
   #guard: Guard | undefined;
   readonly #slot: number;
+  /** This reservation's lease; undefined while it has none. */
+  #lease: Lease | undefined;
+  #onLeaseExpired: ((error: unknown) => void) | undefined;
 
   /** @internal */
-  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number) {
+  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number, lease: Lease | undefined) {
     this.#core = core;
     this.#entry = entry;
     this.#token = entry.token;
     this.#guard = guard;
     this.#slot = slot;
+    this.#lease = lease;
   }
 
   /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
@@ -238,9 +250,55 @@ export class Reserved {
     return this.#entry.deliveries;
   }
 
-  /** True once acked, nacked, or returned by close. */
+  /** True once acked, nacked, dead-lettered, returned by close, or once its lease ran out. */
   get settled(): boolean {
-    return this.#settled || this.#entry.token !== this.#token || this.#core.closed;
+    return this.#settled || this.#entry.token !== this.#token || this.#core.closed || this.#lease?.expired === true;
+  }
+
+  /**
+   * When this reservation's lease runs out, in ms since the epoch; `Infinity` without a lease.
+   * Past it the item is back in the queue and this handle's calls reject with `ERR_LEASE_EXPIRED`.
+   */
+  get leaseExpiresAt(): number {
+    const lease = this.#lease;
+    if (lease === undefined) return Infinity;
+    return Date.now() + (lease.dueMs - performance.now());
+  }
+
+  /** The length of this reservation's lease in ms (what `extend()` renews by); Infinity without one. @internal */
+  get leaseMs(): number {
+    return this.#lease?.lengthMs ?? Infinity;
+  }
+
+  /** @internal */
+  get leaseExpired(): boolean {
+    return this.#lease?.expired === true;
+  }
+
+  /** process() is told when the lease runs out (it aborts the handler's signal). @internal */
+  onLeaseExpired(callback: ((error: unknown) => void) | undefined): void {
+    this.#onLeaseExpired = callback;
+    if (this.#lease !== undefined) this.#lease.onExpire = callback;
+  }
+
+  /**
+   * Renew the lease: it runs out `ms` from now (default: the reservation's lease length). An item
+   * reserved without a lease gets one with `extend(ms)`; `extend()` alone leaves it without.
+   * Rejects with `ERR_LEASE_EXPIRED` once the lease ran out, `ERR_ALREADY_SETTLED` once settled.
+   */
+  extend(ms?: number): Promise<void> {
+    let lengthMs: number | undefined;
+    try {
+      if (ms !== undefined) lengthMs = leaseLength('ms', ms, false);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const lease = this.#core.extend(this, this.#entry, lengthMs ?? this.#lease?.lengthMs);
+    if (lease instanceof Error) return Promise.reject(lease);
+    if (lease === undefined) return Promise.resolve();
+    this.#lease = lease;
+    lease.onExpire = this.#onLeaseExpired;
+    return Promise.resolve();
   }
 
   /** @internal */

@@ -16,6 +16,8 @@ export interface ProcessSettings {
   readonly onError: ((error: unknown, item: HandlerErrorInfo) => unknown) | undefined;
   /** Infinity: no timeout. */
   readonly timeoutMs: number;
+  /** Extend each running handler's lease when half of it has passed. */
+  readonly heartbeat: boolean;
   readonly retryDelays: RetryDelayFunction;
 }
 
@@ -45,31 +47,73 @@ class RunContext implements HandlerContext {
   }
 }
 
+function leaseExpiredError(item: Reserved): QueueError {
+  return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${item.seq} ran out: it was returned to the queue`);
+}
+
 function timeoutError(timeoutMs: number): DOMException {
   return new DOMException(`The handler ran longer than timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
 }
 
 /**
- * Run the handler, bounded by `timeoutMs`. When the time is up the context's signal aborts and the
- * returned promise rejects with the TimeoutError; the handler's own result is then ignored (the
- * race keeps a handler on it, so a late rejection is not unhandled).
+ * Run the handler, bounded by `timeoutMs` and by its item's lease. When the time is up, or the
+ * lease runs out, the context's signal aborts and the returned promise rejects with the
+ * TimeoutError or the ERR_LEASE_EXPIRED error; the handler's own result is then ignored (the race
+ * keeps a handler on it, so a late rejection is not unhandled). With `heartbeat`, the lease is
+ * extended each time half of it has passed, for as long as the handler runs.
  */
-function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext, timeoutMs: number): unknown {
+function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext, settings: ProcessSettings): unknown {
+  const { timeoutMs, heartbeat } = settings;
+  // Without a lease or a timeout the handler runs bare: no closure, no timer per item. (A lease
+  // the handler itself gives its item is still fenced; the worker reports its expiry afterwards.)
+  if (timeoutMs === Infinity && item.leaseMs === Infinity) return handler(item, context);
+  let leaseLost: ((error: unknown) => void) | undefined;
+  item.onLeaseExpired((error) => leaseLost?.(error));
   const result = handler(item, context);
-  if (timeoutMs === Infinity) return result;
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const error = timeoutError(timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let beat: ReturnType<typeof setTimeout> | undefined;
+    const done = (): void => {
+      leaseLost = undefined;
+      item.onLeaseExpired(undefined);
+      if (timer !== undefined) clearTimeout(timer);
+      if (beat !== undefined) clearTimeout(beat);
+      beat = undefined;
+    };
+    const fail = (error: unknown): void => {
+      done();
       context.abort(error);
       reject(error);
-    }, timeoutMs);
+    };
+    leaseLost = fail;
+    if (item.leaseExpired) {
+      // It ran out while the handler's synchronous part ran.
+      fail(leaseExpiredError(item));
+      return;
+    }
+    if (timeoutMs !== Infinity) timer = setTimeout(() => fail(timeoutError(timeoutMs)), timeoutMs);
+    if (heartbeat) {
+      const arm = (): void => {
+        const lengthMs = item.leaseMs;
+        if (lengthMs === Infinity) return;
+        beat = setTimeout(() => {
+          beat = undefined;
+          // A refusal (settled by the handler, the queue closed) ends the heartbeat; an expiry is
+          // reported through the lease itself.
+          item.extend().then(() => {
+            if (leaseLost !== undefined) arm();
+          }, () => {});
+        }, lengthMs / 2);
+      };
+      arm();
+    }
     Promise.resolve(result).then(
       (value) => {
-        clearTimeout(timer);
+        done();
         resolve(value);
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        done();
         reject(error);
       },
     );
@@ -149,7 +193,9 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
       running[slot] = context;
       let failure: { error: unknown } | undefined;
       try {
-        await runHandler(handler, item, context, settings.timeoutMs);
+        await runHandler(handler, item, context, settings);
+        // A lease that ran out unwatched (one the handler gave its item) is reported all the same.
+        if (item.leaseExpired) failure = { error: leaseExpiredError(item) };
       } catch (error) {
         failure = { error };
       } finally {

@@ -52,6 +52,12 @@ export interface PushOptions {
 export interface ReserveOptions {
   /** Stop waiting: the returned promise rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * The lease of this reservation, in ms (a positive number, or Infinity for none): unsettled
+   * when it runs out, the item returns to the queue. See README, "Leases".
+   * @default the queue's `Builder.leaseMs` (Infinity)
+   */
+  leaseMs?: number;
 }
 
 export interface WaitOptions {
@@ -84,6 +90,14 @@ export interface ProcessOptions {
    * @default Infinity
    */
   timeoutMs?: number;
+  /**
+   * Extend a running handler's lease (`Builder.leaseMs`) each time half of it has passed, so that
+   * a long handler keeps its item. Without it, a handler that outlives its lease has its signal
+   * aborted with `ERR_LEASE_EXPIRED`, reported to `onError`, and the item is not retried by it
+   * (it is back in the queue already).
+   * @default false
+   */
+  heartbeat?: boolean;
 }
 
 /** What `onError` is told about the item whose handler failed. */
@@ -96,7 +110,8 @@ export interface HandlerErrorInfo {
 /** The second argument of a `process()` handler. */
 export interface HandlerContext {
   /**
-   * Aborts when the handler's `timeoutMs` passes (reason: a `TimeoutError` `DOMException`) or when
+   * Aborts when the handler's `timeoutMs` passes (reason: a `TimeoutError` `DOMException`), when its
+   * item's lease runs out (reason: a `QueueError` with code `ERR_LEASE_EXPIRED`), or when
    * `process()` stops taking items (its `signal` aborted, or a fatal error). Created on first read.
    */
   readonly signal: AbortSignal;
@@ -152,6 +167,8 @@ export interface QueueStats {
   deadLettered: number;
   /** Dead letters the store holds now (0 over a store without dead letters). */
   deadLetters: number;
+  /** Leases that ran out (`Builder.leaseMs`, `reserve({ leaseMs })`), their items returned to the queue. */
+  leaseExpired: number;
   /** Bytes of the store's files, when the store reports its usage (`Store.usage`, LogStore) and the queue is open. */
   bytesOnDisk?: number;
   /** The store's segment (or file) count, reported alongside `bytesOnDisk`. */
