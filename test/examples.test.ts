@@ -49,6 +49,15 @@ it('theReadmeWorkerWithRetriesRunsAsWrittenAndRetriesEachOrderOnce', () => {
   expect(reported).toEqual([1, 2, 3].map((n) => `item ${n}, delivery 1: upstream busy for order ${n}`));
 });
 
+it('theReadmeLeaseExampleRunsAsWrittenAndFencesTheStalledHolder', () => {
+  const block = blocks('js').find((b) => b.includes('.leaseMs(50)'));
+  expect(block, 'README has the lease example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('true\nERR_LEASE_EXPIRED\n2 1\n');
+});
+
 it('theReadmeWorkerWithADeadLetterQueueRunsAsWrittenAndMovesOnlyTheBadItem', () => {
   const block = blocks('js').find((b) => b.includes('.maxDeliveries(3)'));
   expect(block, 'README has the worker with a dead-letter queue').toBeDefined();

@@ -104,6 +104,9 @@ function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext
             if (leaseLost !== undefined) arm();
           }, () => {});
         }, lengthMs / 2);
+        // Unref'd as the lease timer is: the handler's own work keeps the process alive, a
+        // heartbeat alone must not keep a hung handler's process running.
+        (beat as { unref?: () => void }).unref?.();
       };
       arm();
     }
