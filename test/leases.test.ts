@@ -166,6 +166,24 @@ describe.each(stores)('leases over %s', (_name, makeStore) => {
     await rx.close();
   });
 
+  it('anItemWhoseLeasesKeepRunningOutReachesTheDeadLettersUnderMaxDeliveries', async () => {
+    const [tx, rx] = await new Builder((await makeStore()).store).leaseMs(10).maxDeliveries(2).open();
+    await tx.pushMany(['stuck', 'next']);
+    const first = (await rx.reserve())!;
+    vi.advanceTimersByTime(10);
+    const second = (await rx.reserve())!;
+    expect([first.seq, second.seq, second.deliveries]).toEqual([1, 1, 2]);
+    vi.advanceTimersByTime(10);
+    // Handed out twice: the next take moves it instead of delivering it a third time.
+    const next = (await rx.reserve({ leaseMs: Infinity }))!;
+    expect(dec(next.bytes)).toBe('next');
+    for (let i = 0; i < 10 && rx.stats().deadLettered === 0; i++) await turn();
+    expect(rx.stats()).toMatchObject({ leaseExpired: 2, deadLettered: 1, deadLetters: 1 });
+    await expired(second.ack());
+    await next.ack();
+    await rx.close();
+  });
+
   it('closeWithLeasedItemsClearsTheTimerAndReturnsThem', async () => {
     const { store, reopen } = await makeStore();
     const [tx, rx] = await new Builder(store).leaseMs(60_000).open();
