@@ -1,11 +1,12 @@
 // Leases (visibility timeouts): Builder.leaseMs, reserve({ leaseMs }), item.extend(), expiry and
 // its fencing of stale holders, and process() with leases and heartbeat.
 // Time is faked (setTimeout and performance.now); setImmediate stays real, so the workers' turns run.
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Builder, LogStore, MemStore, QueueError, type Store } from '../src/index.js';
+import { Builder, LogStore, MemStore, QueueError, type Store, channels } from '../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -169,6 +170,10 @@ describe.each(stores)('leases over %s', (_name, makeStore) => {
   it('anItemWhoseLeasesKeepRunningOutReachesTheDeadLettersUnderMaxDeliveries', async () => {
     const [tx, rx] = await new Builder((await makeStore()).store).leaseMs(10).maxDeliveries(2).open();
     await tx.pushMany(['stuck', 'next']);
+    // The move is stored asynchronously: wait for its message, not for a number of turns.
+    const moved = signalled();
+    const onMoved = () => moved.resolve();
+    diagnosticsChannel.subscribe(channels.deadLetter, onMoved);
     const first = (await rx.reserve())!;
     vi.advanceTimersByTime(10);
     const second = (await rx.reserve())!;
@@ -177,7 +182,8 @@ describe.each(stores)('leases over %s', (_name, makeStore) => {
     // Handed out twice: the next take moves it instead of delivering it a third time.
     const next = (await rx.reserve({ leaseMs: Infinity }))!;
     expect(dec(next.bytes)).toBe('next');
-    for (let i = 0; i < 10 && rx.stats().deadLettered === 0; i++) await turn();
+    await moved.promise;
+    diagnosticsChannel.unsubscribe(channels.deadLetter, onMoved);
     expect(rx.stats()).toMatchObject({ leaseExpired: 2, deadLettered: 1, deadLetters: 1 });
     await expired(second.ack());
     await next.ack();
