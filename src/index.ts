@@ -9,7 +9,7 @@ export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
 export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive } from './store.js';
-export { MAX_REASON_BYTES } from './store.js';
+export { MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './store.js';
 export { channels } from './diagnostics.js';
 export type {
   ChannelMessages,

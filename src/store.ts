@@ -18,6 +18,26 @@ export interface StoredItem {
   readonly seq: number;
   /** The payload exactly as pushed. The store must not mutate it after returning it. */
   readonly bytes: Uint8Array;
+  /**
+   * Stores with `features.scheduling`: the item's priority, an integer from
+   * {@link PRIORITY_MIN} to {@link PRIORITY_MAX}; 0 (the default) may be left out.
+   */
+  readonly priority?: number;
+  /**
+   * Stores with `features.scheduling`: the item is not handed out before this time, in
+   * milliseconds since the Unix epoch (a safe integer); 0 (none, the default) may be left out.
+   */
+  readonly notBefore?: number;
+}
+
+/** Lowest item priority. */
+export const PRIORITY_MIN = -128;
+/** Highest item priority: higher priorities are handed out first. */
+export const PRIORITY_MAX = 127;
+
+/** True when `item` has a priority or a not-before time: the queue keeps it in its schedule. */
+export function isScheduled(item: StoredItem): boolean {
+  return (item.priority !== undefined && item.priority !== 0) || (item.notBefore !== undefined && item.notBefore !== 0);
 }
 
 /** What a store reports when it is opened. */
@@ -38,6 +58,12 @@ export interface StoreRecovery {
   readonly marks?: readonly DeliveryMark[];
   /** Stores with `features.deliveries`: how many dead letters the store holds. */
   readonly deadLetters?: number;
+  /**
+   * Stores with `features.scheduling`: every unacked item with a priority or a not-before time
+   * has a seq at or above this one; `nextSeq` when the store holds none. It may be lower than the
+   * lowest such seq (the queue reads the items from there on once, at open), never higher.
+   */
+  readonly scheduledFrom?: number;
 }
 
 /**
@@ -104,6 +130,12 @@ export interface StoreFeatures {
    * a dead-letter operation over a store without it fails with `ERR_UNSUPPORTED`.
    */
   readonly deliveries?: boolean;
+  /**
+   * The store keeps each item's `priority` and `notBefore` as appended, returns them from `read`,
+   * and reports `scheduledFrom` from `open`. A push with a priority or a delay over a store
+   * without it rejects with `ERR_UNSUPPORTED`. Items put back by `redrive` have neither.
+   */
+  readonly scheduling?: boolean;
 }
 
 /** What {@link Store.usage} reports. */
@@ -158,7 +190,9 @@ export interface Store {
    */
   append(items: readonly StoredItem[], sync: boolean): Promise<void>;
   // The store may keep `items` and the objects in it: the core never changes the array, nor the
-  // `seq` and `bytes` of an item, after the call (the bytes are the core's own copy).
+  // `seq`, `bytes`, `priority` and `notBefore` of an item, after the call (the bytes are the
+  // core's own copy). Over a store without `features.scheduling` every item's priority and
+  // not-before time are 0.
 
   /**
    * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`
@@ -169,7 +203,8 @@ export interface Store {
   /**
    * Unacked items in `(after, before)`, in seq order, at most `limit`, skipping acked ones.
    * May return synchronously (the core then serves `tryReserve()` from it without waiting)
-   * or a promise. Items must be returned exactly as appended.
+   * or a promise. Items must be returned exactly as appended (with `features.scheduling`, their
+   * `priority` and `notBefore` too).
    */
   read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]>;
 
