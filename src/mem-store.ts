@@ -5,7 +5,7 @@
  * reopen tests use.
  */
 import { OpenError, QueueError } from './errors.js';
-import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
 import { optionsObject, positiveInteger } from './validate.js';
 
 export interface MemStoreOptions {
@@ -31,7 +31,7 @@ const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true };
 
   /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
   #items: StoredItem[] = [];
@@ -59,7 +59,17 @@ export class MemStore implements Store {
     this.#open = true;
     for (const seq of this.#marks.keys()) if (!this.#holds(seq)) this.#marks.delete(seq);
     const marks = [...this.#marks.values()].sort((a, b) => a.seq - b.seq);
+    // In memory a walk over the live items costs little; a store on disk keeps this bound instead.
+    let scheduledFrom = this.#nextSeq;
+    for (let i = this.#head; i < this.#items.length; i++) {
+      const item = this.#items[i]!;
+      if (isScheduled(item) && !this.#acked.has(item.seq)) {
+        scheduledFrom = item.seq;
+        break;
+      }
+    }
     return {
+      scheduledFrom,
       nextSeq: this.#nextSeq,
       count: this.#items.length - this.#head - this.#acked.size,
       deliveredBelow: this.#deliveredBelow,

@@ -16,6 +16,7 @@ import { expectation, knownKeys, optionsObject, positiveInteger } from './valida
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { leaseLength } from './queue/leases.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './queue/clock.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
@@ -24,6 +25,7 @@ import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAck
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
+export type { Clock } from './queue/clock.js';
 export type { LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { ProcessHandler } from './queue/handles.js';
@@ -46,6 +48,7 @@ export class Builder {
   #retryDelays: RetryDelayFunction = defaultRetryDelays;
   #maxDeliveries = Infinity;
   #leaseMs = Infinity;
+  #time: TimeSource = systemTime;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -156,6 +159,17 @@ export class Builder {
     return this;
   }
 
+  /**
+   * The clock the queue reads: for not-before times (`push({ delayMs, notBefore })`), leases,
+   * retry delays and `process()` timeouts. A test gives one it moves itself (`ManualClock` from
+   * `persistent-queue/testing`), so that it never sleeps. See README, "Delayed delivery".
+   * @default the system's clocks (`Date.now()` for not-before times, `performance.now()` for lengths)
+   */
+  clock(clock: Clock): this {
+    this.#time = timeOf(checkClock(clock));
+    return this;
+  }
+
   /** Open the store and return the queue's two handles. */
   async open(): Promise<[Producer, Consumer]> {
     const store = this.#store;
@@ -190,7 +204,19 @@ export class Builder {
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,
-    }, this.#leaseMs);
+    }, this.#leaseMs, this.#time);
+    const scheduledFrom = recovery.scheduledFrom;
+    if (store.features.scheduling === true && scheduledFrom !== undefined && scheduledFrom < recovery.nextSeq) {
+      try {
+        if (!Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1) throw new OpenError('ERR_STORE', `The store's open() returned an invalid scheduledFrom ${scheduledFrom}`);
+        await core.loadSchedule(scheduledFrom);
+      } catch (error) {
+        busyStores.delete(store);
+        await store.close().catch(() => {});
+        if (error instanceof QueueError) throw error;
+        throw new OpenError('ERR_STORE', `The store failed to read its scheduled items at open: ${(error as Error)?.message ?? error}`, { cause: error });
+      }
+    }
     if (core.ledger !== undefined) {
       try {
         await core.ledger.start();

@@ -6,8 +6,9 @@
 import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
-import type { DeadLetter, Store, StoreRecovery } from '../store.js';
-import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, busyStores, closedError, detachAbort, insertBySeq, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
+import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, entryOf, busyStores, closedError, detachAbort, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
@@ -17,7 +18,11 @@ import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
 import { ReadAhead } from './read-ahead.js';
 import { type Lease, Leases } from './leases.js';
+import { Schedule } from './schedule.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
+
+/** How many items one store read fetches while the schedule is loaded at open. */
+const SCHEDULE_SCAN_COUNT = 4096;
 
 function leaseExpiredError(entry: Entry): QueueError {
   return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${entry.seq} ran out: it was returned to the queue`);
@@ -31,6 +36,8 @@ function unsupported(what: string): QueueError {
 export class QueueCore {
   readonly store: Store;
   readonly capacity: number;
+  /** The clocks and timers of this queue: the system's, or the one given to `Builder.clock`. */
+  readonly time: TimeSource;
   readonly durability: Durability;
   /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
   readonly arena = new ByteArena();
@@ -65,6 +72,8 @@ export class QueueCore {
   #appendBatch: PendingPush[] = NO_PUSHES;
   #appendItems: Entry[] = NO_ENTRIES;
   #appendFirstSeq = 0;
+  /** The batch in flight holds items with a priority or a not-before time. */
+  #appendScheduled = false;
   readonly #appendFlush: FlushScheduler;
 
   // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
@@ -78,9 +87,14 @@ export class QueueCore {
 
   // Consumer side.
   readonly #readAhead: ReadAhead;
-  #returned: Entry[] = [];
+  /**
+   * Items returned to the queue (nacked, dropped, their lease or retry delay over) and items
+   * pushed with a priority or a not-before time: the ready ones by priority then seq, the others
+   * until their time comes (./schedule.ts). Plain items come from the read-ahead instead.
+   */
+  readonly #schedule: Schedule;
   /** Items nacked with a delay, not ready until their time comes; in memory only. */
-  readonly #delayed = new DelayedItems((entries) => this.#releaseDelayed(entries));
+  readonly #delayed: DelayedItems;
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
@@ -88,7 +102,7 @@ export class QueueCore {
   /** The lease a reservation gets unless its reserve() says otherwise; Infinity: none. */
   readonly leaseMs: number;
   /** The running leases of in-flight reservations; in memory only. */
-  readonly #leases = new Leases((leases) => this.#leasesExpired(leases));
+  readonly #leases: Leases;
   /** Leases that ran out, since open. */
   #leaseExpiredCount = 0;
   /** The group new deliveries join (`./drop-guard.ts`), so that dropped reservations come back. */
@@ -115,9 +129,14 @@ export class QueueCore {
     recovery: StoreRecovery,
     storeCallsPerTurn: number,
     deliveries: { maxDeliveries: number; keep: boolean },
-    leaseMs = Infinity,
+    leaseMs: number,
+    time: TimeSource,
   ) {
     this.leaseMs = leaseMs;
+    this.time = time;
+    this.#schedule = new Schedule(time, () => this.#serveWaiters());
+    this.#delayed = new DelayedItems((entries) => this.#releaseDelayed(entries), time);
+    this.#leases = new Leases((leases) => this.#leasesExpired(leases), time);
     const { nextSeq, count } = recovery;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
@@ -140,7 +159,7 @@ export class QueueCore {
           moved: (entries, reasons) => this.#moved(entries, reasons),
           notMoved: (entries) => {
             // Still stored and unacked: ready again, as after an ack the disk had no room for.
-            if (this.#state === 'open') for (const entry of entries) insertBySeq(this.#returned, entry);
+            if (this.#state === 'open') for (const entry of entries) this.#schedule.ready(entry);
             this.#serveWaiters();
             this.#checkQuiet();
           },
@@ -148,13 +167,32 @@ export class QueueCore {
       : undefined;
     this.#readAhead = new ReadAhead(store, {
       committedBefore: () => this.#committedBefore,
-      readyNotReturned: () => this.#ready() - this.#returned.length,
+      readyNotReturned: () => this.#ready() - this.#schedule.readyCount,
       appendInFlight: () => this.#appendInFlight,
       isOpen: () => this.#state === 'open',
       readFailed: (error) => this.#readFailed(error),
       fail: (error) => this.#fail(error),
       fetched: () => this.#serveWaiters(),
     });
+  }
+
+  /**
+   * Read the items stored from `from` on (`StoreRecovery.scheduledFrom`) once, at open, and hold
+   * those with a priority or a not-before time in the schedule; the read-ahead skips them. Plain
+   * items are read and dropped: their turn comes through the read-ahead.
+   */
+  async loadSchedule(from: number): Promise<void> {
+    const before = this.#committedBefore;
+    let after = from - 1;
+    while (after < before - 1) {
+      const items = await this.store.read({ after, before, limit: SCHEDULE_SCAN_COUNT });
+      if (items.length === 0) return;
+      for (const item of items) {
+        if (!(item.seq > after && item.seq < before)) throw new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`);
+        after = item.seq;
+        if (isScheduled(item)) this.#schedule.add(entryOf(item));
+      }
+    }
   }
 
   get closed(): boolean {
@@ -184,7 +222,8 @@ export class QueueCore {
       acked: m.ackedCount,
       nacked: m.nackedCount,
       redelivered: m.redeliveredCount,
-      delayed: this.#delayed.size,
+      delayed: this.#delayed.size + this.#schedule.waitingCount,
+      leased: this.#leases.size,
       retried: m.retriedCount,
       deadLettered: m.deadLetteredCount,
       deadLetters: this.ledger?.deadLetters ?? 0,
@@ -204,15 +243,20 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size - (this.ledger?.moving ?? 0);
+    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size - this.#schedule.waitingCount - (this.ledger?.moving ?? 0);
   }
 
   // ---------------------------------------------------------------- producer
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[]): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if ((priority !== 0 || notBefore !== 0) && this.store.features.scheduling !== true) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'));
+    }
+    // A time already come is no delay: the item is stored as a plain one.
+    if (notBefore !== 0 && notBefore <= this.time.wallNow()) notBefore = 0;
     const max = this.store.maxItemBytes;
     for (const p of payloads) {
       if (p.byteLength > max) {
@@ -227,7 +271,7 @@ export class QueueCore {
       );
     }
     return new Promise<number | number[]>((resolve, reject) => {
-      const pending: PendingPush = { payloads, single, resolve, reject, signal, onAbort: undefined };
+      const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
       if (from !== undefined) pending.from = from;
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
         this.#admit(pending);
@@ -314,10 +358,14 @@ export class QueueCore {
     const firstSeq = this.#nextSeq;
     const items: Entry[] = [];
     let seq = firstSeq;
+    let scheduled = false;
     for (const pending of batch) {
       detachAbort(pending);
-      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes));
+      const { priority, notBefore } = pending;
+      if (priority !== 0 || notBefore !== 0) scheduled = true;
+      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
     }
+    this.#appendScheduled = scheduled;
     this.#nextSeq = seq;
     this.#appendInFlight = true;
     this.#appendBatch = batch;
@@ -361,7 +409,17 @@ export class QueueCore {
     this.#storedCount += count;
     this.#committedBefore = firstSeq + count;
     if (batch[0]!.from !== undefined) this.ledger!.deadLetters -= count;
-    this.#readAhead.stored(items);
+    if (this.#appendScheduled) {
+      // Scheduled items wait in the schedule; the read-ahead skips them when it meets them in the store.
+      const plain: Entry[] = [];
+      for (const item of items) {
+        if (item.priority !== 0 || item.notBefore !== 0) this.#schedule.add(item);
+        else plain.push(item);
+      }
+      if (plain.length > 0) this.#readAhead.stored(plain);
+    } else {
+      this.#readAhead.stored(items);
+    }
     this.#monitor.stored(items);
     let seq = firstSeq;
     for (const pending of batch) {
@@ -403,16 +461,26 @@ export class QueueCore {
   }
 
   reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal, leaseMs) ?? waitIn(this.#reserveWaiters, signal, leaseMs);
+    return this.#reserveAtOnce(signal, leaseMs) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs));
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
   reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined, this.leaseMs) ?? waitInGroup(this.#reserveWaiters, group, this.leaseMs);
+    return this.#reserveAtOnce(undefined, this.leaseMs) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, this.leaseMs));
   }
 
   stopWaiting(group: Set<Waiter<Reserved | null>>): void {
     withdrawGroup(this.#reserveWaiters, group, null);
+    this.#schedule.hold(this.#reserveWaiters.length > 0);
+  }
+
+  /**
+   * A consumer waits: an item still to fall due keeps the process alive meanwhile, as a retry
+   * does. Without a waiter it does not (a process that only pushes delayed items may exit).
+   */
+  #wait(waiting: Promise<Reserved | null>): Promise<Reserved | null> {
+    this.#schedule.hold(true);
+    return waiting;
   }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
@@ -432,15 +500,23 @@ export class QueueCore {
   }
 
   /**
-   * The next item to deliver: returned (nacked) items first, in seq order, since every one of them
-   * is older than anything in the read-ahead; then the read-ahead, refilled from the store.
-   * Returns null when nothing is ready or a fetch from an asynchronous store is in progress.
+   * The next item to deliver: the ready item of highest priority, the lowest seq among those; the
+   * plain items in the read-ahead (refilled from the store) have priority 0. Returns null when
+   * nothing is ready or a fetch from an asynchronous store is in progress.
    */
   #takeNext(): Entry | null {
     if (this.#readError) throw this.#readError;
     const ledger = this.ledger;
+    const schedule = this.#schedule;
     for (;;) {
-      const entry = this.#returned.length > 0 ? this.#returned.shift()! : this.#readAhead.take();
+      let lane = schedule.best();
+      if (lane !== undefined && lane.priority <= 0) {
+        // The read-ahead's head is the lowest-seq plain item: it goes before every lower priority,
+        // and before the items of priority 0 that come after it.
+        const head = this.#readAhead.peek();
+        if (head !== null && (lane.priority < 0 || head.seq < lane.first()!.seq)) lane = undefined;
+      }
+      const entry = lane !== undefined ? schedule.take(lane) : this.#readAhead.take();
       if (entry === null) {
         // A read that failed must fail this call, not look like "nothing ready".
         if (this.#readError) throw this.#readError;
@@ -456,7 +532,8 @@ export class QueueCore {
       if (ledger.ready(entry)) return entry;
       // It waits, first in line, for its mark or for the bound that covers it; every item after
       // it waits behind it, so the order holds.
-      this.#returned.unshift(entry);
+      if (lane !== undefined) schedule.putBack(lane, entry);
+      else schedule.ready(entry);
       return null;
     }
   }
@@ -548,7 +625,7 @@ export class QueueCore {
 
   #deliver(entry: Entry, leaseMs: number): Reserved {
     entry.deliveries++;
-    if (this.ledger !== undefined) this.ledger.delivered(entry, Date.now());
+    if (this.ledger !== undefined) this.ledger.delivered(entry, this.time.wallNow());
     entry.token = this.#nextToken++;
     entry.inFlight = true;
     this.#inFlightCount++;
@@ -579,6 +656,7 @@ export class QueueCore {
       detachAbort(waiter);
       waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs));
     }
+    this.#schedule.hold(false);
   }
 
   /** Settle check shared by ack, nack, deadLetter and extend: the error, or undefined when `reserved` may still settle. */
@@ -674,14 +752,14 @@ export class QueueCore {
   /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */
   #releaseDelayed(entries: Entry[]): void {
     if (this.#state !== 'open') return;
-    for (const entry of entries) insertBySeq(this.#returned, entry);
+    for (const entry of entries) this.#schedule.ready(entry);
     this.#serveWaiters();
   }
 
   #returnEntry(entry: Entry, nacked: boolean): void {
     entry.inFlight = false;
     this.#inFlightCount--;
-    insertBySeq(this.#returned, entry);
+    this.#schedule.ready(entry);
     // Published before the item can be delivered again: its retry message comes after this one.
     if (nacked) this.#monitor.nacked(entry);
     this.#serveWaiters();
@@ -745,7 +823,7 @@ export class QueueCore {
     const batch = this.#takeAckBatch();
     if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
       // The acks were not recorded: the items are still stored and unacked, so they are ready again.
-      if (this.#state === 'open') for (const entry of batch.entries) insertBySeq(this.#returned, entry);
+      if (this.#state === 'open') for (const entry of batch.entries) this.#schedule.ready(entry);
       batch.reject(error);
       this.#serveWaiters();
       this.#flushAcks();
@@ -760,7 +838,7 @@ export class QueueCore {
 
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
   #isDrained(): boolean {
-    return this.#ready() === 0 && this.#delayed.size === 0 && this.#pendingPushes() === 0;
+    return this.#ready() === 0 && this.#delayed.size === 0 && this.#schedule.waitingCount === 0 && this.#pendingPushes() === 0;
   }
 
   /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */
@@ -879,8 +957,8 @@ export class QueueCore {
     // close puts their counts back, so a reopen does not count a delivery they never had. That
     // holds too for a mark asked for and not stored yet (`marked` negative): one already sent
     // is stored by the call in flight, which ends before the counts are put back.
-    const countedAhead = this.ledger === undefined ? [] : [...this.#returned, ...this.#delayed.entries()].filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
-    this.#returned = [];
+    const countedAhead = this.ledger === undefined ? [] : [...this.#schedule.entries(), ...this.#delayed.entries()].filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
+    this.#schedule.clear();
     this.ledger?.clear();
     this.#delayed.clear();
     this.#leases.clear();

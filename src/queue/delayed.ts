@@ -1,11 +1,12 @@
 // Items nacked with a delay, waiting for their time: in memory only, ordered by due time, behind
 // one timer. When an item's time comes the core puts it back among the ready items by seq.
+import type { TimeSource } from './clock.js';
 import { DueList } from './due-list.js';
 import type { Entry } from './entry.js';
 
 interface Waiting {
   readonly entry: Entry;
-  /** `performance.now()` at which the entry is ready again. */
+  /** The monotonic time at which the entry is ready again. */
   readonly dueMs: number;
 }
 
@@ -16,10 +17,12 @@ interface Waiting {
  */
 export class DelayedItems {
   readonly #list: DueList<Waiting>;
+  readonly #time: TimeSource;
 
   /** `release` gets the entries whose time came, in due order. */
-  constructor(release: (entries: Entry[]) => void) {
-    this.#list = new DueList((due) => release(due.map((w) => w.entry)), false);
+  constructor(release: (entries: Entry[]) => void, time: TimeSource) {
+    this.#time = time;
+    this.#list = new DueList((due) => release(due.map((w) => w.entry)), false, time);
   }
 
   get size(): number {
@@ -27,7 +30,7 @@ export class DelayedItems {
   }
 
   add(entry: Entry, delayMs: number): void {
-    this.#list.add({ entry, dueMs: performance.now() + delayMs });
+    this.#list.add({ entry, dueMs: this.#time.monoNow() + delayMs });
   }
 
   /** The waiting entries, in due order. */

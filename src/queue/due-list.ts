@@ -1,10 +1,11 @@
 // Things due at a time, in memory, sorted by due time behind one timer: the retries waiting for
 // their delay (delayed.ts) and the leases of reservations (leases.ts).
+import { type TimeSource, unrefTimer } from './clock.js';
 
 /** setTimeout's longest delay (2^31 − 1 ms); a longer wait is armed again when it fires. */
 const TIMER_MS_MAX = 2_147_483_647;
 
-/** What a DueList holds: anything with the `performance.now()` time it is due at. */
+/** What a DueList holds: anything with the monotonic time (`TimeSource.monoNow()`) it is due at. */
 export interface Due {
   readonly dueMs: number;
 }
@@ -12,21 +13,23 @@ export interface Due {
 /**
  * Items sorted by due time (ties keep insertion order) and one timer armed for the earliest. The
  * lists are short (retries of failed items, reservations in flight), so a sorted array with a
- * binary search is enough. The clock is monotonic (`performance.now()`), read at each call, so a
- * wall-clock step neither fires early nor holds back.
+ * binary search is enough. The clock is monotonic (`performance.now()` unless a clock was
+ * injected), read at each call, so a wall-clock step neither fires early nor holds back.
  */
 export class DueList<T extends Due> {
   readonly #fire: (due: T[]) => void;
   readonly #unref: boolean;
+  readonly #time: TimeSource;
   #list: T[] = [];
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: unknown;
   /** The due time the timer is armed for. */
   #timerDueMs = Infinity;
 
   /** `fire` gets the items whose time came, in due order, already out of the list. `unref`: the timer does not keep the process alive. */
-  constructor(fire: (due: T[]) => void, unref: boolean) {
+  constructor(fire: (due: T[]) => void, unref: boolean, time: TimeSource) {
     this.#fire = fire;
     this.#unref = unref;
+    this.#time = time;
   }
 
   get size(): number {
@@ -80,13 +83,13 @@ export class DueList<T extends Due> {
   #arm(dueMs: number): void {
     this.#disarm();
     this.#timerDueMs = dueMs;
-    const waitMs = Math.min(TIMER_MS_MAX, Math.max(0, Math.ceil(dueMs - performance.now())));
-    this.#timer = setTimeout(this.#onTimer, waitMs);
-    if (this.#unref) (this.#timer as { unref?: () => void }).unref?.();
+    const waitMs = Math.min(TIMER_MS_MAX, Math.max(0, Math.ceil(dueMs - this.#time.monoNow())));
+    this.#timer = this.#time.setTimeout(this.#onTimer, waitMs);
+    if (this.#unref) unrefTimer(this.#timer);
   }
 
   #disarm(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#time.clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#timerDueMs = Infinity;
   }
@@ -94,7 +97,7 @@ export class DueList<T extends Due> {
   readonly #onTimer = (): void => {
     this.#timer = undefined;
     this.#timerDueMs = Infinity;
-    const now = performance.now();
+    const now = this.#time.monoNow();
     const list = this.#list;
     let n = 0;
     while (n < list.length && list[n]!.dueMs <= now) n++;

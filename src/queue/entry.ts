@@ -13,6 +13,9 @@ export interface PendingPush {
   from?: number[];
   /** `push` resolves with one seq, `pushMany` with the list. */
   single: boolean;
+  /** The items' priority and not-before time (ms since the epoch, 0: none). */
+  priority: number;
+  notBefore: number;
   resolve: (seqs: number | number[]) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -34,6 +37,9 @@ export interface Waiter<T> {
  * to: one allocation per item. Stores read only `seq` and `bytes`.
  */
 export interface Entry extends StoredItem {
+  /** Set when stored, never changed: 0 for a plain item. */
+  readonly priority: number;
+  readonly notBefore: number;
   /** Deliveries so far, this one included. */
   deliveries: number;
   /** Identifies the current reservation, so a stale Reserved cannot settle a redelivery. */
@@ -52,8 +58,13 @@ export interface Entry extends StoredItem {
   lastError: string;
 }
 
-export function newEntry(seq: number, bytes: Uint8Array): Entry {
-  return { seq, bytes, deliveries: 0, token: 0, inFlight: false, lease: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0): Entry {
+  return { seq, bytes, priority, notBefore, deliveries: 0, token: 0, inFlight: false, lease: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+}
+
+/** The entry of an item read from the store, its priority and not-before time included. */
+export function entryOf(item: StoredItem): Entry {
+  return newEntry(item.seq, item.bytes, item.priority ?? 0, item.notBefore ?? 0);
 }
 
 /** Acks that go to the store in one call and settle together, sharing one promise. */
@@ -154,19 +165,6 @@ export function detachAbort(pending: { signal: AbortSignal | undefined; onAbort:
   if (pending.onAbort) pending.signal!.removeEventListener('abort', pending.onAbort);
   pending.onAbort = undefined;
 }
-
-/** Insert `entry` into `list`, kept sorted by seq. Returned items are few: a binary search suffices. */
-export function insertBySeq(list: Entry[], entry: Entry): void {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (list[mid]!.seq < entry.seq) lo = mid + 1;
-    else hi = mid;
-  }
-  list.splice(lo, 0, entry);
-}
-
 
 /** The group object whose collection returns the dropped reservations of its members (see core.ts). */
 export interface Guard {

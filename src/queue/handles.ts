@@ -1,4 +1,5 @@
 // The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
+import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
@@ -23,14 +24,14 @@ export class Producer {
    */
   push(payload: PushPayload, options?: PushOptions): Promise<number> {
     let bytes: Uint8Array;
-    let signal: AbortSignal | undefined;
+    let o: PushSettings;
     try {
+      o = pushSettings(options);
       bytes = toBytes('payload', payload, this.#core.arena);
-      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#core.push([bytes], true, signal) as Promise<number>;
+    return this.#core.push([bytes], true, o.signal, undefined, o.priority, o.notBefore(this.#core)) as Promise<number>;
   }
 
   /**
@@ -39,25 +40,25 @@ export class Producer {
    */
   pushMany(payloads: Iterable<PushPayload>, options?: PushOptions): Promise<number[]> {
     let list: Uint8Array[];
-    let signal: AbortSignal | undefined;
+    let o: PushSettings;
     try {
+      o = pushSettings(options);
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
         throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
       }
       list = [];
       let i = 0;
       for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p, this.#core.arena));
-      signal = optionalSignal('options.signal', optionsObject('options', options).signal);
     } catch (error) {
       return Promise.reject(error);
     }
     if (list.length === 0) {
       const error = this.#core.operationalError();
       if (error) return Promise.reject(error);
-      if (signal?.aborted) return Promise.reject(abortReason(signal));
+      if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
       return Promise.resolve([]);
     }
-    return this.#core.push(list, false, signal) as Promise<number[]>;
+    return this.#core.push(list, false, o.signal, undefined, o.priority, o.notBefore(this.#core)) as Promise<number[]>;
   }
 
   stats(): QueueStats {
@@ -82,6 +83,48 @@ export class Producer {
   [Symbol.asyncDispose](): Promise<void> {
     return this.#core.close();
   }
+}
+
+interface PushSettings {
+  signal: AbortSignal | undefined;
+  priority: number;
+  /** The not-before time, in ms since the epoch (0: none), read off the queue's clock at the call. */
+  notBefore(core: QueueCore): number;
+}
+
+const NO_DELAY = (_core: QueueCore): number => 0;
+/** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
+const MAX_DELAY_MS = 1e15;
+
+/** Validate the options of `push()` and `pushMany()`. */
+function pushSettings(options: PushOptions | undefined): PushSettings {
+  const o = optionsObject('options', options);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
+  const signal = optionalSignal('options.signal', o.signal);
+  let priority = 0;
+  if (o.priority !== undefined) {
+    if (typeof o.priority !== 'number') throw new TypeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
+    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) {
+      throw new RangeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
+    }
+    priority = o.priority === 0 ? 0 : o.priority; // -0 is 0
+  }
+  if (o.delayMs !== undefined && o.notBefore !== undefined) {
+    throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
+  }
+  let notBefore: (core: QueueCore) => number = NO_DELAY;
+  if (o.delayMs !== undefined) {
+    const ms = delayMs('options.delayMs', o.delayMs);
+    if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
+    if (ms > 0) notBefore = (core) => Math.ceil(core.time.wallNow() + ms);
+  } else if (o.notBefore !== undefined) {
+    const at = o.notBefore instanceof Date ? o.notBefore.getTime() : o.notBefore;
+    const what = 'a Date or a non-negative safe integer of ms since the epoch';
+    if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
+    if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
+    if (at > 0) notBefore = () => at;
+  }
+  return { signal, priority, notBefore };
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. */
@@ -162,7 +205,7 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays });
+    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays, time: this.#core.time });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
@@ -262,7 +305,7 @@ export class Reserved {
   get leaseExpiresAt(): number {
     const lease = this.#lease;
     if (lease === undefined) return Infinity;
-    return Date.now() + (lease.dueMs - performance.now());
+    return this.#core.time.wallNow() + (lease.dueMs - this.#core.time.monoNow());
   }
 
   /** The length of this reservation's lease in ms (what `extend()` renews by); Infinity without one. @internal */

@@ -3,6 +3,7 @@
 // the core returns the item to the queue as it returns a dropped reservation.
 import type { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
+import type { TimeSource } from './clock.js';
 import { DueList } from './due-list.js';
 import type { Entry } from './entry.js';
 
@@ -13,7 +14,7 @@ import type { Entry } from './entry.js';
  */
 export interface Lease {
   readonly entry: Entry;
-  /** `performance.now()` at which the lease runs out. */
+  /** The monotonic time (`TimeSource.monoNow()`) at which the lease runs out. */
   dueMs: number;
   /** The length `extend()` renews it by when given no length. */
   lengthMs: number;
@@ -44,10 +45,12 @@ export function leaseLength(name: string, value: unknown, allowInfinity: boolean
  */
 export class Leases {
   readonly #list: DueList<Lease>;
+  readonly #time: TimeSource;
 
   /** `expire` gets the leases that ran out, in due order, already out of the list. */
-  constructor(expire: (leases: Lease[]) => void) {
-    this.#list = new DueList(expire, true);
+  constructor(expire: (leases: Lease[]) => void, time: TimeSource) {
+    this.#time = time;
+    this.#list = new DueList(expire, true, time);
   }
 
   get size(): number {
@@ -55,7 +58,7 @@ export class Leases {
   }
 
   grant(entry: Entry, lengthMs: number): Lease {
-    const lease: Lease = { entry, dueMs: performance.now() + lengthMs, lengthMs, expired: false, onExpire: undefined };
+    const lease: Lease = { entry, dueMs: this.#time.monoNow() + lengthMs, lengthMs, expired: false, onExpire: undefined };
     this.#list.add(lease);
     return lease;
   }
@@ -63,7 +66,7 @@ export class Leases {
   /** Renew `lease` (in the list) to now + `lengthMs`. */
   renew(lease: Lease, lengthMs: number): void {
     this.#list.remove(lease);
-    lease.dueMs = performance.now() + lengthMs;
+    lease.dueMs = this.#time.monoNow() + lengthMs;
     lease.lengthMs = lengthMs;
     this.#list.add(lease);
   }

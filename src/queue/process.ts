@@ -1,6 +1,7 @@
 // Consumer.process(): workers that reserve an item, run the handler on it and settle it; a failed
 // handler (a throw, or a timeout) is reported to onError and its item retried under the retry
 // policy. The options are validated by the Consumer; the waiting between retries is delayed.ts's.
+import { type TimeSource, unrefTimer } from './clock.js';
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
@@ -19,6 +20,8 @@ export interface ProcessSettings {
   /** Extend each running handler's lease when half of it has passed. */
   readonly heartbeat: boolean;
   readonly retryDelays: RetryDelayFunction;
+  /** The queue's timers (the system's, or an injected clock's). */
+  readonly time: TimeSource;
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. */
@@ -63,7 +66,7 @@ function timeoutError(timeoutMs: number): DOMException {
  * extended each time half of it has passed, for as long as the handler runs.
  */
 function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext, settings: ProcessSettings): unknown {
-  const { timeoutMs, heartbeat } = settings;
+  const { timeoutMs, heartbeat, time } = settings;
   // Without a lease or a timeout the handler runs bare: no closure, no timer per item. (A lease
   // the handler itself gives its item is still fenced; the worker reports its expiry afterwards.)
   if (timeoutMs === Infinity && item.leaseMs === Infinity) return handler(item, context);
@@ -71,13 +74,13 @@ function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext
   item.onLeaseExpired((error) => leaseLost?.(error));
   const result = handler(item, context);
   return new Promise((resolve, reject) => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let beat: ReturnType<typeof setTimeout> | undefined;
+    let timer: unknown;
+    let beat: unknown;
     const done = (): void => {
       leaseLost = undefined;
       item.onLeaseExpired(undefined);
-      if (timer !== undefined) clearTimeout(timer);
-      if (beat !== undefined) clearTimeout(beat);
+      if (timer !== undefined) time.clearTimeout(timer);
+      if (beat !== undefined) time.clearTimeout(beat);
       beat = undefined;
     };
     const fail = (error: unknown): void => {
@@ -91,12 +94,12 @@ function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext
       fail(leaseExpiredError(item));
       return;
     }
-    if (timeoutMs !== Infinity) timer = setTimeout(() => fail(timeoutError(timeoutMs)), timeoutMs);
+    if (timeoutMs !== Infinity) timer = time.setTimeout(() => fail(timeoutError(timeoutMs)), timeoutMs);
     if (heartbeat) {
       const arm = (): void => {
         const lengthMs = item.leaseMs;
         if (lengthMs === Infinity) return;
-        beat = setTimeout(() => {
+        beat = time.setTimeout(() => {
           beat = undefined;
           // A refusal (settled by the handler, the queue closed) ends the heartbeat; an expiry is
           // reported through the lease itself.
@@ -106,7 +109,7 @@ function runHandler(handler: ProcessHandler, item: Reserved, context: RunContext
         }, lengthMs / 2);
         // Unref'd as the lease timer is: the handler's own work keeps the process alive, a
         // heartbeat alone must not keep a hung handler's process running.
-        (beat as { unref?: () => void }).unref?.();
+        unrefTimer(beat);
       };
       arm();
     }

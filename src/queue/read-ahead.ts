@@ -2,7 +2,7 @@
 // the reads that refill them, and the hand-over of just-stored batches to a caught-up consumer.
 // The core owns every count and every failure; it answers this object's questions through a host.
 import { QueueError } from '../errors.js';
-import type { Store, StoredItem } from '../store.js';
+import { type Store, type StoredItem, isScheduled } from '../store.js';
 import { type Entry, newEntry } from './entry.js';
 
 /** How many items one store read fetches ahead of the consumer. */
@@ -58,14 +58,28 @@ export class ReadAhead {
    * read from an asynchronous store is in progress, or the read failed (the host was told).
    */
   take(): Entry | null {
-    if (this.#head === this.#buffer.length) {
-      if (this.#fetching || this.#host.readyNotReturned() === 0) return null;
-      this.#fetch();
-      if (this.#head === this.#buffer.length) return null;
-    }
+    if (this.#head === this.#buffer.length && !this.#refill()) return null;
     const entry = this.#buffer[this.#head]!;
     this.#buffer[this.#head++] = undefined as unknown as Entry;
     return entry;
+  }
+
+  /** The item `take()` would return, left in place (refilled from the store as `take()` does). */
+  peek(): Entry | null {
+    if (this.#head === this.#buffer.length && !this.#refill()) return null;
+    return this.#buffer[this.#head]!;
+  }
+
+  /** Fetch until the read-ahead holds an item; false when none is ready or the fetch is asynchronous. */
+  #refill(): boolean {
+    // A read may find only scheduled items, which the core holds elsewhere: read on past them.
+    while (this.#head === this.#buffer.length) {
+      if (this.#fetching || this.#host.readyNotReturned() === 0) return false;
+      const cursor = this.#readCursor;
+      this.#fetch();
+      if (this.#fetching || this.#readCursor === cursor) return this.#head < this.#buffer.length;
+    }
+    return true;
   }
 
   /** Drop everything read ahead (close returns it to the store). */
@@ -153,7 +167,12 @@ export class ReadAhead {
       return;
     }
     const buffer = this.#buffer;
-    for (let i = 0; i < items.length; i++) buffer.push(newEntry(items[i]!.seq, items[i]!.bytes));
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]!;
+      // Items with a priority or a not-before time are in the core's schedule already.
+      if (isScheduled(item)) continue;
+      buffer.push(newEntry(item.seq, item.bytes));
+    }
     this.#readCursor = last;
     this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#host.appendInFlight() && complete;
   }

@@ -47,6 +47,19 @@ export interface LazyAckOptions {
 export interface PushOptions {
   /** Abort while the push waits for capacity or for its batch; an aborted push leaves no trace. */
   signal?: AbortSignal;
+  /**
+   * Higher priorities are handed out first; FIFO by seq within one priority. An integer from
+   * -128 to 127. Strict: a lower priority waits while a higher one is ready. See README, "Priorities".
+   * @default 0
+   */
+  priority?: number;
+  /**
+   * Not handed out before this many ms from now (the queue's clock); stored at once, ready across
+   * restarts once the time has come. Not together with `notBefore`. See README, "Delayed delivery".
+   */
+  delayMs?: number;
+  /** Not handed out before this time: a Date, or ms since the Unix epoch. Not together with `delayMs`. */
+  notBefore?: Date | number;
 }
 
 export interface ReserveOptions {
@@ -133,7 +146,7 @@ export interface NackOptions {
  * again at 0 when the store is opened again.
  */
 export interface QueueStats {
-  /** Stored items not reserved by the consumer, and not waiting for a delayed retry. */
+  /** Stored items not reserved by the consumer, not waiting for a delayed retry nor for their not-before time. */
   ready: number;
   /** Reserved items not yet acked or nacked. */
   inFlight: number;
@@ -159,8 +172,13 @@ export interface QueueStats {
   nacked: number;
   /** Deliveries after an item's first one in this process: nacked items, dropped reservations, acks refused with `ERR_STORE_FULL`. */
   redelivered: number;
-  /** Items nacked with a delay (`nack({ delayMs })`, a retry of `process()`) and not yet ready again. */
+  /**
+   * Items waiting for their time: nacked with a delay (`nack({ delayMs })`, a retry of
+   * `process()`), or pushed with `delayMs`/`notBefore` and not yet due.
+   */
   delayed: number;
+  /** Reservations whose lease is running (reserved with a lease, not yet settled). */
+  leased: number;
   /** Handler failures (throws and timeouts) that `process()` retried. */
   retried: number;
   /** Items moved into the dead-letter queue by this queue (`maxDeliveries`, `item.deadLetter()`). */

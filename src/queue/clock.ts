@@ -1,0 +1,67 @@
+// Time as the queue reads it: the wall clock for not-before times (they are stored and outlive
+// the process), a monotonic clock for lengths measured within one process (leases, retry delays),
+// and the timers that wake the queue when something falls due. A test injects one object
+// (`Builder.clock`) that answers all three, so that it moves time itself and never sleeps.
+import { expectation } from '../validate.js';
+
+/**
+ * A clock the queue reads instead of the system's (`Builder.clock`). `now()` is milliseconds
+ * since the Unix epoch; `setTimeout` calls `fn` once the clock has moved `ms` forward and returns
+ * a handle `clearTimeout` cancels. The handle may have an `unref()` method, as Node's timers do.
+ */
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** The clock the queue uses inside, built from the system's or an injected {@link Clock}. @internal */
+export interface TimeSource {
+  /** Milliseconds since the Unix epoch: what not-before times are compared with. */
+  wallNow(): number;
+  /** A clock that never steps back, for lengths within this process (leases, retries). */
+  monoNow(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/**
+ * The system's clocks. Leases and retry delays are measured with `performance.now()`, so that a
+ * wall-clock step neither ends a lease early nor holds a retry back; not-before times are wall
+ * clock times by nature, so a step moves them.
+ */
+export const systemTime: TimeSource = {
+  wallNow: () => Date.now(),
+  monoNow: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/** The time source of an injected clock: every reading comes from it. */
+export function timeOf(clock: Clock): TimeSource {
+  return {
+    wallNow: () => clock.now(),
+    monoNow: () => clock.now(),
+    setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+    clearTimeout: (handle) => clock.clearTimeout(handle),
+  };
+}
+
+/** Validate a {@link Clock} given to the builder. */
+export function checkClock(clock: unknown): Clock {
+  const c = clock as Partial<Clock> | null;
+  if (c === null || typeof c !== 'object' || typeof c.now !== 'function' || typeof c.setTimeout !== 'function' || typeof c.clearTimeout !== 'function') {
+    throw new TypeError(expectation('clock', 'an object with now(), setTimeout(fn, ms) and clearTimeout(handle)', clock));
+  }
+  return c as Clock;
+}
+
+/** Let a timer handle not keep the process alive, when it can (Node's handles can). */
+export function unrefTimer(handle: unknown): void {
+  (handle as { unref?: () => void } | null)?.unref?.();
+}
+
+/** Let a timer handle keep the process alive again. */
+export function refTimer(handle: unknown): void {
+  (handle as { ref?: () => void } | null)?.ref?.();
+}

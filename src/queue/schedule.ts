@@ -1,0 +1,260 @@
+// The items that do not simply wait their turn by seq: those returned to the queue (nacked,
+// dropped, their lease run out, their retry delay over), and those pushed with a priority or a
+// not-before time. Ready ones wait in one lane per priority, by seq; those whose time has not
+// come wait in a heap by not-before time behind one timer. The core takes the best ready item
+// from here or from the read-ahead (plain items, priority 0, in seq order), whichever comes first.
+import { type TimeSource, refTimer, unrefTimer } from './clock.js';
+import type { Entry } from './entry.js';
+
+/** setTimeout's longest delay (2^31 − 1 ms); a longer wait is armed again when it fires. */
+const TIMER_MS_MAX = 2_147_483_647;
+/** A lane drops its consumed slots once this many sit before its head. */
+const LANE_COMPACT_COUNT = 1024;
+
+/** The ready items of one priority, in seq order. Items mostly arrive in seq order: appended. */
+class Lane {
+  readonly priority: number;
+  #items: Entry[] = [];
+  #head = 0;
+
+  constructor(priority: number) {
+    this.priority = priority;
+  }
+
+  get size(): number {
+    return this.#items.length - this.#head;
+  }
+
+  first(): Entry | undefined {
+    return this.#items[this.#head];
+  }
+
+  shift(): Entry {
+    const entry = this.#items[this.#head]!;
+    this.#items[this.#head++] = undefined as unknown as Entry;
+    if (this.#head === this.#items.length) {
+      this.#items = [];
+      this.#head = 0;
+    } else if (this.#head >= LANE_COMPACT_COUNT && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return entry;
+  }
+
+  /** Put back the item just shifted (it waits, first in line, for its delivery mark). */
+  unshift(entry: Entry): void {
+    if (this.#head > 0) this.#items[--this.#head] = entry;
+    else this.#items.unshift(entry);
+  }
+
+  insert(entry: Entry): void {
+    const items = this.#items;
+    const last = items.length - 1;
+    if (last < this.#head || items[last]!.seq < entry.seq) {
+      items.push(entry);
+      return;
+    }
+    let lo = this.#head;
+    let hi = items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (items[mid]!.seq < entry.seq) lo = mid + 1;
+      else hi = mid;
+    }
+    items.splice(lo, 0, entry);
+  }
+
+  entries(): Entry[] {
+    return this.#items.slice(this.#head);
+  }
+}
+
+/** Entries by not-before time (ties by seq), as a binary heap: a million delayed pushes stay cheap. */
+class TimeHeap {
+  readonly #heap: Entry[] = [];
+
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  peek(): Entry | undefined {
+    return this.#heap[0];
+  }
+
+  push(entry: Entry): void {
+    const heap = this.#heap;
+    let i = heap.length;
+    heap.push(entry);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(entry, heap[parent]!)) break;
+      heap[i] = heap[parent]!;
+      i = parent;
+    }
+    heap[i] = entry;
+  }
+
+  pop(): Entry {
+    const heap = this.#heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      let i = 0;
+      for (;;) {
+        const left = 2 * i + 1;
+        if (left >= heap.length) break;
+        const right = left + 1;
+        const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left;
+        if (!before(heap[child]!, last)) break;
+        heap[i] = heap[child]!;
+        i = child;
+      }
+      heap[i] = last;
+    }
+    return top;
+  }
+
+  entries(): Entry[] {
+    return this.#heap.slice();
+  }
+
+  clear(): void {
+    this.#heap.length = 0;
+  }
+}
+
+function before(a: Entry, b: Entry): boolean {
+  return a.notBefore < b.notBefore || (a.notBefore === b.notBefore && a.seq < b.seq);
+}
+
+export class Schedule {
+  readonly #time: TimeSource;
+  readonly #released: () => void;
+  /** Lanes by priority; `#order` lists the priorities of lanes that exist, highest first. */
+  readonly #lanes = new Map<number, Lane>();
+  #order: Lane[] = [];
+  /** Ready items in every lane. */
+  #readyCount = 0;
+  readonly #waiting = new TimeHeap();
+  #timer: unknown;
+  #timerDueMs = Infinity;
+  /** Whether the timer keeps the process alive: only while a consumer waits for an item. */
+  #held = false;
+
+  /** `released` is told when items whose time came joined their lanes. */
+  constructor(time: TimeSource, released: () => void) {
+    this.#time = time;
+    this.#released = released;
+  }
+
+  /** Ready items in the lanes. */
+  get readyCount(): number {
+    return this.#readyCount;
+  }
+
+  /** Items whose not-before time has not come. */
+  get waitingCount(): number {
+    return this.#waiting.size;
+  }
+
+  /** A pushed item with a priority or a not-before time (at open, or once stored). */
+  add(entry: Entry): void {
+    if (entry.notBefore > this.#time.wallNow()) {
+      this.#waiting.push(entry);
+      if (entry.notBefore < this.#timerDueMs) this.#arm();
+      return;
+    }
+    this.ready(entry);
+  }
+
+  /** An item ready now: by seq in the lane of its priority. */
+  ready(entry: Entry): void {
+    this.#lane(entry.priority).insert(entry);
+    this.#readyCount++;
+  }
+
+  /** The lane holding the best ready item (highest priority), or undefined when none is ready. */
+  best(): Lane | undefined {
+    if (this.#readyCount === 0) return undefined;
+    for (const lane of this.#order) if (lane.size > 0) return lane;
+    return undefined;
+  }
+
+  take(lane: Lane): Entry {
+    this.#readyCount--;
+    return lane.shift();
+  }
+
+  /** Put back the item just taken from `lane`, first in its line. */
+  putBack(lane: Lane, entry: Entry): void {
+    lane.unshift(entry);
+    this.#readyCount++;
+  }
+
+  /** Every item held, ready or waiting. */
+  entries(): Entry[] {
+    const out: Entry[] = [];
+    for (const lane of this.#order) out.push(...lane.entries());
+    out.push(...this.#waiting.entries());
+    return out;
+  }
+
+  /** Keep the process alive while a consumer waits and an item is still to fall due. */
+  hold(held: boolean): void {
+    if (held === this.#held) return;
+    this.#held = held;
+    if (this.#timer === undefined) return;
+    if (held) refTimer(this.#timer);
+    else unrefTimer(this.#timer);
+  }
+
+  clear(): void {
+    for (const lane of this.#order) while (lane.size > 0) lane.shift();
+    this.#readyCount = 0;
+    this.#waiting.clear();
+    this.#disarm();
+  }
+
+  #lane(priority: number): Lane {
+    let lane = this.#lanes.get(priority);
+    if (lane === undefined) {
+      lane = new Lane(priority);
+      this.#lanes.set(priority, lane);
+      this.#order = [...this.#order, lane].sort((a, b) => b.priority - a.priority);
+    }
+    return lane;
+  }
+
+  #arm(): void {
+    this.#disarm();
+    const next = this.#waiting.peek();
+    if (next === undefined) return;
+    this.#timerDueMs = next.notBefore;
+    const waitMs = Math.min(TIMER_MS_MAX, Math.max(0, next.notBefore - this.#time.wallNow()));
+    this.#timer = this.#time.setTimeout(this.#onTimer, waitMs);
+    if (!this.#held) unrefTimer(this.#timer);
+  }
+
+  #disarm(): void {
+    if (this.#timer !== undefined) this.#time.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerDueMs = Infinity;
+  }
+
+  readonly #onTimer = (): void => {
+    this.#timer = undefined;
+    this.#timerDueMs = Infinity;
+    const now = this.#time.wallNow();
+    let released = 0;
+    while (this.#waiting.size > 0 && this.#waiting.peek()!.notBefore <= now) {
+      this.ready(this.#waiting.pop());
+      released++;
+    }
+    // A wall-clock step back, or a wait longer than a timer allows, leaves items not yet due: arm again.
+    this.#arm();
+    if (released > 0) this.#released();
+  };
+}
+
+export type { Lane };
