@@ -48,7 +48,7 @@ describe.each(schedulingStores())('scheduling over %s', (_name, makeStore) => {
     const [tx, rx] = await new Builder(store).clock(clock).open();
     await tx.push('at', { notBefore: new Date(clock.now() + 5000) });
     const waiting = rx.reserve();
-    let got: string | undefined;
+    let got: string | null | undefined;
     void waiting.then((item) => (got = item && dec(item.bytes)));
     await turn();
     expect(got).toBeUndefined();

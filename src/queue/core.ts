@@ -7,7 +7,7 @@ import { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
-import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, abortReason, entryOf, busyStores, closedError, detachAbort, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, type Holder, abortReason, entryOf, busyStores, closedError, detachAbort, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, errorMessage } from './deliveries.js';
@@ -453,20 +453,44 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- consumer
 
-  tryReserve(): Reserved | null {
+  tryReserve(holder?: Holder): Reserved | null {
     if (this.#failure) throw this.#failure;
-    if (this.#state !== 'open') return null;
+    if (this.#state !== 'open' || holder?.closed) return null;
     const entry = this.#takeNext();
-    return entry ? this.#deliver(entry, this.leaseMs) : null;
+    return entry ? this.#deliver(entry, this.leaseMs, holder) : null;
   }
 
-  reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal, leaseMs) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs));
+  reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder): Promise<Reserved | null> {
+    return this.#reserveAtOnce(signal, leaseMs, holder) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder));
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
-  reserveIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined, this.leaseMs) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, this.leaseMs));
+  reserveIn(group: Set<Waiter<Reserved | null>>, holder?: Holder): Promise<Reserved | null> {
+    return this.#reserveAtOnce(undefined, this.leaseMs, holder) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, this.leaseMs, holder));
+  }
+
+  /**
+   * Close a forked consumer: its waiting reserves resolve null (its process() loops end), and the
+   * items it holds go back to the queue, as dropped reservations do; its handles' later calls
+   * reject with ERR_CLOSED.
+   */
+  closeHolder(holder: Holder): void {
+    if (holder.closed) return;
+    holder.closed = true;
+    const waiters = this.#reserveWaiters;
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      const waiter = waiters[i]!;
+      if (waiter.holder !== holder) continue;
+      waiters.splice(i, 1);
+      detachAbort(waiter);
+      waiter.resolve(null);
+    }
+    if (this.#state !== 'open' || this.#failure) return;
+    const held = [...holder.held];
+    for (const entry of held) {
+      this.#endLease(entry);
+      this.#returnEntry(entry, false);
+    }
   }
 
   stopWaiting(group: Set<Waiter<Reserved | null>>): void {
@@ -484,14 +508,14 @@ export class QueueCore {
   }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
-  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number): Promise<Reserved | null> | undefined {
+  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined): Promise<Reserved | null> | undefined {
     if (this.#failure) return Promise.reject(this.#failure);
-    if (this.#state !== 'open') return Promise.resolve(null);
+    if (this.#state !== 'open' || holder?.closed) return Promise.resolve(null);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     if (this.#reserveWaiters.length === 0) {
       try {
         const entry = this.#takeNext();
-        if (entry) return Promise.resolve(this.#deliver(entry, leaseMs));
+        if (entry) return Promise.resolve(this.#deliver(entry, leaseMs, holder));
       } catch (error) {
         return Promise.reject(error);
       }
@@ -623,7 +647,7 @@ export class QueueCore {
     this.#fail(error);
   }
 
-  #deliver(entry: Entry, leaseMs: number): Reserved {
+  #deliver(entry: Entry, leaseMs: number, holder: Holder | undefined): Reserved {
     entry.deliveries++;
     if (this.ledger !== undefined) this.ledger.delivered(entry, this.time.wallNow());
     entry.token = this.#nextToken++;
@@ -635,7 +659,11 @@ export class QueueCore {
     const lease = leaseMs === Infinity ? undefined : (entry.lease = this.#leases.grant(entry, leaseMs));
     this.#monitor.delivered(entry);
     if (this.#drained.size !== 0) this.#settleWatches();
-    return new Reserved(this, entry, guard, slot, lease);
+    if (holder !== undefined) {
+      entry.holder = holder;
+      holder.held.add(entry);
+    }
+    return new Reserved(this, entry, guard, slot, lease, holder);
   }
 
   #serveWaiters(): void {
@@ -654,7 +682,7 @@ export class QueueCore {
       if (!entry) return;
       const waiter = waiters.shift()!;
       detachAbort(waiter);
-      waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs));
+      waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
     }
     this.#schedule.hold(false);
   }
@@ -665,12 +693,14 @@ export class QueueCore {
     if (this.#state !== 'open') return closedError();
     // Checked before `settled`: a stale holder learns its lease ran out, whatever happened to the item since.
     if (reserved.leaseExpired) return leaseExpiredError(entry);
+    if (reserved.holder?.closed) return new QueueError('ERR_CLOSED', `This consumer is closed: item ${entry.seq} was returned to the queue`);
     if (reserved.settled) return new QueueError('ERR_ALREADY_SETTLED', `Item ${entry.seq} was already settled`);
     return undefined;
   }
 
-  /** The reservation of `entry` is settled or returned: its lease no longer runs. */
+  /** The reservation of `entry` is settled or returned: its lease no longer runs, no consumer holds it. */
   #endLease(entry: Entry): void {
+    if (entry.holder !== undefined) this.#unhold(entry);
     const lease = entry.lease;
     if (lease === undefined) return;
     entry.lease = undefined;
@@ -694,12 +724,19 @@ export class QueueCore {
     return (entry.lease = this.#leases.grant(entry, lengthMs));
   }
 
+  /** The forked consumer holding `entry` no longer does. */
+  #unhold(entry: Entry): void {
+    entry.holder!.held.delete(entry);
+    entry.holder = undefined;
+  }
+
   /** Leases that ran out: their items are ready again, as dropped reservations are. */
   #leasesExpired(leases: Lease[]): void {
     if (this.#state !== 'open' || this.#failure) return;
     for (const lease of leases) {
       lease.expired = true;
       lease.entry.lease = undefined;
+      if (lease.entry.holder !== undefined) this.#unhold(lease.entry);
       this.#leaseExpiredCount++;
     }
     for (const lease of leases) this.#returnEntry(lease.entry, false);

@@ -29,6 +29,17 @@ export interface Waiter<T> {
   onAbort: (() => void) | undefined;
   /** A reserve waiter's lease length; undefined: the queue's. */
   leaseMs?: number;
+  /** The forked consumer a reserve waiter waits for; undefined: the queue's own consumer. */
+  holder?: Holder;
+}
+
+/**
+ * A forked consumer's share of the queue (`Consumer.fork()`): the items it holds, so that closing
+ * it returns them. The queue's own consumer has none: closing it closes the queue.
+ */
+export interface Holder {
+  readonly held: Set<Entry>;
+  closed: boolean;
 }
 
 /**
@@ -48,6 +59,8 @@ export interface Entry extends StoredItem {
   inFlight: boolean;
   /** The current reservation's lease (./leases.ts), while it runs; undefined without one. */
   lease: Lease | undefined;
+  /** The forked consumer holding the current reservation; undefined for the queue's own. */
+  holder: Holder | undefined;
   // Kept only over a store with delivery counts (./deliveries.ts).
   /** Deliveries the store holds a record of (a mark, or the first-delivery bound). */
   marked: number;
@@ -59,7 +72,7 @@ export interface Entry extends StoredItem {
 }
 
 export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0): Entry {
-  return { seq, bytes, priority, notBefore, deliveries: 0, token: 0, inFlight: false, lease: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+  return { seq, bytes, priority, notBefore, deliveries: 0, token: 0, inFlight: false, lease: undefined, holder: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
 }
 
 /** The entry of an item read from the store, its priority and not-before time included. */
@@ -112,9 +125,9 @@ export function abortReason(signal: AbortSignal): unknown {
  * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
  * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
  */
-export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number): Promise<T> {
+export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs };
+    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs, holder };
     if (signal) {
       waiter.onAbort = () => {
         const i = list.indexOf(waiter);
@@ -131,7 +144,7 @@ export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, le
  * Wait in `list` as a member of `group`, which the waiter leaves when it settles: whoever holds
  * the group can withdraw all its members at once, without a listener per member.
  */
-export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, leaseMs?: number): Promise<T> {
+export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, leaseMs?: number, holder?: Holder): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const waiter: Waiter<T> = {
       resolve: (value) => {
@@ -145,6 +158,7 @@ export function waitInGroup<T>(list: Waiter<T>[], group: Set<Waiter<T>>, leaseMs
       signal: undefined,
       onAbort: undefined,
       leaseMs,
+      holder,
     };
     group.add(waiter);
     list.push(waiter);

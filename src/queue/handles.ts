@@ -2,7 +2,7 @@
 import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type Entry, type Guard, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
+import { type Entry, type Guard, type Holder, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
 import { type Lease, leaseLength } from './leases.js';
 import { runProcess } from './process.js';
@@ -148,11 +148,34 @@ export class Consumer {
   /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See README, "Dead letters". */
   readonly deadLetters: DeadLetterQueue;
 
+  /** Set on a consumer made by `fork()`: what it holds, so that closing it returns them. */
+  readonly #holder: Holder | undefined;
+
   /** @internal */
-  constructor(core: QueueCore, retryDelays: RetryDelayFunction = defaultRetryDelays) {
+  constructor(core: QueueCore, retryDelays: RetryDelayFunction = defaultRetryDelays, holder?: Holder) {
     this.#core = core;
     this.#retryDelays = retryDelays;
+    this.#holder = holder;
     this.deadLetters = new DeadLetterQueue(core);
+  }
+
+  /**
+   * Another consumer of the same open queue, competing with this one for its items: each has its
+   * own reservations, `process()` loops and leases, and an item is held by at most one of them at
+   * a time. Closing a forked consumer ends its waits and loops and returns the items it holds to
+   * the queue (their holders' later calls reject with `ERR_CLOSED`); the queue stays open.
+   * Closing the queue (the producer, or the consumer `open()` returned) closes every fork.
+   * See README, "Competing consumers".
+   */
+  fork(): Consumer {
+    const error = this.#core.operationalError();
+    if (error) throw error;
+    return new Consumer(this.#core, this.#retryDelays, { held: new Set(), closed: false });
+  }
+
+  /** True once this consumer is closed: the queue is, or (for a fork) the fork itself. */
+  get closed(): boolean {
+    return this.#core.closed || this.#holder?.closed === true;
   }
 
   /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
@@ -167,12 +190,12 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#core.reserve(signal, leaseMs);
+    return this.#core.reserve(signal, leaseMs, this.#holder);
   }
 
   /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. The queue's lease applies. */
   tryReserve(): Reserved | null {
-    return this.#core.tryReserve();
+    return this.#core.tryReserve(this.#holder);
   }
 
   /**
@@ -205,12 +228,12 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays, time: this.#core.time });
+    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays, time: this.#core.time, holder: this.#holder });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
     for (;;) {
-      const item = await this.#core.reserve(undefined);
+      const item = await this.#core.reserve(undefined, undefined, this.#holder);
       if (!item) return;
       yield item;
     }
@@ -240,13 +263,20 @@ export class Consumer {
     return waitFor(this.#core, 'onIdle', options);
   }
 
-  /** Close the queue (both handles). Idempotent. */
+  /**
+   * Close the queue (both handles, and every fork). Idempotent. On a consumer made by `fork()`,
+   * close that consumer only: its items go back to the queue, which stays open.
+   */
   close(): Promise<void> {
+    if (this.#holder !== undefined) {
+      this.#core.closeHolder(this.#holder);
+      return Promise.resolve();
+    }
     return this.#core.close();
   }
 
   [Symbol.asyncDispose](): Promise<void> {
-    return this.#core.close();
+    return this.close();
   }
 }
 
@@ -262,10 +292,13 @@ export class Reserved {
   /** This reservation's lease; undefined while it has none. */
   #lease: Lease | undefined;
   #onLeaseExpired: ((error: unknown) => void) | undefined;
+  /** The forked consumer that reserved it; undefined for the queue's own. @internal */
+  readonly holder: Holder | undefined;
 
   /** @internal */
-  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number, lease: Lease | undefined) {
+  constructor(core: QueueCore, entry: Entry, guard: Guard, slot: number, lease: Lease | undefined, holder: Holder | undefined) {
     this.#core = core;
+    this.holder = holder;
     this.#entry = entry;
     this.#token = entry.token;
     this.#guard = guard;
@@ -295,7 +328,7 @@ export class Reserved {
 
   /** True once acked, nacked, dead-lettered, returned by close, or once its lease ran out. */
   get settled(): boolean {
-    return this.#settled || this.#entry.token !== this.#token || this.#core.closed || this.#lease?.expired === true;
+    return this.#settled || this.#entry.token !== this.#token || this.#core.closed || this.#lease?.expired === true || this.holder?.closed === true;
   }
 
   /**

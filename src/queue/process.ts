@@ -5,7 +5,7 @@ import { type TimeSource, unrefTimer } from './clock.js';
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
-import type { Waiter } from './entry.js';
+import type { Holder, Waiter } from './entry.js';
 import type { ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
 import type { HandlerContext, HandlerErrorInfo } from './types.js';
@@ -22,6 +22,8 @@ export interface ProcessSettings {
   readonly retryDelays: RetryDelayFunction;
   /** The queue's timers (the system's, or an injected clock's). */
   readonly time: TimeSource;
+  /** The forked consumer running the loop; undefined for the queue's own. */
+  readonly holder: Holder | undefined;
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. */
@@ -192,7 +194,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const worker = async (slot: number): Promise<void> => {
     let handled = 0;
     while (!halt.stopped) {
-      const item = await core.reserveIn(waiting);
+      const item = await core.reserveIn(waiting, settings.holder);
       if (!item) return;
       const context = new RunContext();
       if (halt.stopped) context.abort(halt.reason);
