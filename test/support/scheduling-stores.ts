@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemStore, type Store } from '../../src/index.js';
+import type { ScheduleTarget } from '../../harness/scheduling-model.js';
 
 export type Opened = { store: Store; reopen: () => Promise<Store> };
 export type MakeStore = (cleanups: (() => void)[]) => Promise<Opened>;
@@ -26,4 +27,20 @@ export function schedulingStores(): [string, MakeStore][] {
   ];
   void tempDir;
   return stores;
+}
+
+/** The stores the scheduling model runs over (harness/scheduling-model.ts). */
+export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarget][] {
+  void cleanups;
+  return [
+    [
+      'MemStore',
+      {
+        name: 'MemStore',
+        crashes: false,
+        open: async () => new MemStore(),
+        restart: async (previous) => previous,
+      },
+    ],
+  ];
 }
