@@ -22,7 +22,8 @@ function runAsWritten(block: string) {
   try {
     const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
     const file = join(dir, 'example.mjs');
-    writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`));
+    const testing = pathToFileURL(join(root, 'dist', 'testing', 'index.js')).href;
+    writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`).replaceAll("from 'persistent-queue/testing'", `from '${testing}'`));
     return spawnSync(process.execPath, [file], { encoding: 'utf8' });
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -201,4 +202,22 @@ runStoreConformance(test, {
   name: 'README KVStore',
   create: () => new KVStore(new MapKV()),
   reopen: (previous) => new KVStore(previous.kv),
+});
+
+it('theReadmeDelayAndPriorityExampleRunsAsWrittenInTheOrderItStates', () => {
+  const block = blocks('js').find((b) => b.includes("{ priority: 10 }"));
+  expect(block, 'README has the delay and priority example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("[ 'urgent', 'routine', 'background' ]\n1\n[ 'reminder' ]\n");
+});
+
+it('theReadmeCompetingConsumersExampleRunsAsWritten', () => {
+  const block = blocks('js').find((b) => b.includes('rx.fork(), rx.fork()'));
+  expect(block, 'README has the competing consumers example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('6 2\ntrue\n');
 });
