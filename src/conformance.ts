@@ -18,6 +18,7 @@ import { QueueError } from './errors.js';
 import { type AckDurability, Builder, type Consumer, type Durability, type Producer } from './queue.js';
 import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, keepsDeliveries } from './store.js';
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
+import { schedulingTests } from './conformance-scheduling.js';
 
 /** The test registration function of any runner: `test(name, fn)`; `fn` gets the runner's test context, if any. */
 export type TestFunction = (name: string, fn: (context?: unknown) => Promise<void>) => unknown;
@@ -101,6 +102,7 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   if (options.reopen) deliveryReopenTests(suite, 'reopen');
   if (options.crash) deliveryReopenTests(suite, 'crash');
   if (options.crash) crashTests(suite);
+  schedulingTests({ ...suite, skipped }, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
 }
 
 function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): Suite<S> {

@@ -60,8 +60,9 @@ export interface StoreRecovery {
   readonly deadLetters?: number;
   /**
    * Stores with `features.scheduling`: every unacked item with a priority or a not-before time
-   * has a seq at or above this one; `nextSeq` when the store holds none. It may be lower than the
-   * lowest such seq (the queue reads the items from there on once, at open), never higher.
+   * has a seq at or above this one. It may be lower than the lowest such seq (the queue reads the
+   * items from there on once, at open), never higher; a store that never held one reports
+   * `nextSeq`, so that a queue without scheduled items is not read at open.
    */
   readonly scheduledFrom?: number;
 }
