@@ -88,6 +88,13 @@ export class SegmentLayout {
     for (const s of gone) this.retire(s);
   }
 
+  /** Replace the active segment by `replacement` (same base, a new file renamed over it); the old one is retired. */
+  replaceActive(replacement: Segment): void {
+    const old = this.active;
+    this.list = [...this.list.slice(0, -1), replacement];
+    this.retire(old);
+  }
+
   private retire(s: Segment): void {
     s.retired = true;
     if (s.readFd >= 0) closeQuietly(this.fs, s.readFd);

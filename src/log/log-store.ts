@@ -226,7 +226,7 @@ export class LogStore implements Store {
   }
 
   async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number): Promise<void> {
-    await this.#writer.roll(this.#writer.nextSeq, scheduled > 0);
+    await this.#writer.makeRoom(scheduled > 0);
     this.#maintenance.schedule();
     return this.#write(items, bytes, sync, scheduled);
   }

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { errnoCode, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, segmentName } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX, segmentName } from './format.js';
 import { encodeFrame, encodeScheduledItemFrame } from './frame.js';
 import { itemMetaBytes } from './item-meta.js';
 import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
@@ -209,6 +209,50 @@ export class SegmentWriter {
     this.layout.list.push(seg);
     this.start(seg, fd);
     if (this.nextSeq < endSeq) this.nextSeq = endSeq;
+  }
+
+  /**
+   * Make the active segment take a batch that did not fit it (`needsRoll`): roll to the next
+   * segment, or, when the active segment holds no record yet and a scheduled batch needs version 2
+   * (the next segment would have the same base, hence the same name), replace it by an empty
+   * version-2 segment.
+   */
+  async makeRoom(scheduled: boolean): Promise<void> {
+    const active = this.layout.active;
+    if (scheduled && this.#records === 0 && active.base === this.nextSeq && active.version < SEGMENT_VERSION_SCHEDULED) return this.#replaceEmpty();
+    return this.roll(this.nextSeq, scheduled);
+  }
+
+  /**
+   * Replace the empty active segment by an empty version-2 one of the same base, atomically (a
+   * header is never rewritten in place): write `<name>.tmp`, fsync it, rename it over the segment,
+   * fsync the directory. A crash before the directory fsync leaves the old segment, empty, and a
+   * stray tmp file that open deletes; no record goes in before this resolves.
+   */
+  async #replaceEmpty(): Promise<void> {
+    const old = this.layout.active;
+    const tmp = old.path + TMP_SUFFIX;
+    const header = encodeSegmentHeader({ flags: 0, baseSeq: old.base, replacesEndSeq: 0, version: SEGMENT_VERSION_SCHEDULED });
+    let fd: number;
+    try {
+      if (this.fs.stat(tmp) !== null) this.fs.unlink(tmp);
+      fd = this.fs.open(tmp, 'create', this.opts.fileMode);
+    } catch (e) {
+      throw this.durability.markFailed(e);
+    }
+    try {
+      this.fs.write(fd, header, 0, header.length, 0);
+      await this.durability.syncFd(fd, false);
+      this.fs.rename(tmp, old.path);
+      await this.fs.fsyncDir(this.dir);
+    } catch (e) {
+      this.durability.closeWhenIdle(fd);
+      throw this.durability.markFailed(e);
+    }
+    this.detach();
+    const seg = newSegment(old.base, old.name, old.path, SEGMENT_HEADER_BYTES, null, false, SEGMENT_VERSION_SCHEDULED);
+    this.layout.replaceActive(seg);
+    this.start(seg, fd);
   }
 
   /**
