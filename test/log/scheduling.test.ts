@@ -240,3 +240,169 @@ describe('segment versions and scheduledFrom', () => {
     await store.close();
   });
 });
+
+describe('compaction, salvage and verify', () => {
+  /** Segments of 256 bytes: items 1..n, every third one scheduled, then acks of all but `keep`. */
+  async function pinned(dir: string, n: number, keep: (seq: number) => boolean): Promise<{ store: LogStore; items: StoredItem[] }> {
+    const { store } = await openStore(dir, { segmentBytes: 256, autoCompact: false });
+    const items: StoredItem[] = [];
+    for (let seq = 1; seq <= n; seq++) {
+      const it: StoredItem = { seq, bytes: enc(`payload ${seq}`), ...(seq % 3 === 0 ? { priority: seq % 100, notBefore: LATER + seq } : {}) };
+      items.push(it);
+      await store.append([it], true);
+    }
+    const acked = items.map((i) => i.seq).filter((s) => !keep(s));
+    if (acked.length > 0) await store.ack(acked, true);
+    return { store, items: items.filter((i) => keep(i.seq)) };
+  }
+
+  test('compactionKeepsEveryFieldOfTheItemsItCopies', async () => {
+    const dir = freshDir();
+    const { store, items } = await pinned(dir, 40, (s) => s % 4 !== 1);
+    const before = segFiles(dir).length;
+    const result = await store.compact();
+    expect(result.segmentsRewritten).toBeGreaterThan(0);
+    expect(segFiles(dir).length).toBeLessThan(before);
+    expect(shape(store.read(ALL))).toEqual(expected(items));
+    const compacted = store.inspect().segments.filter((s) => s.compacted);
+    expect(compacted.length).toBe(1);
+    expect(compacted[0]!.version).toBe(SEGMENT_VERSION_SCHEDULED);
+    expect(segmentVersion(join(dir, compacted[0]!.file))).toBe(SEGMENT_VERSION_SCHEDULED);
+    await store.close();
+    const again = await openStore(dir, { segmentBytes: 256, autoCompact: false });
+    expect(shape(again.store.read(ALL))).toEqual(expected(items));
+    expect(again.scheduledFrom).toBeLessThanOrEqual(Math.min(...items.filter(isScheduled).map((i) => i.seq)));
+    await again.store.close();
+  });
+
+  test('compactionThatKeepsNoScheduledItemWritesAVersion1Segment', async () => {
+    const dir = freshDir();
+    // Only plain items stay unacked (every scheduled one, a multiple of 3, is acked).
+    const { store, items } = await pinned(dir, 40, (s) => s % 3 !== 0 && s % 2 === 0);
+    await store.compact();
+    const segs = store.inspect().segments;
+    const compacted = segs.filter((s) => s.compacted);
+    expect(compacted.length).toBe(1);
+    expect(compacted[0]!.version).toBe(SEGMENT_VERSION_PLAIN);
+    expect(segmentVersion(join(dir, compacted[0]!.file))).toBe(SEGMENT_VERSION_PLAIN);
+    expect(shape(store.read(ALL))).toEqual(expected(items));
+    await store.close();
+  });
+
+  test('salvageCopiesPriorityAndNotBefore', async () => {
+    const dir = freshDir();
+    const { store, items } = await pinned(dir, 20, (s) => s !== 4);
+    await store.close();
+    const dst = freshDir();
+    const result = await salvageStore(dir, dst);
+    expect(result.copied).toBe(items.length);
+    const { store: copy } = await openStore(dst);
+    const renumbered = items.map((it, k) => ({ ...it, seq: k + 1 }));
+    expect(shape(copy.read(ALL))).toEqual(expected(renumbered));
+    await copy.close();
+  });
+
+  test('verifyReadsVersion2SegmentsWithoutProblems', async () => {
+    const dir = freshDir();
+    const { store } = await pinned(dir, 20, () => true);
+    await store.close();
+    const report = verifyStore(dir);
+    expect(report.problems).toEqual([]);
+    expect(report.records).toBe(20);
+  });
+});
+
+describe('damage in scheduled records', () => {
+  /** Items 1 'a' (plain), 2 'b' (priority 7, not-before LATER), 3 'c' (plain), in one new store's first segment. */
+  async function small(dir: string): Promise<string> {
+    const { store } = await openStore(dir);
+    await store.append(batch(1, [['a', 0, 0], ['b', 7, LATER], ['c', 0, 0]]), true);
+    await store.close();
+    return join(dir, segFiles(dir)[0]!);
+  }
+  /** Offsets in the segment: item 2's frame follows item 1's (a header and one byte). */
+  const FRAME2 = SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES + 1;
+  const META2 = FRAME2 + FRAME_HEADER_BYTES;
+
+  test('crcMismatchInAScheduledRecordFollowedByValidDataRejects', async () => {
+    const dir = freshDir();
+    const seg = await small(dir);
+    flipByte(seg, META2 + 2); // the priority's value
+    const e = await expectOpenError(dir, 'ERR_CORRUPT');
+    expect(e.offset).toBe(FRAME2);
+  });
+
+  test('malformedMetadataWithAValidCrcRejects', async () => {
+    const dir = freshDir();
+    const seg = await small(dir);
+    const b = fs.readFileSync(seg);
+    b[META2 + 1] = 2; // the priority entry now claims 2 bytes: a known tag with the wrong length
+    fs.writeFileSync(seg, b);
+    fixCrc(seg, FRAME2);
+    const e = await expectOpenError(dir, 'ERR_CORRUPT');
+    expect(e.offset).toBe(FRAME2);
+    expect(e.message).toMatch(/row 8/);
+  });
+
+  test('aNotBeforeOutsideTheSafeRangeWithAValidCrcRejects', async () => {
+    const dir = freshDir();
+    const seg = await small(dir);
+    const b = fs.readFileSync(seg);
+    // Entries: priority (2 + 1 bytes), then not-before (2 + 8): set its top byte to 0x7f.
+    b[META2 + 3 + 2 + 7] = 0x7f;
+    fs.writeFileSync(seg, b);
+    fixCrc(seg, FRAME2);
+    await expectOpenError(dir, 'ERR_CORRUPT');
+  });
+
+  test('crcMismatchInASealedScheduledRecordIsCorruptionOnRead', async () => {
+    const dir = freshDir();
+    const { store } = await openStore(dir, { segmentBytes: 256, autoCompact: false });
+    for (let seq = 1; seq <= 12; seq++) await store.append([{ seq, bytes: enc(`item number ${seq}`), priority: seq }], true);
+    await store.close();
+    const first = join(dir, segFiles(dir)[0]!);
+    expect(segFiles(dir).length).toBeGreaterThan(1);
+    flipByte(first, SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES + 2); // item 1's priority
+    const { store: again } = await openStore(dir, { segmentBytes: 256, autoCompact: false });
+    expect(() => again.read(ALL)).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT', offset: SEGMENT_HEADER_BYTES }));
+    await again.close();
+    const report = verifyStore(dir);
+    expect(report.problems.some((p) => p.file === first && p.offset === SEGMENT_HEADER_BYTES)).toBe(true);
+  });
+});
+
+describe('stores written before scheduling', () => {
+  /** Written by the release before this format change (commit d043820): 60 items in two version-1 segments, 2, 5 and 30 acked, closed cleanly. */
+  const FIXTURE = join(import.meta.dirname, 'fixtures', 'segment-v1-store');
+
+  function copyFixture(): string {
+    const dir = freshDir();
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    for (const n of fs.readdirSync(FIXTURE)) fs.copyFileSync(join(FIXTURE, n), join(dir, n));
+    return dir;
+  }
+
+  test('anOldStoreOpensUnchangedAndKeepsVersion1Segments', async () => {
+    const dir = copyFixture();
+    const original = hashDir(dir);
+    const ro = await LogStore.open(dir, { readOnly: true });
+    const seen = ro.read(ALL);
+    await ro.close();
+    expect(hashDir(dir)).toEqual(original);
+    expect(seen.length).toBe(57);
+    expect(seen.every((i) => !isScheduled(i) && i.priority === undefined && i.notBefore === undefined)).toBe(true);
+    const { store, scheduledFrom, nextSeq } = await openStore(dir);
+    expect(nextSeq).toBe(61);
+    expect(scheduledFrom).toBe(nextSeq);
+    expect(shape(store.read(ALL))).toEqual(shape(seen));
+    await store.close();
+    // Every segment byte for byte as the old release wrote it (the cursor gets its fresh checkpoint, as it always did).
+    const after = hashDir(dir);
+    for (const name of segFiles(FIXTURE)) expect(after[name], name).toBe(original[name]);
+    // Plain items appended by this version keep the store in the old format.
+    const more = await openStore(dir);
+    await more.store.append(batch(61, [['new plain', 0, 0]]), true);
+    await more.store.close();
+    expect(segFiles(dir).map((f) => segmentVersion(join(dir, f)))).toEqual(segFiles(dir).map(() => SEGMENT_VERSION_PLAIN));
+  });
+});
