@@ -210,6 +210,9 @@ export function readU64(buf: Uint8Array, offset: number): number {
   return hi * TWO_POW_32 + lo;
 }
 
+/** 2^21: the high word of 2^53, the first integer past the safe range. */
+const SAFE_HI_LIMIT = 0x200000;
+
 /** Writes a safe integer, negative or not, as a two's-complement i64. */
 export function writeI64(buf: Uint8Array, offset: number, value: number): void {
   const hi = Math.floor(value / TWO_POW_32);
@@ -226,8 +229,6 @@ export function readI64(buf: Uint8Array, offset: number): number | null {
   return hi * TWO_POW_32 + lo;
 }
 
-/** 2^21: the high word of 2^53, the first integer past the safe range. */
-const SAFE_HI_LIMIT = 0x200000;
 
 export function writeU32(buf: Uint8Array, offset: number, value: number): void {
   buf[offset] = value & 0xff;

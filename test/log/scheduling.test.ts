@@ -22,7 +22,7 @@ import { encodeFrame } from '../../src/log/frame.js';
 import { encodeSegmentHeader } from '../../src/log/segment.js';
 import { LogStore, salvageStore, verifyStore } from '../../src/log-store.js';
 import { PRIORITY_MAX, PRIORITY_MIN, isScheduled, type StoredItem } from '../../src/store.js';
-import { cleanupDirs, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, hashDir, segFiles } from './helpers.js';
+import { WrappedFs, cleanupDirs, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, hashDir, segFiles } from './helpers.js';
 import type { LogStoreOptions } from '../../src/log-store.js';
 import type { StoreRecovery } from '../../src/store.js';
 
@@ -90,6 +90,9 @@ describe('scheduled items', () => {
     expect(shape(again.store.read(ALL))).toEqual(expected(items));
     expect(again.store.read(ALL).map(isScheduled)).toEqual([false, true, true, true, true, true, false]);
     await again.store.close();
+    const ro = await LogStore.open(dir, { readOnly: true });
+    expect(shape(ro.read(ALL))).toEqual(expected(items));
+    await ro.close();
   });
 
   test('theTailCacheReturnsTheItemsAsAppended', async () => {
@@ -221,6 +224,34 @@ describe('segment versions and scheduledFrom', () => {
     expect(from3).toBeGreaterThanOrEqual(10);
     expect(from3).toBeLessThanOrEqual(r.nextSeq);
     await r.store.close();
+  });
+
+  test('scheduledFromIsFoundWithoutReadingTheBacklog', async () => {
+    // A plain backlog of many segments, then one scheduled item and more plain ones: open reads
+    // what it read before (headers, seals, the active segment, the cursor), whatever the backlog.
+    const measure = async (n: number): Promise<{ bytesRead: number; scheduledFrom: number }> => {
+      const dir = freshDir();
+      const opts = { segmentBytes: 64 * 1024 };
+      const { store } = await openStore(dir, opts);
+      const payload = new Uint8Array(128);
+      for (let seq = 1; seq <= n; seq += 1000) {
+        const items: StoredItem[] = [];
+        for (let s = seq; s < seq + 1000 && s <= n; s++) items.push({ seq: s, bytes: payload });
+        await store.append(items, false);
+      }
+      await store.append([{ seq: n + 1, bytes: payload, notBefore: LATER }], true);
+      await store.close();
+      const wfs = new WrappedFs();
+      const again = await openStore(dir, { ...opts, fs: wfs });
+      await again.store.close();
+      return { bytesRead: wfs.bytesRead, scheduledFrom: again.scheduledFrom! };
+    };
+    const small = await measure(10);
+    const big = await measure(30_000); // ~4.4 MB in ~70 segments
+    expect(small.scheduledFrom).toBe(11);
+    expect(big.scheduledFrom).toBe(30_001);
+    expect(big.bytesRead).toBeLessThan(64 * 1024 + 100 * 128);
+    expect(small.bytesRead).toBeLessThan(4096);
   });
 
   test('aStoreThatStopsSchedulingGoesBackToVersion1Segments', async () => {
