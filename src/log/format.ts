@@ -5,8 +5,16 @@
  * byte count; they import these names. All integers are little-endian.
  */
 
-/** The version of segment files: the only one this code writes, the highest it reads. */
-export const SEGMENT_FORMAT_VERSION = 1;
+/** The highest segment-file version this code reads (FORMAT.md §8). */
+export const SEGMENT_FORMAT_VERSION = 2;
+/** The segment version written while a store holds no item with a priority or a not-before time. */
+export const SEGMENT_VERSION_PLAIN = 1;
+/**
+ * The segment version whose ITEM frames may carry a priority and a not-before time (FORMAT.md
+ * §3.1): a version-1 reader would skip them and deliver the item too early or out of order, so it
+ * must refuse the file instead.
+ */
+export const SEGMENT_VERSION_SCHEDULED = 2;
 /**
  * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
  * until it first stores delivery marks or dead letters, then version 2 (§4.5).
@@ -62,6 +70,12 @@ export const RECORD_REDRIVE = 8;
 export const MAX_META_BYTES = 0xffff;
 /** Each metadata entry is `tag u8, length u8, value[length]`. Readers skip tags they do not know. */
 export const META_ENTRY_HEADER_BYTES = 2;
+/** Metadata tag of an item's priority (version-2 segments, FORMAT.md §3.1): an i8, never 0 when written. */
+export const META_TAG_PRIORITY = 1;
+export const META_PRIORITY_BYTES = 1;
+/** Metadata tag of an item's not-before time (version-2 segments): an i64 of ms since the epoch, a safe integer, never 0 when written. */
+export const META_TAG_NOT_BEFORE = 2;
+export const META_NOT_BEFORE_BYTES = 8;
 
 /**
  * Hard upper bound of a payload length the reader accepts, whatever `maxItemBytes` was when the
@@ -195,6 +209,26 @@ export function readU64(buf: Uint8Array, offset: number): number {
   if (hi >= 0x200000) return -1;
   return hi * TWO_POW_32 + lo;
 }
+
+/** 2^21: the high word of 2^53, the first integer past the safe range. */
+const SAFE_HI_LIMIT = 0x200000;
+
+/** Writes a safe integer, negative or not, as a two's-complement i64. */
+export function writeI64(buf: Uint8Array, offset: number, value: number): void {
+  const hi = Math.floor(value / TWO_POW_32);
+  writeU32(buf, offset, value - hi * TWO_POW_32);
+  writeU32(buf, offset + 4, hi >>> 0);
+}
+
+/** Reads an i64; returns null when it is not a safe integer (the caller treats that as corruption). */
+export function readI64(buf: Uint8Array, offset: number): number | null {
+  const lo = readU32(buf, offset);
+  const hi = readU32(buf, offset + 4) | 0;
+  // |value| <= 2^53 - 1: the high word lies in [-2^21, 2^21), and -2^53 itself is out.
+  if (hi >= SAFE_HI_LIMIT || hi < -SAFE_HI_LIMIT || (hi === -SAFE_HI_LIMIT && lo === 0)) return null;
+  return hi * TWO_POW_32 + lo;
+}
+
 
 export function writeU32(buf: Uint8Array, offset: number, value: number): void {
   buf[offset] = value & 0xff;

@@ -17,8 +17,10 @@ import {
   RECORD_OPENED,
   RECORD_SEAL,
   SEAL_PAYLOAD_BYTES,
+  SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from './format.js';
+import { decodeItemMeta, type ItemSchedule } from './item-meta.js';
 import { frameBytes, payloadOffset, type FrameHeader } from './frame.js';
 import { decodeSealPayload, type SealInfo } from './segment.js';
 
@@ -40,6 +42,13 @@ export class SegmentFrames implements FrameRules {
   seal: SealInfo | null = null;
   /** End of the last ITEM with a seq below `durableNextSeq` (0 when none). */
   durableEnd = 0;
+  /** Accepted ITEM records with a priority or a not-before time. */
+  scheduled = 0;
+  /**
+   * The priority and not-before time of the ITEM frame `contentOk` last accepted (0 and 0 for a
+   * plain one, and in a version-1 segment, whose readers skip the metadata area).
+   */
+  readonly schedule: ItemSchedule = { priority: 0, notBefore: 0 };
   /** Damage was skipped in this segment: the records accepted are not all it held. */
   private skippedDamage = false;
 
@@ -47,6 +56,8 @@ export class SegmentFrames implements FrameRules {
     readonly base: number,
     /** A COMPACTED segment has gaps between its seqs. */
     readonly compacted: boolean,
+    /** The header's format version: only version 2 gives ITEM metadata a meaning (FORMAT §3.1). */
+    readonly version: number,
     /** The seal this segment must end with, when known (the reader updates it once a roll seals the segment). */
     public expectedSeal: SealInfo | null = null,
     /** Records with a seq below this are known durable (recovery's checkpoint `nextSeq`). */
@@ -56,7 +67,14 @@ export class SegmentFrames implements FrameRules {
   contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean {
     if (this.seal !== null) return false; // nothing may follow a seal
     if (h.seq <= this.lastSeq || h.seq < this.base) return false;
-    if (h.type === RECORD_ITEM) return true;
+    if (h.type === RECORD_ITEM) {
+      if (h.metaBytes === 0 || this.version < SEGMENT_VERSION_SCHEDULED) {
+        this.schedule.priority = 0;
+        this.schedule.notBefore = 0;
+        return true;
+      }
+      return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.schedule);
+    }
     if (h.type !== RECORD_SEAL || h.length !== SEAL_PAYLOAD_BYTES || h.metaBytes !== 0) return false;
     const s = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
     if (s === null) return false;
@@ -104,6 +122,7 @@ export class SegmentFrames implements FrameRules {
       return;
     }
     if (h.seq < this.durableNextSeq) this.durableEnd = offset + frameBytes(h);
+    if (this.schedule.priority !== 0 || this.schedule.notBefore !== 0) this.scheduled++;
     if (this.records === 0) this.firstSeq = h.seq;
     this.lastSeq = h.seq;
     this.records++;

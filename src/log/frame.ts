@@ -1,5 +1,8 @@
 // Implements FORMAT.md §3 "Record frames".
+import type { StoredItem } from '../store.js';
+import { invariantViolated } from './assert.js';
 import { crc32c32, crc32cRange } from './crc.js';
+import { encodeItemMeta } from './item-meta.js';
 import {
   FRAME_CRC_START,
   FRAME_HEADER_BYTES,
@@ -9,6 +12,7 @@ import {
   FRAME_OFF_META_BYTES,
   FRAME_OFF_SEQ,
   FRAME_OFF_TYPE,
+  RECORD_ITEM,
   readU16,
   readU32,
   readU64,
@@ -40,12 +44,28 @@ export function encodeFrameInPlace(buf: Uint8Array, offset: number, seq: number,
   return end;
 }
 
-function writeHeaderFields(buf: Uint8Array, offset: number, seq: number, type: number, length: number): void {
+/**
+ * Write the ITEM frame of a scheduled item (FORMAT §3.1): its metadata entries (`metaBytes` of
+ * them, from `./item-meta.ts`), then its bytes. A plain item goes through {@link encodeFrame}.
+ */
+export function encodeScheduledItemFrame(buf: Uint8Array, offset: number, item: StoredItem, metaBytes: number): number {
+  const length = item.bytes.length;
+  writeHeaderFields(buf, offset, item.seq, RECORD_ITEM, length, metaBytes);
+  const metaStart = offset + FRAME_HEADER_BYTES;
+  const payloadStart = encodeItemMeta(buf, metaStart, item);
+  if (payloadStart !== metaStart + metaBytes) invariantViolated(`item ${item.seq}: metadata of ${payloadStart - metaStart} bytes, expected ${metaBytes}`);
+  buf.set(item.bytes, payloadStart);
+  const end = payloadStart + length;
+  writeU32(buf, offset + FRAME_OFF_CRC, crc32c32(buf.subarray(offset + FRAME_CRC_START, end)));
+  return end;
+}
+
+function writeHeaderFields(buf: Uint8Array, offset: number, seq: number, type: number, length: number, metaBytes = 0): void {
   writeU32(buf, offset + FRAME_OFF_LENGTH, length);
   writeU64(buf, offset + FRAME_OFF_SEQ, seq);
   buf[offset + FRAME_OFF_TYPE] = type;
   buf[offset + FRAME_OFF_FLAGS] = 0;
-  writeU16(buf, offset + FRAME_OFF_META_BYTES, 0);
+  writeU16(buf, offset + FRAME_OFF_META_BYTES, metaBytes);
 }
 
 /** The fixed fields of a frame header, read without checking anything. */

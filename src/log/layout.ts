@@ -1,5 +1,6 @@
 // The segments of a store in seq order (FORMAT.md §2.2, §5): what every role of the engine reads.
 import type { FileSystem } from '../fs/file-system.js';
+import { SEGMENT_VERSION_SCHEDULED } from './format.js';
 import type { SealInfo } from './segment.js';
 
 /** One segment file as the engine knows it. */
@@ -12,14 +13,16 @@ export interface Segment {
   /** Present once the segment ends in a SEAL record. */
   seal: SealInfo | null;
   readonly compacted: boolean;
+  /** The header's format version: 2 when the segment may hold items with a priority or a not-before time (FORMAT §8). */
+  readonly version: number;
   /** A read descriptor, opened by the reader on first use (-1 until then). */
   readFd: number;
   /** Set when the segment left the layout (deleted or replaced); readers re-seek. */
   retired: boolean;
 }
 
-export function newSegment(base: number, name: string, path: string, bytes: number, seal: SealInfo | null, compacted: boolean): Segment {
-  return { base, name, path, bytes, seal, compacted, readFd: -1, retired: false };
+export function newSegment(base: number, name: string, path: string, bytes: number, seal: SealInfo | null, compacted: boolean, version: number): Segment {
+  return { base, name, path, bytes, seal, compacted, version, readFd: -1, retired: false };
 }
 
 /**
@@ -58,6 +61,16 @@ export class SegmentLayout {
     return idx >= 0 && idx + 1 < this.list.length ? this.list[idx + 1]! : null;
   }
 
+  /**
+   * The first seq of the oldest segment that may hold an item with a priority or a not-before
+   * time (version 2), or null when none may. Every such item is written only into such a segment
+   * (FORMAT §8), so no scheduled item lies below it; nothing is read to find it.
+   */
+  scheduledBase(): number | null {
+    for (const s of this.list) if (s.version >= SEGMENT_VERSION_SCHEDULED) return s.base;
+    return null;
+  }
+
   /** The leading run of sealed segments. */
   sealedRun(): Segment[] {
     const run: Segment[] = [];
@@ -73,6 +86,13 @@ export class SegmentLayout {
     const gone = this.list.slice(0, count);
     this.list = replacement === null ? this.list.slice(count) : [replacement, ...this.list.slice(count)];
     for (const s of gone) this.retire(s);
+  }
+
+  /** Replace the active segment by `replacement` (same base, a new file renamed over it); the old one is retired. */
+  replaceActive(replacement: Segment): void {
+    const old = this.active;
+    this.list = [...this.list.slice(0, -1), replacement];
+    this.retire(old);
   }
 
   private retire(s: Segment): void {

@@ -23,6 +23,7 @@ import { readOnlyView, type ReadOnlyView } from './read-only.js';
 import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
+import { itemMetaBytes, scheduleProblem } from './item-meta.js';
 import { SegmentWriter } from './segment-writer.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
@@ -35,7 +36,7 @@ const SEAL_AT_CLOSE_BYTES = 1024 * 1024;
 
 /** A small snapshot for `pq stats`. */
 export interface LogStoreStats {
-  /** The cursor file's format version: 1, or 2 once the store holds delivery marks or dead letters (segments are version 1). */
+  /** The cursor file's format version: 1, or 2 once the store holds delivery marks or dead letters (each segment's own is in `segments`). */
   readonly formatVersion: number;
   readonly dir: string;
   readonly segments: readonly {
@@ -45,6 +46,8 @@ export interface LogStoreStats {
     readonly bytes: number;
     readonly sealed: boolean;
     readonly compacted: boolean;
+    /** The header's format version: 2 when the segment may hold items with a priority or a not-before time. */
+    readonly version: number;
   }[];
   /** Bytes of every store file, including the active segment's preallocated zeros. */
   readonly bytesOnDisk: number;
@@ -73,7 +76,7 @@ export class LogStore implements Store {
   protected static readonly defaultFileSystem: FileSystem | undefined = undefined;
 
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
   /** Absolute path of the store directory. */
   readonly dir: string;
 
@@ -155,12 +158,16 @@ export class LogStore implements Store {
     this.#state = 'open';
     const nextSeq = this.#writer.nextSeq;
     const d = this.#cursor.deliveries;
+    // From the segment headers read at open, not from the items: a store of plain items opens as
+    // fast as before. Seqs below the low-water mark are acked, so it may raise the bound.
+    const scheduledBase = this.#layout.scheduledBase();
     return Promise.resolve({
       nextSeq,
       count: this.#unackedCount(),
       deliveredBelow: d.deliveredBelow,
       marks: d.liveMarks(this.#cursor.acks, nextSeq),
       deadLetters: d.dead.length,
+      scheduledFrom: scheduledBase === null ? nextSeq : Math.min(nextSeq, Math.max(scheduledBase, this.#cursor.acks.lwm)),
     });
   }
 
@@ -195,6 +202,7 @@ export class LogStore implements Store {
     if (refused !== null) return refused;
     if (items.length === 0) return this.#durability.fail(new Error('append invariant violated: empty batch'));
     let bytes = 0;
+    let scheduled = 0;
     let expect = this.#writer.nextSeq;
     for (let i = 0; i < items.length; i++) {
       const it = items[i]!;
@@ -205,19 +213,26 @@ export class LogStore implements Store {
       }
       expect++;
       bytes += FRAME_HEADER_BYTES + it.bytes.length;
+      // Plain items pay two property reads here; only scheduled ones are measured and checked.
+      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0)) {
+        const problem = scheduleProblem(it, i);
+        if (problem !== null) return Promise.reject(problem);
+        scheduled++;
+        bytes += itemMetaBytes(it);
+      }
     }
-    if (this.#writer.needsRoll(bytes)) return this.#rollThenWrite(items, bytes, sync);
-    return this.#write(items, bytes, sync);
+    if (this.#writer.needsRoll(bytes, scheduled > 0)) return this.#rollThenWrite(items, bytes, sync, scheduled);
+    return this.#write(items, bytes, sync, scheduled);
   }
 
-  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean): Promise<void> {
-    await this.#writer.roll(this.#writer.nextSeq);
+  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number): Promise<void> {
+    await this.#writer.makeRoom(scheduled > 0);
     this.#maintenance.schedule();
-    return this.#write(items, bytes, sync);
+    return this.#write(items, bytes, sync, scheduled);
   }
 
-  #write(items: readonly StoredItem[], bytes: number, sync: boolean): Promise<void> {
-    const rejected = this.#writer.write(items, bytes, sync);
+  #write(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number): Promise<void> {
+    const rejected = this.#writer.write(items, bytes, sync, scheduled);
     if (rejected !== null) return rejected;
     this.#reader.appended(items, bytes);
     const offset = this.#layout.active.bytes;
@@ -362,7 +377,7 @@ export class LogStore implements Store {
     const acks = this.#cursor.acks;
     const view = this.#view;
     const bytesOnDisk = this.#bytesOnDisk();
-    const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted }));
+    const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted, version: s.version }));
     return {
       formatVersion: view?.cursorVersion ?? this.#cursor.version,
       dir: this.dir,

@@ -18,6 +18,7 @@ import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './la
 import type { ResolvedOptions } from './options.js';
 import { damaged } from './reader.js';
 import { encodeSealFrame, encodeSegmentHeader, type SealInfo } from './segment.js';
+import { nextSegmentVersion } from './segment-writer.js';
 
 const MiB = 1024 * 1024;
 /** Compaction yields to the event loop after copying this many bytes. */
@@ -227,26 +228,32 @@ export class Maintenance {
     return result;
   }
 
-  /** Write the live records of `run` into `<first>.tmp`, sealed and fsynced. */
-  async #rewrite(run: readonly Segment[], snapshot: AckSet): Promise<{ seal: SealInfo; bytes: number }> {
+  /**
+   * Write the live records of `run` into `<first>.tmp`, sealed and fsynced. The frames are copied
+   * byte for byte, metadata included; the header, written last (the file is a tmp file until the
+   * rename), has version 2 only when a copied record has a priority or a not-before time, so a
+   * store whose scheduled items are all acked goes back to segments older releases read.
+   */
+  async #rewrite(run: readonly Segment[], snapshot: AckSet): Promise<{ seal: SealInfo; bytes: number; version: number }> {
     const { fs, opts } = this.d;
     const first = run[0]!;
     const endSeq = run[run.length - 1]!.seal!.endSeq;
     const tmp = first.path + TMP_SUFFIX;
     if (fs.stat(tmp) !== null) fs.unlink(tmp);
-    const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq });
     const fd = fs.open(tmp, 'create', opts.fileMode);
     try {
-      fs.write(fd, header, 0, header.length, 0);
-      const out = new CopyBuffer(fs, fd, header.length);
+      const out = new CopyBuffer(fs, fd, SEGMENT_HEADER_BYTES);
       for (const s of run) await this.#copyLive(s, snapshot, out);
       out.flush();
       const seal: SealInfo = { recordCount: out.count, firstSeq: out.firstSeq, lastSeq: out.lastSeq, endSeq };
       const sealFrame = encodeSealFrame(seal);
       fs.write(fd, sealFrame, 0, sealFrame.length, out.pos);
+      const version = nextSegmentVersion(out.scheduled);
+      const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq, version });
+      fs.write(fd, header, 0, header.length, 0);
       await fs.fsync(fd);
       closeQuietly(fs, fd);
-      return { seal, bytes: out.pos + sealFrame.length };
+      return { seal, bytes: out.pos + sealFrame.length, version };
     } catch (e) {
       closeQuietly(fs, fd);
       try {
@@ -263,7 +270,7 @@ export class Maintenance {
     const fs = this.d.fs;
     const rfd = fs.open(s.path, 'read');
     try {
-      const rules = new SegmentFrames(s.base, s.compacted, s.seal);
+      const rules = new SegmentFrames(s.base, s.compacted, s.version, s.seal);
       const frames = new FrameReader(new FileWindow(fs, rfd, s.bytes, this.d.opts.readAheadBytes), SEGMENT_HEADER_BYTES, rules);
       let sinceYield = 0;
       for (;;) {
@@ -275,7 +282,10 @@ export class Maintenance {
         if (verdict !== 'record') throw damaged(s, frames.offset, frames.reason());
         const h = frames.h;
         const bytes = frames.frameBytes;
-        if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) out.add(frames.win.buf, frames.at, bytes, h.seq);
+        if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) {
+          out.add(frames.win.buf, frames.at, bytes, h.seq);
+          if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
+        }
         frames.accept();
         sinceYield += bytes;
         if (sinceYield >= YIELD_BYTES) {
@@ -296,7 +306,7 @@ export class Maintenance {
    * rename is durable, drop the rest of the run (recovery would delete them anyway, by the
    * COMPACTED header's replaced range).
    */
-  async #swapIn(run: readonly Segment[], written: { seal: SealInfo; bytes: number }): Promise<Tally> {
+  async #swapIn(run: readonly Segment[], written: { seal: SealInfo; bytes: number; version: number }): Promise<Tally> {
     const { fs, layout } = this.d;
     const first = run[0]!;
     if (this.#stopping()) {
@@ -310,7 +320,7 @@ export class Maintenance {
     fs.rename(first.path + TMP_SUFFIX, first.path);
     let reclaimed = 0;
     for (const s of run) reclaimed += s.bytes;
-    layout.replaceFront(run.length, newSegment(first.base, first.name, first.path, written.bytes, written.seal, true));
+    layout.replaceFront(run.length, newSegment(first.base, first.name, first.path, written.bytes, written.seal, true, written.version));
     await fs.fsyncDir(this.d.dir);
     for (const s of run) if (s !== first) fs.unlink(s.path);
     await fs.fsyncDir(this.d.dir);
@@ -325,6 +335,8 @@ class CopyBuffer {
   count = 0;
   firstSeq = 0;
   lastSeq = 0;
+  /** Copied records with a priority or a not-before time. */
+  scheduled = 0;
 
   constructor(
     private readonly fs: FileSystem,

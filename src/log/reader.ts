@@ -14,6 +14,7 @@ import { RECORD_SEAL, SEGMENT_HEADER_BYTES } from './format.js';
 import { payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
+import { withSchedule } from './item-meta.js';
 import type { Segment, SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 
@@ -130,7 +131,7 @@ export class LogReader {
   #open(seg: Segment): FrameReader {
     if (seg.readFd < 0) seg.readFd = this.fs.open(seg.path, 'read');
     this.#seg = seg;
-    this.#rules = new SegmentFrames(seg.base, seg.compacted, seg.seal);
+    this.#rules = new SegmentFrames(seg.base, seg.compacted, seg.version, seg.seal);
     this.#frames = new FrameReader(new FileWindow(this.fs, seg.readFd, seg.bytes, this.opts.readAheadBytes), SEGMENT_HEADER_BYTES, this.#rules);
     return this.#frames;
   }
@@ -183,7 +184,7 @@ export class LogReader {
         if (out.length > 0 && out[out.length - 1]!.seq >= h.seq) invariantViolated(`disk read of seq ${h.seq} out of order`);
         const p = payloadOffset(at, h);
         // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
-        out.push({ seq: h.seq, bytes: this.#arena.copy(frames.win.buf.subarray(p, p + h.length)) });
+        out.push(withSchedule(h.seq, this.#arena.copy(frames.win.buf.subarray(p, p + h.length)), rules.schedule));
         if (out.length >= limit) return;
       }
     }

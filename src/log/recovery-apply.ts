@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import { isStoreFull, type Durability } from './durability.js';
-import { CURSOR_FILE, TORN_INFIX, parseSegmentName } from './format.js';
+import { CURSOR_FILE, SEGMENT_VERSION_PLAIN, TORN_INFIX, parseSegmentName } from './format.js';
 import { closeQuietly, type SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { RecoveryPlan } from './recovery-plan.js';
-import { readFully, type SegmentWriter } from './segment-writer.js';
+import { nextSegmentVersion, readFully, type SegmentWriter } from './segment-writer.js';
 
 /** What recovery found and did when the store was opened. */
 export interface LogStoreRecoveryInfo {
@@ -83,12 +83,12 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
     if (activeSeg.seal !== null) {
       // Crashed between sealing and creating the next segment: start it now.
       writer.detach();
-      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq);
+      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq, nextSegmentVersion(scan!.scheduled));
       layout.list.push(seg);
       writer.start(seg, fd);
     }
   } else {
-    const { seg, fd } = await writer.createSegment(1);
+    const { seg, fd } = await writer.createSegment(1, SEGMENT_VERSION_PLAIN);
     layout.list = [seg];
     writer.start(seg, fd);
   }

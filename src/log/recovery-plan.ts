@@ -22,6 +22,8 @@ import {
   RECORD_DROP,
   RECORD_MARK,
   SEGMENT_FORMAT_VERSION,
+  SEGMENT_VERSION_PLAIN,
+  SEGMENT_VERSION_SCHEDULED,
   SEAL_FRAME_BYTES,
   SEG_FLAG_COMPACTED,
   SEG_OFF_BASE_SEQ,
@@ -53,6 +55,8 @@ export interface ActiveScan {
   readonly records: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
+  /** Records with a priority or a not-before time. */
+  readonly scheduled: number;
   readonly seal: SealInfo | null;
 }
 
@@ -125,6 +129,7 @@ interface Found {
   readonly fd: number;
   readonly flags: number;
   readonly replacesEndSeq: number;
+  readonly version: number;
 }
 
 /** `ERR_STORE` when the directory holds an entry that no store writes (FORMAT §5). */
@@ -177,8 +182,8 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       const f = layout[layout.length - 1]!;
       const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
       try {
-        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted);
-        segments.push(newSegment(f.base, f.name, f.path, activeScan.validEnd, activeScan.seal, compacted));
+        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted, f.version);
+        segments.push(newSegment(f.base, f.name, f.path, activeScan.validEnd, activeScan.seal, compacted, f.version));
         if (activeScan.seal === null && compacted) {
           report(checkFailed(FILE_CHECKS.compactedUnsealed, f.path, activeScan.validEnd, 'a compacted segment must end in a seal record'));
         }
@@ -280,7 +285,7 @@ function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], f
     if (h.baseSeq !== base) {
       problems.push(checkFailed(FILE_CHECKS.baseSeqMismatch, path, SEG_OFF_BASE_SEQ, `header base seq ${h.baseSeq} does not match the file name`));
     }
-    found.push({ name, path, base: h.baseSeq, size, fd, flags: h.flags, replacesEndSeq: h.replacesEndSeq });
+    found.push({ name, path, base: h.baseSeq, size, fd, flags: h.flags, replacesEndSeq: h.replacesEndSeq, version: h.version });
   }
   return { found, problems, tornCreated };
 }
@@ -307,7 +312,7 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
     // When problems are collected (`verify`), a segment with a bad seal stays in the layout
     // without one, so that its frames are still checked and the checks after it are not thrown off.
     const keepUnsealed = (): void => {
-      if (collecting) segments.push(newSegment(f.base, f.name, f.path, f.size, null, compacted));
+      if (collecting) segments.push(newSegment(f.base, f.name, f.path, f.size, null, compacted, f.version));
     };
     if (f.size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) {
       report(checkFailed(FILE_CHECKS.badSeal, f.path, f.size, 'sealed segment too short for its seal record'));
@@ -332,7 +337,7 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
     if (next.base !== seal.endSeq) {
       report(checkFailed(FILE_CHECKS.chainBroken, next.path, 0, `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`));
     }
-    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, compacted));
+    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, compacted, f.version));
   }
   return segments;
 }
@@ -374,11 +379,16 @@ function cannotRead(path: string, e: unknown, collecting: boolean): OpenError {
 
 /**
  * True when `bytes` (the whole file, `size` bytes) is what a crash can leave of a segment header
- * being created for `base`: no longer than a header, a prefix of the header, then only zeros.
+ * being created for `base`, of either version a roll writes (FORMAT §8): no longer than a header,
+ * a prefix of the header, then only zeros.
  */
 function isTornSegmentCreation(bytes: Uint8Array, size: number, base: number): boolean {
+  return isTornHeader(bytes, size, base, SEGMENT_VERSION_PLAIN) || isTornHeader(bytes, size, base, SEGMENT_VERSION_SCHEDULED);
+}
+
+function isTornHeader(bytes: Uint8Array, size: number, base: number, version: number): boolean {
   if (size > SEGMENT_HEADER_BYTES || bytes.length !== size) return false;
-  const want = encodeSegmentHeader({ flags: 0, baseSeq: base, replacesEndSeq: 0 });
+  const want = encodeSegmentHeader({ flags: 0, baseSeq: base, replacesEndSeq: 0, version });
   let i = 0;
   while (i < size && bytes[i] === want[i]) i++;
   if (i === SEGMENT_HEADER_BYTES) return false; // a complete, valid header is not torn
@@ -387,8 +397,8 @@ function isTornSegmentCreation(bytes: Uint8Array, size: number, base: number): b
 }
 
 /** Scan a segment from its first record with the tail table (FORMAT.md §6.1). Throws on a corrupt verdict. */
-export function scanActive(fs: FileSystem, fd: number, path: string, base: number, size: number, durableNextSeq: number, chunkBytes: number, compacted = false): ActiveScan {
-  const rules = new SegmentFrames(base, compacted, null, durableNextSeq);
+export function scanActive(fs: FileSystem, fd: number, path: string, base: number, size: number, durableNextSeq: number, chunkBytes: number, compacted: boolean, version: number): ActiveScan {
+  const rules = new SegmentFrames(base, compacted, version, null, durableNextSeq);
   const result = scanFrames(new FileWindow(fs, fd, size, chunkBytes), SEGMENT_HEADER_BYTES, rules, () => Math.max(base, rules.lastSeq + 1) < durableNextSeq);
   if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
   return {
@@ -399,6 +409,7 @@ export function scanActive(fs: FileSystem, fd: number, path: string, base: numbe
     records: rules.records,
     firstSeq: rules.firstSeq,
     lastSeq: rules.lastSeq,
+    scheduled: rules.scheduled,
     seal: rules.seal,
   };
 }

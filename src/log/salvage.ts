@@ -18,6 +18,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
 import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { withSchedule } from './item-meta.js';
 import { LogStore } from './log-store.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
@@ -153,7 +154,8 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
     const run = seqMap.at(-1);
     if (run !== undefined && run.from + run.count === r.seq && run.to + run.count === next) seqMap[seqMap.length - 1] = { ...run, count: run.count + 1 };
     else seqMap.push({ from: r.seq, to: next, count: 1 });
-    batch.push({ seq: next++, bytes: r.payload.slice() });
+    // The item keeps its priority and not-before time: the new store rolls to a segment that holds them.
+    batch.push(withSchedule(next++, r.payload.slice(), r));
     batchBytes += r.payload.length;
     copiedBytes += r.payload.length;
     if (batch.length >= BATCH_ITEMS || batchBytes >= BATCH_BYTES) {

@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { errnoCode, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, segmentName } from './format.js';
-import { encodeFrame } from './frame.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX, segmentName } from './format.js';
+import { encodeFrame, encodeScheduledItemFrame } from './frame.js';
+import { itemMetaBytes } from './item-meta.js';
 import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import { encodeSealFrame, encodeSegmentHeader, type SealInfo } from './segment.js';
@@ -26,9 +27,20 @@ export interface ActiveCounts {
   readonly records: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
+  /** Records with a priority or a not-before time. */
+  readonly scheduled: number;
 }
 
-const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0 };
+const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0, scheduled: 0 };
+
+/**
+ * The version of the segment that follows one holding `scheduled` scheduled records: a store that
+ * schedules items keeps writing version 2 (so it does not roll at each segment's first scheduled
+ * item), and one that stopped goes back to version 1, which older releases read, after one segment.
+ */
+export function nextSegmentVersion(scheduled: number): number {
+  return scheduled > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
+}
 
 export class SegmentWriter {
   /** The active segment's read-write descriptor; -1 inside a roll, between seal and creation. */
@@ -36,6 +48,7 @@ export class SegmentWriter {
   #records = 0;
   #firstSeq = 0;
   #lastSeq = 0;
+  #scheduled = 0;
   /** Size of the active segment file: the write position plus preallocated zeros. */
   #fileBytes = 0;
   /** The seq the next appended item must carry. */
@@ -71,11 +84,17 @@ export class SegmentWriter {
     this.#records = counts.records;
     this.#firstSeq = counts.firstSeq;
     this.#lastSeq = counts.lastSeq;
+    this.#scheduled = counts.scheduled;
     this.durability.resetFlushed();
   }
 
-  /** The batch does not fit the active segment, which already holds records. */
-  needsRoll(bytes: number): boolean {
+  /**
+   * The batch does not fit the active segment, which already holds records; or it holds a
+   * scheduled item (`scheduled`) and the active segment's version cannot (FORMAT §8): a header is
+   * never rewritten in place, so the store rolls to a version-2 segment.
+   */
+  needsRoll(bytes: number, scheduled: boolean): boolean {
+    if (scheduled && this.layout.active.version < SEGMENT_VERSION_SCHEDULED) return true;
     return this.layout.active.bytes + bytes > this.opts.segmentBytes && this.#records > 0;
   }
 
@@ -92,13 +111,22 @@ export class SegmentWriter {
    * rejection: ERR_STORE_FULL (cut back durably, nothing of the batch kept) or a fail-stop.
    * `willSync` says whether the caller syncs the batch, which is when preallocation pays.
    */
-  write(items: readonly StoredItem[], bytes: number, willSync: boolean): Promise<never> | null {
+  write(items: readonly StoredItem[], bytes: number, willSync: boolean, scheduled: number): Promise<never> | null {
     if (this.#buf.length < bytes) this.#buf = new Uint8Array(Math.max(bytes, this.#buf.length * 2));
     const buf = this.#buf;
     let pos = 0;
-    for (let i = 0; i < items.length; i++) {
-      const it = items[i]!;
-      pos = encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes);
+    if (scheduled === 0) {
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]!;
+        pos = encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes);
+      }
+    } else {
+      if (this.layout.active.version < SEGMENT_VERSION_SCHEDULED) return this.durability.fail(new Error(`scheduled items written into ${this.layout.active.name}, a version-1 segment`));
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]!;
+        const meta = itemMetaBytes(it);
+        pos = meta === 0 ? encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes) : encodeScheduledItemFrame(buf, pos, it, meta);
+      }
     }
     if (pos !== bytes) return this.durability.fail(new Error(`encoder wrote ${pos} bytes, expected ${bytes}`));
     const active = this.layout.active;
@@ -117,6 +145,7 @@ export class SegmentWriter {
     }
     if (this.#records === 0) this.#firstSeq = items[0]!.seq;
     this.#records += items.length;
+    this.#scheduled += scheduled;
     this.#lastSeq = items[items.length - 1]!.seq;
     this.nextSeq = this.#lastSeq + 1;
     return null;
@@ -167,14 +196,63 @@ export class SegmentWriter {
     }
   }
 
-  /** Seal the active segment with `endSeq`, then create the next segment durably and make it active. */
-  async roll(endSeq: number): Promise<void> {
+  /**
+   * Seal the active segment with `endSeq`, then create the next segment durably and make it
+   * active: version 2 when the batch waiting for it holds a scheduled item (`scheduled`) or the
+   * sealed segment held one, else version 1.
+   */
+  async roll(endSeq: number, scheduled = false): Promise<void> {
+    const version = scheduled ? SEGMENT_VERSION_SCHEDULED : nextSegmentVersion(this.#scheduled);
     await this.seal(endSeq);
     this.detach();
-    const { seg, fd } = await this.createSegment(endSeq);
+    const { seg, fd } = await this.createSegment(endSeq, version);
     this.layout.list.push(seg);
     this.start(seg, fd);
     if (this.nextSeq < endSeq) this.nextSeq = endSeq;
+  }
+
+  /**
+   * Make the active segment take a batch that did not fit it (`needsRoll`): roll to the next
+   * segment, or, when the active segment holds no record yet and a scheduled batch needs version 2
+   * (the next segment would have the same base, hence the same name), replace it by an empty
+   * version-2 segment.
+   */
+  async makeRoom(scheduled: boolean): Promise<void> {
+    const active = this.layout.active;
+    if (scheduled && this.#records === 0 && active.base === this.nextSeq && active.version < SEGMENT_VERSION_SCHEDULED) return this.#replaceEmpty();
+    return this.roll(this.nextSeq, scheduled);
+  }
+
+  /**
+   * Replace the empty active segment by an empty version-2 one of the same base, atomically (a
+   * header is never rewritten in place): write `<name>.tmp`, fsync it, rename it over the segment,
+   * fsync the directory. A crash before the directory fsync leaves the old segment, empty, and a
+   * stray tmp file that open deletes; no record goes in before this resolves.
+   */
+  async #replaceEmpty(): Promise<void> {
+    const old = this.layout.active;
+    const tmp = old.path + TMP_SUFFIX;
+    const header = encodeSegmentHeader({ flags: 0, baseSeq: old.base, replacesEndSeq: 0, version: SEGMENT_VERSION_SCHEDULED });
+    let fd: number;
+    try {
+      if (this.fs.stat(tmp) !== null) this.fs.unlink(tmp);
+      fd = this.fs.open(tmp, 'create', this.opts.fileMode);
+    } catch (e) {
+      throw this.durability.markFailed(e);
+    }
+    try {
+      this.fs.write(fd, header, 0, header.length, 0);
+      await this.durability.syncFd(fd, false);
+      this.fs.rename(tmp, old.path);
+      await this.fs.fsyncDir(this.dir);
+    } catch (e) {
+      this.durability.closeWhenIdle(fd);
+      throw this.durability.markFailed(e);
+    }
+    this.detach();
+    const seg = newSegment(old.base, old.name, old.path, SEGMENT_HEADER_BYTES, null, false, SEGMENT_VERSION_SCHEDULED);
+    this.layout.replaceActive(seg);
+    this.start(seg, fd);
   }
 
   /**
@@ -220,10 +298,10 @@ export class SegmentWriter {
    * here and the instance fails; recovery deletes or keeps the file by the interrupted-creation
    * rule (FORMAT §6.2).
    */
-  async createSegment(base: number): Promise<{ seg: Segment; fd: number }> {
+  async createSegment(base: number, version: number): Promise<{ seg: Segment; fd: number }> {
     const name = segmentName(base);
     const path = join(this.dir, name);
-    const header = encodeSegmentHeader({ flags: 0, baseSeq: base, replacesEndSeq: 0 });
+    const header = encodeSegmentHeader({ flags: 0, baseSeq: base, replacesEndSeq: 0, version });
     let fd: number;
     try {
       fd = this.fs.open(path, 'create', this.opts.fileMode);
@@ -238,7 +316,7 @@ export class SegmentWriter {
       this.durability.closeWhenIdle(fd);
       throw this.durability.markFailed(e);
     }
-    return { seg: newSegment(base, name, path, SEGMENT_HEADER_BYTES, null, false), fd };
+    return { seg: newSegment(base, name, path, SEGMENT_HEADER_BYTES, null, false, version), fd };
   }
 
   /** Read `[from, to)` of the active segment and write the same bytes back (recovery, FORMAT §6.2). */

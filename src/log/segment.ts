@@ -2,6 +2,7 @@
 import { crc32c32 } from './crc.js';
 import {
   SEGMENT_FORMAT_VERSION,
+  SEGMENT_VERSION_PLAIN,
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
   SEAL_OFF_FIRST_SEQ,
@@ -35,10 +36,11 @@ export interface SegmentHeader {
   readonly replacesEndSeq: number;
 }
 
-export function encodeSegmentHeader(h: Omit<SegmentHeader, 'version'>): Buffer {
+/** A segment header; `version` is 1 (`SEGMENT_VERSION_PLAIN`) unless the segment may hold scheduled items. */
+export function encodeSegmentHeader(h: Omit<SegmentHeader, 'version'> & { readonly version?: number }): Buffer {
   const buf = Buffer.alloc(SEGMENT_HEADER_BYTES);
   writeU32(buf, SEG_OFF_MAGIC, SEGMENT_MAGIC);
-  writeU16(buf, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION);
+  writeU16(buf, SEG_OFF_VERSION, h.version ?? SEGMENT_VERSION_PLAIN);
   writeU16(buf, SEG_OFF_HEADER_BYTES, SEGMENT_HEADER_BYTES);
   writeU32(buf, SEG_OFF_FLAGS, h.flags);
   writeU64(buf, SEG_OFF_BASE_SEQ, h.baseSeq);

@@ -16,7 +16,17 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { OpenError } from '../errors.js';
 import { AckSet } from './cursor.js';
-import { CURSOR_FILE, MAX_RANGES_PER_RECORD, RECORD_ITEM, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, classifyEntry, parseSegmentName } from './format.js';
+import {
+  CURSOR_FILE,
+  MAX_RANGES_PER_RECORD,
+  RECORD_ITEM,
+  SEAL_FRAME_BYTES,
+  SEG_FLAG_COMPACTED,
+  SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_PLAIN,
+  classifyEntry,
+  parseSegmentName,
+} from './format.js';
 import { payloadOffset } from './frame.js';
 import { FileWindow, FrameReader, resyncBudgetBytes } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
@@ -63,6 +73,8 @@ export interface WalkSegment {
   readonly path: string;
   readonly base: number;
   readonly compacted: boolean;
+  /** The header's format version (1 when the header is damaged: its metadata then counts for nothing). */
+  readonly version: number;
   /** The seal read from the segment's last bytes (null when it has none, or a bad one). */
   readonly seal: SealInfo | null;
   /** The last segment, which may end in a torn or zero tail. */
@@ -85,6 +97,9 @@ export interface WalkOptions {
 export interface WalkRecord {
   readonly seq: number;
   readonly payload: Uint8Array;
+  /** The item's priority and not-before time, 0 when it has none (FORMAT §3.1). */
+  readonly priority: number;
+  readonly notBefore: number;
 }
 
 /**
@@ -104,6 +119,7 @@ export function walkSegments(fs: FileSystem, dir: string, plan: RecoveryPlan): W
     path: s.path,
     base: s.base,
     compacted: s.compacted,
+    version: s.version,
     seal: s.seal,
     active: false,
     headerDamage: null,
@@ -135,7 +151,7 @@ export function walkSegments(fs: FileSystem, dir: string, plan: RecoveryPlan): W
 function leftOutSegment(fs: FileSystem, dir: string, name: string): WalkSegment | null {
   const path = join(dir, name);
   const base = parseSegmentName(name)!;
-  const plain: WalkSegment = { name, path, base, compacted: false, seal: null, active: false, headerDamage: null };
+  const plain: WalkSegment = { name, path, base, compacted: false, version: SEGMENT_VERSION_PLAIN, seal: null, active: false, headerDamage: null };
   let fd: number;
   try {
     fd = fs.open(path, 'read');
@@ -146,7 +162,7 @@ function leftOutSegment(fs: FileSystem, dir: string, name: string): WalkSegment 
     const buf = new Uint8Array(SEGMENT_HEADER_BYTES);
     const size = fs.size(fd);
     const h = decodeSegmentHeader(buf.subarray(0, readFully(fs, fd, buf, 0, Math.min(size, SEGMENT_HEADER_BYTES), 0)), size);
-    if (!('kind' in h)) return { ...plain, base: h.baseSeq, compacted: (h.flags & SEG_FLAG_COMPACTED) !== 0 };
+    if (!('kind' in h)) return { ...plain, base: h.baseSeq, compacted: (h.flags & SEG_FLAG_COMPACTED) !== 0, version: h.version };
     if (h.kind === 'unsupported') return null;
     return { ...plain, headerDamage: { offset: h.offset, reason: `segment header: ${h.reason}` } };
   } catch {
@@ -305,7 +321,7 @@ export class StoreWalk {
     if (seg.headerDamage !== null) {
       // The records after a damaged header are judged as any others: a CRC-valid frame with a
       // seq that fits the base. Until the first of them, what is lost belongs to the header's damage.
-      const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, false), seg.headerDamage.offset, seg.headerDamage.reason).message;
+      const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, false, seg.version), seg.headerDamage.offset, seg.headerDamage.reason).message;
       const damage: DamagedRange = { file: seg.path, offset: seg.headerDamage.offset, end: Math.min(SEGMENT_HEADER_BYTES, win.size), reason, budgetSpent: false, lostSeqs: [] };
       this.damages.push(damage);
       this.#open = damage;
@@ -314,7 +330,7 @@ export class StoreWalk {
         return;
       }
     }
-    const rules = new SegmentFrames(seg.base, seg.compacted, seg.seal, seg.active ? this.opts.durableNextSeq : 0);
+    const rules = new SegmentFrames(seg.base, seg.compacted, seg.version, seg.seal, seg.active ? this.opts.durableNextSeq : 0);
     const frames = new FrameReader(win, SEGMENT_HEADER_BYTES, rules, seg.active ? () => rules.tornLosesDurable : undefined);
     frames.sharedResyncBudgetBytes = resyncBudgetBytes(win.size);
     this.#frames = frames;
@@ -331,7 +347,7 @@ export class StoreWalk {
           this.#ledger.skipTo(h.seq + 1);
           this.records++;
           const p = payloadOffset(frames.at, h);
-          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length) };
+          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore };
         }
         frames.accept();
         continue;
@@ -355,7 +371,7 @@ export class StoreWalk {
   /** Record the damage at the reader's position and resynchronise after it; false when nothing intact follows. */
   #skipDamage(seg: WalkSegment, frames: FrameReader, rules: SegmentFrames, why: string): boolean {
     const offset = frames.offset;
-    const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, seg.compacted), offset, why).message;
+    const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, seg.compacted, seg.version), offset, why).message;
     rules.skipDamage();
     let resumed = false;
     let found = frames.resync();

@@ -1,5 +1,11 @@
 /** FORMAT.md and the code mirror each other: decode the hex examples straight out of FORMAT.md. */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FileSystem } from '../../src/fs/file-system.js';
+import { FileWindow, FrameReader } from '../../src/log/frame-reader.js';
+import { SegmentFrames } from '../../src/log/frame-rules.js';
+import { LogStore } from '../../src/log-store.js';
 import { describe, expect, test } from 'vitest';
 import { crc32c32 } from '../../src/log/crc.js';
 import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
@@ -14,6 +20,7 @@ import {
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
   SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from '../../src/log/format.js';
 import { encodeFrame, encodeFrameInPlace, frameBytes, frameCrcOk, newFrameHeader, payloadOffset, readFrameHeader } from '../../src/log/frame.js';
@@ -36,6 +43,17 @@ function hexExample(heading: string): Uint8Array {
     for (const h of hex) bytes.push(Number.parseInt(h, 16));
   }
   return Uint8Array.from(bytes);
+}
+
+/** A FileSystem that only reads `bytes` as the file behind every descriptor (enough for a FileWindow). */
+function bufferFs(bytes: Uint8Array): FileSystem {
+  return {
+    read(_fd: number, buf: Uint8Array, offset: number, length: number, position: number): number {
+      const n = Math.max(0, Math.min(length, bytes.length - position));
+      buf.set(bytes.subarray(position, position + n), offset);
+      return n;
+    },
+  } as unknown as FileSystem;
 }
 
 describe('FORMAT.md examples', () => {
@@ -66,6 +84,42 @@ describe('FORMAT.md examples', () => {
       [RECORD_SEAL, 3, ''],
     ]);
     expect(decodeTrailingSeal(b.subarray(b.length - SEAL_FRAME_BYTES))).toEqual({ recordCount: 2, firstSeq: 1, lastSeq: 2, endSeq: 3 });
+  });
+
+  test('exampleVersion2SegmentDecodesWithItsSchedulingFields', () => {
+    const b = hexExample('### Example version-2 segment');
+    expect(b.length).toBe(89);
+    const header = decodeSegmentHeader(b, b.length);
+    expect(header).toEqual({ version: SEGMENT_VERSION_SCHEDULED, flags: 0, baseSeq: 1, replacesEndSeq: 0 });
+    const rules = new SegmentFrames(1, false, SEGMENT_VERSION_SCHEDULED);
+    const reader = new FrameReader(new FileWindow(bufferFs(b), 0, b.length, 4096), SEGMENT_HEADER_BYTES, rules);
+    const got: [number, string, number, number][] = [];
+    while (reader.next() === 'record') {
+      const h = reader.h;
+      const p = payloadOffset(reader.at, h);
+      got.push([h.seq, new TextDecoder().decode(reader.win.buf.subarray(p, p + h.length)), rules.schedule.priority, rules.schedule.notBefore]);
+      reader.accept();
+    }
+    expect(reader.row.verdict).toBe('end');
+    expect(got).toEqual([
+      [1, 'hi', -2, 1700000000000],
+      [2, 'ok', 0, 0],
+    ]);
+  });
+
+  test('exampleVersion2SegmentIsWhatTheWriterWrites', async () => {
+    const b = hexExample('### Example version-2 segment');
+    const dir = mkdtempSync(join(tmpdir(), 'pq-format-'));
+    try {
+      const store = await LogStore.open(join(dir, 'q'), { preallocate: false });
+      await store.open();
+      await store.append([{ seq: 1, bytes: new TextEncoder().encode('hi'), priority: -2, notBefore: 1700000000000 }], true);
+      await store.append([{ seq: 2, bytes: new TextEncoder().encode('ok') }], true);
+      await store.close();
+      expect(Buffer.from(readFileSync(join(dir, 'q', 'seg-00000000000000000001.log'))).equals(Buffer.from(b))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('exampleSegmentIsWhatTheWriterWrites', () => {

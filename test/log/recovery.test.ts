@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, SEAL_FRAME_BYTES, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, CUR_OFF_VERSION, writeU32, writeU64 } from '../../src/log/format.js';
+import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, SEAL_FRAME_BYTES, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION, SEGMENT_HEADER_BYTES, CUR_OFF_VERSION, writeU32, writeU64 } from '../../src/log/format.js';
 import { LogStore } from '../../src/log-store.js';
 import {
   appendBytes,
@@ -239,7 +239,7 @@ describe('sealed segments', () => {
   test('newerVersionInSegmentIsUnsupportedAndChangesNothing', async () => {
     const dir = await rolled();
     const b = fs.readFileSync(seg1(dir));
-    b[SEG_OFF_VERSION] = 2; // the header CRC is now wrong too: the version is checked first
+    b[SEG_OFF_VERSION] = SEGMENT_FORMAT_VERSION + 1; // the header CRC is now wrong too: the version is checked first
     fs.writeFileSync(seg1(dir), b);
     const e = await expectOpenError(dir, 'ERR_UNSUPPORTED_VERSION');
     expect(e.file).toBe(seg1(dir));
