@@ -50,7 +50,17 @@ const PRIORITIES = [-2, 0, 0, 0, 0, 1, 4];
 const DELAYS = [0, 0, 0, 0, 20, 75, 300];
 
 /** Run one seeded workload; throws (with what differed) when the queue departs from the model. */
-export async function runScheduleModel(target: ScheduleTarget, options: ScheduleRunOptions, log: string[]): Promise<void> {
+/** What one run did, so that a test can tell its workload reached the cases it is about. */
+export interface ScheduleRunStats {
+  reserves: number;
+  leaseExpiries: number;
+  staleAcks: number;
+  crashes: number;
+  reopens: number;
+}
+
+export async function runScheduleModel(target: ScheduleTarget, options: ScheduleRunOptions, log: string[]): Promise<ScheduleRunStats> {
+  const stats: ScheduleRunStats = { reserves: 0, leaseExpiries: 0, staleAcks: 0, crashes: 0, reopens: 0 };
   const rng = new Prng(options.seed);
   const clock = new ManualClock();
   const queueLeaseMs = rng.bool() ? Infinity : rng.pick([40, 120]);
@@ -95,6 +105,7 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
         m.heldBy = -1;
         m.leaseDue = Infinity;
         stale.push(h.item);
+        stats.leaseExpiries++;
       }
     }
   };
@@ -164,6 +175,7 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
         want.heldBy = k;
         want.leaseDue = lengthMs === Infinity ? Infinity : clock.now() + lengthMs;
         held.set(got!.seq, { item: got!, consumer: k });
+        stats.reserves++;
       }
     } else if (roll < 76 && held.size > 0) {
       const [seq, h] = rng.pick([...held]);
@@ -196,6 +208,7 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
         (e: unknown) => (e instanceof QueueError ? e.code : String(e)),
       );
       if (outcome !== 'ERR_LEASE_EXPIRED') fail(`a stale holder's ack of seq ${item.seq}: ${outcome}, expected ERR_LEASE_EXPIRED`);
+      stats.staleAcks++;
     } else if (roll < 93 && options.forks > 0) {
       const k = rng.intBetween(1, options.forks);
       log.push(`close fork ${k}, fork again`);
@@ -212,6 +225,8 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
       const how = target.crashes && rng.bool() ? 'crash' : 'reopen';
       log.push(how);
       await restart(how);
+      if (how === 'crash') stats.crashes++;
+      else stats.reopens++;
     } else {
       continue;
     }
@@ -234,4 +249,5 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
   left.sort((a, b) => a - b);
   if (JSON.stringify(left) !== JSON.stringify(want)) fail(`left at the end ${JSON.stringify(left)}, the model says ${JSON.stringify(want)}`);
   await tx.close();
+  return stats;
 }

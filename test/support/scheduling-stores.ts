@@ -3,7 +3,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MemStore, type Store } from '../../src/index.js';
+import { LogStore, MemStore, type Store } from '../../src/index.js';
+import { CrashFileSystem } from '../../src/testing/index.js';
 import type { ScheduleTarget } from '../../harness/scheduling-model.js';
 
 export type Opened = { store: Store; reopen: () => Promise<Store> };
@@ -24,14 +25,23 @@ export function schedulingStores(): [string, MakeStore][] {
         return { store, reopen: async () => store };
       },
     ],
+    [
+      'LogStore',
+      async (cleanups) => {
+        const dir = tempDir(cleanups, 'pq-sched-');
+        return { store: await LogStore.open(dir), reopen: () => LogStore.open(dir) };
+      },
+    ],
   ];
-  void tempDir;
   return stores;
 }
 
 /** The stores the scheduling model runs over (harness/scheduling-model.ts). */
 export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarget][] {
   void cleanups;
+  // The crash disk of the current run: a crash replaces it with what survived.
+  let fs: CrashFileSystem | undefined;
+  let disks = 0;
   return [
     [
       'MemStore',
@@ -40,6 +50,21 @@ export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarg
         crashes: false,
         open: async () => new MemStore(),
         restart: async (previous) => previous,
+      },
+    ],
+    [
+      'LogStore on the crash disk',
+      {
+        name: 'LogStore on the crash disk',
+        crashes: true,
+        open: async () => {
+          fs = new CrashFileSystem({ seed: ++disks });
+          return LogStore.open('/queue', { fs });
+        },
+        restart: async (_previous, how) => {
+          if (how === 'crash') fs = fs!.crash();
+          return LogStore.open('/queue', { fs: fs! });
+        },
       },
     ],
   ];
