@@ -35,6 +35,7 @@ import { fsync, mkdirSync, openSync, closeSync, readdirSync, realpathSync, statS
 import { resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { type BatchOp, type LevelDatabase, loadPeer, message, openError } from './level/peer.js';
+import { FormatRaise } from './level/format-raise.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
@@ -128,12 +129,8 @@ export class LevelStore implements Store {
    */
   #issuedNextSeq: number;
   #count: number;
-  /** The `m:format` stored: 1 until the first delivery record or scheduled item is written. */
-  #format: number;
-  /** The highest `m:format` handed to LevelDB, set before the write resolves. */
-  #issuedFormat: number;
-  /** The batch in flight that raises `m:format` to `#issuedFormat`, settled either way; see `#writeAtFormat`. */
-  #raisingFormat: Promise<void> | undefined;
+  /** Writes the batches that need a newer format than the store may have: `m:format` is 1 until the first delivery record or scheduled item. */
+  readonly #formats: FormatRaise;
   #deliveredBelow: number;
   #deadLetters: number;
   /** Seqs with a mark key: an ack deletes a mark only for these, so a plain ack writes no extra key. */
@@ -165,8 +162,7 @@ export class LevelStore implements Store {
     this.#nextSeq = recovered.nextSeq;
     this.#issuedNextSeq = recovered.nextSeq;
     this.#count = recovered.count;
-    this.#format = recovered.format;
-    this.#issuedFormat = recovered.format;
+    this.#formats = new FormatRaise(recovered.format, (ops, sync) => this.#write(ops, sync));
     this.#deliveredBelow = recovered.deliveredBelow;
     this.#deadLetters = recovered.deadLetters;
     this.#recoveredMarks = recovered.marks;
@@ -247,7 +243,7 @@ export class LevelStore implements Store {
     const next = items[items.length - 1]!.seq + 1;
     ops.push({ type: 'put', key: NEXT_SEQ_KEY, value: u64(next) });
     this.#issuedNextSeq = Math.max(this.#issuedNextSeq, next);
-    await (scheduled.length > 0 ? this.#writeAtFormat(ops, sync, SCHEDULE_FORMAT_VERSION) : this.#write(ops, sync));
+    await (scheduled.length > 0 ? this.#formats.write(ops, sync, SCHEDULE_FORMAT_VERSION) : this.#write(ops, sync));
     this.#nextSeq = next;
     this.#count += items.length;
   }
@@ -282,12 +278,12 @@ export class LevelStore implements Store {
     const fault = belowFault(below) ?? marks.map(markFault).find((f) => f !== undefined);
     if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.markDelivered: ${fault}`);
     // The bound every format-1 store has already: storing it would change the format for nothing.
-    if (this.#format === PLAIN_FORMAT_VERSION && below === 1 && marks.length === 0) return;
+    if (this.#formats.format === PLAIN_FORMAT_VERSION && below === 1 && marks.length === 0) return;
     const missing = await this.#firstMissing(marks.map((m) => itemKey(m.seq)));
     if (missing >= 0) throw new QueueError('ERR_STORE', `LevelStore cannot mark seq ${marks[missing]!.seq}: not held`);
     const ops: BatchOp[] = marks.map((m) => ({ type: 'put', key: markKey(m.seq), value: encodeMark(m) }));
     ops.push({ type: 'put', key: DELIVERED_BELOW_KEY, value: u64(below) });
-    await this.#writeAtFormat(ops, sync, DELIVERY_FORMAT_VERSION);
+    await this.#formats.write(ops, sync, DELIVERY_FORMAT_VERSION);
     this.#deliveredBelow = below;
     for (const m of marks) this.#marked.add(m.seq);
   }
@@ -309,7 +305,7 @@ export class LevelStore implements Store {
       // A dead letter keeps no priority or not-before time: a redriven item has neither.
       if (this.#scheduled.has(e.seq)) ops.push({ type: 'del', key: scheduleKey(e.seq) });
     }
-    await this.#writeAtFormat(ops, true, DELIVERY_FORMAT_VERSION);
+    await this.#formats.write(ops, true, DELIVERY_FORMAT_VERSION);
     this.#count -= entries.length;
     this.#deadLetters += entries.length;
     for (const e of entries) {
@@ -321,7 +317,7 @@ export class LevelStore implements Store {
   /** Asynchronous, as `read`. */
   async readDeadLetters(range: DeadLetterRange): Promise<readonly DeadLetter[]> {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'LevelStore is closed');
-    if (this.#format === PLAIN_FORMAT_VERSION || range.limit <= 0) return [];
+    if (this.#formats.format === PLAIN_FORMAT_VERSION || range.limit <= 0) return [];
     let entries: [Buffer, Buffer][];
     try {
       entries = await this.#db.iterator({ gt: deadKey(Math.max(0, range.after)), lt: DEAD_HIGH, limit: range.limit }).all();
@@ -378,7 +374,7 @@ export class LevelStore implements Store {
   async #movingDead(seqs: readonly number[], write: () => Promise<void>): Promise<void> {
     const busy = seqs.find((seq) => this.#deadInFlight.has(seq));
     if (busy !== undefined) throw new QueueError('ERR_STORE', `LevelStore: dead letter ${busy} is being moved by another call`);
-    if (this.#format === PLAIN_FORMAT_VERSION) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[0]}`);
+    if (this.#formats.format === PLAIN_FORMAT_VERSION) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[0]}`);
     for (const seq of seqs) this.#deadInFlight.add(seq);
     try {
       const missing = await this.#firstMissing(seqs.map(deadKey));
@@ -404,34 +400,6 @@ export class LevelStore implements Store {
       ops[i] = { type: 'put', key: itemKey(item.seq), value: item.bytes };
     }
     return ops;
-  }
-
-  /**
-   * Write a batch holding records that `format` adds. The batch that hands the first such record
-   * to LevelDB also puts `m:format` = `format`. LevelDB may apply two batches in flight in either
-   * order, so a batch that raises the format waits for the one in flight that raised it less far
-   * (a lower version landing last would let an older release open a store whose keys it does not
-   * know), and a batch that relies on a raise still in flight waits for it (its keys must never
-   * land under the lower version). Both waits happen at most once per format, at the upgrade.
-   */
-  async #writeAtFormat(ops: BatchOp[], sync: boolean, format: number): Promise<void> {
-    if (this.#format >= format) return this.#write(ops, sync);
-    const earlier = this.#raisingFormat;
-    if (this.#issuedFormat >= format) {
-      await earlier;
-      return this.#write(ops, sync);
-    }
-    this.#issuedFormat = format;
-    ops.push({ type: 'put', key: FORMAT_KEY, value: u64(format) });
-    const raising = (async () => {
-      await earlier;
-      await this.#write(ops, sync);
-      this.#format = Math.max(this.#format, format);
-    })();
-    // Settled either way for the batches that wait on it: a failed write fails the store, and
-    // their own writes then fail too.
-    this.#raisingFormat = raising.catch(() => undefined);
-    return raising;
   }
 
   /** Index of the first of `keys` that is not in the database, or -1. */

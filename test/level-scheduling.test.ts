@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/errors.js';
 import { LevelStore } from '../src/level-store.js';
+import { FormatRaise } from '../src/level/format-raise.js';
+import type { BatchOp } from '../src/level/peer.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';
 
@@ -28,7 +30,7 @@ const u64 = (value: number): Buffer => {
   return b;
 };
 /** Every key and value of a closed store, in hex. */
-const dump = (path: string) => withRaw(path, async (db) => (await db.iterator().all()).map(([k, v]): [string, string] => [k.toString("hex"), v.toString("hex")]));
+const dump = (path: string) => withRaw(path, async (db) => (await db.iterator().all()).map(([k, v]): [string, string] => [k.toString('hex'), v.toString('hex')]));
 
 runSchedulingSuite({
   name: 'LevelStore',
@@ -152,3 +154,62 @@ test('LevelStore: a read that overlaps acks of scheduled items returns every ite
     await store.close();
     expect((await dump(path)).filter(([k]) => k.startsWith('73'))).toEqual([]);
   }));
+
+/** A batch writer whose batches land only when the test says so, in the order it chooses. */
+function heldWrites(): { write: (ops: BatchOp[], sync: boolean) => Promise<void>; started: BatchOp[][]; land: (index: number) => Promise<void> } {
+  const started: BatchOp[][] = [];
+  const landers: (() => void)[] = [];
+  return {
+    started,
+    write: (ops) =>
+      new Promise<void>((resolve) => {
+        started.push(ops);
+        landers.push(resolve);
+      }),
+    // Resolves after the continuations of the landed batch have run.
+    land: async (index) => {
+      landers[index]!();
+      for (let turn = 0; turn < 5; turn++) await Promise.resolve();
+    },
+  };
+}
+const formatOf = (ops: BatchOp[]): number | undefined => {
+  const put = ops.find((op) => op.type === 'put' && op.key.toString() === 'm:format');
+  return put?.type === 'put' ? Number(Buffer.from(put.value).readBigUInt64BE(0)) : undefined;
+};
+
+test('LevelStore format raise: a raise to 3 is not handed to LevelDB while the raise to 2 before it is in flight', async () => {
+  const held = heldWrites();
+  const raise = new FormatRaise(1, held.write);
+  const two = raise.write([], false, 2);
+  const three = raise.write([], false, 3);
+  await Promise.resolve();
+  expect(held.started.map(formatOf)).toEqual([2]);
+  await held.land(0);
+  expect(raise.format).toBe(2);
+  expect(held.started.map(formatOf)).toEqual([2, 3]);
+  await held.land(1);
+  await Promise.all([two, three]);
+  expect(raise.format).toBe(3);
+});
+
+test('LevelStore format raise: a batch that relies on a raise in flight waits for it; later batches and lower formats write at once and put no m:format', async () => {
+  const held = heldWrites();
+  const raise = new FormatRaise(1, held.write);
+  const first = raise.write([], false, 3);
+  const relying = raise.write([], false, 3);
+  const lower = raise.write([], false, 2);
+  await Promise.resolve();
+  // Only the raise is out: the two others rely on it (format 2 is part of 3).
+  expect(held.started.map(formatOf)).toEqual([3]);
+  await held.land(0);
+  expect(held.started.map(formatOf)).toEqual([3, undefined, undefined]);
+  await held.land(1);
+  await held.land(2);
+  await Promise.all([first, relying, lower]);
+  // Once it has landed, nothing waits and nothing puts m:format again.
+  const after = raise.write([], true, 3);
+  expect(held.started.map(formatOf)).toEqual([3, undefined, undefined, undefined]);
+  await held.land(3);
+  await after;
+});
