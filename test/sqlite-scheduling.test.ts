@@ -47,6 +47,15 @@ async function withPath(fn: (path: string) => Promise<void>): Promise<void> {
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 
+/** The statement of FORMAT.md's section `heading` that starts with `start`, without its `;`. */
+function formatDocStatement(heading: string, start: string): string {
+  const doc = readFileSync(new URL('../FORMAT.md', import.meta.url), 'utf8');
+  const section = doc.slice(doc.indexOf(heading));
+  const line = section.split('\n').find((l) => l.startsWith(start));
+  if (line === undefined) throw new Error(`FORMAT.md ${heading} has no statement starting with ${start}`);
+  return line.replace(/;$/, '');
+}
+
 test('SqliteStore: a scheduled item is a row of `schedule` (seq, priority, not_before); a plain item has none', () =>
   withPath(async (path) => {
     const store = await SqliteStore.open(path);
@@ -61,9 +70,8 @@ test('SqliteStore: a scheduled item is a row of `schedule` (seq, priority, not_b
     );
     await store.close();
     withDb(path, (db) => {
-      expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'schedule'").get()).toEqual({
-        sql: 'CREATE TABLE schedule (seq INTEGER PRIMARY KEY, priority INTEGER NOT NULL, not_before INTEGER NOT NULL)',
-      });
+      // The table is created exactly as FORMAT.md §10.3 writes it.
+      expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'schedule'").get()).toEqual({ sql: formatDocStatement('### 10.3', 'CREATE TABLE schedule') });
       expect(db.prepare('SELECT seq, priority, not_before FROM schedule ORDER BY seq').all()).toEqual([
         { seq: 2, priority: -128, not_before: 9_007_199_254_740_991 },
         { seq: 3, priority: 0, not_before: 1_700_000_000_000 },
