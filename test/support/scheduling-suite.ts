@@ -6,6 +6,7 @@
  * item raises it, a newer one is refused). Store-specific layout checks live in each test file.
  */
 import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../../src/errors.js';
 import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from '../../src/store.js';
@@ -306,7 +307,7 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
   test(`${b.name}: every scheduled item appended under sync survives kill -9 of the writer with its fields`, () =>
     withStore(async (path) => {
       const writer = runModule(
-        freshDir(prefix),
+        dirname(path),
         'sched-writer.mjs',
         `import { ${b.className} } from ${JSON.stringify(distUrl(b.distModule))};
 const store = await ${b.className}.open(process.argv[2]);
