@@ -16,6 +16,15 @@
  * so that releases which know only format 1 keep opening a store that never used them; the
  * batch that writes that first record also writes `m:format` 2.
  *
+ * Format 3 adds priorities and not-before times (`features.scheduling`): key `s` + seq holds the
+ * priority (1 signed byte) and the not-before time (8 bytes big-endian) of an unacked item that
+ * has either, put in the batch that puts the item and deleted in the batch that deletes it. A
+ * prefix of its own rather than a header in the item's value: plain items keep their payload as
+ * the whole value and cost no byte more, and the first key under `s` is the lowest scheduled seq,
+ * so `scheduledFrom` takes one seek however large the plain backlog. A store stays at format 1 or
+ * 2 until the first scheduled item is appended, whose batch also writes `m:format` 3. The keys
+ * and values, byte for byte: FORMAT.md §11.
+ *
  * Durability: every call that writes is one LevelDB write batch (the core already batches).
  * With `sync` it is written with `sync: true` (LevelDB fsyncs its log) and then the directory is
  * fsynced too; without, with `sync: false` (LevelDB hands the batch to the OS with write(2),
@@ -25,9 +34,42 @@
 import { fsync, mkdirSync, openSync, closeSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
+import { type BatchOp, type LevelDatabase, loadPeer, message, openError } from './level/peer.js';
+import { FormatRaise } from './level/format-raise.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
-import { type DeadLetter, type DeadLetterRange, type DeliveryMark, MAX_REASON_BYTES, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
+import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
+import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
+import {
+  DEAD_HIGH,
+  DEAD_LOW,
+  deadKey,
+  decodeDead,
+  decodeMark,
+  decodeSchedule,
+  DELIVERED_BELOW_KEY,
+  DELIVERY_FORMAT_VERSION,
+  encodeDead,
+  encodeMark,
+  encodeSchedule,
+  FORMAT_KEY,
+  ITEMS_HIGH,
+  ITEMS_LOW,
+  itemKey,
+  markKey,
+  MARKS_HIGH,
+  MARKS_LOW,
+  NEWEST_FORMAT_VERSION,
+  NEXT_SEQ_KEY,
+  PLAIN_FORMAT_VERSION,
+  readU64,
+  SCHEDULE_FORMAT_VERSION,
+  SCHEDULE_HIGH,
+  SCHEDULE_LOW,
+  scheduleKey,
+  seqOfKey,
+  u64,
+} from './level/format.js';
 import { maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
 
 export interface LevelStoreOptions {
@@ -43,180 +85,13 @@ export interface LevelStoreOptions {
   dirMode?: number;
 }
 
-/** Version of the key layout described at the top of this file; kept under `m:format`. */
-export const LEVEL_FORMAT_VERSION = 2;
-/** The format a store has until it first stores delivery state, which needs no new key. */
-const PLAIN_FORMAT_VERSION = 1;
+/** Newest version of the key layout described at the top of this file; kept under `m:format`. */
+export const LEVEL_FORMAT_VERSION = NEWEST_FORMAT_VERSION;
 
 const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 const MAX_ITEM_BYTES_CAP = 512 * 1024 * 1024;
-const MISSING_PEER = 'LevelStore needs classic-level: npm install classic-level@3';
-
-const ITEM_PREFIX = 0x69; // 'i'
-const MARK_PREFIX = 0x63; // 'c', for delivery counts
-const DEAD_PREFIX = 0x64; // 'd'
-/** A prefix byte and a seq, for items, marks and dead letters alike. */
-const ITEM_KEY_BYTES = 9;
-const FORMAT_KEY = Buffer.from('m:format');
-const NEXT_SEQ_KEY = Buffer.from('m:nextSeq');
-const DELIVERED_BELOW_KEY = Buffer.from('m:deliveredBelow');
-/** Keys of all items lie strictly between these two; so for marks and dead letters. */
-const ITEMS_LOW = Buffer.from([ITEM_PREFIX]);
-const ITEMS_HIGH = Buffer.from([ITEM_PREFIX + 1]);
-const MARKS_LOW = Buffer.from([MARK_PREFIX]);
-const MARKS_HIGH = Buffer.from([MARK_PREFIX + 1]);
-const DEAD_LOW = Buffer.from([DEAD_PREFIX]);
-const DEAD_HIGH = Buffer.from([DEAD_PREFIX + 1]);
 /** How many keys one step of the count at open fetches; bounds memory, not the count. */
 const COUNT_PAGE = 1024;
-/** A mark's value before its last error: deliveries, first and last delivery time. */
-const MARK_FIXED_BYTES = 24;
-/** A dead letter's value before its reason: four 8-byte numbers and the reason's length. */
-const DEAD_FIXED_BYTES = 36;
-
-function prefixedKey(prefix: number, seq: number): Buffer {
-  const key = Buffer.allocUnsafe(ITEM_KEY_BYTES);
-  key[0] = prefix;
-  key.writeBigUInt64BE(BigInt(seq), 1);
-  return key;
-}
-
-function itemKey(seq: number): Buffer {
-  return prefixedKey(ITEM_PREFIX, seq);
-}
-
-function markKey(seq: number): Buffer {
-  return prefixedKey(MARK_PREFIX, seq);
-}
-
-function deadKey(seq: number): Buffer {
-  return prefixedKey(DEAD_PREFIX, seq);
-}
-
-function encodeMark(mark: DeliveryMark): Buffer {
-  const error = Buffer.from(mark.lastError, 'utf8');
-  const value = Buffer.allocUnsafe(MARK_FIXED_BYTES + error.length);
-  value.writeBigUInt64BE(BigInt(mark.deliveries), 0);
-  value.writeBigUInt64BE(BigInt(mark.firstDeliveredAt), 8);
-  value.writeBigUInt64BE(BigInt(mark.lastDeliveredAt), 16);
-  error.copy(value, MARK_FIXED_BYTES);
-  return value;
-}
-
-/** The mark stored under `key`, or undefined when the value cannot be one. */
-function decodeMark(key: Uint8Array, v: Buffer): DeliveryMark | undefined {
-  if (key.length !== ITEM_KEY_BYTES || v.length < MARK_FIXED_BYTES || v.length > MARK_FIXED_BYTES + MAX_REASON_BYTES) return undefined;
-  return {
-    seq: seqOfKey(key),
-    deliveries: Number(v.readBigUInt64BE(0)),
-    firstDeliveredAt: Number(v.readBigUInt64BE(8)),
-    lastDeliveredAt: Number(v.readBigUInt64BE(16)),
-    lastError: v.toString('utf8', MARK_FIXED_BYTES),
-  };
-}
-
-function encodeDead(entry: DeadLetter): Buffer {
-  const reason = Buffer.from(entry.reason, 'utf8');
-  const value = Buffer.allocUnsafe(DEAD_FIXED_BYTES + reason.length + entry.bytes.length);
-  value.writeBigUInt64BE(BigInt(entry.deliveries), 0);
-  value.writeBigUInt64BE(BigInt(entry.firstDeliveredAt), 8);
-  value.writeBigUInt64BE(BigInt(entry.lastDeliveredAt), 16);
-  value.writeBigUInt64BE(BigInt(entry.deadAt), 24);
-  value.writeUInt32BE(reason.length, 32);
-  reason.copy(value, DEAD_FIXED_BYTES);
-  value.set(entry.bytes, DEAD_FIXED_BYTES + reason.length);
-  return value;
-}
-
-/** The dead letter stored under `key`, or undefined when the value cannot be one. */
-function decodeDead(key: Uint8Array, v: Buffer): DeadLetter | undefined {
-  if (key.length !== ITEM_KEY_BYTES || v.length < DEAD_FIXED_BYTES) return undefined;
-  // Bounded before it is used: a damaged length must not cut the payload anywhere it likes.
-  const reasonBytes = v.readUInt32BE(32);
-  if (reasonBytes > MAX_REASON_BYTES || DEAD_FIXED_BYTES + reasonBytes > v.length) return undefined;
-  return {
-    seq: seqOfKey(key),
-    bytes: v.subarray(DEAD_FIXED_BYTES + reasonBytes),
-    deliveries: Number(v.readBigUInt64BE(0)),
-    firstDeliveredAt: Number(v.readBigUInt64BE(8)),
-    lastDeliveredAt: Number(v.readBigUInt64BE(16)),
-    deadAt: Number(v.readBigUInt64BE(24)),
-    reason: v.toString('utf8', DEAD_FIXED_BYTES, DEAD_FIXED_BYTES + reasonBytes),
-  };
-}
-
-function seqOfKey(key: Uint8Array): number {
-  return Number(Buffer.from(key.buffer, key.byteOffset, key.byteLength).readBigUInt64BE(1));
-}
-
-function u64(value: number): Buffer {
-  const b = Buffer.allocUnsafe(8);
-  b.writeBigUInt64BE(BigInt(value));
-  return b;
-}
-
-function readU64(value: Uint8Array): number {
-  return Number(Buffer.from(value.buffer, value.byteOffset, value.byteLength).readBigUInt64BE(0));
-}
-
-// The part of classic-level this store uses. Typed here, not imported, so that the peer does not
-// have to be installed to type-check or to use the rest of the package.
-type BatchOp = { type: 'put'; key: Buffer; value: Uint8Array } | { type: 'del'; key: Buffer };
-interface LevelIterator {
-  nextv(size: number): Promise<[Buffer, Buffer][]>;
-  all(): Promise<[Buffer, Buffer][]>;
-  close(): Promise<void>;
-}
-interface LevelKeyIterator {
-  nextv(size: number): Promise<Buffer[]>;
-  close(): Promise<void>;
-}
-interface LevelDatabase {
-  open(options: { createIfMissing: boolean }): Promise<void>;
-  get(key: Buffer): Promise<Buffer | undefined>;
-  /** Whether each key is present, without copying its value out (classic-level 3 has it natively). */
-  hasMany(keys: Buffer[]): Promise<boolean[]>;
-  batch(ops: BatchOp[], options: { sync: boolean }): Promise<void>;
-  iterator(options: { gt?: Buffer; lt?: Buffer; limit?: number; reverse?: boolean }): LevelIterator;
-  keys(options: { gt: Buffer; lt: Buffer }): LevelKeyIterator;
-  close(): Promise<void>;
-}
-type LevelConstructor = new (location: string, options: Record<string, unknown>) => LevelDatabase;
-
-
-async function loadPeer(): Promise<LevelConstructor> {
-  const peer: string = 'classic-level';
-  try {
-    const mod = (await import(peer)) as { ClassicLevel?: LevelConstructor };
-    if (typeof mod.ClassicLevel !== 'function') throw new Error('classic-level has no ClassicLevel export');
-    return mod.ClassicLevel;
-  } catch (e) {
-    throw new OpenError('ERR_STORE', MISSING_PEER, { cause: e });
-  }
-}
-
-function levelCode(e: unknown): string | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** The OpenError for a failure while opening `dir`. */
-function openError(dir: string, e: unknown): OpenError {
-  if (e instanceof OpenError) return e;
-  // classic-level reports a failed open as LEVEL_DATABASE_NOT_OPEN with the reason as `cause`.
-  const codes = [levelCode(e), levelCode((e as { cause?: unknown } | null)?.cause)];
-  if (codes.includes('LEVEL_LOCKED')) {
-    return new OpenError('ERR_LOCKED', `Store ${dir} is locked by another process`, { cause: e, file: dir });
-  }
-  if (codes.includes('LEVEL_CORRUPTION')) {
-    return new OpenError('ERR_CORRUPT', `Store ${dir} is damaged: ${message(e)}`, { cause: e, file: dir });
-  }
-  return new OpenError('ERR_STORE', `Cannot open store ${dir}: ${message(e)}`, { cause: e, file: dir });
-}
 
 function fsyncAsync(fd: number): Promise<void> {
   return new Promise((resolvePromise, reject) => fsync(fd, (e) => (e ? reject(e) : resolvePromise())));
@@ -230,12 +105,14 @@ interface Recovered {
   deliveredBelow: number;
   deadLetters: number;
   marks: DeliveryMark[];
+  /** Seqs of the schedule keys, in order. */
+  scheduled: number[];
 }
 
 /** The durable Store over one LevelDB directory. */
 export class LevelStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
   /** Absolute path of the LevelDB directory. */
   readonly path: string;
 
@@ -252,14 +129,24 @@ export class LevelStore implements Store {
    */
   #issuedNextSeq: number;
   #count: number;
-  /** 1 until the first delivery record is written, then {@link LEVEL_FORMAT_VERSION}. */
-  #format: number;
+  /** Writes the batches that need a newer format than the store may have: `m:format` is 1 until the first delivery record or scheduled item. */
+  readonly #formats: FormatRaise;
   #deliveredBelow: number;
   #deadLetters: number;
   /** Seqs with a mark key: an ack deletes a mark only for these, so a plain ack writes no extra key. */
   readonly #marked: Set<number>;
   /** The marks found at open, handed out once by `open()`. */
   #recoveredMarks: DeliveryMark[];
+  /**
+   * Seqs with a schedule key: an ack deletes one only for these, so a plain ack writes no extra
+   * key, and reads look up schedule keys only while one may exist. A seq is added before its
+   * batch is handed to LevelDB, so a read that starts while it is in flight looks too. The queue
+   * keeps every scheduled item in memory as well, so this set does not change the order of memory
+   * a queue needs.
+   */
+  readonly #scheduled: Set<number>;
+  /** The lowest seq with a schedule key at open, or undefined when there is none. */
+  readonly #scheduledFrom: number | undefined;
   /**
    * Dead letters a `dropDeadLetters` or `redrive` in flight is moving: the contract lets the two
    * overlap, and each checks that its dead letters are held before its batch is written.
@@ -275,11 +162,13 @@ export class LevelStore implements Store {
     this.#nextSeq = recovered.nextSeq;
     this.#issuedNextSeq = recovered.nextSeq;
     this.#count = recovered.count;
-    this.#format = recovered.format;
+    this.#formats = new FormatRaise(recovered.format, (ops, sync) => this.#write(ops, sync));
     this.#deliveredBelow = recovered.deliveredBelow;
     this.#deadLetters = recovered.deadLetters;
     this.#recoveredMarks = recovered.marks;
     this.#marked = new Set(recovered.marks.map((m) => m.seq));
+    this.#scheduled = new Set(recovered.scheduled);
+    this.#scheduledFrom = recovered.scheduled[0];
   }
 
   /**
@@ -330,17 +219,31 @@ export class LevelStore implements Store {
     this.#state = 'open';
     const marks = this.#recoveredMarks;
     this.#recoveredMarks = [];
-    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count, deliveredBelow: this.#deliveredBelow, marks, deadLetters: this.#deadLetters });
+    return Promise.resolve({
+      nextSeq: this.#nextSeq,
+      count: this.#count,
+      deliveredBelow: this.#deliveredBelow,
+      marks,
+      deadLetters: this.#deadLetters,
+      scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
+    });
   }
 
   async append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (items.length === 0) throw new QueueError('ERR_STORE', 'LevelStore.append got an empty batch');
     const ops = this.#itemPuts(items);
+    const fault = firstScheduleFault(items);
+    if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.append: ${fault}`);
+    const scheduled = scheduledOf(items);
+    for (const item of scheduled) {
+      ops.push({ type: 'put', key: scheduleKey(item.seq), value: encodeSchedule(item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE) });
+      this.#scheduled.add(item.seq);
+    }
     const next = items[items.length - 1]!.seq + 1;
     ops.push({ type: 'put', key: NEXT_SEQ_KEY, value: u64(next) });
     this.#issuedNextSeq = Math.max(this.#issuedNextSeq, next);
-    await this.#write(ops, sync);
+    await (scheduled.length > 0 ? this.#formats.write(ops, sync, SCHEDULE_FORMAT_VERSION) : this.#write(ops, sync));
     this.#nextSeq = next;
     this.#count += items.length;
   }
@@ -356,9 +259,13 @@ export class LevelStore implements Store {
     // Only items handed out more than once have marks: a plain ack deletes nothing else.
     const marked = this.#marked.size === 0 ? [] : seqs.filter((seq) => this.#marked.has(seq));
     for (const seq of marked) ops.push({ type: 'del', key: markKey(seq) });
+    // So for scheduled items and their schedule keys.
+    const scheduled = this.#scheduled.size === 0 ? [] : seqs.filter((seq) => this.#scheduled.has(seq));
+    for (const seq of scheduled) ops.push({ type: 'del', key: scheduleKey(seq) });
     await this.#write(ops, sync);
     this.#count -= seqs.length;
     for (const seq of marked) this.#marked.delete(seq);
+    for (const seq of scheduled) this.#scheduled.delete(seq);
   }
 
   /**
@@ -371,14 +278,12 @@ export class LevelStore implements Store {
     const fault = belowFault(below) ?? marks.map(markFault).find((f) => f !== undefined);
     if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.markDelivered: ${fault}`);
     // The bound every format-1 store has already: storing it would change the format for nothing.
-    if (this.#format === PLAIN_FORMAT_VERSION && below === 1 && marks.length === 0) return;
+    if (this.#formats.format === PLAIN_FORMAT_VERSION && below === 1 && marks.length === 0) return;
     const missing = await this.#firstMissing(marks.map((m) => itemKey(m.seq)));
     if (missing >= 0) throw new QueueError('ERR_STORE', `LevelStore cannot mark seq ${marks[missing]!.seq}: not held`);
     const ops: BatchOp[] = marks.map((m) => ({ type: 'put', key: markKey(m.seq), value: encodeMark(m) }));
     ops.push({ type: 'put', key: DELIVERED_BELOW_KEY, value: u64(below) });
-    this.#upgradeWith(ops);
-    await this.#write(ops, sync);
-    this.#format = LEVEL_FORMAT_VERSION;
+    await this.#formats.write(ops, sync, DELIVERY_FORMAT_VERSION);
     this.#deliveredBelow = below;
     for (const m of marks) this.#marked.add(m.seq);
   }
@@ -397,19 +302,22 @@ export class LevelStore implements Store {
     for (const e of entries) {
       ops.push({ type: 'del', key: itemKey(e.seq) }, { type: 'put', key: deadKey(e.seq), value: encodeDead(e) });
       if (this.#marked.has(e.seq)) ops.push({ type: 'del', key: markKey(e.seq) });
+      // A dead letter keeps no priority or not-before time: a redriven item has neither.
+      if (this.#scheduled.has(e.seq)) ops.push({ type: 'del', key: scheduleKey(e.seq) });
     }
-    this.#upgradeWith(ops);
-    await this.#write(ops, true);
-    this.#format = LEVEL_FORMAT_VERSION;
+    await this.#formats.write(ops, true, DELIVERY_FORMAT_VERSION);
     this.#count -= entries.length;
     this.#deadLetters += entries.length;
-    for (const e of entries) this.#marked.delete(e.seq);
+    for (const e of entries) {
+      this.#marked.delete(e.seq);
+      this.#scheduled.delete(e.seq);
+    }
   }
 
   /** Asynchronous, as `read`. */
   async readDeadLetters(range: DeadLetterRange): Promise<readonly DeadLetter[]> {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'LevelStore is closed');
-    if (this.#format === PLAIN_FORMAT_VERSION || range.limit <= 0) return [];
+    if (this.#formats.format === PLAIN_FORMAT_VERSION || range.limit <= 0) return [];
     let entries: [Buffer, Buffer][];
     try {
       entries = await this.#db.iterator({ gt: deadKey(Math.max(0, range.after)), lt: DEAD_HIGH, limit: range.limit }).all();
@@ -442,6 +350,8 @@ export class LevelStore implements Store {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (moves.length === 0) return;
     const ops = this.#itemPuts(moves.map((m) => m.item));
+    const scheduled = moves.find((m) => isScheduled(m.item));
+    if (scheduled !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got seq ${scheduled.item.seq} with a priority or a not-before time`);
     const from = moves.map((m) => m.from);
     const twice = repeatedSeq(from);
     if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got dead letter ${twice} twice`);
@@ -464,7 +374,7 @@ export class LevelStore implements Store {
   async #movingDead(seqs: readonly number[], write: () => Promise<void>): Promise<void> {
     const busy = seqs.find((seq) => this.#deadInFlight.has(seq));
     if (busy !== undefined) throw new QueueError('ERR_STORE', `LevelStore: dead letter ${busy} is being moved by another call`);
-    if (this.#format === PLAIN_FORMAT_VERSION) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[0]}`);
+    if (this.#formats.format === PLAIN_FORMAT_VERSION) throw new QueueError('ERR_STORE', `LevelStore holds no dead letter ${seqs[0]}`);
     for (const seq of seqs) this.#deadInFlight.add(seq);
     try {
       const missing = await this.#firstMissing(seqs.map(deadKey));
@@ -490,11 +400,6 @@ export class LevelStore implements Store {
       ops[i] = { type: 'put', key: itemKey(item.seq), value: item.bytes };
     }
     return ops;
-  }
-
-  /** Add the format-2 record to the batch that writes the first delivery record. */
-  #upgradeWith(ops: BatchOp[]): void {
-    if (this.#format < LEVEL_FORMAT_VERSION) ops.push({ type: 'put', key: FORMAT_KEY, value: u64(LEVEL_FORMAT_VERSION) });
   }
 
   /** Index of the first of `keys` that is not in the database, or -1. */
@@ -526,6 +431,7 @@ export class LevelStore implements Store {
   async read(range: ReadRange): Promise<readonly StoredItem[]> {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'LevelStore is closed');
     if (range.limit <= 0 || range.after + 1 >= range.before) return [];
+    if (this.#scheduled.size > 0) return this.#readScheduled(range);
     let entries: [Buffer, Buffer][];
     try {
       entries = await this.#db
@@ -536,6 +442,49 @@ export class LevelStore implements Store {
     }
     const out: StoredItem[] = new Array(entries.length);
     for (let i = 0; i < entries.length; i++) out[i] = { seq: seqOfKey(entries[i]![0]), bytes: entries[i]![1] };
+    return out;
+  }
+
+  /**
+   * `read` while schedule keys may exist: the items, then the schedule keys from the first seq
+   * read to the last, both from one snapshot, so that an ack landing in between cannot leave an
+   * item read without its schedule.
+   */
+  async #readScheduled(range: ReadRange): Promise<readonly StoredItem[]> {
+    const low = Math.max(0, range.after);
+    let entries: [Buffer, Buffer][];
+    let schedule: [Buffer, Buffer][] = [];
+    try {
+      const snapshot = this.#db.snapshot();
+      try {
+        entries = await this.#db.iterator({ gt: itemKey(low), lt: itemKey(range.before), limit: range.limit, snapshot }).all();
+        if (entries.length > 0) {
+          const last = seqOfKey(entries[entries.length - 1]![0]);
+          schedule = await this.#db.iterator({ gt: scheduleKey(low), lte: scheduleKey(last), snapshot }).all();
+        }
+      } finally {
+        await snapshot.close();
+      }
+    } catch (e) {
+      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: read failed: ${message(e)}`, { cause: e, file: this.path });
+    }
+    const out: StoredItem[] = new Array(entries.length);
+    let next = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const seq = seqOfKey(entries[i]![0]);
+      // Both lists are in seq order: walk the schedule keys beside the items.
+      while (next < schedule.length && seqOfKey(schedule[next]![0]) < seq) next++;
+      let priority = DEFAULT_PRIORITY;
+      let notBefore = NO_NOT_BEFORE;
+      if (next < schedule.length && seqOfKey(schedule[next]![0]) === seq) {
+        const fields = decodeSchedule(schedule[next]![1]);
+        if (fields === undefined) {
+          throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the schedule entry of seq ${seq} cannot be decoded`, { file: this.path });
+        }
+        ({ priority, notBefore } = fields);
+      }
+      out[i] = storedItem(seq, entries[i]![1], priority, notBefore);
+    }
     return out;
   }
 
@@ -653,7 +602,7 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   const stored = await db.get(NEXT_SEQ_KEY);
   let nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), (await lastSeq(db, ITEMS_LOW, ITEMS_HIGH)) + 1);
   const count = await countKeys(db, ITEMS_LOW, ITEMS_HIGH);
-  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [] };
+  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [], scheduled: [] };
   const below = await db.get(DELIVERED_BELOW_KEY);
   if (below !== undefined && below.length !== 8) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
   // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
@@ -671,5 +620,23 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
     else marks.push(mark);
   }
   if (stale.length > 0) await db.batch(stale, { sync: false });
-  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks };
+  const scheduled = format >= SCHEDULE_FORMAT_VERSION ? await keySeqs(db, SCHEDULE_LOW, SCHEDULE_HIGH) : [];
+  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks, scheduled };
+}
+
+/**
+ * The seqs of the keys between `low` and `high`, in order, read in pages. Used for the schedule
+ * keys, which only scheduled items have: the plain backlog is never read.
+ */
+async function keySeqs(db: LevelDatabase, low: Buffer, high: Buffer): Promise<number[]> {
+  const seqs: number[] = [];
+  const keys = db.keys({ gt: low, lt: high });
+  try {
+    for (let page = await keys.nextv(COUNT_PAGE); page.length > 0; page = await keys.nextv(COUNT_PAGE)) {
+      for (const key of page) seqs.push(seqOfKey(key));
+    }
+  } finally {
+    await keys.close();
+  }
+  return seqs;
 }

@@ -19,6 +19,13 @@
  * opening a store that never used them; the tables and the new version are written in the
  * transaction that stores that first record.
  *
+ * Format 3 adds priorities and not-before times (`features.scheduling`): table
+ * `schedule(seq INTEGER PRIMARY KEY, priority, not_before)` holds one row per unacked item that
+ * has either, written and deleted in the transaction that writes or deletes the item (why a table
+ * rather than columns: `SCHEDULE_SCHEMA` in src/sqlite/schema.ts). A store stays at format 1 or 2
+ * until the first scheduled item is appended, whose transaction creates the table (and the
+ * format-2 tables when missing) and writes format 3. The layout, byte for byte: FORMAT.md §10.
+ *
  * Durability: every call that writes is one transaction (the core already batches, so under
  * `group` one commit serves the whole batch). A call with `sync` commits under
  * `synchronous=FULL` (the WAL is fsynced before the commit returns); a call without commits under
@@ -31,11 +38,24 @@ import { dirname, resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
-import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery } from './store.js';
+import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
+import { loadDriver, message, MISSING_PEER, openError, type Row, type SqlDatabase, type SqliteDriver, sqliteResult, SQLITE_FULL, type SqlStatement } from './sqlite/driver.js';
+import {
+  DELIVERY_FORMAT_VERSION,
+  DELIVERY_SCHEMA,
+  type DeliveryStatements,
+  missingTable,
+  NEWEST_FORMAT_VERSION,
+  PLAIN_SCHEMA,
+  prepareDeliveries,
+  prepareSchedule,
+  SCHEDULE_FORMAT_VERSION,
+  SCHEDULE_SCHEMA,
+  scheduledSeqs,
+  type ScheduleStatements,
+} from './sqlite/schema.js';
+import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
 import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
-
-/** Which SQLite binding a {@link SqliteStore} runs on. */
-export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';
 
 export interface SqliteStoreOptions {
   /**
@@ -57,152 +77,15 @@ export interface SqliteStoreOptions {
   fileMode?: number;
 }
 
-/** Version of the table layout described at the top of this file; kept in `meta` under `format`. */
-export const SQLITE_FORMAT_VERSION = 2;
-/** The format a store has until it first stores delivery state, which needs no new table. */
-const PLAIN_FORMAT_VERSION = 1;
+export type { SqliteDriver } from './sqlite/driver.js';
 
-/**
- * What format 2 adds to a format-1 database, run inside the transaction that stores the first
- * delivery record, so that the tables and the version appear together or not at all.
- */
-const DELIVERY_SCHEMA =
-  'CREATE TABLE marks (seq INTEGER PRIMARY KEY, deliveries INTEGER NOT NULL, first_at INTEGER NOT NULL,' +
-  ' last_at INTEGER NOT NULL, last_error TEXT NOT NULL);' +
-  'CREATE TABLE dead (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL, deliveries INTEGER NOT NULL,' +
-  ' first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, dead_at INTEGER NOT NULL, reason TEXT NOT NULL);' +
-  "INSERT INTO meta (key, value) VALUES ('deliveredBelow', 1);" +
-  `UPDATE meta SET value = ${SQLITE_FORMAT_VERSION} WHERE key = 'format';`;
-
-/** Statements over the format-2 tables; prepared once those exist. */
-interface DeliveryStatements {
-  setBelow: SqlStatement;
-  putMark: SqlStatement;
-  deleteMark: SqlStatement;
-  putDead: SqlStatement;
-  deleteDead: SqlStatement;
-  selectDead: SqlStatement;
-}
-
-function prepareDeliveries(db: SqlDatabase): DeliveryStatements {
-  return {
-    setBelow: db.prepare("UPDATE meta SET value = ? WHERE key = 'deliveredBelow'"),
-    putMark: db.prepare('INSERT OR REPLACE INTO marks (seq, deliveries, first_at, last_at, last_error) VALUES (?, ?, ?, ?, ?)'),
-    deleteMark: db.prepare('DELETE FROM marks WHERE seq = ?'),
-    putDead: db.prepare('INSERT INTO dead (seq, bytes, deliveries, first_at, last_at, dead_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-    deleteDead: db.prepare('DELETE FROM dead WHERE seq = ?'),
-    selectDead: db.prepare('SELECT seq, bytes, deliveries, first_at, last_at, dead_at, reason FROM dead WHERE seq > ? ORDER BY seq LIMIT ?'),
-  };
-}
-
-type Row = Record<string, number | bigint | string | Uint8Array | null>;
+/** Newest version of the table layout described at the top of this file; kept in `meta` under `format`. */
+export const SQLITE_FORMAT_VERSION = NEWEST_FORMAT_VERSION;
 
 const DEFAULT_MAX_ITEM_BYTES = 16 * 1024 * 1024;
 const MAX_ITEM_BYTES_CAP = 512 * 1024 * 1024;
 /** Every successful call settles with this one promise: the drivers are synchronous. */
 const DONE = Promise.resolve();
-const MISSING_PEER = 'SqliteStore needs better-sqlite3 12.x on Node < 22.5: npm install better-sqlite3@12';
-
-// The two drivers share this much API. They are typed here, not imported, so that neither has to
-// be installed to type-check or to use the rest of the package.
-interface SqlRunResult {
-  changes: number | bigint;
-}
-interface SqlStatement {
-  run(...params: unknown[]): SqlRunResult;
-  get(...params: unknown[]): unknown;
-  all(...params: unknown[]): unknown[];
-}
-interface SqlDatabase {
-  exec(sql: string): void;
-  prepare(sql: string): SqlStatement;
-  close(): void;
-}
-type SqlConstructor = new (path: string, options: Record<string, unknown>) => SqlDatabase;
-
-
-/** Load a driver. The specifier is a variable so that no bundler or type checker resolves it eagerly. */
-async function loadDriver(wanted: 'auto' | SqliteDriver): Promise<{ driver: SqliteDriver; Database: SqlConstructor }> {
-  if (wanted !== 'better-sqlite3') {
-    const builtin: string = 'node:sqlite';
-    try {
-      const mod = (await import(builtin)) as { DatabaseSync?: SqlConstructor };
-      if (typeof mod.DatabaseSync === 'function') return { driver: 'node:sqlite', Database: mod.DatabaseSync };
-      throw new Error('node:sqlite has no DatabaseSync');
-    } catch (e) {
-      if (wanted === 'node:sqlite') {
-        throw new OpenError('ERR_STORE', `node:sqlite is not available in Node ${process.versions.node}`, { cause: e });
-      }
-    }
-  }
-  const peer: string = 'better-sqlite3';
-  try {
-    const mod = (await import(peer)) as { default?: SqlConstructor };
-    if (typeof mod.default !== 'function') throw new Error('better-sqlite3 has no default export');
-    return { driver: 'better-sqlite3', Database: mod.default };
-  } catch (e) {
-    throw new OpenError('ERR_STORE', MISSING_PEER, { cause: e });
-  }
-}
-
-/** SQLite's primary result code of a driver error, or 0 when it is not a SQLite error. */
-function sqliteResult(e: unknown): number {
-  if (e === null || typeof e !== 'object') return 0;
-  const err = e as { code?: unknown; errcode?: unknown; message?: unknown };
-  // node:sqlite (newer releases) carries the extended code as a number.
-  if (typeof err.errcode === 'number') return err.errcode & 0xff;
-  // better-sqlite3 names it: SQLITE_BUSY, SQLITE_BUSY_RECOVERY, ...
-  if (typeof err.code === 'string' && err.code.startsWith('SQLITE_')) {
-    const name = err.code.slice('SQLITE_'.length).split('_')[0]!;
-    return SQLITE_RESULTS[name] ?? -1;
-  }
-  // Early node:sqlite releases give only sqlite3_errmsg().
-  if (err.code === 'ERR_SQLITE_ERROR' && typeof err.message === 'string') {
-    for (const [text, result] of SQLITE_MESSAGES) if (err.message.includes(text)) return result;
-    return -1;
-  }
-  return 0;
-}
-
-const SQLITE_BUSY = 5;
-const SQLITE_LOCKED = 6;
-const SQLITE_CORRUPT = 11;
-const SQLITE_FULL = 13;
-const SQLITE_NOTADB = 26;
-const SQLITE_RESULTS: Record<string, number> = {
-  BUSY: SQLITE_BUSY,
-  LOCKED: SQLITE_LOCKED,
-  CORRUPT: SQLITE_CORRUPT,
-  FULL: SQLITE_FULL,
-  NOTADB: SQLITE_NOTADB,
-};
-const SQLITE_MESSAGES: [string, number][] = [
-  ['database is locked', SQLITE_BUSY],
-  ['database table is locked', SQLITE_LOCKED],
-  ['malformed', SQLITE_CORRUPT],
-  ['database or disk is full', SQLITE_FULL],
-  ['file is not a database', SQLITE_NOTADB],
-];
-
-function message(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** The OpenError for a failure while opening `file`. */
-function openError(file: string, e: unknown): OpenError {
-  if (e instanceof OpenError) return e;
-  switch (sqliteResult(e)) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return new OpenError('ERR_LOCKED', `Store ${file} is locked by another process`, { cause: e, file });
-    case SQLITE_CORRUPT:
-      return new OpenError('ERR_CORRUPT', `Store ${file} is damaged: ${message(e)}`, { cause: e, file });
-    case SQLITE_NOTADB:
-      return new OpenError('ERR_STORE', `Store ${file} is not a SQLite database`, { cause: e, file });
-    default:
-      return new OpenError('ERR_STORE', `Cannot open store ${file}: ${message(e)}`, { cause: e, file });
-  }
-}
 
 /** Create `file` empty with `mode` unless it exists, and make its directory entry durable. */
 function createFile(file: string, mode: number): void {
@@ -233,7 +116,7 @@ function createFile(file: string, mode: number): void {
 /** The durable Store over one SQLite database file. */
 export class SqliteStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
   /** Absolute path of the database file. */
   readonly path: string;
   /** The binding this store runs on. */
@@ -252,6 +135,16 @@ export class SqliteStore implements Store {
   #recoveredMarks: DeliveryMark[] = [];
   /** Statements over the format-2 tables; undefined while the database is at format 1. */
   #deliveries: DeliveryStatements | undefined;
+  /** Statements over the format-3 table; undefined while the database is below format 3. */
+  #schedule: ScheduleStatements | undefined;
+  /**
+   * Seqs with a row in `schedule`: an ack deletes a row only for these, so plain acks touch one
+   * table, and reads join the table only while it holds a row. The queue keeps every scheduled
+   * item in memory too, so this set does not change the order of memory a queue needs.
+   */
+  readonly #scheduled = new Set<number>();
+  /** The lowest seq in `schedule` at open, or undefined when it has none. */
+  #scheduledFrom: number | undefined;
   /** The `synchronous` pragma in force: true for FULL, false for NORMAL. */
   #synchronousFull = true;
   /**
@@ -288,7 +181,14 @@ export class SqliteStore implements Store {
     this.#nextSeq = Math.max(Number(meta?.value ?? 1), Number(last.seq ?? 0) + 1);
     // count(*) walks the table's b-tree inside SQLite; nothing is loaded into memory.
     this.#count = Number((db.prepare('SELECT count(*) AS n FROM items').get() as { n: number | bigint }).n);
-    if (SqliteStore.#formatOf(db) > PLAIN_FORMAT_VERSION) this.#recoverDeliveries(db);
+    const format = SqliteStore.#formatOf(db);
+    if (format >= DELIVERY_FORMAT_VERSION) this.#recoverDeliveries(db);
+    if (format >= SCHEDULE_FORMAT_VERSION) {
+      this.#schedule = prepareSchedule(db);
+      const seqs = scheduledSeqs(db);
+      this.#scheduledFrom = seqs[0];
+      for (const seq of seqs) this.#scheduled.add(seq);
+    }
   }
 
   static #formatOf(db: SqlDatabase): number {
@@ -399,8 +299,9 @@ export class SqliteStore implements Store {
           { file },
         );
       }
-      if (Number(format.value) > PLAIN_FORMAT_VERSION && !(tables.includes('marks') && tables.includes('dead'))) {
-        throw new OpenError('ERR_CORRUPT', `Store ${file} has format ${format.value} but lacks its marks or dead table`, { file });
+      const missing = missingTable(Number(format.value), tables);
+      if (missing !== undefined) {
+        throw new OpenError('ERR_CORRUPT', `Store ${file} has format ${format.value} but lacks its ${missing} table`, { file });
       }
     }
     const mode = db.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode: string };
@@ -413,12 +314,8 @@ export class SqliteStore implements Store {
     db.exec('BEGIN EXCLUSIVE');
     try {
       if (tables.length === 0) {
-        db.exec(
-          'CREATE TABLE items (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL);' +
-            'CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);',
-        );
-        // A new store starts at format 1 too: it needs format 2 only once it stores delivery state.
-        db.prepare("INSERT INTO meta (key, value) VALUES ('format', ?), ('nextSeq', 1)").run(PLAIN_FORMAT_VERSION);
+        // A new store starts at format 1 too: it needs a newer one only once it stores what that adds.
+        db.exec(PLAIN_SCHEMA);
       } else if (tables.includes('marks')) {
         // Deleted here rather than by an ack that crossed a mark: every later ack deletes its marks.
         db.exec('DELETE FROM marks WHERE seq NOT IN (SELECT seq FROM items)');
@@ -442,7 +339,14 @@ export class SqliteStore implements Store {
     this.#state = 'open';
     const marks = this.#recoveredMarks;
     this.#recoveredMarks = [];
-    return Promise.resolve({ nextSeq: this.#nextSeq, count: this.#count, deliveredBelow: this.#deliveredBelow, marks, deadLetters: this.#deadLetters });
+    return Promise.resolve({
+      nextSeq: this.#nextSeq,
+      count: this.#count,
+      deliveredBelow: this.#deliveredBelow,
+      marks,
+      deadLetters: this.#deadLetters,
+      scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
+    });
   }
 
   append(items: readonly StoredItem[], sync: boolean): Promise<void> {
@@ -450,14 +354,30 @@ export class SqliteStore implements Store {
     if (items.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.append got an empty batch'));
     const order = this.#orderFault(items);
     if (order !== undefined) return Promise.reject(order);
+    const fault = firstScheduleFault(items);
+    if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.append: ${fault}`));
+    const scheduled = scheduledOf(items);
     const next = items[items.length - 1]!.seq + 1;
-    return this.#transaction(sync, () => {
-      for (const item of items) this.#insert.run(item.seq, item.bytes);
-      this.#setNextSeq.run(next);
-    }).then(() => {
-      this.#nextSeq = next;
-      this.#count += items.length;
-    });
+    let deliveries = this.#deliveries;
+    let schedule = this.#schedule;
+    try {
+      this.#write(sync, () => {
+        for (const item of items) this.#insert.run(item.seq, item.bytes);
+        if (scheduled.length > 0) {
+          if (schedule === undefined) [deliveries, schedule] = this.#upgradeSchedule();
+          for (const item of scheduled) schedule.put.run(item.seq, item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE);
+        }
+        this.#setNextSeq.run(next);
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    this.#deliveries = deliveries;
+    this.#schedule = schedule;
+    this.#nextSeq = next;
+    this.#count += items.length;
+    for (const item of scheduled) this.#scheduled.add(item.seq);
+    return DONE;
   }
 
   ack(seqs: readonly number[], sync: boolean): Promise<void> {
@@ -465,6 +385,8 @@ export class SqliteStore implements Store {
     if (seqs.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.ack got an empty batch'));
     // Only items handed out more than once have marks: a plain ack skips the marks table.
     const marked = this.#marked.size === 0 ? [] : seqs.filter((seq) => this.#marked.has(seq));
+    // So for scheduled items and the schedule table.
+    const scheduled = this.#scheduled.size === 0 ? [] : seqs.filter((seq) => this.#scheduled.has(seq));
     try {
       this.#write(sync, () => {
         for (const seq of seqs) {
@@ -473,12 +395,14 @@ export class SqliteStore implements Store {
           }
         }
         for (const seq of marked) this.#deliveries!.deleteMark.run(seq);
+        for (const seq of scheduled) this.#schedule!.delete.run(seq);
       });
     } catch (e) {
       return Promise.reject(e);
     }
     this.#count -= seqs.length;
     for (const seq of marked) this.#marked.delete(seq);
+    for (const seq of scheduled) this.#scheduled.delete(seq);
     return DONE;
   }
 
@@ -523,6 +447,8 @@ export class SqliteStore implements Store {
           if (Number(this.#delete.run(e.seq).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore cannot dead-letter seq ${e.seq}: not held`);
           deliveries.putDead.run(e.seq, e.bytes, e.deliveries, e.firstDeliveredAt, e.lastDeliveredAt, e.deadAt, e.reason);
           if (this.#marked.has(e.seq)) deliveries.deleteMark.run(e.seq);
+          // A dead letter keeps no priority or not-before time: a redriven item has neither.
+          if (this.#scheduled.has(e.seq)) this.#schedule!.delete.run(e.seq);
         }
       });
     } catch (e) {
@@ -531,7 +457,10 @@ export class SqliteStore implements Store {
     this.#deliveries = deliveries!;
     this.#count -= entries.length;
     this.#deadLetters += entries.length;
-    for (const e of entries) this.#marked.delete(e.seq);
+    for (const e of entries) {
+      this.#marked.delete(e.seq);
+      this.#scheduled.delete(e.seq);
+    }
     return DONE;
   }
 
@@ -577,6 +506,8 @@ export class SqliteStore implements Store {
     const items = moves.map((m) => m.item);
     const order = this.#orderFault(items);
     if (order !== undefined) return Promise.reject(order);
+    const scheduled = items.find(isScheduled);
+    if (scheduled !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got seq ${scheduled.seq} with a priority or a not-before time`));
     const twice = repeatedSeq(moves.map((m) => m.from));
     if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got dead letter ${twice} twice`));
     const deliveries = this.#deliveries;
@@ -610,6 +541,17 @@ export class SqliteStore implements Store {
   }
 
   /**
+   * Create the format-3 table inside the running transaction (and the format-2 tables first when
+   * the database is at format 1: each format holds the tables of the one before), and return
+   * statements over both. Kept by the caller only once the transaction committed, as `#upgrade`.
+   */
+  #upgradeSchedule(): [DeliveryStatements, ScheduleStatements] {
+    const deliveries = this.#deliveries ?? this.#upgrade();
+    this.#db.exec(SCHEDULE_SCHEMA);
+    return [deliveries, prepareSchedule(this.#db)];
+  }
+
+  /**
    * Make every earlier commit durable without a new one: a checkpoint, which fsyncs the WAL
    * before copying its frames and the database file after. A commit would not do: one that
    * changes nothing (the same `nextSeq` again) writes no frame, and SQLite then fsyncs nothing
@@ -630,9 +572,21 @@ export class SqliteStore implements Store {
   /** Synchronous: both drivers are, so `tryReserve()` is served without waiting. */
   read(range: ReadRange): readonly StoredItem[] {
     if (this.#state === 'closed') throw new QueueError('ERR_CLOSED', 'SqliteStore is closed');
+    if (this.#scheduled.size > 0) return this.#readScheduled(range);
     const rows = this.#select.all(range.after, range.before, range.limit) as { seq: number | bigint; bytes: Uint8Array }[];
     const out: StoredItem[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) out[i] = { seq: Number(rows[i]!.seq), bytes: rows[i]!.bytes };
+    return out;
+  }
+
+  /** `read` joined with the schedule table, while that holds a row. */
+  #readScheduled(range: ReadRange): readonly StoredItem[] {
+    const rows = this.#schedule!.selectItems.all(range.after, range.before, range.limit) as Row[];
+    const out: StoredItem[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      out[i] = storedItem(Number(row.seq), row.bytes as Uint8Array, Number(row.priority ?? DEFAULT_PRIORITY), Number(row.not_before ?? NO_NOT_BEFORE));
+    }
     return out;
   }
 
@@ -663,16 +617,6 @@ export class SqliteStore implements Store {
       }
     }
     return undefined;
-  }
-
-  /** `#write` as a promise. */
-  #transaction(sync: boolean, body: () => void): Promise<void> {
-    try {
-      this.#write(sync, body);
-      return DONE;
-    } catch (e) {
-      return Promise.reject(e);
-    }
   }
 
   /**
