@@ -217,10 +217,10 @@ describe('pq dlq redrive', () => {
     // `pq pop` sees them, after the item that stayed, with fresh delivery counts.
     const popped = jsonLines(pq(['pop', dir, '--count', '10', '--json']).stdout);
     expect(popped).toEqual([
-      { seq: 1, bytes: 4, deliveries: 2, text: 'keep' },
-      { seq: 5, bytes: 1, deliveries: 1, text: 'a' },
-      { seq: 6, bytes: 3, deliveries: 1, base64: Buffer.from(binary).toString('base64') },
-      { seq: 7, bytes: 1, deliveries: 1, text: 'c' },
+      { seq: 1, bytes: 4, priority: 0, notBefore: null, deliveries: 2, text: 'keep' },
+      { seq: 5, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'a' },
+      { seq: 6, bytes: 3, priority: 0, notBefore: null, deliveries: 1, base64: Buffer.from(binary).toString('base64') },
+      { seq: 7, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' },
     ]);
     expect(pq(['dlq', 'redrive', dir])).toEqual({ code: 0, stdout: 'redrove 0 dead letters\n', stderr: '' });
   });

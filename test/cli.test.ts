@@ -64,7 +64,7 @@ describe('push, dump, pop, stats', () => {
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
     expect(stats).toMatchObject({ ready: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true });
     expect(pq(['pop', dir, '--count', '5', '--format', 'jsonl']).stdout.trim()).toBe(
-      JSON.stringify({ seq: 3, bytes: 1, deliveries: 1, text: 'c' }),
+      JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );
     expect(pq(['pop', dir]).stdout).toBe('');
   });
@@ -348,7 +348,7 @@ describe('help, version and --json', () => {
     expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
     const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);
-    expect(JSON.parse(pq(['pop', dir, '--json']).stdout)).toEqual({ seq: 1, bytes: 1, deliveries: 1, text: 'a' });
+    expect(JSON.parse(pq(['pop', dir, '--json']).stdout)).toEqual({ seq: 1, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'a' });
     expect(JSON.parse(pq(['compact', dir, '--json']).stdout)).toMatchObject({
       bytesReclaimed: expect.any(Number),
       segmentsDeleted: expect.any(Number),

@@ -124,9 +124,12 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       create: { type: 'boolean', help: 'create the store if <dir> is not one yet' },
       durability: { type: 'string', value: 'sync|group|none', help: 'durability policy of the pushes (default group)' },
+      priority: { type: 'string', value: 'N', help: 'priority of the items, -128 to 127 (default 0); higher goes first' },
+      delay: { type: 'string', value: 'MS', help: 'hand the items out no sooner than MS milliseconds from now' },
+      'not-before': { type: 'string', value: 'TIME', help: 'hand the items out no sooner than TIME (ISO 8601, or ms since the epoch)' },
       wait: WAIT_OPTION,
     },
-    details: 'Prints the seq of each item. Without --create, <dir> must already be a store.',
+    details: 'Prints the seq of each item. Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.',
   },
   {
     name: 'pop',

@@ -2,7 +2,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { basename, resolve } from 'node:path';
-import { Builder, LogStore, QueueError, isQueueError, verifyStore, type Consumer, type Durability, type LogStoreOptions, type Reserved } from '../index.js';
+import { Builder, LogStore, PRIORITY_MAX, PRIORITY_MIN, QueueError, isQueueError, verifyStore, type Consumer, type Durability, type LogStoreOptions, type PushOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
@@ -88,6 +88,29 @@ function formatOption(command: string, cli: Cli, value: string | boolean | undef
   return f;
 }
 
+/** `--priority N`, `--delay MS`, `--not-before TIME` of `pq push`, as push options. */
+function scheduleOptions(values: Record<string, string | boolean | undefined>): PushOptions {
+  const options: { priority?: number; delayMs?: number; notBefore?: number } = {};
+  const priority = values.priority;
+  if (priority !== undefined) {
+    const n = Number(priority);
+    if (typeof priority !== 'string' || priority.trim() === '' || !Number.isInteger(n) || n < PRIORITY_MIN || n > PRIORITY_MAX) {
+      throw new UsageError(`--priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}, got '${String(priority)}'`, 'push');
+    }
+    options.priority = n;
+  }
+  if (values.delay !== undefined && values['not-before'] !== undefined) throw new UsageError('--delay and --not-before exclude each other', 'push');
+  if (values.delay !== undefined) options.delayMs = intOption('push', 'delay', values.delay, 0);
+  const at = values['not-before'];
+  if (at !== undefined) {
+    const text = typeof at === 'string' ? at.trim() : '';
+    const ms = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
+    if (!Number.isSafeInteger(ms) || ms < 0) throw new UsageError(`--not-before must be an ISO 8601 time or ms since the epoch, got '${String(at)}'`, 'push');
+    options.notBefore = ms;
+  }
+  return options;
+}
+
 function durabilityOption(value: string | boolean | undefined): Durability {
   const d = stringOption(value) ?? 'group';
   if (d !== 'sync' && d !== 'group' && d !== 'none') throw new UsageError(`--durability must be sync, group or none, got '${d}'`, 'push');
@@ -119,6 +142,7 @@ export const stats: Command = async (cli, { positionals }) => {
     const s = store.inspect();
     const lastShutdownClean = s.recovery.cleanShutdown;
     const firstSeq = s.count > 0 ? s.lowWaterMark : null;
+    const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
     const report = {
       dir: s.dir,
       formatVersion: s.formatVersion,
@@ -132,6 +156,12 @@ export const stats: Command = async (cli, { positionals }) => {
       cursorBytes: s.cursorBytes,
       deadLetters: s.deadLetters,
       deadLetterBytes: s.deadLetterBytes,
+      // Items not yet due, and items with a priority, as of now (read from the oldest one on).
+      delayed: scheduled.delayed,
+      nextDueAt: scheduled.nextDueMs === Infinity ? null : new Date(scheduled.nextDueMs).toISOString(),
+      prioritized: scheduled.prioritized,
+      // Leases are held by the process that has the queue open, in memory: no store records them.
+      leased: null,
       bytesOnDisk: s.bytesOnDisk,
       lastShutdownClean,
       // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
@@ -147,6 +177,9 @@ export const stats: Command = async (cli, { positionals }) => {
     out.line(`${bold('store')}           ${report.dir}`);
     out.line(`format version  ${report.formatVersion}`);
     out.line(`items ready     ${fmt(report.ready)}`);
+    out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
+    if (report.prioritized > 0) out.line(`prioritized     ${fmt(report.prioritized)}`);
+    out.line(`leased          ${dim('not known here: leases live in the process that has the queue open')}`);
     out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
     out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
     if (report.deadLetters > 0) out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
@@ -163,6 +196,28 @@ export const stats: Command = async (cli, { positionals }) => {
     await store.close();
   }
 };
+
+/** Delayed and prioritised items among the unacked ones, read from `from` (`scheduledFrom`) on. */
+function scheduledCounts(store: LogStore, from: number, before: number, nowMs: number): { delayed: number; nextDueMs: number; prioritized: number } {
+  let delayed = 0;
+  let prioritized = 0;
+  let nextDueMs = Infinity;
+  let after = from - 1;
+  while (after < before - 1) {
+    const page = store.read({ after, before, limit: DUMP_PAGE_ITEMS });
+    if (page.length === 0) break;
+    for (const item of page) {
+      const notBefore = item.notBefore ?? 0;
+      if (notBefore > nowMs) {
+        delayed++;
+        nextDueMs = Math.min(nextDueMs, notBefore);
+      }
+      if ((item.priority ?? 0) !== 0) prioritized++;
+    }
+    after = page[page.length - 1]!.seq;
+  }
+  return { delayed, nextDueMs, prioritized };
+}
 
 export const verify: Command = async (cli, { positionals }) => {
   const dir = oneDir('verify', positionals);
@@ -208,7 +263,7 @@ export const dump: Command = async (cli, { values, positionals }) => {
     while (printed < limit) {
       const page = store.read({ after, before: nextSeq, limit: Math.min(DUMP_PAGE_ITEMS, limit - printed) });
       if (page.length === 0) break;
-      for (const item of page) await emit(cli.out, showItem(format, item.seq, item.bytes));
+      for (const item of page) await emit(cli.out, showItem(format, item));
       printed += page.length;
       after = page[page.length - 1]!.seq;
       progress.update(`dumped ${fmt(printed)}${total === undefined ? '' : ` / ${fmt(total)}`} item(s)`);
@@ -232,6 +287,7 @@ export const push: Command = async (cli, { values, positionals }) => {
   if (positionals.length < 1) throw new UsageError('pq push needs a <dir>', 'push');
   const [dir, ...data] = positionals as [string, ...string[]];
   const durability = durabilityOption(values.durability);
+  const schedule = scheduleOptions(values);
   const wait = waitOption('push', values.wait);
   const create = values.create === true;
   // Opened before stdin is read: a missing store is reported before anything is consumed.
@@ -241,7 +297,7 @@ export const push: Command = async (cli, { values, positionals }) => {
   const [tx] = await new Builder(store).durability(durability).open();
   const payloads = data.length > 0 ? data : await readStdinLines();
   try {
-    const seqs = await tx.pushMany(payloads);
+    const seqs = await tx.pushMany(payloads, schedule);
     if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
     else for (const seq of seqs) await emit(cli.out, String(seq));
     return 0;
@@ -270,7 +326,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
         const item = await reserveReady(rx);
         if (!item) break;
         batch.push(item);
-        const line = showItem(format, item.seq, item.bytes, item.deliveries);
+        const line = showItem(format, item, item.deliveries);
         chars += line.length;
         cli.out.line(line);
       }

@@ -32,16 +32,28 @@ export function payloadFields(bytes: Uint8Array): { text: string } | { base64: s
 }
 
 /** One item as one output line. jsonl keeps UTF-8 payloads readable and base64-encodes the rest. */
-export function showItem(format: Format, seq: number, bytes: Uint8Array, deliveries?: number): string {
-  const buf = bufferOf(bytes);
+export function showItem(format: Format, item: ShownItem, deliveries?: number): string {
+  const buf = bufferOf(item.bytes);
   if (format === 'text') return buf.toString('utf8');
-  if (format === 'hex') return `${seq}\t${buf.toString('hex')}`;
+  if (format === 'hex') return `${item.seq}\t${buf.toString('hex')}`;
+  const notBefore = item.notBefore ?? 0;
   return JSON.stringify({
-    seq,
+    seq: item.seq,
     bytes: buf.length,
+    priority: item.priority ?? 0,
+    // ISO 8601 in UTC, null when the item has no not-before time.
+    notBefore: notBefore === 0 ? null : new Date(notBefore).toISOString(),
     ...(deliveries !== undefined ? { deliveries } : {}),
-    ...payloadFields(bytes),
+    ...payloadFields(item.bytes),
   });
+}
+
+/** What `showItem` shows of an item. */
+export interface ShownItem {
+  readonly seq: number;
+  readonly bytes: Uint8Array;
+  readonly priority?: number;
+  readonly notBefore?: number;
 }
 
 /**

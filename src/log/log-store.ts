@@ -58,6 +58,8 @@ export interface LogStoreStats {
   readonly nextSeq: number;
   /** Unacked items. */
   readonly count: number;
+  /** Every unacked item with a priority or a not-before time has a seq at or above this (`nextSeq` when none ever was). */
+  readonly scheduledFrom: number;
   readonly cursorBytes: number;
   /** Dead letters held, and the bytes of their payloads (kept in memory and in the cursor file). */
   readonly deadLetters: number;
@@ -158,17 +160,25 @@ export class LogStore implements Store {
     this.#state = 'open';
     const nextSeq = this.#writer.nextSeq;
     const d = this.#cursor.deliveries;
-    // From the segment headers read at open, not from the items: a store of plain items opens as
-    // fast as before. Seqs below the low-water mark are acked, so it may raise the bound.
-    const scheduledBase = this.#layout.scheduledBase();
     return Promise.resolve({
       nextSeq,
       count: this.#unackedCount(),
       deliveredBelow: d.deliveredBelow,
       marks: d.liveMarks(this.#cursor.acks, nextSeq),
       deadLetters: d.dead.length,
-      scheduledFrom: scheduledBase === null ? nextSeq : Math.min(nextSeq, Math.max(scheduledBase, this.#cursor.acks.lwm)),
+      scheduledFrom: this.#scheduledFrom(),
     });
+  }
+
+  /**
+   * Every unacked item with a priority or a not-before time has a seq at or above this. From the
+   * segment headers read at open, not from the items: a store of plain items opens as fast as
+   * before. Seqs below the low-water mark are acked, so it may raise the bound.
+   */
+  #scheduledFrom(): number {
+    const nextSeq = this.#writer.nextSeq;
+    const scheduledBase = this.#layout.scheduledBase();
+    return scheduledBase === null ? nextSeq : Math.min(nextSeq, Math.max(scheduledBase, this.#cursor.acks.lwm));
   }
 
   // ---- Delivery counts and dead letters (`features.deliveries`; `./deliveries.ts`) ----
@@ -387,6 +397,7 @@ export class LogStore implements Store {
       ackedRanges: acks.starts.length,
       nextSeq: this.#writer.nextSeq,
       count: this.#unackedCount(),
+      scheduledFrom: this.#scheduledFrom(),
       cursorBytes: view?.cursorBytes ?? this.#cursor.bytes,
       deadLetters: this.#cursor.deliveries.dead.length,
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
