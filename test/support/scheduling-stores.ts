@@ -4,6 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LogStore, MemStore, type Store } from '../../src/index.js';
+import { LevelStore } from '../../src/level-store.js';
+import { SqliteStore } from '../../src/sqlite-store.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 import type { ScheduleTarget } from '../../harness/scheduling-model.js';
 
@@ -32,13 +34,26 @@ export function schedulingStores(): [string, MakeStore][] {
         return { store: await LogStore.open(dir), reopen: () => LogStore.open(dir) };
       },
     ],
+    [
+      'SqliteStore',
+      async (cleanups) => {
+        const path = join(tempDir(cleanups, 'pq-sched-sqlite-'), 'queue.db');
+        return { store: await SqliteStore.open(path), reopen: () => SqliteStore.open(path) };
+      },
+    ],
+    [
+      'LevelStore',
+      async (cleanups) => {
+        const path = join(tempDir(cleanups, 'pq-sched-level-'), 'queue');
+        return { store: await LevelStore.open(path), reopen: () => LevelStore.open(path) };
+      },
+    ],
   ];
   return stores;
 }
 
 /** The stores the scheduling model runs over (harness/scheduling-model.ts). */
 export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarget][] {
-  void cleanups;
   // The crash disk of the current run: a crash replaces it with what survived.
   let fs: CrashFileSystem | undefined;
   let disks = 0;
@@ -50,6 +65,15 @@ export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarg
         crashes: false,
         open: async () => new MemStore(),
         restart: async (previous) => previous,
+      },
+    ],
+    [
+      'SqliteStore',
+      {
+        name: 'SqliteStore',
+        crashes: false,
+        open: async () => SqliteStore.open(join(tempDir(cleanups, 'pq-sched-model-sqlite-'), 'queue.db')),
+        restart: async (previous) => SqliteStore.open((previous as SqliteStore).path),
       },
     ],
     [
