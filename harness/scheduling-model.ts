@@ -239,7 +239,9 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
   for (const seq of held.keys()) items.get(seq)!.acked = true;
   held.clear();
   const left: number[] = [];
-  for (let got = consumers[0]!.tryReserve(); got; got = consumers[0]!.tryReserve()) {
+  const rx = consumers[0]!;
+  // tryReserve() may answer null while an asynchronous store's read is out: wait while items are ready.
+  for (let got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null); got; got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null)) {
     const m = items.get(got.seq);
     if (m === undefined || m.acked) fail(`seq ${got.seq} came back after its ack`);
     left.push(got.seq);

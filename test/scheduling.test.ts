@@ -1,7 +1,7 @@
 // Delayed delivery and priorities: push({ delayMs | notBefore | priority }), their order among the
 // ready items (ready, then priority, then seq), across reopen, with the queue's clock injected.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, MemStore, QueueError, type Store } from '../src/index.js';
+import { Builder, type Consumer, MemStore, QueueError, type Store } from '../src/index.js';
 import { ManualClock } from '../src/testing/index.js';
 import { schedulingStores } from './support/scheduling-stores.js';
 
@@ -14,13 +14,15 @@ afterEach(() => {
 });
 
 /** Take every ready item now, acking each; their payloads in delivery order. */
-async function takeAll(rx: { tryReserve(): { bytes: Uint8Array; ack(): Promise<void> } | null }): Promise<string[]> {
+async function takeAll(rx: Consumer): Promise<string[]> {
   const out: string[] = [];
-  for (let item = rx.tryReserve(); item; item = rx.tryReserve()) {
+  for (;;) {
+    // An asynchronous store (LevelStore) may answer null while a read is out: wait when items are ready.
+    const item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
+    if (!item) return out;
     out.push(dec(item.bytes));
     await item.ack();
   }
-  return out;
 }
 
 const unsupported = (p: Promise<unknown>) => expect(p).rejects.toSatisfy((e) => e instanceof QueueError && e.code === 'ERR_UNSUPPORTED');

@@ -16,7 +16,7 @@ import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
-import { ReadAhead } from './read-ahead.js';
+import { READ_PENDING, ReadAhead } from './read-ahead.js';
 import { type Lease, Leases } from './leases.js';
 import { Schedule } from './schedule.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
@@ -536,9 +536,12 @@ export class QueueCore {
       let lane = schedule.best();
       if (lane !== undefined && lane.priority <= 0) {
         // The read-ahead's head is the lowest-seq plain item: it goes before every lower priority,
-        // and before the items of priority 0 that come after it.
-        const head = this.#readAhead.peek();
-        if (head !== null && (lane.priority < 0 || head.seq < lane.first()!.seq)) lane = undefined;
+        // and before the items of priority 0 that come after it. While a read is out, whether one
+        // comes first is not known yet: wait for it.
+        const below = lane.priority === 0 ? lane.first()!.seq : Infinity;
+        const head = this.#readAhead.headSeq(below);
+        if (head === READ_PENDING) return null;
+        if (head < below) lane = undefined;
       }
       const entry = lane !== undefined ? schedule.take(lane) : this.#readAhead.take();
       if (entry === null) {

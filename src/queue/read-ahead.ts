@@ -8,6 +8,11 @@ import { type Entry, newEntry } from './entry.js';
 /** How many items one store read fetches ahead of the consumer. */
 export const READ_AHEAD_COUNT = 256;
 
+/** `ReadAhead.headSeq()`: no ready plain item comes before the seq asked about. */
+export const NO_PLAIN_ITEM = Infinity;
+/** `ReadAhead.headSeq()`: an asynchronous read is out; its answer may hold an item that comes first. */
+export const READ_PENDING = -1;
+
 /** What the read-ahead asks of the core. */
 export interface ReadAheadHost {
   /** Every item with a seq below this is stored (its push resolved). */
@@ -64,10 +69,18 @@ export class ReadAhead {
     return entry;
   }
 
-  /** The item `take()` would return, left in place (refilled from the store as `take()` does). */
-  peek(): Entry | null {
-    if (this.#head === this.#buffer.length && !this.#refill()) return null;
-    return this.#buffer[this.#head]!;
+  /**
+   * The seq of the plain item `take()` would return, if it is below `below`: `NO_PLAIN_ITEM`
+   * (Infinity) when no ready plain item has a lower seq, `READ_PENDING` when that is not known
+   * until an asynchronous read in flight comes back. Refills from the store as `take()` does, but
+   * only when an item below `below` may be unread: every unread item's seq is above the cursor.
+   */
+  headSeq(below: number): number {
+    if (this.#head === this.#buffer.length) {
+      if (below <= this.#readCursor + 1 && !this.#fetching) return NO_PLAIN_ITEM;
+      if (!this.#refill()) return this.#fetching ? READ_PENDING : NO_PLAIN_ITEM;
+    }
+    return this.#buffer[this.#head]!.seq;
   }
 
   /** Fetch until the read-ahead holds an item; false when none is ready or the fetch is asynchronous. */

@@ -77,6 +77,15 @@ export function scheduleTargets(cleanups: (() => void)[]): [string, ScheduleTarg
       },
     ],
     [
+      'LevelStore',
+      {
+        name: 'LevelStore',
+        crashes: false,
+        open: async () => LevelStore.open(join(tempDir(cleanups, 'pq-sched-model-level-'), 'queue')),
+        restart: async (previous) => LevelStore.open((previous as LevelStore).path),
+      },
+    ],
+    [
       'LogStore on the crash disk',
       {
         name: 'LogStore on the crash disk',
