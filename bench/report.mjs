@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, delayed, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -319,6 +319,34 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       const deliveries = (r) => (r.name === 'clean' ? '—' : `${median(r.poisonDeliveries)} (${Math.min(...r.poisonDeliveries)}–${Math.max(...r.poisonDeliveries)})`);
       md.push(table(['contestant', 'good items/s (median)', 'range over rounds', 'poison deliveries: median (range)', 'dead-lettered'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`, deliveries(r), String(median(r.deadLettered))])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'poison-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'scheduling-rate');
+    if (rates.length) {
+      md.push('## Priorities, delays and two competing consumers (LogStore, default options)');
+      md.push('');
+      md.push(`\`bench/lib/scheduling.mjs\`: ${rates[0].producers} producers each running the README's serial \`await push\` loop with ${rates[0].payloadBytes} B payloads, on a LogStore opened with \`new Builder(store).open()\`. *priorities*: each push has one of four priorities; *delays*: each push asks for \`delayMs\` from 1 to 5 ms, so its item falls due during the run (the cell pays the schedule, not a wait); *two consumers*: two forks (\`rx.fork()\`) each running \`process(handler, { concurrency: 32 })\` instead of one with 64. End to end counts the items handled while the producers ran. Each of ${output.config.abRounds} rounds runs every cell for ${output.config.abBudgetMs} ms on a fresh store, the order rotated; a ratio is taken per round against the plain cell of the same kind.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'scheduling-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const opens = results.filter((r) => r.kind === 'delayed-open');
+    if (opens.length) {
+      const n = opens[0].items.toLocaleString('en-US');
+      md.push(`## ${n} delayed items at open (LogStore)`);
+      md.push('');
+      md.push(`\`bench/lib/delayed-child.mjs\`: a LogStore filled with ${n} items of 128 B, each pushed with a random delay from 1 s to 1 h (seeded), beside one filled with as many plain items; each store is opened ${output.config.reps} time(s), each in a fresh process, on a \`ManualClock\` stopped before the earliest item is due. Open is \`LogStore.open\` + \`Builder.open()\`: for the delayed store it reads every item once into the schedule. *First due* is, for the delayed store, the time from moving the clock to the earliest not-before time to the waiting \`reserve()\` resolving; for the plain store, the first reserve. Memory is measured with \`--expose-gc\` before and after open.`);
+      md.push('');
+      md.push(
+        table(
+          ['store', 'open ms: median (each)', 'first due ms', 'RSS growth MiB (max)', 'heap growth MiB (max)', 'delayed at open', 'built at'],
+          opens.map((r) => [r.itemKind, `${r.value.toFixed(0)} (${r.samples.map((x) => x.toFixed(0)).join(', ')})`, r.firstDueMs.toFixed(2), (r.rssGrowthBytes / MiB).toFixed(1), (r.heapGrowthBytes / MiB).toFixed(1), r.delayedAtOpen.toLocaleString('en-US'), rateFmt(r.buildMsgsPerS)]),
+        ),
+        '',
+      );
     }
   }
   md.push('## SqliteStore and LevelStore through the Store contract (128 B)');

@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,delayed,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -24,6 +24,7 @@ import { runCell } from './lib/cell.mjs';
 import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
 import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/readme-consumer.mjs';
 import { runPoison } from './lib/poison.mjs';
+import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -34,8 +35,8 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, poisonGood: 20_000 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, poisonGood: 100_000 };
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, poisonGood: 20_000, delayedItems: 100_000 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, poisonGood: 100_000, delayedItems: 1_000_000 };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -87,6 +88,9 @@ if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['mems
 if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 3 * config.abBudgetMs * 1.2) / config.budgetMs });
 // One poison item among good ones under process() and default options, with and without maxDeliveries.
 if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
+// Priorities, delays and two competing consumers beside the plain cells; a million delayed items at open.
+if (wants('scheduling')) plan.push({ section: 'scheduling', weight: (config.abRounds * SCHEDULING_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
@@ -366,13 +370,63 @@ async function runPoisonSection() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ priorities, delays, competing consumers
+
+async function runSchedulingSection() {
+  const { rates, ratios } = await runSchedulingRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  for (const [id, kind, options, consumers] of SCHEDULING_CELLS) {
+    record({ id: `scheduling/logstore/${id}`, kind: 'scheduling-rate', name: id, workload: kind, pushOptions: options, consumers, store: 'logstore', producers: SCHEDULING_PRODUCERS, payloadBytes: SCHEDULING_PAYLOAD_BYTES, unit: 'msgs/s', samples: rates[id] });
+  }
+  const out = [];
+  for (const [id, samples] of Object.entries(ratios)) {
+    const e = record({ id: `scheduling/logstore/ratio/${id}`, kind: 'scheduling-ratio', name: `${id} / ${id.split('/')[0]}/plain`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${id} ${(e.value * 100).toFixed(0)} %`);
+  }
+  return out.join(', ');
+}
+
+// ------------------------------------------------------------------ a million delayed items at open (child processes)
+
+async function runDelayed() {
+  const n = config.delayedItems;
+  const out = [];
+  for (const kind of ['plain', 'delayed']) {
+    const dir = join(mkdtempSync(join(scratch, `delayed-${kind}-`)), 'q');
+    try {
+      const built = await child(['build', dir, String(n), kind], { script: DELAYED_CHILD });
+      const opens = [];
+      for (let r = 0; r < Math.max(config.reps, 1); r++) opens.push(await child(['open', dir, String(built.earliest)], { script: DELAYED_CHILD }));
+      const m = (k) => median(opens.map((o) => o[k]));
+      record({
+        id: `delayed/${n}/${kind}`,
+        kind: 'delayed-open',
+        items: n,
+        itemKind: kind,
+        unit: 'ms',
+        samples: opens.map((o) => o.openMs),
+        firstDueMs: m('firstDueMs'),
+        rssGrowthBytes: Math.max(...opens.map((o) => o.rssGrowth)),
+        heapGrowthBytes: Math.max(...opens.map((o) => o.heapGrowth)),
+        delayedAtOpen: opens[0].delayed,
+        readyAtOpen: opens[0].ready,
+        buildMsgsPerS: n / built.seconds,
+      });
+      out.push(`${kind}: open ${m('openMs').toFixed(0)} ms, rss +${(Math.max(...opens.map((o) => o.rssGrowth)) / 2 ** 20).toFixed(0)} MiB, first due ${m('firstDueMs').toFixed(1)} ms`);
+    } finally {
+      rmSync(dirname(dir), { recursive: true, force: true });
+    }
+  }
+  return out.join('; ');
+}
+
 // ------------------------------------------------------------------ open time and memory (child processes)
 
 const CHILD = join(here, 'lib', 'open-child.mjs');
+const DELAYED_CHILD = join(here, 'lib', 'delayed-child.mjs');
 
-function child(argv, { onMessage } = {}) {
+function child(argv, { onMessage, script = CHILD } = {}) {
   return new Promise((resolve, reject) => {
-    const cp = fork(CHILD, argv, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const cp = fork(script, argv, { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     let last;
     cp.on('message', (m) => {
       last = m;
@@ -457,6 +511,14 @@ for (let i = 0; i < plan.length; i++) {
     case 'poison':
       label = `one poison item among ${config.poisonGood.toLocaleString('en-US')} good ones, process(), LogStore, default options`;
       run = () => runPoisonSection();
+      break;
+    case 'scheduling':
+      label = `priorities, delays and two competing consumers beside plain, LogStore, default options, ${SCHEDULING_PRODUCERS} producers`;
+      run = () => runSchedulingSection();
+      break;
+    case 'delayed':
+      label = `open time and memory, ${config.delayedItems.toLocaleString('en-US')} delayed items beside as many plain ones`;
+      run = () => runDelayed();
       break;
     case 'peers': {
       const p = peerIter.next().value;

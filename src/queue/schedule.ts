@@ -194,10 +194,10 @@ export class Schedule {
 
   /** Every item held, ready or waiting. */
   entries(): Entry[] {
-    const out: Entry[] = [];
-    for (const lane of this.#order) out.push(...lane.entries());
-    out.push(...this.#waiting.entries());
-    return out;
+    // concat, not push(...): a spread of a million arguments overflows the stack.
+    let out: Entry[] = [];
+    for (const lane of this.#order) out = out.concat(lane.entries());
+    return out.concat(this.#waiting.entries());
   }
 
   /** Keep the process alive while a consumer waits and an item is still to fall due. */
