@@ -253,3 +253,20 @@ describe('scheduling: refusals', () => {
     expect(() => b.clock(null as never)).toThrow(TypeError);
   });
 });
+
+describe('scheduling: many items', () => {
+  it('aQueueHoldingAQuarterMillionDelayedItemsClosesAndReopensWithThemAll', async () => {
+    const clock = new ManualClock();
+    const store = new MemStore();
+    let [tx, rx] = await new Builder(store).clock(clock).open();
+    const count = 250_000;
+    await tx.pushMany(Array.from({ length: count }, (_, i) => `d${i}`), { delayMs: 60_000 });
+    expect(tx.stats().delayed).toBe(count);
+    await tx.close();
+    [tx, rx] = await new Builder(store).clock(clock).open();
+    expect(tx.stats()).toMatchObject({ delayed: count, ready: 0 });
+    clock.advance(60_000);
+    expect(dec(rx.tryReserve()!.bytes)).toBe('d0');
+    await tx.close();
+  });
+});
