@@ -8,8 +8,10 @@
  * then the cursor, then the active segment, so the data it sees covers everything the cursor it
  * read describes; it keeps every segment's descriptor open, so a segment the writer deletes or
  * replaces later still reads as it was. A writer that rolls or compacts while the plan runs can
- * make the files disagree with each other: then the plan is made again, as long as the directory
- * keeps changing between attempts. A failure over an unchanged directory is real and reported.
+ * make the files disagree with each other, and a write into preallocated space (which changes no
+ * size) can tear what the plan reads: then the plan is made again, as long as the directory keeps
+ * changing between attempts or the failure differs from the last one. The same failure twice over
+ * an unchanged directory is real and reported.
  */
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
@@ -40,13 +42,21 @@ export interface ReadOnlyView {
 
 /** Plan `dir` without writing, retrying while another process changes it. */
 export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOptions): Promise<ReadOnlyView> {
+  // The failure of the last attempt, when the directory did not change during it.
+  let lastFailure: string | undefined;
   for (let attempt = 1; ; attempt++) {
     const before = fingerprint(fs, dir);
     let plan: RecoveryPlan;
     try {
       plan = planRecovery(fs, dir, { ...opts, keepReadFds: true });
     } catch (e) {
-      if (attempt >= MAX_ATTEMPTS || fingerprint(fs, dir) === before) throw e;
+      // A writer that overwrites preallocated space changes no name and no size, so a read torn by
+      // one of its writes looks like damage over an unchanged directory. Damage is taken for real
+      // once the same failure is met twice in a row with the directory unchanged.
+      const failure = e instanceof Error ? e.message : String(e);
+      const unchanged = fingerprint(fs, dir) === before;
+      if (attempt >= MAX_ATTEMPTS || (unchanged && failure === lastFailure)) throw e;
+      lastFailure = unchanged ? failure : undefined;
       await new Promise((r) => setTimeout(r, attempt * 5));
       continue;
     }
