@@ -1,9 +1,7 @@
 // Things due at a time, in memory, sorted by due time behind one timer: the retries waiting for
 // their delay (delayed.ts) and the leases of reservations (leases.ts).
-import { type TimeSource, unrefTimer } from './clock.js';
-
-/** setTimeout's longest delay (2^31 − 1 ms); a longer wait is armed again when it fires. */
-const TIMER_MS_MAX = 2_147_483_647;
+import type { TimeSource } from './clock.js';
+import { DueTimer } from './due-timer.js';
 
 /** What a DueList holds: anything with the monotonic time (`TimeSource.monoNow()`) it is due at. */
 export interface Due {
@@ -18,18 +16,15 @@ export interface Due {
  */
 export class DueList<T extends Due> {
   readonly #fire: (due: T[]) => void;
-  readonly #unref: boolean;
   readonly #time: TimeSource;
+  readonly #timer: DueTimer;
   #list: T[] = [];
-  #timer: unknown;
-  /** The due time the timer is armed for. */
-  #timerDueMs = Infinity;
 
   /** `fire` gets the items whose time came, in due order, already out of the list. `unref`: the timer does not keep the process alive. */
   constructor(fire: (due: T[]) => void, unref: boolean, time: TimeSource) {
     this.#fire = fire;
-    this.#unref = unref;
     this.#time = time;
+    this.#timer = new DueTimer(time, time.monoNow, this.#onTimer, !unref);
   }
 
   get size(): number {
@@ -51,7 +46,7 @@ export class DueList<T extends Due> {
       else hi = mid;
     }
     list.splice(lo, 0, item);
-    if (item.dueMs < this.#timerDueMs) this.#arm(item.dueMs);
+    if (item.dueMs < this.#timer.dueMs) this.#timer.arm(item.dueMs);
   }
 
   /** Take `item` out (its `dueMs` must be the one it was added with). */
@@ -71,40 +66,23 @@ export class DueList<T extends Due> {
         break;
       }
     }
-    if (list.length === 0) this.#disarm();
+    if (list.length === 0) this.#timer.disarm();
   }
 
   /** Forget every item and the timer. */
   clear(): void {
     this.#list = [];
-    this.#disarm();
-  }
-
-  #arm(dueMs: number): void {
-    this.#disarm();
-    this.#timerDueMs = dueMs;
-    const waitMs = Math.min(TIMER_MS_MAX, Math.max(0, Math.ceil(dueMs - this.#time.monoNow())));
-    this.#timer = this.#time.setTimeout(this.#onTimer, waitMs);
-    if (this.#unref) unrefTimer(this.#timer);
-  }
-
-  #disarm(): void {
-    if (this.#timer !== undefined) this.#time.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerDueMs = Infinity;
+    this.#timer.disarm();
   }
 
   readonly #onTimer = (): void => {
-    this.#timer = undefined;
-    this.#timerDueMs = Infinity;
     const now = this.#time.monoNow();
     const list = this.#list;
     let n = 0;
     while (n < list.length && list[n]!.dueMs <= now) n++;
     const due = list.splice(0, n);
-    // A timer may fire a fraction of a millisecond before the monotonic clock reaches its due
-    // time, and a wait longer than setTimeout allows fires early on purpose: arm again.
-    if (list.length > 0) this.#arm(list[0]!.dueMs);
+    // Early (see due-timer.ts), or more to come: arm again.
+    if (list.length > 0) this.#timer.arm(list[0]!.dueMs);
     if (due.length > 0) this.#fire(due);
   };
 }

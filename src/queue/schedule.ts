@@ -3,11 +3,9 @@
 // not-before time. Ready ones wait in one lane per priority, by seq; those whose time has not
 // come wait in a heap by not-before time behind one timer. The core takes the best ready item
 // from here or from the read-ahead (plain items, priority 0, in seq order), whichever comes first.
-import { type TimeSource, refTimer, unrefTimer } from './clock.js';
+import type { TimeSource } from './clock.js';
+import { DueTimer } from './due-timer.js';
 import type { Entry } from './entry.js';
-
-/** setTimeout's longest delay (2^31 − 1 ms); a longer wait is armed again when it fires. */
-const TIMER_MS_MAX = 2_147_483_647;
 /** A lane drops its consumed slots once this many sit before its head. */
 const LANE_COMPACT_COUNT = 1024;
 
@@ -137,15 +135,14 @@ export class Schedule {
   /** Ready items in every lane. */
   #readyCount = 0;
   readonly #waiting = new TimeHeap();
-  #timer: unknown;
-  #timerDueMs = Infinity;
-  /** Whether the timer keeps the process alive: only while a consumer waits for an item. */
-  #held = false;
+  /** Armed for the earliest not-before time; it keeps the process alive only while a consumer waits. */
+  readonly #timer: DueTimer;
 
   /** `released` is told when items whose time came joined their lanes. */
   constructor(time: TimeSource, released: () => void) {
     this.#time = time;
     this.#released = released;
+    this.#timer = new DueTimer(time, time.wallNow, this.#onTimer, false);
   }
 
   /** Ready items in the lanes. */
@@ -162,7 +159,7 @@ export class Schedule {
   add(entry: Entry): void {
     if (entry.notBefore > this.#time.wallNow()) {
       this.#waiting.push(entry);
-      if (entry.notBefore < this.#timerDueMs) this.#arm();
+      if (entry.notBefore < this.#timer.dueMs) this.#timer.arm(entry.notBefore);
       return;
     }
     this.ready(entry);
@@ -202,18 +199,14 @@ export class Schedule {
 
   /** Keep the process alive while a consumer waits and an item is still to fall due. */
   hold(held: boolean): void {
-    if (held === this.#held) return;
-    this.#held = held;
-    if (this.#timer === undefined) return;
-    if (held) refTimer(this.#timer);
-    else unrefTimer(this.#timer);
+    this.#timer.hold(held);
   }
 
   clear(): void {
     for (const lane of this.#order) while (lane.size > 0) lane.shift();
     this.#readyCount = 0;
     this.#waiting.clear();
-    this.#disarm();
+    this.#timer.disarm();
   }
 
   #lane(priority: number): Lane {
@@ -226,33 +219,16 @@ export class Schedule {
     return lane;
   }
 
-  #arm(): void {
-    this.#disarm();
-    const next = this.#waiting.peek();
-    if (next === undefined) return;
-    this.#timerDueMs = next.notBefore;
-    const waitMs = Math.min(TIMER_MS_MAX, Math.max(0, next.notBefore - this.#time.wallNow()));
-    this.#timer = this.#time.setTimeout(this.#onTimer, waitMs);
-    if (!this.#held) unrefTimer(this.#timer);
-  }
-
-  #disarm(): void {
-    if (this.#timer !== undefined) this.#time.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerDueMs = Infinity;
-  }
-
   readonly #onTimer = (): void => {
-    this.#timer = undefined;
-    this.#timerDueMs = Infinity;
     const now = this.#time.wallNow();
     let released = 0;
     while (this.#waiting.size > 0 && this.#waiting.peek()!.notBefore <= now) {
       this.ready(this.#waiting.pop());
       released++;
     }
-    // A wall-clock step back, or a wait longer than a timer allows, leaves items not yet due: arm again.
-    this.#arm();
+    // Early (see due-timer.ts), or a wall-clock step back: items not yet due arm it again.
+    const next = this.#waiting.peek();
+    if (next !== undefined) this.#timer.arm(next.notBefore);
     if (released > 0) this.#released();
   };
 }
