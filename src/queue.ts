@@ -206,11 +206,15 @@ export class Builder {
       keep,
     }, this.#leaseMs, this.#time);
     const scheduledFrom = recovery.scheduledFrom;
-    if (store.features.scheduling === true && scheduledFrom !== undefined && scheduledFrom < recovery.nextSeq) {
+    if (store.features.scheduling === true) {
       try {
-        if (!Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1) throw new OpenError('ERR_STORE', `The store's open() returned an invalid scheduledFrom ${scheduledFrom}`);
-        await core.loadSchedule(scheduledFrom);
+        // Without it the queue could not tell where its scheduled items are: the read-ahead skips them.
+        if (typeof scheduledFrom !== 'number' || !Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1 || scheduledFrom > recovery.nextSeq) {
+          throw new OpenError('ERR_STORE', `The store declares features.scheduling but its open() returned scheduledFrom ${String(scheduledFrom)}, not a seq from 1 to nextSeq (${recovery.nextSeq})`);
+        }
+        if (scheduledFrom < recovery.nextSeq) await core.loadSchedule(scheduledFrom);
       } catch (error) {
+        core.discard();
         busyStores.delete(store);
         await store.close().catch(() => {});
         if (error instanceof QueueError) throw error;
@@ -221,6 +225,7 @@ export class Builder {
       try {
         await core.ledger.start();
       } catch (error) {
+        core.discard();
         busyStores.delete(store);
         await store.close().catch(() => {});
         if (error instanceof QueueError) throw error;

@@ -4,13 +4,13 @@
 // drained/idle waiters (monitor.ts) are objects of their own that it drives. Producer and
 // Consumer are thin handles on it.
 import { ByteArena } from '../bytes.js';
-import { QueueError } from '../errors.js';
+import { OpenError, QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
 import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, type Holder, abortReason, entryOf, busyStores, closedError, detachAbort, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
-import { DeliveryLedger, errorMessage } from './deliveries.js';
+import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { FlushScheduler } from './flush.js';
 import { Reserved } from './handles.js';
@@ -109,6 +109,8 @@ export class QueueCore {
   readonly #dropGuards = new DropGuards(this);
   /** Delivery counts and dead-letter moves, over a store that keeps them. */
   readonly ledger: DeliveryLedger | undefined;
+  /** Reservations in flight, tracked once scheduled items exist over a ledger (see `#addScheduled`). */
+  #inFlightEntries: Set<Entry> | undefined;
   /** An item is moved to the dead letters instead of being handed out more often than this. */
   readonly #maxDeliveries: number;
   /** Settle when the queue is quiet (nothing being stored or acked); used by close. */
@@ -188,11 +190,17 @@ export class QueueCore {
       const items = await this.store.read({ after, before, limit: SCHEDULE_SCAN_COUNT });
       if (items.length === 0) return;
       for (const item of items) {
-        if (!(item.seq > after && item.seq < before)) throw new QueueError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range`);
+        if (!(item.seq > after && item.seq < before)) throw new OpenError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range while the scheduled items were read at open`);
         after = item.seq;
-        if (isScheduled(item)) this.#schedule.add(entryOf(item));
+        if (isScheduled(item)) this.#addScheduled(entryOf(item));
       }
     }
+  }
+
+  /** An open that failed after the core was made: drop what it holds (the schedule's timer and items). */
+  discard(): void {
+    this.#state = 'closed';
+    this.#schedule.clear();
   }
 
   get closed(): boolean {
@@ -410,11 +418,14 @@ export class QueueCore {
     this.#committedBefore = firstSeq + count;
     if (batch[0]!.from !== undefined) this.ledger!.deadLetters -= count;
     if (this.#appendScheduled) {
-      // Scheduled items wait in the schedule; the read-ahead skips them when it meets them in the store.
+      // Scheduled items wait in the schedule; the read-ahead skips them when it meets them in the
+      // store. A batch stored while the queue closes stays in the store only.
       const plain: Entry[] = [];
+      const open = this.#state === 'open';
       for (const item of items) {
-        if (item.priority !== 0 || item.notBefore !== 0) this.#schedule.add(item);
-        else plain.push(item);
+        if (item.priority !== 0 || item.notBefore !== 0) {
+          if (open) this.#addScheduled(item);
+        } else plain.push(item);
       }
       if (plain.length > 0) this.#readAhead.stored(plain);
     } else {
@@ -461,7 +472,7 @@ export class QueueCore {
   }
 
   reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal, leaseMs, holder) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder));
+    return this.#reserveAtOnce(signal, leaseMs, holder) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft));
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
@@ -485,12 +496,11 @@ export class QueueCore {
       detachAbort(waiter);
       waiter.resolve(null);
     }
+    this.#waitersLeft();
     if (this.#state !== 'open' || this.#failure) return;
     const held = [...holder.held];
-    for (const entry of held) {
-      this.#endLease(entry);
-      this.#returnEntry(entry, false);
-    }
+    for (const entry of held) this.#endLease(entry);
+    this.#returnEntries(held);
   }
 
   stopWaiting(group: Set<Waiter<Reserved | null>>): void {
@@ -506,6 +516,11 @@ export class QueueCore {
     this.#schedule.hold(true);
     return waiting;
   }
+
+  /** Reserve waiters left the list (served, aborted, withdrawn): the schedule's timer holds the process only while one waits. */
+  readonly #waitersLeft = (): void => {
+    this.#schedule.hold(this.#reserveWaiters.length > 0);
+  };
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
   #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined): Promise<Reserved | null> | undefined {
@@ -540,6 +555,9 @@ export class QueueCore {
         // comes first is not known yet: wait for it.
         const below = lane.priority === 0 ? lane.first()!.seq : Infinity;
         const head = this.#readAhead.headSeq(below);
+        // A read it ran that failed must fail this call, as a failed take does.
+        if (this.#readError) throw this.#readError;
+        if (this.#failure) throw this.#failure;
         if (head === READ_PENDING) return null;
         if (head < below) lane = undefined;
       }
@@ -666,6 +684,7 @@ export class QueueCore {
       entry.holder = holder;
       holder.held.add(entry);
     }
+    this.#inFlightEntries?.add(entry);
     return new Reserved(this, entry, guard, slot, lease, holder);
   }
 
@@ -704,6 +723,7 @@ export class QueueCore {
   /** The reservation of `entry` is settled or returned: its lease no longer runs, no consumer holds it. */
   #endLease(entry: Entry): void {
     if (entry.holder !== undefined) this.#unhold(entry);
+    this.#inFlightEntries?.delete(entry);
     const lease = entry.lease;
     if (lease === undefined) return;
     entry.lease = undefined;
@@ -733,6 +753,16 @@ export class QueueCore {
     entry.holder = undefined;
   }
 
+  /**
+   * An item with a priority or a not-before time joins the schedule. From then on first deliveries
+   * may come out of seq order, so the reservations in flight are tracked for the counts a clean
+   * close stores (`#exactCounts`); until then, a plain delivery pays nothing for it.
+   */
+  #addScheduled(entry: Entry): void {
+    if (this.ledger !== undefined) this.#inFlightEntries ??= new Set();
+    this.#schedule.add(entry);
+  }
+
   /** Leases that ran out: their items are ready again, as dropped reservations are. */
   #leasesExpired(leases: Lease[]): void {
     if (this.#state !== 'open' || this.#failure) return;
@@ -740,9 +770,10 @@ export class QueueCore {
       lease.expired = true;
       lease.entry.lease = undefined;
       if (lease.entry.holder !== undefined) this.#unhold(lease.entry);
+      this.#inFlightEntries?.delete(lease.entry);
       this.#leaseExpiredCount++;
     }
-    for (const lease of leases) this.#returnEntry(lease.entry, false);
+    this.#returnEntries(leases.map((lease) => lease.entry));
     // Told after every item is back, so that a holder reacting at once finds its lease gone.
     for (const lease of leases) lease.onExpire?.(leaseExpiredError(lease.entry));
   }
@@ -793,6 +824,16 @@ export class QueueCore {
   #releaseDelayed(entries: Entry[]): void {
     if (this.#state !== 'open') return;
     for (const entry of entries) this.#schedule.ready(entry);
+    this.#serveWaiters();
+  }
+
+  /** Several reservations back at once: every item is back before a waiter is served, so seq order holds among them. */
+  #returnEntries(entries: Entry[]): void {
+    for (const entry of entries) {
+      entry.inFlight = false;
+      this.#inFlightCount--;
+      this.#schedule.ready(entry);
+    }
     this.#serveWaiters();
   }
 
@@ -953,6 +994,8 @@ export class QueueCore {
       detachAbort(w);
       w.reject(failure);
     }
+    // Nothing will be handed out: no item still to fall due holds the process.
+    this.#schedule.clear();
     this.#drained.rejectAll(failure);
     this.#idle.rejectAll(failure);
     this.#checkQuiet();
@@ -976,6 +1019,26 @@ export class QueueCore {
     for (const resolve of this.#quietWaiters.splice(0)) resolve();
   }
 
+  /**
+   * What a clean close stores so that the next open counts exactly the deliveries each item had.
+   * - Items nacked and not handed out again had their next delivery counted ahead: their counts
+   *   are put back, so a reopen does not count a delivery they never had. That holds too for a
+   *   mark asked for and not stored yet (`marked` negative): one already sent is stored by the
+   *   call in flight, which ends before the counts are put back.
+   * - The lowest seq of an item never handed out: with priorities and not-before times, first
+   *   deliveries come out of seq order, so the bound may have to be lower than the highest seq
+   *   handed out; every item at or above it that was handed out then gets a mark of its count.
+   */
+  #exactCounts(): ExactCounts {
+    const known = [...this.#schedule.entries(), ...this.#delayed.entries()];
+    const countedAhead = known.filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
+    let lowestUndelivered = this.#readAhead.lowestUnread();
+    for (const e of known) if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
+    const delivered = known.filter((e) => e.deliveries > 0);
+    if (this.#inFlightEntries !== undefined) for (const e of this.#inFlightEntries) delivered.push(e);
+    return { countedAhead, lowestUndelivered, delivered };
+  }
+
   close(): Promise<void> {
     this.#closePromise ??= this.#close();
     return this.#closePromise;
@@ -990,14 +1053,10 @@ export class QueueCore {
       detachAbort(w);
       w.resolve(null);
     }
+    const exact = this.ledger === undefined ? undefined : this.#exactCounts();
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
-    // Items nacked and not handed out again had their next delivery counted ahead: the clean
-    // close puts their counts back, so a reopen does not count a delivery they never had. That
-    // holds too for a mark asked for and not stored yet (`marked` negative): one already sent
-    // is stored by the call in flight, which ends before the counts are put back.
-    const countedAhead = this.ledger === undefined ? [] : [...this.#schedule.entries(), ...this.#delayed.entries()].filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
     this.#schedule.clear();
     this.ledger?.clear();
     this.#delayed.clear();
@@ -1015,7 +1074,7 @@ export class QueueCore {
     });
     this.#finalizeWatches();
     // The next open counts as delivered exactly the items handed out, not the whole block ahead.
-    if (this.ledger !== undefined && !this.#failure) await this.ledger.storeExactBound(countedAhead).catch((error: unknown) => this.#fail(error));
+    if (exact !== undefined && !this.#failure) await this.ledger!.storeExactBound(exact).catch((error: unknown) => this.#fail(error));
     await this.ledger?.idle();
     // A clean close loses no ack: the lazy ones written since the last sync are synced now.
     const failedBefore = this.#failure !== undefined;

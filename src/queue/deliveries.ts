@@ -20,6 +20,16 @@ const DONE = Promise.resolve();
 /** How many seqs one stored `deliveredBelow` covers ahead of the consumer. */
 export const DELIVERY_BLOCK = 4096;
 
+/** What a clean close knows of the counts it must store (`DeliveryLedger.storeExactBound`). */
+export interface ExactCounts {
+  /** Items whose next delivery was counted ahead (at their nack) and never came: their true counts. */
+  readonly countedAhead: readonly Entry[];
+  /** The lowest seq of an unacked item never handed out (Infinity when none). */
+  readonly lowestUndelivered: number;
+  /** Unacked items the queue handed out and still knows (returned, waiting, in flight). */
+  readonly delivered: readonly Entry[];
+}
+
 /** What the ledger tells the core. */
 export interface LedgerHost {
   /** A store call failed the queue. */
@@ -240,19 +250,25 @@ export class DeliveryLedger {
   }
 
   /**
-   * Store the exact first-delivery bound, for a clean close, and the true counts of `countedAhead`:
-   * items whose next delivery was counted ahead (at their nack) and never came.
+   * Store the exact first-delivery bound, for a clean close, and the true counts of the items
+   * that need them (see `ExactCounts`). The bound is never below the recovered one: the items
+   * below that which were not read since still count the delivery they had before this open.
    */
-  async storeExactBound(countedAhead: readonly Entry[]): Promise<void> {
+  async storeExactBound(exact: ExactCounts): Promise<void> {
     await this.idle();
-    if (this.#failed || (this.#firstDeliveredBelow === this.#asked && countedAhead.length === 0)) return;
-    this.#asked = this.#firstDeliveredBelow;
-    const marks = countedAhead.map(
+    const below = Math.max(this.#recoveredBelow, Math.min(this.#firstDeliveredBelow, exact.lowestUndelivered));
+    const marked = new Set<Entry>(exact.countedAhead);
+    // Handed out, unacked, at or above the bound: the bound no longer counts them.
+    for (const e of exact.delivered) if (e.seq >= below) marked.add(e);
+    if (this.#failed || (below === this.#asked && marked.size === 0)) return;
+    this.#asked = below;
+    const marks = [...marked].map(
       (e): DeliveryMark => ({ seq: e.seq, deliveries: e.deliveries, firstDeliveredAt: e.firstAt, lastDeliveredAt: e.lastAt, lastError: e.lastError }),
     );
+    marks.sort((a, b) => a.seq - b.seq);
     this.#busy = true;
     try {
-      await this.#store.markDelivered!(this.#firstDeliveredBelow, marks, this.#sync);
+      await this.#store.markDelivered!(below, marks, this.#sync);
     } finally {
       this.#busy = false;
       this.#settleIdle();

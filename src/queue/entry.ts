@@ -125,13 +125,14 @@ export function abortReason(signal: AbortSignal): unknown {
  * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
  * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
  */
-export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder): Promise<T> {
+export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder, left?: () => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs, holder };
     if (signal) {
       waiter.onAbort = () => {
         const i = list.indexOf(waiter);
         if (i >= 0) list.splice(i, 1);
+        left?.();
         reject(abortReason(signal));
       };
       signal.addEventListener('abort', waiter.onAbort, { once: true });

@@ -56,6 +56,9 @@ export class Producer {
       const error = this.#core.operationalError();
       if (error) return Promise.reject(error);
       if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
+      // As a non-empty batch would: refused over a store that cannot keep what was asked for.
+      const time = o.notBefore(this.#core);
+      if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
       return Promise.resolve([]);
     }
     return this.#core.push(list, false, o.signal, undefined, o.priority, o.notBefore(this.#core)) as Promise<number[]>;
@@ -96,8 +99,12 @@ const NO_DELAY = (_core: QueueCore): number => 0;
 /** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
 const MAX_DELAY_MS = 1e15;
 
+/** What a push without options gets; shared, so that a plain push allocates nothing for them. */
+const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, notBefore: NO_DELAY });
+
 /** Validate the options of `push()` and `pushMany()`. */
 function pushSettings(options: PushOptions | undefined): PushSettings {
+  if (options === undefined) return PLAIN_PUSH;
   const o = optionsObject('options', options);
   knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
   const signal = optionalSignal('options.signal', o.signal);

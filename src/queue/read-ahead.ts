@@ -77,7 +77,8 @@ export class ReadAhead {
    */
   headSeq(below: number): number {
     if (this.#head === this.#buffer.length) {
-      if (below <= this.#readCursor + 1 && !this.#fetching) return NO_PLAIN_ITEM;
+      // A read in flight covers only seqs above the cursor: it cannot bring one that comes first.
+      if (below <= this.#readCursor + 1) return NO_PLAIN_ITEM;
       if (!this.#refill()) return this.#fetching ? READ_PENDING : NO_PLAIN_ITEM;
     }
     return this.#buffer[this.#head]!.seq;
@@ -93,6 +94,12 @@ export class ReadAhead {
       if (this.#fetching || this.#readCursor === cursor) return this.#head < this.#buffer.length;
     }
     return true;
+  }
+
+  /** The lowest seq of a ready plain item not handed out: read ahead, or unread above the cursor; Infinity when none. */
+  lowestUnread(): number {
+    if (this.#head < this.#buffer.length) return this.#buffer[this.#head]!.seq;
+    return this.#host.readyNotReturned() > 0 ? this.#readCursor + 1 : Infinity;
   }
 
   /** Drop everything read ahead (close returns it to the store). */

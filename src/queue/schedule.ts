@@ -191,10 +191,11 @@ export class Schedule {
 
   /** Every item held, ready or waiting. */
   entries(): Entry[] {
-    // concat, not push(...): a spread of a million arguments overflows the stack.
-    let out: Entry[] = [];
-    for (const lane of this.#order) out = out.concat(lane.entries());
-    return out.concat(this.#waiting.entries());
+    // One by one, not push(...): a spread of a million arguments overflows the stack.
+    const out: Entry[] = [];
+    for (const lane of this.#order) for (const entry of lane.entries()) out.push(entry);
+    for (const entry of this.#waiting.entries()) out.push(entry);
+    return out;
   }
 
   /** Keep the process alive while a consumer waits and an item is still to fall due. */

@@ -70,6 +70,6 @@ export class ManualClock implements Clock {
       this.#nowMs = Math.max(this.#nowMs, next.dueMs);
       next.fn();
     }
-    this.#nowMs = targetMs;
+    this.#nowMs = Math.max(this.#nowMs, targetMs);
   }
 }
