@@ -1,18 +1,19 @@
-// The core: the one owner of a queue's in-memory state: seq assignment, capacity and its
-// waiters, the batches handed to the store (group commit), the in-flight reservations and the
-// items returned by nack. The read-ahead (read-ahead.ts) and the counters, channel messages and
-// drained/idle waiters (monitor.ts) are objects of their own that it drives. Producer and
-// Consumer are thin handles on it.
+// The core: the one owner of a queue's in-memory state: the stored count, the in-flight
+// reservations, the items returned by nack, and the acks handed to the store. The push pipeline
+// (push-pipeline.ts: capacity, seq assignment, group commit of appends), the read-ahead
+// (read-ahead.ts), the schedule of priorities and not-before times (schedule.ts), the delivery
+// ledger (deliveries.ts) and the counters, channel messages and drained/idle waiters (monitor.ts)
+// are objects of their own that it drives. Producer and Consumer are thin handles on it.
 import { ByteArena } from '../bytes.js';
 import { OpenError, QueueError } from '../errors.js';
-import { expectation } from '../validate.js';
 import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
-import { type AckBatch, type Entry, type PendingPush, type Waiter, NO_ENTRIES, NO_PUSHES, type Holder, abortReason, entryOf, busyStores, closedError, detachAbort, newAckBatch, newEntry, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type AckBatch, type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, newAckBatch, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { FlushScheduler } from './flush.js';
+import { PushPipeline } from './push-pipeline.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
@@ -41,7 +42,6 @@ export class QueueCore {
   readonly durability: Durability;
   /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
   readonly arena = new ByteArena();
-  readonly #syncWrites: boolean;
   /** The ack policy in force (see `AckPolicy`): whether ack calls sync, and who syncs lazy ones. */
   readonly ackDurability: AckDurability | 'none';
   readonly #syncAcks: boolean;
@@ -52,29 +52,11 @@ export class QueueCore {
   #readError: QueueError | undefined;
   #closePromise: Promise<void> | undefined;
 
-  /** Seq the next stored item gets. */
-  #nextSeq: number;
-  /** Every item with a seq below this is stored (its push resolved), or was never assigned. */
-  #committedBefore: number;
   /** Stored, unacked items: ready, in the read-ahead, in flight, or with an ack pending. */
   #storedCount: number;
 
-  // Producer side.
-  #capacityWaiters: PendingPush[] = [];
-  #capacityHead = 0;
-  #admitted: PendingPush[] = [];
-  /** Items admitted under capacity and not yet stored. */
-  #admittedCount = 0;
-  #appendInFlight = false;
-  /** Redrives among the admitted pushes. */
-  #redrivesAdmitted = 0;
-  /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
-  #appendBatch: PendingPush[] = NO_PUSHES;
-  #appendItems: Entry[] = NO_ENTRIES;
-  #appendFirstSeq = 0;
-  /** The batch in flight holds items with a priority or a not-before time. */
-  #appendScheduled = false;
-  readonly #appendFlush: FlushScheduler;
+  /** Capacity, admitted pushes, seq assignment and the batch being stored (`./push-pipeline.ts`). */
+  readonly #pushes: PushPipeline;
 
   // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
   #ackQueue: AckBatch[] = [];
@@ -142,16 +124,26 @@ export class QueueCore {
     const { nextSeq, count } = recovery;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
-    this.#appendFlush = new FlushScheduler(() => this.#flushAppends(), storeCallsPerTurn);
     this.#ackFlush = new FlushScheduler(() => this.#flushAcks(), storeCallsPerTurn);
     this.capacity = capacity;
     this.durability = durability;
-    this.#syncWrites = durability !== 'none';
     this.ackDurability = acks.policy;
     this.#syncAcks = acks.policy === 'sync' || acks.policy === 'group';
     this.#lazyAcks = acks.lazy && new LazyAcks(acks.lazy.store, acks.lazy.bound, (error) => this.#fail(error));
-    this.#nextSeq = nextSeq;
-    this.#committedBefore = nextSeq;
+    this.#pushes = new PushPipeline(store, {
+      refusal: () => this.operationalError(),
+      failure: () => this.#failure,
+      fail: (error) => {
+        this.#fail(error);
+        return this.#failure!;
+      },
+      storedCount: () => this.#storedCount,
+      stored: (items, scheduled, redrive) => this.#stored(items, scheduled, redrive),
+      serve: () => this.#serveWaiters(),
+      quiet: () => this.#checkQuiet(),
+      settleWatches: () => this.#settleWatches(),
+      now: () => this.time.wallNow(),
+    }, { capacity, durability, nextSeq, storeCallsPerTurn });
     this.#storedCount = count;
     this.#maxDeliveries = deliveries.maxDeliveries;
     this.ledger = deliveries.keep
@@ -168,9 +160,9 @@ export class QueueCore {
         })
       : undefined;
     this.#readAhead = new ReadAhead(store, {
-      committedBefore: () => this.#committedBefore,
+      committedBefore: () => this.#pushes.committedBefore,
       readyNotReturned: () => this.#ready() - this.#schedule.readyCount,
-      appendInFlight: () => this.#appendInFlight,
+      appendInFlight: () => this.#pushes.appendInFlight,
       isOpen: () => this.#state === 'open',
       readFailed: (error) => this.#readFailed(error),
       fail: (error) => this.#fail(error),
@@ -184,7 +176,7 @@ export class QueueCore {
    * items are read and dropped: their turn comes through the read-ahead.
    */
   async loadSchedule(from: number): Promise<void> {
-    const before = this.#committedBefore;
+    const before = this.#pushes.committedBefore;
     let after = from - 1;
     while (after < before - 1) {
       const items = await this.store.read({ after, before, limit: SCHEDULE_SCAN_COUNT });
@@ -247,7 +239,7 @@ export class QueueCore {
   }
 
   #pendingPushes(): number {
-    return this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
+    return this.#pushes.pending;
   }
 
   #ready(): number {
@@ -257,167 +249,14 @@ export class QueueCore {
   // ---------------------------------------------------------------- producer
 
   push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
-    const error = this.operationalError();
-    if (error) return Promise.reject(error);
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    if ((priority !== 0 || notBefore !== 0) && this.store.features.scheduling !== true) {
-      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'));
-    }
-    // A time already come is no delay: the item is stored as a plain one.
-    if (notBefore !== 0 && notBefore <= this.time.wallNow()) notBefore = 0;
-    const max = this.store.maxItemBytes;
-    for (const p of payloads) {
-      if (p.byteLength > max) {
-        return Promise.reject(
-          new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`),
-        );
-      }
-    }
-    if (payloads.length > this.capacity) {
-      return Promise.reject(
-        new RangeError(expectation('payloads.length', `at most the capacity (${this.capacity})`, payloads.length)),
-      );
-    }
-    return new Promise<number | number[]>((resolve, reject) => {
-      const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
-      if (from !== undefined) pending.from = from;
-      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
-        this.#admit(pending);
-      } else {
-        this.#capacityWaiters.push(pending);
-      }
-      if (signal) {
-        pending.onAbort = () => this.#abortPush(pending);
-        signal.addEventListener('abort', pending.onAbort, { once: true });
-      }
-    });
+    return this.#pushes.push(payloads, single, signal, from, priority, notBefore);
   }
 
-  #fits(count: number): boolean {
-    return this.#storedCount + this.#admittedCount + count <= this.capacity;
-  }
-
-  #admit(pending: PendingPush): void {
-    if (pending.from !== undefined) this.#redrivesAdmitted++;
-    this.#admitted.push(pending);
-    this.#admittedCount += pending.payloads.length;
-    this.#scheduleAppend();
-  }
-
-  /** An aborted push leaves no trace: it is only abortable until its batch is handed to the store. */
-  #abortPush(pending: PendingPush): void {
-    let i = this.#admitted.indexOf(pending);
-    if (i >= 0) {
-      this.#admitted.splice(i, 1);
-      this.#admittedCount -= pending.payloads.length;
-      this.#admitWaiting();
-    } else {
-      i = this.#capacityWaiters.indexOf(pending, this.#capacityHead);
-      if (i < 0) return;
-      this.#capacityWaiters.splice(i, 1);
-      // The aborted push may have been the head that blocked smaller ones behind it.
-      this.#admitWaiting();
-    }
-    pending.reject(abortReason(pending.signal!));
-    this.#settleWatches();
-  }
-
-  /** Admit capacity waiters in FIFO order while they fit. */
-  #admitWaiting(): void {
-    const waiters = this.#capacityWaiters;
-    while (this.#capacityHead < waiters.length && this.#state === 'open' && !this.#failure) {
-      const next = waiters[this.#capacityHead]!;
-      if (!this.#fits(next.payloads.length)) break;
-      waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
-      this.#admit(next);
-    }
-    if (this.#capacityHead === waiters.length) {
-      waiters.length = 0;
-      this.#capacityHead = 0;
-    } else if (this.#capacityHead > 1024 && this.#capacityHead * 2 > waiters.length) {
-      this.#capacityWaiters = waiters.slice(this.#capacityHead);
-      this.#capacityHead = 0;
-    }
-  }
-
-  #scheduleAppend(): void {
-    // While a batch is in flight, its completion flushes what gathered meanwhile.
-    if (!this.#appendInFlight) this.#appendFlush.schedule();
-  }
-
-  /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
-  #flushAppends(): void {
-    if (this.#appendInFlight || this.#admitted.length === 0 || this.#failure) {
-      this.#checkQuiet();
-      return;
-    }
-    if (!this.#appendFlush.admit()) return;
-    let batch: PendingPush[];
-    const redrive = this.#admitted[0]!.from !== undefined;
-    if (this.durability === 'sync' || redrive) {
-      batch = [this.#admitted.shift()!];
-    } else {
-      // A redrive goes to the store in a call of its own: the batch stops before the next one.
-      const cut = this.#redrivesAdmitted === 0 ? -1 : this.#admitted.findIndex((p) => p.from !== undefined);
-      batch = cut < 0 ? this.#admitted : this.#admitted.splice(0, cut);
-      if (cut < 0) this.#admitted = [];
-    }
-    if (redrive) this.#redrivesAdmitted--;
-    const firstSeq = this.#nextSeq;
-    const items: Entry[] = [];
-    let seq = firstSeq;
-    let scheduled = false;
-    for (const pending of batch) {
-      detachAbort(pending);
-      const { priority, notBefore } = pending;
-      if (priority !== 0 || notBefore !== 0) scheduled = true;
-      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
-    }
-    this.#appendScheduled = scheduled;
-    this.#nextSeq = seq;
-    this.#appendInFlight = true;
-    this.#appendBatch = batch;
-    this.#appendItems = items;
-    this.#appendFirstSeq = firstSeq;
-    let result: Promise<void>;
-    try {
-      if (redrive) {
-        const from = batch[0]!.from!;
-        result = this.store.redrive!(items.map((item, i) => ({ from: from[i]!, item })), this.#syncWrites);
-      } else {
-        result = this.store.append(items, this.#syncWrites);
-      }
-    } catch (error) {
-      result = Promise.reject(error);
-    }
-    result.then(this.#appendDone, this.#appendFailed);
-  }
-
-  /** The batch the store finished (stored or failed), no longer in flight. */
-  #takeAppendBatch(): { batch: PendingPush[]; items: Entry[]; firstSeq: number; count: number } {
-    const batch = this.#appendBatch;
-    const items = this.#appendItems;
-    const firstSeq = this.#appendFirstSeq;
-    const count = this.#nextSeq - firstSeq;
-    this.#appendItems = NO_ENTRIES;
-    this.#appendInFlight = false;
-    this.#appendBatch = NO_PUSHES;
-    this.#admittedCount -= count;
-    return { batch, items, firstSeq, count };
-  }
-
-  readonly #appendDone = (): void => {
-    const { batch, items, firstSeq, count } = this.#takeAppendBatch();
-    if (this.#failure) {
-      // The queue failed while this batch was being stored: report the failure, as for every pending operation.
-      for (const pending of batch) pending.reject(this.#failure);
-      this.#checkQuiet();
-      return;
-    }
-    this.#storedCount += count;
-    this.#committedBefore = firstSeq + count;
-    if (batch[0]!.from !== undefined) this.ledger!.deadLetters -= count;
-    if (this.#appendScheduled) {
+  /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */
+  #stored(items: Entry[], scheduled: boolean, redrive: boolean): void {
+    this.#storedCount += items.length;
+    if (redrive) this.ledger!.deadLetters -= items.length;
+    if (scheduled) {
       // Scheduled items wait in the schedule; the read-ahead skips them when it meets them in the
       // store. A batch stored while the queue closes stays in the store only.
       const plain: Entry[] = [];
@@ -432,35 +271,7 @@ export class QueueCore {
       this.#readAhead.stored(items);
     }
     this.#monitor.stored(items);
-    let seq = firstSeq;
-    for (const pending of batch) {
-      if (pending.single) {
-        pending.resolve(seq++);
-        continue;
-      }
-      const seqs = new Array<number>(pending.payloads.length);
-      for (let i = 0; i < seqs.length; i++) seqs[i] = seq++;
-      pending.resolve(seqs);
-    }
-    this.#serveWaiters();
-    this.#flushAppends();
-  };
-
-  readonly #appendFailed = (error: unknown): void => {
-    const { batch, firstSeq } = this.#takeAppendBatch();
-    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
-      // Nothing of the batch was stored and the store is consistent: only this batch fails, and its seqs are reused.
-      this.#nextSeq = firstSeq;
-      for (const pending of batch) pending.reject(error);
-      this.#admitWaiting();
-      this.#flushAppends();
-      this.#settleWatches();
-      return;
-    }
-    this.#fail(error);
-    for (const pending of batch) pending.reject(this.#failure);
-    this.#checkQuiet();
-  };
+  }
 
   // ---------------------------------------------------------------- consumer
 
@@ -594,7 +405,7 @@ export class QueueCore {
   #moved(entries: Entry[], reasons: string[]): void {
     this.#storedCount -= entries.length;
     this.#monitor.deadLettered(entries, reasons);
-    this.#admitWaiting();
+    this.#pushes.admitWaiting();
     this.#settleWatches();
     this.#checkQuiet();
   }
@@ -895,7 +706,7 @@ export class QueueCore {
     this.#lazyAcks?.written(batch.entries.length);
     this.#monitor.acked(batch.entries);
     batch.resolve();
-    this.#admitWaiting();
+    this.#pushes.admitWaiting();
     this.#flushAcks();
     if (this.#idle.size !== 0) this.#settleWatches();
   };
@@ -974,13 +785,7 @@ export class QueueCore {
         ? cause
         : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
     const failure = this.#failure;
-    this.#redrivesAdmitted = 0;
-    for (const p of this.#admitted.splice(0)) {
-      detachAbort(p);
-      p.reject(failure);
-    }
-    this.#admittedCount = 0;
-    this.#rejectCapacityWaiters(failure);
+    this.#pushes.failAll(failure);
     for (const batch of this.#ackQueue.splice(0)) {
       this.#ackingCount -= batch.entries.length;
       batch.reject(failure);
@@ -1002,20 +807,10 @@ export class QueueCore {
     this.#monitor.failed(failure);
   }
 
-  #rejectCapacityWaiters(error: QueueError): void {
-    for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
-      const p = this.#capacityWaiters[i]!;
-      detachAbort(p);
-      p.reject(error);
-    }
-    this.#capacityWaiters = [];
-    this.#capacityHead = 0;
-  }
-
   #checkQuiet(): void {
-    if (this.#appendInFlight || this.#ackInFlight) return;
+    if (this.#pushes.appendInFlight || this.#ackInFlight) return;
     if (!this.#failure && this.ledger !== undefined && this.ledger.moving > 0) return;
-    if (!this.#failure && (this.#admitted.length > 0 || this.#ackQueue.length > 0)) return;
+    if (!this.#failure && (this.#pushes.hasAdmitted || this.#ackQueue.length > 0)) return;
     for (const resolve of this.#quietWaiters.splice(0)) resolve();
   }
 
@@ -1048,7 +843,7 @@ export class QueueCore {
     this.#state = 'closing';
     const closed = closedError();
     // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
-    this.#rejectCapacityWaiters(closed);
+    this.#pushes.rejectWaiting(closed);
     for (const w of this.#reserveWaiters.splice(0)) {
       detachAbort(w);
       w.resolve(null);
@@ -1069,7 +864,7 @@ export class QueueCore {
     await new Promise<void>((resolve) => {
       this.#quietWaiters.push(resolve);
       this.#checkQuiet();
-      this.#flushAppends();
+      this.#pushes.flush();
       this.#flushAcks();
     });
     this.#finalizeWatches();

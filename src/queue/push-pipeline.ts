@@ -1,0 +1,304 @@
+// The push pipeline: capacity and its waiters, the pushes admitted into the next batch, seq
+// assignment, and the one batch the store is writing (group commit: a batch gathers what was
+// pushed while the one before it was stored). The core owns every count the consumer side reads;
+// it answers this object's questions, and hears of each stored batch, through a host.
+import { QueueError } from '../errors.js';
+import type { Store } from '../store.js';
+import { expectation } from '../validate.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, newEntry } from './entry.js';
+import { FlushScheduler } from './flush.js';
+import type { Durability } from './types.js';
+
+/** What the push pipeline asks of the core. */
+export interface PushHost {
+  /** Why a push is refused now (the queue failed, or is closed), or undefined. */
+  refusal(): QueueError | undefined;
+  /** The failure of the queue, if it failed. */
+  failure(): QueueError | undefined;
+  /** Fail the queue (fail-stop) for `error`; returns the failure pushes reject with. */
+  fail(error: unknown): QueueError;
+  /** Stored, unacked items: what the capacity counts beside the admitted pushes. */
+  storedCount(): number;
+  /** A batch is stored: count its items and hand them to the consumer side. */
+  stored(items: Entry[], scheduled: boolean, redrive: boolean): void;
+  /** The pushes of a stored batch have resolved: waiting consumers may be served. */
+  serve(): void;
+  /** The pipeline may have gone quiet (nothing admitted, nothing being stored). */
+  quiet(): void;
+  /** drained()/onIdle() may hold now. */
+  settleWatches(): void;
+  /** The queue clock's wall time, in ms since the epoch. */
+  now(): number;
+}
+
+export class PushPipeline {
+  readonly #store: Store;
+  readonly #host: PushHost;
+  readonly #capacity: number;
+  /** Under `sync` each push is its own batch: one fsync per operation. */
+  readonly #oneByOne: boolean;
+  readonly #syncWrites: boolean;
+  /** Seq the next stored item gets. */
+  #nextSeq: number;
+  /** Every item with a seq below this is stored (its push resolved), or was never assigned. */
+  #committedBefore: number;
+  #capacityWaiters: PendingPush[] = [];
+  #capacityHead = 0;
+  #admitted: PendingPush[] = [];
+  /** Items admitted under capacity and not yet stored. */
+  #admittedCount = 0;
+  #appendInFlight = false;
+  /** Redrives among the admitted pushes. */
+  #redrivesAdmitted = 0;
+  /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
+  #appendBatch: PendingPush[] = NO_PUSHES;
+  #appendItems: Entry[] = NO_ENTRIES;
+  #appendFirstSeq = 0;
+  /** The batch in flight holds items with a priority or a not-before time. */
+  #appendScheduled = false;
+  readonly #appendFlush: FlushScheduler;
+
+  constructor(store: Store, host: PushHost, options: { capacity: number; durability: Durability; nextSeq: number; storeCallsPerTurn: number }) {
+    this.#store = store;
+    this.#host = host;
+    this.#capacity = options.capacity;
+    this.#oneByOne = options.durability === 'sync';
+    this.#syncWrites = options.durability !== 'none';
+    this.#nextSeq = options.nextSeq;
+    this.#committedBefore = options.nextSeq;
+    this.#appendFlush = new FlushScheduler(() => this.flush(), options.storeCallsPerTurn);
+  }
+
+  /** Every item with a seq below this is stored (its push resolved). */
+  get committedBefore(): number {
+    return this.#committedBefore;
+  }
+
+  /** A batch is being stored now. */
+  get appendInFlight(): boolean {
+    return this.#appendInFlight;
+  }
+
+  /** Pushes admitted and not yet handed to the store. */
+  get hasAdmitted(): boolean {
+    return this.#admitted.length > 0;
+  }
+
+  /** Pushes not yet resolved: waiting for capacity, admitted, or in the batch being stored. */
+  get pending(): number {
+    return this.#appendBatch.length + this.#admitted.length + this.#capacityWaiters.length - this.#capacityHead;
+  }
+
+  /** Reject every push still waiting for capacity (close, fail-stop): never admitted, never half-stored. */
+  rejectWaiting(error: QueueError): void {
+    for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
+      const p = this.#capacityWaiters[i]!;
+      detachAbort(p);
+      p.reject(error);
+    }
+    this.#capacityWaiters = [];
+    this.#capacityHead = 0;
+  }
+
+  /** Fail-stop: reject every push admitted and waiting, with the queue's failure. */
+  failAll(failure: QueueError): void {
+    this.#redrivesAdmitted = 0;
+    for (const p of this.#admitted.splice(0)) {
+      detachAbort(p);
+      p.reject(failure);
+    }
+    this.#admittedCount = 0;
+    this.rejectWaiting(failure);
+  }
+
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
+    const error = this.#host.refusal();
+    if (error) return Promise.reject(error);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if ((priority !== 0 || notBefore !== 0) && this.#store.features.scheduling !== true) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'));
+    }
+    // A time already come is no delay: the item is stored as a plain one.
+    if (notBefore !== 0 && notBefore <= this.#host.now()) notBefore = 0;
+    const max = this.#store.maxItemBytes;
+    for (const p of payloads) {
+      if (p.byteLength > max) {
+        return Promise.reject(
+          new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`),
+        );
+      }
+    }
+    if (payloads.length > this.#capacity) {
+      return Promise.reject(
+        new RangeError(expectation('payloads.length', `at most the capacity (${this.#capacity})`, payloads.length)),
+      );
+    }
+    return new Promise<number | number[]>((resolve, reject) => {
+      const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
+      if (from !== undefined) pending.from = from;
+      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
+        this.#admit(pending);
+      } else {
+        this.#capacityWaiters.push(pending);
+      }
+      if (signal) {
+        pending.onAbort = () => this.#abortPush(pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+    });
+  }
+
+  #fits(count: number): boolean {
+    return this.#host.storedCount() + this.#admittedCount + count <= this.#capacity;
+  }
+
+  #admit(pending: PendingPush): void {
+    if (pending.from !== undefined) this.#redrivesAdmitted++;
+    this.#admitted.push(pending);
+    this.#admittedCount += pending.payloads.length;
+    this.#scheduleAppend();
+  }
+
+  /** An aborted push leaves no trace: it is only abortable until its batch is handed to the store. */
+  #abortPush(pending: PendingPush): void {
+    let i = this.#admitted.indexOf(pending);
+    if (i >= 0) {
+      this.#admitted.splice(i, 1);
+      this.#admittedCount -= pending.payloads.length;
+      this.admitWaiting();
+    } else {
+      i = this.#capacityWaiters.indexOf(pending, this.#capacityHead);
+      if (i < 0) return;
+      this.#capacityWaiters.splice(i, 1);
+      // The aborted push may have been the head that blocked smaller ones behind it.
+      this.admitWaiting();
+    }
+    pending.reject(abortReason(pending.signal!));
+    this.#host.settleWatches();
+  }
+
+  /** Admit capacity waiters in FIFO order while they fit (capacity was freed). */
+  admitWaiting(): void {
+    const waiters = this.#capacityWaiters;
+    while (this.#capacityHead < waiters.length && this.#host.refusal() === undefined) {
+      const next = waiters[this.#capacityHead]!;
+      if (!this.#fits(next.payloads.length)) break;
+      waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
+      this.#admit(next);
+    }
+    if (this.#capacityHead === waiters.length) {
+      waiters.length = 0;
+      this.#capacityHead = 0;
+    } else if (this.#capacityHead > 1024 && this.#capacityHead * 2 > waiters.length) {
+      this.#capacityWaiters = waiters.slice(this.#capacityHead);
+      this.#capacityHead = 0;
+    }
+  }
+
+  #scheduleAppend(): void {
+    // While a batch is in flight, its completion flushes what gathered meanwhile.
+    if (!this.#appendInFlight) this.#appendFlush.schedule();
+  }
+
+  /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
+  flush(): void {
+    if (this.#appendInFlight || this.#admitted.length === 0 || this.#host.failure()) {
+      this.#host.quiet();
+      return;
+    }
+    if (!this.#appendFlush.admit()) return;
+    let batch: PendingPush[];
+    const redrive = this.#admitted[0]!.from !== undefined;
+    if (this.#oneByOne || redrive) {
+      batch = [this.#admitted.shift()!];
+    } else {
+      // A redrive goes to the store in a call of its own: the batch stops before the next one.
+      const cut = this.#redrivesAdmitted === 0 ? -1 : this.#admitted.findIndex((p) => p.from !== undefined);
+      batch = cut < 0 ? this.#admitted : this.#admitted.splice(0, cut);
+      if (cut < 0) this.#admitted = [];
+    }
+    if (redrive) this.#redrivesAdmitted--;
+    const firstSeq = this.#nextSeq;
+    const items: Entry[] = [];
+    let seq = firstSeq;
+    let scheduled = false;
+    for (const pending of batch) {
+      detachAbort(pending);
+      const { priority, notBefore } = pending;
+      if (priority !== 0 || notBefore !== 0) scheduled = true;
+      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
+    }
+    this.#appendScheduled = scheduled;
+    this.#nextSeq = seq;
+    this.#appendInFlight = true;
+    this.#appendBatch = batch;
+    this.#appendItems = items;
+    this.#appendFirstSeq = firstSeq;
+    let result: Promise<void>;
+    try {
+      if (redrive) {
+        const from = batch[0]!.from!;
+        result = this.#store.redrive!(items.map((item, i) => ({ from: from[i]!, item })), this.#syncWrites);
+      } else {
+        result = this.#store.append(items, this.#syncWrites);
+      }
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.then(this.#appendDone, this.#appendFailed);
+  }
+
+  /** The batch the store finished (stored or failed), no longer in flight. */
+  #takeAppendBatch(): { batch: PendingPush[]; items: Entry[]; firstSeq: number; count: number } {
+    const batch = this.#appendBatch;
+    const items = this.#appendItems;
+    const firstSeq = this.#appendFirstSeq;
+    const count = this.#nextSeq - firstSeq;
+    this.#appendItems = NO_ENTRIES;
+    this.#appendInFlight = false;
+    this.#appendBatch = NO_PUSHES;
+    this.#admittedCount -= count;
+    return { batch, items, firstSeq, count };
+  }
+
+  readonly #appendDone = (): void => {
+    const { batch, items, firstSeq, count } = this.#takeAppendBatch();
+    const failure = this.#host.failure();
+    if (failure) {
+      // The queue failed while this batch was being stored: report the failure, as for every pending operation.
+      for (const pending of batch) pending.reject(failure);
+      this.#host.quiet();
+      return;
+    }
+    this.#committedBefore = firstSeq + count;
+    this.#host.stored(items, this.#appendScheduled, batch[0]!.from !== undefined);
+    let seq = firstSeq;
+    for (const pending of batch) {
+      if (pending.single) {
+        pending.resolve(seq++);
+        continue;
+      }
+      const seqs = new Array<number>(pending.payloads.length);
+      for (let i = 0; i < seqs.length; i++) seqs[i] = seq++;
+      pending.resolve(seqs);
+    }
+    this.#host.serve();
+    this.flush();
+  };
+
+  readonly #appendFailed = (error: unknown): void => {
+    const { batch, firstSeq } = this.#takeAppendBatch();
+    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#host.failure()) {
+      // Nothing of the batch was stored and the store is consistent: only this batch fails, and its seqs are reused.
+      this.#nextSeq = firstSeq;
+      for (const pending of batch) pending.reject(error);
+      this.admitWaiting();
+      this.flush();
+      this.#host.settleWatches();
+      return;
+    }
+    const failure = this.#host.fail(error);
+    for (const pending of batch) pending.reject(failure);
+    this.#host.quiet();
+  };
+}
