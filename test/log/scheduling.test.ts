@@ -320,6 +320,65 @@ describe('compaction, salvage and verify', () => {
     await store.close();
   });
 
+  /**
+   * Give the first ITEM frame of segment `path` the metadata area `meta` (and a valid CRC): no
+   * writer puts one in a version-1 segment, where readers skip it whole.
+   */
+  function insertMetadata(path: string, meta: readonly number[]): void {
+    const b = fs.readFileSync(path);
+    const at = SEGMENT_HEADER_BYTES;
+    expect(readU16(b, at + FRAME_OFF_META_BYTES)).toBe(0);
+    const out = Buffer.concat([b.subarray(0, at + FRAME_HEADER_BYTES), Buffer.from(meta), b.subarray(at + FRAME_HEADER_BYTES)]);
+    out.writeUInt16LE(meta.length, at + FRAME_OFF_META_BYTES);
+    fs.writeFileSync(path, out);
+    fixCrc(path, at);
+  }
+
+  test.each([
+    ['a priority entry', [1, 1, 7]],
+    ['a priority entry of the wrong length', [1, 2, 3, 0]],
+  ])('compactionWritesAVersion1FrameWithMetadataPlainIntoAVersion2Segment (%s)', async (_what, meta) => {
+    const dir = freshDir();
+    const opts = { segmentBytes: 256, autoCompact: false };
+    const { store } = await openStore(dir, opts);
+    // Items 1..3 plain in the first (version-1) segment; item 4 scheduled, in a version-2 one; then enough to seal it.
+    await store.append(batch(1, [['one', 0, 0], ['two', 0, 0], ['three', 0, 0]]), true);
+    await store.append(batch(4, [['four', 9, LATER]]), true);
+    for (let seq = 5; seq <= 20; seq++) await store.append(batch(seq, [[`plain item ${seq}`, 0, 0]]), true);
+    const segs = store.inspect().segments;
+    expect(segs.slice(0, 2).map((s) => [s.version, s.sealed])).toEqual([
+      [SEGMENT_VERSION_PLAIN, true],
+      [SEGMENT_VERSION_SCHEDULED, true],
+    ]);
+    await store.close();
+    insertMetadata(join(dir, segs[0]!.file), meta);
+
+    const { store: again } = await openStore(dir, opts);
+    // A version-1 segment's metadata is skipped whole: item 1 is plain before compaction.
+    expect(shape(again.read(ALL)).slice(0, 1)).toEqual([[1, 'one', 0, 0]]);
+    await again.ack([2, 3, ...Array.from({ length: 16 }, (_, k) => k + 5)], true);
+    const result = await again.compact();
+    expect(result.segmentsRewritten).toBeGreaterThan(1);
+    const compacted = again.inspect().segments.filter((s) => s.compacted);
+    expect(compacted.map((s) => s.version)).toEqual([SEGMENT_VERSION_SCHEDULED]);
+    const want: [number, string, number, number][] = [
+      [1, 'one', 0, 0],
+      [4, 'four', 9, LATER],
+    ];
+    expect(shape(again.read(ALL))).toEqual(want);
+    await again.close();
+
+    // The copy is the plain frame version 1 writes, and the store is sound after a reopen.
+    const seg = fs.readFileSync(join(dir, compacted[0]!.file));
+    const plain = new Uint8Array(FRAME_HEADER_BYTES + 3);
+    encodeFrame(plain, 0, 1, RECORD_ITEM, enc('one'));
+    expect(Buffer.from(seg.subarray(SEGMENT_HEADER_BYTES, SEGMENT_HEADER_BYTES + plain.length)).equals(Buffer.from(plain))).toBe(true);
+    expect(verifyStore(dir).problems).toEqual([]);
+    const reopened = await openStore(dir, opts);
+    expect(shape(reopened.store.read(ALL))).toEqual(want);
+    await reopened.store.close();
+  });
+
   test('salvageCopiesPriorityAndNotBefore', async () => {
     const dir = freshDir();
     const { store, items } = await pinned(dir, 20, (s) => s !== 4);
