@@ -53,6 +53,8 @@ import {
   encodeMark,
   encodeSchedule,
   FORMAT_KEY,
+  FORMAT_VALUE_BYTES,
+  ITEM_KEY_BYTES,
   ITEMS_HIGH,
   ITEMS_LOW,
   itemKey,
@@ -566,12 +568,17 @@ async function checkFormat(db: LevelDatabase, dir: string): Promise<number> {
     );
     return PLAIN_FORMAT_VERSION;
   }
-  if (format.length !== 8 || readU64(format) > LEVEL_FORMAT_VERSION) {
+  if (format.length !== FORMAT_VALUE_BYTES || readU64(format) > LEVEL_FORMAT_VERSION) {
     throw new OpenError(
       'ERR_UNSUPPORTED_VERSION',
-      `Store ${dir} has format ${format.length === 8 ? readU64(format) : 'unknown'}; this version reads up to ${LEVEL_FORMAT_VERSION}`,
+      `Store ${dir} has format ${format.length === FORMAT_VALUE_BYTES ? readU64(format) : 'unknown'}; this version reads up to ${LEVEL_FORMAT_VERSION}`,
       { file: dir },
     );
+  }
+  // Formats count from 1: a lower value names none, and reading on would take the store for a
+  // format it is not.
+  if (readU64(format) < PLAIN_FORMAT_VERSION) {
+    throw new OpenError('ERR_CORRUPT', `Store ${dir} has m:format ${readU64(format)}; formats start at ${PLAIN_FORMAT_VERSION}`, { file: dir });
   }
   return readU64(format);
 }
@@ -619,21 +626,28 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
     if (!held[i]) stale.push({ type: 'del', key });
     else marks.push(mark);
   }
+  // Read before the first write: a damaged schedule key refuses the open with nothing written.
+  const scheduled = format >= SCHEDULE_FORMAT_VERSION ? await keySeqs(db, dir, SCHEDULE_LOW, SCHEDULE_HIGH) : [];
   if (stale.length > 0) await db.batch(stale, { sync: false });
-  const scheduled = format >= SCHEDULE_FORMAT_VERSION ? await keySeqs(db, SCHEDULE_LOW, SCHEDULE_HIGH) : [];
   return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks, scheduled };
 }
 
 /**
- * The seqs of the keys between `low` and `high`, in order, read in pages. Used for the schedule
- * keys, which only scheduled items have: the plain backlog is never read.
+ * The seqs of the keys from `low` (a prefix) up to `high`, in order, read in pages. Used for the schedule
+ * keys, which only scheduled items have: the plain backlog is never read. A key that is not a
+ * prefix and a seq (9 bytes) is ERR_CORRUPT: its seq cannot be read, and the queue would count a
+ * scheduled item that is not there or miss one that is.
  */
-async function keySeqs(db: LevelDatabase, low: Buffer, high: Buffer): Promise<number[]> {
+async function keySeqs(db: LevelDatabase, dir: string, low: Buffer, high: Buffer): Promise<number[]> {
   const seqs: number[] = [];
-  const keys = db.keys({ gt: low, lt: high });
+  // From `low` itself: a key that is the prefix alone is one of them, and damaged.
+  const keys = db.keys({ gte: low, lt: high });
   try {
     for (let page = await keys.nextv(COUNT_PAGE); page.length > 0; page = await keys.nextv(COUNT_PAGE)) {
-      for (const key of page) seqs.push(seqOfKey(key));
+      for (const key of page) {
+        if (key.length !== ITEM_KEY_BYTES) throw new OpenError('ERR_CORRUPT', `Store ${dir} has a schedule key of ${key.length} bytes (${key.toString('hex')}), not ${ITEM_KEY_BYTES}`, { file: dir });
+        seqs.push(seqOfKey(key));
+      }
     }
   } finally {
     await keys.close();

@@ -1,7 +1,9 @@
 /**
  * Checks of the priorities and not-before times the core hands to a durable store with
- * `features.scheduling`, shared by SqliteStore and LevelStore so that both refuse the same
- * contract violations, and the one way both build the items they return.
+ * `features.scheduling`, shared by LogStore, SqliteStore and LevelStore so that all three refuse
+ * the same contract violations the same way (`ERR_STORE`, nothing of the batch stored) and judge
+ * the same values on disk as damage; and the one way SqliteStore and LevelStore build the items
+ * they return.
  */
 import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type StoredItem } from './store.js';
 

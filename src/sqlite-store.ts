@@ -38,12 +38,14 @@ import { dirname, resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
-import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
+import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf } from './schedule-records.js';
 import { loadDriver, message, MISSING_PEER, openError, type Row, type SqlDatabase, type SqliteDriver, sqliteResult, SQLITE_FULL, type SqlStatement } from './sqlite/driver.js';
 import {
   DELIVERY_FORMAT_VERSION,
   DELIVERY_SCHEMA,
   type DeliveryStatements,
+  formatFault,
+  itemOfRow,
   missingTable,
   NEWEST_FORMAT_VERSION,
   PLAIN_SCHEMA,
@@ -292,6 +294,9 @@ export class SqliteStore implements Store {
       if (format === undefined || !tables.includes('items')) {
         throw new OpenError('ERR_STORE', `Store ${file} is a SQLite database but not a persistent-queue store`, { file });
       }
+      // Judged before anything is written: a value that names no format is damage, not a newer format.
+      const fault = formatFault(format.value);
+      if (fault !== undefined) throw new OpenError('ERR_CORRUPT', `Store ${file}: ${fault}`, { file });
       if (Number(format.value) > SQLITE_FORMAT_VERSION) {
         throw new OpenError(
           'ERR_UNSUPPORTED_VERSION',
@@ -579,13 +584,18 @@ export class SqliteStore implements Store {
     return out;
   }
 
-  /** `read` joined with the schedule table, while that holds a row. */
+  /**
+   * `read` joined with the schedule table, while that holds a row. A row whose priority or
+   * not-before time the contract refuses is damage: the read throws ERR_CORRUPT and returns none
+   * of the items, as LevelStore does for a schedule value it cannot decode.
+   */
   #readScheduled(range: ReadRange): readonly StoredItem[] {
     const rows = this.#schedule!.selectItems.all(range.after, range.before, range.limit) as Row[];
     const out: StoredItem[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]!;
-      out[i] = storedItem(Number(row.seq), row.bytes as Uint8Array, Number(row.priority ?? DEFAULT_PRIORITY), Number(row.not_before ?? NO_NOT_BEFORE));
+      const item = itemOfRow(rows[i]!);
+      if (typeof item === 'string') throw new QueueError('ERR_CORRUPT', `SqliteStore ${this.path}: ${item}`, { file: this.path });
+      out[i] = item;
     }
     return out;
   }

@@ -214,3 +214,35 @@ test('LevelStore format raise: a batch that relies on a raise in flight waits fo
   await held.land(3);
   await after;
 });
+
+test('LevelStore: an m:format of 0 names no format and is refused with ERR_CORRUPT, nothing written', () =>
+  withPath(async (path) => {
+    const store = await LevelStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }], true);
+    await store.close();
+    await withRaw(path, (db) => db.put(FORMAT_KEY, u64(0)));
+    const before = await dump(path);
+    await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
+    expect(await dump(path)).toEqual(before);
+  }));
+
+test.each([
+  ['the prefix alone', '73'],
+  ['2 bytes', '7300'],
+  ['10 bytes', '73000000000000000100'],
+])('LevelStore: an `s` key of %s, not 9, is refused with ERR_CORRUPT at open, nothing written', (_what, key) =>
+  withPath(async (path) => {
+    const store = await LevelStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a'), priority: 3 }], true);
+    await store.close();
+    await withRaw(path, async (db) => {
+      await db.put(Buffer.from(key, 'hex'), Buffer.from('030000000000000000', 'hex'));
+      // A mark of an item that is gone, which an open that passes its checks deletes.
+      await db.put(Buffer.from('630000000000000009', 'hex'), Buffer.alloc(24));
+    });
+    const before = await dump(path);
+    await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
+    expect(await dump(path)).toEqual(before);
+  }));

@@ -139,3 +139,46 @@ test('SqliteStore: an append whose transaction rolls back after creating the sch
       expect(db.prepare('SELECT count(*) AS n FROM schedule').get()).toEqual({ n: 0 });
     });
   }));
+
+test.each([
+  ['0', 0],
+  ['-1', -1],
+  ['2.5', 2.5],
+  ["'three'", 'three'],
+  ["x'03'", Buffer.from([3])],
+])('SqliteStore: a meta.format of %s, not an integer of at least 1, is refused with ERR_CORRUPT and left unchanged', (_shown, value) =>
+  withPath(async (path) => {
+    const store = await SqliteStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }], true);
+    await store.close();
+    withDb(path, (db) => void db.prepare("UPDATE meta SET value = ? WHERE key = 'format'").run(value));
+    const before = readFileSync(path);
+    await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
+    expect(readFileSync(path).equals(before)).toBe(true);
+  }));
+
+test.each([
+  [128, 0],
+  [-129, 0],
+  [1.5, 0],
+  ['high', 0],
+  [1, -1],
+  [1, 2.5],
+  [1, 'later'],
+  [1, 2n ** 60n],
+  [1, Buffer.from([1])],
+])('SqliteStore: a schedule row (priority %o, not_before %o) the contract refuses is ERR_CORRUPT when its item is read', (priority, notBefore) =>
+  withPath(async (path) => {
+    let store = await SqliteStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b'), priority: 3, notBefore: 1_700_000_000_000 }], true);
+    await store.close();
+    withDb(path, (db) => void db.prepare('UPDATE schedule SET priority = ?, not_before = ? WHERE seq = 2').run(priority, notBefore));
+    store = await SqliteStore.open(path);
+    await store.open();
+    // The plain item before it still reads; a read that reaches the row returns nothing.
+    expect(store.read({ after: 0, before: 2, limit: 10 }).map((i) => i.seq)).toEqual([1]);
+    expect(() => store.read({ after: 0, before: 10, limit: 10 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+    await store.close();
+  }));

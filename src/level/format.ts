@@ -20,6 +20,8 @@ export const SCHEDULE_PREFIX = 0x73; // 's'
 /** A prefix byte and a seq, for items, marks, dead letters and schedule entries alike. */
 export const ITEM_KEY_BYTES = 9;
 export const FORMAT_KEY = Buffer.from('m:format');
+/** The value under `m:format`: the version as a u64. */
+export const FORMAT_VALUE_BYTES = 8;
 export const NEXT_SEQ_KEY = Buffer.from('m:nextSeq');
 export const DELIVERED_BELOW_KEY = Buffer.from('m:deliveredBelow');
 /** Keys of all items lie strictly between these two; so for marks and dead letters. */

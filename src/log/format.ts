@@ -41,7 +41,7 @@ export const SEG_OFF_REPLACES_END_SEQ = 20;
 export const SEG_OFF_HEADER_CRC = 28;
 /** Header flag: the segment was written by compaction and replaces every segment with a base seq in `[baseSeq, replacesEndSeq)`. */
 export const SEG_FLAG_COMPACTED = 0x1;
-/** Flags this version understands; a set unknown bit in a version-1 header is corruption. */
+/** Flags this code understands; a set unknown bit in a version-1 or version-2 header is corruption. */
 export const SEG_KNOWN_FLAGS = SEG_FLAG_COMPACTED;
 
 // ---- Record frame (FORMAT.md §3) ----

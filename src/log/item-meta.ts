@@ -5,8 +5,7 @@
  * only its non-zero fields, as TLV entries of the frame's metadata area, and lives only in a
  * version-2 segment (FORMAT.md §8).
  */
-import { PRIORITY_MAX, PRIORITY_MIN, type StoredItem } from '../store.js';
-import { expectation } from '../validate.js';
+import { PRIORITY_MAX, type StoredItem } from '../store.js';
 import {
   META_ENTRY_HEADER_BYTES,
   META_NOT_BEFORE_BYTES,
@@ -27,23 +26,6 @@ const PRIORITY_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_PRIORITY_BYTES;
 const NOT_BEFORE_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_NOT_BEFORE_BYTES;
 /** The i8 of a priority is stored as its low byte; values from 128 up read back negative. */
 const BYTE_RANGE = 256;
-
-/**
- * A TypeError or RangeError when `item`'s priority or not-before time is not one the Store
- * contract allows (`src/store.ts`), else null. Checked for the whole batch before anything is written.
- */
-export function scheduleProblem(item: StoredItem, index: number): TypeError | RangeError | null {
-  const { priority, notBefore } = item;
-  if (priority !== undefined && !(Number.isInteger(priority) && priority >= PRIORITY_MIN && priority <= PRIORITY_MAX)) {
-    const msg = expectation(`items[${index}].priority`, `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, priority);
-    return typeof priority === 'number' ? new RangeError(msg) : new TypeError(msg);
-  }
-  if (notBefore !== undefined && !Number.isSafeInteger(notBefore)) {
-    const msg = expectation(`items[${index}].notBefore`, 'a safe integer (ms since the Unix epoch, 0 for none)', notBefore);
-    return typeof notBefore === 'number' ? new RangeError(msg) : new TypeError(msg);
-  }
-  return null;
-}
 
 /** Bytes of the metadata area `item` is written with: 0 for a plain item. */
 export function itemMetaBytes(item: StoredItem): number {
@@ -74,7 +56,9 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
 /**
  * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a version-2 segment
  * into `out`. False when it is malformed: an entry running past the area, a known tag with the
- * wrong length or twice, a not-before time that is not a safe integer. Unknown tags are skipped.
+ * wrong length or twice, a not-before time that is not a non-negative safe integer (the one rule
+ * every store applies on append, `src/schedule-records.ts`: a value no append could have written).
+ * Unknown tags are skipped.
  */
 export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, out: ItemSchedule): boolean {
   out.priority = 0;
@@ -98,7 +82,7 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
       } else {
         if (len !== META_NOT_BEFORE_BYTES) return false;
         const t = readI64(buf, v);
-        if (t === null) return false;
+        if (t === null || t < 0) return false;
         out.notBefore = t;
       }
     }

@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
+import { scheduleFault } from '../schedule-records.js';
 import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
@@ -23,7 +24,7 @@ import { readOnlyView, type ReadOnlyView } from './read-only.js';
 import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
-import { itemMetaBytes, scheduleProblem } from './item-meta.js';
+import { itemMetaBytes } from './item-meta.js';
 import { SegmentWriter } from './segment-writer.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
@@ -225,8 +226,8 @@ export class LogStore implements Store {
       bytes += FRAME_HEADER_BYTES + it.bytes.length;
       // Plain items pay two property reads here; only scheduled ones are measured and checked.
       if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0)) {
-        const problem = scheduleProblem(it, i);
-        if (problem !== null) return Promise.reject(problem);
+        const fault = scheduleFault(it);
+        if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `LogStore.append: ${fault}`));
         scheduled++;
         bytes += itemMetaBytes(it);
       }

@@ -11,7 +11,8 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
-import { RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, TMP_SUFFIX } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import { encodeFrame, payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
@@ -230,9 +231,10 @@ export class Maintenance {
 
   /**
    * Write the live records of `run` into `<first>.tmp`, sealed and fsynced. The frames are copied
-   * byte for byte, metadata included; the header, written last (the file is a tmp file until the
-   * rename), has version 2 only when a copied record has a priority or a not-before time, so a
-   * store whose scheduled items are all acked goes back to segments older releases read.
+   * byte for byte, metadata included, except those of version-1 segments that carry a metadata
+   * area (`#copyLive`); the header, written last (the file is a tmp file until the rename), has
+   * version 2 only when a copied record has a priority or a not-before time, so a store whose
+   * scheduled items are all acked goes back to segments older releases read.
    */
   async #rewrite(run: readonly Segment[], snapshot: AckSet): Promise<{ seal: SealInfo; bytes: number; version: number }> {
     const { fs, opts } = this.d;
@@ -265,7 +267,13 @@ export class Maintenance {
     }
   }
 
-  /** Copy the unacked ITEM frames of sealed segment `s` into `out`, validating every frame. */
+  /**
+   * Copy the unacked ITEM frames of sealed segment `s` into `out`, validating every frame. A
+   * version-1 segment gives an ITEM's metadata area no meaning (FORMAT.md §3.1): copied byte for
+   * byte into an output that may have version 2, the same bytes could read as a priority or a
+   * not-before time, or as malformed metadata (corruption). Such a frame is written plain instead:
+   * its payload alone, with a new CRC, which is what every reader of its segment delivered.
+   */
   async #copyLive(s: Segment, snapshot: AckSet, out: CopyBuffer): Promise<void> {
     const fs = this.d.fs;
     const rfd = fs.open(s.path, 'read');
@@ -283,7 +291,8 @@ export class Maintenance {
         const h = frames.h;
         const bytes = frames.frameBytes;
         if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) {
-          out.add(frames.win.buf, frames.at, bytes, h.seq);
+          if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
+          else out.add(frames.win.buf, frames.at, bytes, h.seq);
           if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
         }
         frames.accept();
@@ -345,13 +354,29 @@ class CopyBuffer {
     public pos: number,
   ) {}
 
+  /** Copy the frame `src[at .. at + bytes)` as it is. */
   add(src: Uint8Array, at: number, bytes: number, seq: number): void {
+    this.#room(bytes);
+    this.#buf.set(src.subarray(at, at + bytes), this.#len);
+    this.#len += bytes;
+    this.#counted(seq);
+  }
+
+  /** Write a plain ITEM frame (no metadata) of seq `seq` holding the payload `src[at .. at + length)`. */
+  addPlain(src: Uint8Array, at: number, length: number, seq: number): void {
+    this.#room(FRAME_HEADER_BYTES + length);
+    this.#len = encodeFrame(this.#buf, this.#len, seq, RECORD_ITEM, src.subarray(at, at + length));
+    this.#counted(seq);
+  }
+
+  #room(bytes: number): void {
     if (this.#len + bytes > this.#buf.length) {
       this.flush();
       if (bytes > this.#buf.length) this.#buf = new Uint8Array(bytes);
     }
-    this.#buf.set(src.subarray(at, at + bytes), this.#len);
-    this.#len += bytes;
+  }
+
+  #counted(seq: number): void {
     if (this.count === 0) this.firstSeq = seq;
     this.lastSeq = seq;
     this.count++;

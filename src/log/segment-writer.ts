@@ -226,8 +226,10 @@ export class SegmentWriter {
   /**
    * Replace the empty active segment by an empty version-2 one of the same base, atomically (a
    * header is never rewritten in place): write `<name>.tmp`, fsync it, rename it over the segment,
-   * fsync the directory. A crash before the directory fsync leaves the old segment, empty, and a
-   * stray tmp file that open deletes; no record goes in before this resolves.
+   * fsync the directory. A crash before the directory fsync leaves either the old segment, empty,
+   * and a stray tmp file that open deletes, or (once the rename reached the disk) the new segment,
+   * empty, and no tmp file; either is a valid empty active segment, since no record goes in before
+   * this resolves.
    */
   async #replaceEmpty(): Promise<void> {
     const old = this.layout.active;

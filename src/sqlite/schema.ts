@@ -5,7 +5,9 @@
  * what it stores, and the tables of a new format and its version number are written in the one
  * transaction that stores its first record, so that they appear together or not at all.
  */
-import type { SqlDatabase, SqlStatement } from './driver.js';
+import { scheduleFault, storedItem } from '../schedule-records.js';
+import type { StoredItem } from '../store.js';
+import type { Row, SqlDatabase, SqlStatement } from './driver.js';
 
 /** Tables `items` and `meta` (keys `format` and `nextSeq`). */
 export const PLAIN_FORMAT_VERSION = 1;
@@ -57,6 +59,50 @@ const TABLES_OF_FORMAT: ReadonlyMap<number, readonly string[]> = new Map([
 /** A table that a database at `format` lacks, or undefined when it has them all. */
 export function missingTable(format: number, tables: readonly string[]): string | undefined {
   return (TABLES_OF_FORMAT.get(format) ?? []).find((name) => !tables.includes(name));
+}
+
+/**
+ * A value read from an INTEGER column as a number: NaN for anything else (a REAL with a
+ * fraction, TEXT, a BLOB: the column's affinity stores every value that is an integer as one) and
+ * for an integer past the safe ones, which JavaScript cannot hold exactly.
+ */
+function storedInteger(value: unknown): number {
+  if (typeof value === 'bigint') return value >= -BigInt(Number.MAX_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : Number.NaN;
+  return typeof value === 'number' && Number.isSafeInteger(value) ? value : Number.NaN;
+}
+
+/** A stored value as an error message shows it. */
+function shown(value: unknown): string {
+  if (value instanceof Uint8Array) return `a blob of ${value.length} bytes`;
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
+
+/**
+ * What is wrong with the `meta.format` value `value`, or undefined when it names a format
+ * (FORMAT.md §10.4): it must be an integer of at least {@link PLAIN_FORMAT_VERSION}. One above
+ * the newest format is a format, newer than this code: the caller refuses it as such.
+ */
+export function formatFault(value: unknown): string | undefined {
+  const format = storedInteger(value);
+  if (Number.isNaN(format) || format < PLAIN_FORMAT_VERSION) return `meta.format is ${shown(value)}, not a format version (an integer of at least ${PLAIN_FORMAT_VERSION})`;
+  return undefined;
+}
+
+/**
+ * The item a row of {@link ScheduleStatements.selectItems} holds, or what makes its `schedule`
+ * row impossible (FORMAT.md §10.3): a priority or a not-before time the Store contract refuses
+ * on append (`scheduleFault`), so that a store never hands the queue one it would not store.
+ */
+export function itemOfRow(row: Row): StoredItem | string {
+  const seq = Number(row.seq);
+  const bytes = row.bytes as Uint8Array;
+  // A plain item has no schedule row: the join gives null in both columns (they are NOT NULL).
+  if (row.priority === null && row.not_before === null) return { seq, bytes };
+  const priority = storedInteger(row.priority);
+  const notBefore = storedInteger(row.not_before);
+  const fault = scheduleFault({ seq, bytes, priority, notBefore });
+  if (fault !== undefined) return `the schedule row of seq ${seq} is (${shown(row.priority)}, ${shown(row.not_before)}): ${fault}`;
+  return storedItem(seq, bytes, priority, notBefore);
 }
 
 /** Statements over the format-2 tables; prepared once those exist. */

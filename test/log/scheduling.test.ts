@@ -21,6 +21,7 @@ import {
 import { encodeFrame } from '../../src/log/frame.js';
 import { encodeSegmentHeader } from '../../src/log/segment.js';
 import { LogStore, salvageStore, verifyStore } from '../../src/log-store.js';
+import { isQueueError } from '../../src/errors.js';
 import { PRIORITY_MAX, PRIORITY_MIN, isScheduled, type StoredItem } from '../../src/store.js';
 import { WrappedFs, cleanupDirs, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, hashDir, segFiles } from './helpers.js';
 import type { LogStoreOptions } from '../../src/log-store.js';
@@ -67,7 +68,7 @@ const MIXED: readonly (readonly [string, number, number])[] = [
   ['bottom', PRIORITY_MIN, 0],
   ['later', 0, LATER],
   ['both', -1, Number.MAX_SAFE_INTEGER],
-  ['before the epoch', 5, -Number.MAX_SAFE_INTEGER],
+  ['just after the epoch', 5, 1],
   ['plain again', 0, 0],
 ];
 
@@ -104,23 +105,28 @@ describe('scheduled items', () => {
     await store.close();
   });
 
-  test('invalidSchedulingFieldsRejectWithTypedErrorsAndChangeNothing', async () => {
+  test('invalidSchedulingFieldsRejectWithErrStoreAsEveryStoreDoesAndChangeNothing', async () => {
     const dir = freshDir();
     const { store } = await openStore(dir);
     await store.append(batch(1, [['a', 0, 0]]), true);
     const before = hashDir(dir);
-    const bad: [Partial<StoredItem>, ErrorConstructor][] = [
-      [{ priority: PRIORITY_MAX + 1 }, RangeError],
-      [{ priority: PRIORITY_MIN - 1 }, RangeError],
-      [{ priority: 1.5 }, RangeError],
-      [{ priority: '1' as unknown as number }, TypeError],
-      [{ notBefore: 2 ** 53 }, RangeError],
-      [{ notBefore: Number.NaN }, RangeError],
-      [{ notBefore: 1n as unknown as number }, TypeError],
+    // The fields SqliteStore and LevelStore refuse too (src/schedule-records.ts).
+    const bad: Partial<StoredItem>[] = [
+      { priority: PRIORITY_MAX + 1 },
+      { priority: PRIORITY_MIN - 1 },
+      { priority: 1.5 },
+      { priority: '1' as unknown as number },
+      { notBefore: -1 },
+      { notBefore: -Number.MAX_SAFE_INTEGER },
+      { notBefore: 2.5 },
+      { notBefore: 2 ** 53 },
+      { notBefore: Number.NaN },
+      { notBefore: 1n as unknown as number },
     ];
-    for (const [fields, type] of bad) {
+    for (const fields of bad) {
       const items: StoredItem[] = [{ seq: 2, bytes: enc('ok') }, { seq: 3, bytes: enc('bad'), ...fields }];
-      await expect(store.append(items, true), JSON.stringify(fields, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v))).rejects.toThrow(type);
+      const shown = JSON.stringify(fields, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+      await expect(store.append(items, true), shown).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     }
     expect(hashDir(dir)).toEqual(before);
     // The store still works, and seq 2 was never taken.
@@ -320,6 +326,65 @@ describe('compaction, salvage and verify', () => {
     await store.close();
   });
 
+  /**
+   * Give the first ITEM frame of segment `path` the metadata area `meta` (and a valid CRC): no
+   * writer puts one in a version-1 segment, where readers skip it whole.
+   */
+  function insertMetadata(path: string, meta: readonly number[]): void {
+    const b = fs.readFileSync(path);
+    const at = SEGMENT_HEADER_BYTES;
+    expect(readU16(b, at + FRAME_OFF_META_BYTES)).toBe(0);
+    const out = Buffer.concat([b.subarray(0, at + FRAME_HEADER_BYTES), Buffer.from(meta), b.subarray(at + FRAME_HEADER_BYTES)]);
+    out.writeUInt16LE(meta.length, at + FRAME_OFF_META_BYTES);
+    fs.writeFileSync(path, out);
+    fixCrc(path, at);
+  }
+
+  test.each([
+    ['a priority entry', [1, 1, 7]],
+    ['a priority entry of the wrong length', [1, 2, 3, 0]],
+  ])('compactionWritesAVersion1FrameWithMetadataPlainIntoAVersion2Segment (%s)', async (_what, meta) => {
+    const dir = freshDir();
+    const opts = { segmentBytes: 256, autoCompact: false };
+    const { store } = await openStore(dir, opts);
+    // Items 1..3 plain in the first (version-1) segment; item 4 scheduled, in a version-2 one; then enough to seal it.
+    await store.append(batch(1, [['one', 0, 0], ['two', 0, 0], ['three', 0, 0]]), true);
+    await store.append(batch(4, [['four', 9, LATER]]), true);
+    for (let seq = 5; seq <= 20; seq++) await store.append(batch(seq, [[`plain item ${seq}`, 0, 0]]), true);
+    const segs = store.inspect().segments;
+    expect(segs.slice(0, 2).map((s) => [s.version, s.sealed])).toEqual([
+      [SEGMENT_VERSION_PLAIN, true],
+      [SEGMENT_VERSION_SCHEDULED, true],
+    ]);
+    await store.close();
+    insertMetadata(join(dir, segs[0]!.file), meta);
+
+    const { store: again } = await openStore(dir, opts);
+    // A version-1 segment's metadata is skipped whole: item 1 is plain before compaction.
+    expect(shape(again.read(ALL)).slice(0, 1)).toEqual([[1, 'one', 0, 0]]);
+    await again.ack([2, 3, ...Array.from({ length: 16 }, (_, k) => k + 5)], true);
+    const result = await again.compact();
+    expect(result.segmentsRewritten).toBeGreaterThan(1);
+    const compacted = again.inspect().segments.filter((s) => s.compacted);
+    expect(compacted.map((s) => s.version)).toEqual([SEGMENT_VERSION_SCHEDULED]);
+    const want: [number, string, number, number][] = [
+      [1, 'one', 0, 0],
+      [4, 'four', 9, LATER],
+    ];
+    expect(shape(again.read(ALL))).toEqual(want);
+    await again.close();
+
+    // The copy is the plain frame version 1 writes, and the store is sound after a reopen.
+    const seg = fs.readFileSync(join(dir, compacted[0]!.file));
+    const plain = new Uint8Array(FRAME_HEADER_BYTES + 3);
+    encodeFrame(plain, 0, 1, RECORD_ITEM, enc('one'));
+    expect(Buffer.from(seg.subarray(SEGMENT_HEADER_BYTES, SEGMENT_HEADER_BYTES + plain.length)).equals(Buffer.from(plain))).toBe(true);
+    expect(verifyStore(dir).problems).toEqual([]);
+    const reopened = await openStore(dir, opts);
+    expect(shape(reopened.store.read(ALL))).toEqual(want);
+    await reopened.store.close();
+  });
+
   test('salvageCopiesPriorityAndNotBefore', async () => {
     const dir = freshDir();
     const { store, items } = await pinned(dir, 20, (s) => s !== 4);
@@ -384,6 +449,19 @@ describe('damage in scheduled records', () => {
     fs.writeFileSync(seg, b);
     fixCrc(seg, FRAME2);
     await expectOpenError(dir, 'ERR_CORRUPT');
+  });
+
+  test('aNegativeNotBeforeWithAValidCrcRejects', async () => {
+    const dir = freshDir();
+    const seg = await small(dir);
+    const b = fs.readFileSync(seg);
+    // Not-before -1: all eight bytes of the i64 set. A safe integer, but no store accepts it.
+    b.fill(0xff, META2 + 3 + 2, META2 + 3 + 2 + 8);
+    fs.writeFileSync(seg, b);
+    fixCrc(seg, FRAME2);
+    const e = await expectOpenError(dir, 'ERR_CORRUPT');
+    expect(e.offset).toBe(FRAME2);
+    expect(e.message).toMatch(/row 8/);
   });
 
   test('crcMismatchInASealedScheduledRecordIsCorruptionOnRead', async () => {
