@@ -76,6 +76,18 @@ export function schedulingTests<S extends Store>(suite: SchedulingSuite<S>, hook
     await store.close();
   });
 
+  suite.test('a priority or a not-before time outside the contract is refused with ERR_STORE and nothing of the batch is stored', async (context) => {
+    const store = await suite.make();
+    if (needsScheduling(suite, store, context)) return;
+    const { nextSeq: s } = await store.open();
+    for (const bad of [{ priority: PRIORITY_MAX + 1 }, { priority: 1.5 }, { notBefore: -1 }, { notBefore: Number.NaN }]) {
+      const batch: StoredItem[] = [{ seq: s, bytes: bytesOf('fine') }, { seq: s + 1, bytes: bytesOf('bad'), ...bad }];
+      await assert.rejects(store.append(batch, true), (e: unknown) => (e as { code?: string }).code === 'ERR_STORE', `refused: ${JSON.stringify(bad)}`);
+      assert.deepEqual(await readAll(store), [], `nothing stored of ${JSON.stringify(bad)}`);
+    }
+    await store.close();
+  });
+
   for (const how of ['reopen', 'crash'] as const) {
     if (!hooks[how]) continue;
     const after = how === 'reopen' ? 'close and reopen' : 'a crash';

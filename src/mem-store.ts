@@ -7,6 +7,7 @@
 import { OpenError, QueueError } from './errors.js';
 import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
 import { optionsObject, positiveInteger } from './validate.js';
+import { scheduleFault } from './schedule-records.js';
 
 export interface MemStoreOptions {
   /**
@@ -151,16 +152,21 @@ export class MemStore implements Store {
 
   append(items: readonly StoredItem[], _sync: boolean): Promise<void> {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    // Checked whole first, so that a refused batch stores nothing.
+    let seq = this.#nextSeq;
     for (const item of items) {
-      if (item.seq !== this.#nextSeq) {
+      if (item.seq !== seq++) {
         return Promise.reject(
-          new QueueError('ERR_STORE', `MemStore expected seq ${this.#nextSeq}, got ${item.seq}`),
+          new QueueError('ERR_STORE', `MemStore expected seq ${seq - 1}, got ${item.seq}`),
         );
       }
-      // The queue hands over bytes it copied from the caller: they are ours to keep.
-      this.#items.push(item);
-      this.#nextSeq++;
+      // The same refusals as the stores on disk make (a plain item pays the two comparisons).
+      const fault = isScheduled(item) ? scheduleFault(item) : undefined;
+      if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot store ${fault}`));
     }
+    // The queue hands over bytes it copied from the caller: they are ours to keep.
+    for (const item of items) this.#items.push(item);
+    this.#nextSeq = seq;
     return DONE;
   }
 

@@ -25,7 +25,8 @@ export interface StoredItem {
   readonly priority?: number;
   /**
    * Stores with `features.scheduling`: the item is not handed out before this time, in
-   * milliseconds since the Unix epoch (a safe integer); 0 (none, the default) may be left out.
+   * milliseconds since the Unix epoch (a non-negative safe integer); 0 (none, the default) may be
+   * left out. A store refuses any other value with `ERR_STORE` and stores nothing of the batch.
    */
   readonly notBefore?: number;
 }
