@@ -59,6 +59,15 @@ export function nonEmptyString(name: string, value: unknown): string {
  * ignored silently and the store would run with the default.
  */
 export function knownKeys(name: string, options: Record<string, unknown>, known: readonly string[]): void {
+  // Checked without allocating when every key is known: push options are checked on every push.
+  let allKnown = true;
+  for (const k in options) {
+    if (Object.hasOwn(options, k) && !known.includes(k)) {
+      allKnown = false;
+      break;
+    }
+  }
+  if (allKnown) return;
   const unknown = Object.keys(options).filter((k) => !known.includes(k));
   if (unknown.length > 0) {
     throw new TypeError(`Unknown ${unknown.length === 1 ? 'option' : 'options'} in \`${name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} (known: ${known.join(', ')})`);

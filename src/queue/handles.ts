@@ -31,7 +31,7 @@ export class Producer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#core.push([bytes], true, o.signal, undefined, o.priority, o.notBefore(this.#core)) as Promise<number>;
+    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number>;
   }
 
   /**
@@ -57,11 +57,11 @@ export class Producer {
       if (error) return Promise.reject(error);
       if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
-      const time = o.notBefore(this.#core);
+      const time = notBeforeOf(o, this.#core);
       if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
       return Promise.resolve([]);
     }
-    return this.#core.push(list, false, o.signal, undefined, o.priority, o.notBefore(this.#core)) as Promise<number[]>;
+    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number[]>;
   }
 
   stats(): QueueStats {
@@ -91,16 +91,21 @@ export class Producer {
 interface PushSettings {
   signal: AbortSignal | undefined;
   priority: number;
-  /** The not-before time, in ms since the epoch (0: none), read off the queue's clock at the call. */
-  notBefore(core: QueueCore): number;
+  /** A delay to read off the queue's clock at the call (0: none), or else a not-before time (0: none). */
+  delayMs: number;
+  at: number;
 }
 
-const NO_DELAY = (_core: QueueCore): number => 0;
 /** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
 const MAX_DELAY_MS = 1e15;
 
 /** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, notBefore: NO_DELAY });
+const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0 });
+
+/** The not-before time a push asks for, in ms since the epoch (0: none). */
+function notBeforeOf(o: PushSettings, core: QueueCore): number {
+  return o.delayMs > 0 ? Math.ceil(core.time.wallNow() + o.delayMs) : o.at;
+}
 
 /** Validate the options of `push()` and `pushMany()`. */
 function pushSettings(options: PushOptions | undefined): PushSettings {
@@ -119,19 +124,18 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
   if (o.delayMs !== undefined && o.notBefore !== undefined) {
     throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
   }
-  let notBefore: (core: QueueCore) => number = NO_DELAY;
+  let ms = 0;
+  let at = 0;
   if (o.delayMs !== undefined) {
-    const ms = delayMs('options.delayMs', o.delayMs);
+    ms = delayMs('options.delayMs', o.delayMs);
     if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
-    if (ms > 0) notBefore = (core) => Math.ceil(core.time.wallNow() + ms);
   } else if (o.notBefore !== undefined) {
-    const at = o.notBefore instanceof Date ? o.notBefore.getTime() : o.notBefore;
+    at = o.notBefore instanceof Date ? o.notBefore.getTime() : (o.notBefore as number);
     const what = 'a Date or a non-negative safe integer of ms since the epoch';
     if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
     if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
-    if (at > 0) notBefore = () => at;
   }
-  return { signal, priority, notBefore };
+  return { signal, priority, delayMs: ms, at };
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. */
