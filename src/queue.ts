@@ -7,7 +7,8 @@
  * A Store only persists (see store.ts).
  *
  * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
- * to take them.
+ * to take them. Items with a priority or a not-before time are held in memory until acked
+ * (./queue/schedule.ts).
  */
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
