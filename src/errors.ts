@@ -18,7 +18,9 @@ export type QueueErrorCode =
   | 'ERR_NOT_FOUND'
   | 'ERR_READ_ONLY'
   | 'ERR_EXISTS'
-  | 'ERR_UNSUPPORTED';
+  | 'ERR_UNSUPPORTED'
+  | 'ERR_ENCODE'
+  | 'ERR_INVALID';
 
 /** Codes an {@link OpenError} can carry. */
 export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED' | 'ERR_NOT_FOUND';

@@ -1,10 +1,12 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
 export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
-export type { LazyAckOptions, PushOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
+export type { LazyAckOptions, PushOptions, PushValue, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } from './queue.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';
+export { bytes, json, structured, text, validated } from './codec.js';
+export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './codec.js';
 export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';

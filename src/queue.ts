@@ -18,6 +18,7 @@ import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { leaseLength } from './queue/leases.js';
 import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './queue/clock.js';
+import { type Codec, bytes, checkCodec, isRaw } from './codec.js';
 import { TURN_STORE_CALLS } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
@@ -27,6 +28,7 @@ import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAck
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
 export type { Clock } from './queue/clock.js';
+export type { PushValue } from './queue/handles.js';
 export type { LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { ProcessHandler } from './queue/handles.js';
@@ -38,8 +40,11 @@ const DEFAULT_ACK_DURABILITY: AckDurability = 'lazy';
 const DEFAULT_LAZY_BOUND: LazyAckBound = { maxDelayMs: 100, maxPending: 4096 };
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** Configures and opens a queue over a store. */
-export class Builder {
+/**
+ * Configures and opens a queue over a store. `T` is the type of the queue's values: payload bytes
+ * by default, or what the codec given to {@link Builder.codec} decodes.
+ */
+export class Builder<T = Uint8Array> {
   readonly #store: Store;
   #capacity = Infinity;
   #durability: Durability = 'group';
@@ -50,6 +55,7 @@ export class Builder {
   #maxDeliveries = Infinity;
   #leaseMs = Infinity;
   #time: TimeSource = systemTime;
+  #codec: Codec<unknown> = bytes();
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -171,12 +177,31 @@ export class Builder {
     return this;
   }
 
+  /**
+   * How the queue's values become payloads and back: `json<T>()`, `structured<T>()`, `text()`,
+   * `bytes()` (the default), a codec with a Standard Schema validator (`json(schema)`,
+   * `validated(codec, schema)`), or any `{ name, encode, decode }`. The handles are typed by it:
+   * `push(value: T)`, `item.value: T`. A value that fails to encode or validate rejects its push
+   * and stores nothing; a payload that fails to decode or validate is never handed out: it is
+   * moved into the dead-letter queue with the reason. Any codec but `bytes()` needs a store with
+   * dead letters (`features.deliveries`). See README, "Typed queues".
+   * @default bytes()
+   */
+  codec<U>(codec: Codec<U>): Builder<U> {
+    this.#codec = isRaw(codec as Codec<unknown>) ? (codec as Codec<unknown>) : (checkCodec(codec) as Codec<unknown>);
+    return this as unknown as Builder<U>;
+  }
+
   /** Open the store and return the queue's two handles. */
-  async open(): Promise<[Producer, Consumer]> {
+  async open(): Promise<[Producer<T>, Consumer<T>]> {
     const store = this.#store;
     const keep = keepsDeliveries(store);
     if (!keep && this.#maxDeliveries !== Infinity) {
       throw new QueueError('ERR_UNSUPPORTED', 'maxDeliveries needs a store that keeps delivery counts (features.deliveries); this store does not');
+    }
+    if (!keep && !isRaw(this.#codec)) {
+      // An item that fails to decode must go somewhere other than the handler without being lost.
+      throw new QueueError('ERR_UNSUPPORTED', `The ${this.#codec.name} codec needs a store with dead letters (features.deliveries), for the items that fail to decode; this store has none`);
     }
     if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
     busyStores.add(store);
@@ -206,6 +231,7 @@ export class Builder {
       maxDeliveries: this.#maxDeliveries,
       keep,
     }, this.#leaseMs, this.#time);
+    core.codec = this.#codec;
     const scheduledFrom = recovery.scheduledFrom;
     if (store.features.scheduling === true) {
       try {
@@ -233,7 +259,7 @@ export class Builder {
         throw new OpenError('ERR_STORE', `The store failed to store delivery counts at open: ${(error as Error)?.message ?? error}`, { cause: error });
       }
     }
-    return [new Producer(core), new Consumer(core, this.#retryDelays)];
+    return [new Producer<T>(core), new Consumer<T>(core, this.#retryDelays)];
   }
 }
 

@@ -5,6 +5,7 @@
 // ledger (deliveries.ts) and the counters, channel messages and drained/idle waiters (monitor.ts)
 // are objects of their own that it drives. Producer and Consumer are thin handles on it.
 import { ByteArena } from '../bytes.js';
+import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
 import { type AckBatch, type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, newAckBatch, waitIn, waitInGroup, withdrawGroup } from './entry.js';
@@ -39,6 +40,8 @@ export class QueueCore {
   readonly capacity: number;
   /** The clocks and timers of this queue: the system's, or the one given to `Builder.clock`. */
   readonly time: TimeSource;
+  /** How values become payloads and back (`Builder.codec`); set by the builder before the queue is handed out. */
+  codec: Codec<unknown> = bytes();
   readonly durability: Durability;
   /** Where pushed payloads are copied; one per queue, so no view exposes another queue's data. */
   readonly arena = new ByteArena();
@@ -411,7 +414,7 @@ export class QueueCore {
   }
 
   /** `item.deadLetter(reason)`: settle the reservation by moving the item into the dead letters. */
-  deadLetter(reserved: Reserved, entry: Entry, reason: string): Promise<void> {
+  deadLetter(reserved: Reserved<unknown>, entry: Entry, reason: string): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     if (this.ledger === undefined) return Promise.reject(unsupported('deadLetter()'));
@@ -521,7 +524,7 @@ export class QueueCore {
   }
 
   /** Settle check shared by ack, nack, deadLetter and extend: the error, or undefined when `reserved` may still settle. */
-  #settleable(reserved: Reserved, entry: Entry): QueueError | undefined {
+  #settleable(reserved: Reserved<unknown>, entry: Entry): QueueError | undefined {
     if (this.#failure) return this.#failure;
     if (this.#state !== 'open') return closedError();
     // Checked before `settled`: a stale holder learns its lease ran out, whatever happened to the item since.
@@ -546,7 +549,7 @@ export class QueueCore {
    * lease gets one; with no length (and no lease) only the refusals apply. Returns the lease, or
    * the error that refuses the call (nothing changes then).
    */
-  extend(reserved: Reserved, entry: Entry, lengthMs: number | undefined): Lease | QueueError | undefined {
+  extend(reserved: Reserved<unknown>, entry: Entry, lengthMs: number | undefined): Lease | QueueError | undefined {
     const error = this.#settleable(reserved, entry);
     if (error) return error;
     if (lengthMs === undefined) return undefined;
@@ -589,7 +592,7 @@ export class QueueCore {
     for (const lease of leases) lease.onExpire?.(leaseExpiredError(lease.entry));
   }
 
-  ack(reserved: Reserved, entry: Entry): Promise<void> {
+  ack(reserved: Reserved<unknown>, entry: Entry): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();
@@ -611,7 +614,7 @@ export class QueueCore {
   }
 
   /** Ready again at once, or after `delayMs` outside the ready items; `retried`: by process(). */
-  nack(reserved: Reserved, entry: Entry, delayMs = 0, retried = false): Promise<void> {
+  nack(reserved: Reserved<unknown>, entry: Entry, delayMs = 0, retried = false): Promise<void> {
     const error = this.#settleable(reserved, entry);
     if (error) return Promise.reject(error);
     reserved.markSettled();

@@ -1,4 +1,6 @@
 // The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
+import { AsyncSchemaError, type Codec, encodeValue, isRaw } from '../codec.js';
+import { QueueError } from '../errors.js';
 import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
@@ -10,7 +12,13 @@ import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js
 import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
-export class Producer {
+/**
+ * What `push` takes: a value of the queue's type, through its codec (`Builder.codec`); for the
+ * default byte queue, a `Uint8Array` or a string (stored as UTF-8).
+ */
+export type PushValue<T> = [T] extends [Uint8Array] ? PushPayload : T;
+
+export class Producer<T = Uint8Array> {
   readonly #core: QueueCore;
 
   /** @internal */
@@ -18,16 +26,27 @@ export class Producer {
     this.#core = core;
   }
 
+  /** The bytes the store keeps for `value`: the payload itself, or what the queue's codec encodes it to. */
+  #bytesOf(name: string, value: unknown): Uint8Array {
+    const codec = this.#core.codec;
+    if (isRaw(codec)) return toBytes(name, value, this.#core.arena);
+    const out = encodeValue(codec, value);
+    if (out instanceof QueueError) throw out;
+    return toBytes(name, out, this.#core.arena);
+  }
+
   /**
    * Store one item. Resolves with its seq once it is stored under the queue's durability policy.
-   * Waits while the queue is at capacity. Strings are stored as UTF-8.
+   * Waits while the queue is at capacity. Strings are stored as UTF-8. With a codec, the value
+   * is encoded first; one that fails to encode (or to validate) rejects with `ERR_ENCODE` (or
+   * `ERR_INVALID`) and stores nothing.
    */
-  push(payload: PushPayload, options?: PushOptions): Promise<number> {
+  push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
     let bytes: Uint8Array;
     let o: PushSettings;
     try {
       o = pushSettings(options);
-      bytes = toBytes('payload', payload, this.#core.arena);
+      bytes = this.#bytesOf('payload', payload);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -38,7 +57,7 @@ export class Producer {
    * Store a batch behind one durability wait; resolves with the seqs in order. The batch is
    * admitted whole: it waits until all of it fits under the capacity.
    */
-  pushMany(payloads: Iterable<PushPayload>, options?: PushOptions): Promise<number[]> {
+  pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
     let list: Uint8Array[];
     let o: PushSettings;
     try {
@@ -48,7 +67,7 @@ export class Producer {
       }
       list = [];
       let i = 0;
-      for (const p of payloads) list.push(toBytes(`payloads[${i++}]`, p, this.#core.arena));
+      for (const p of payloads) list.push(this.#bytesOf(`payloads[${i++}]`, p));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -150,10 +169,10 @@ function waitFor(core: QueueCore, which: 'drained' | 'onIdle', options: WaitOpti
 }
 
 /** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
-export type ProcessHandler = (item: Reserved, context: HandlerContext) => unknown;
+export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: HandlerContext) => unknown;
 
 /** The consuming handle: reserve items, then ack or nack each. */
-export class Consumer {
+export class Consumer<T = Uint8Array> {
   readonly #core: QueueCore;
   readonly #retryDelays: RetryDelayFunction;
   /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See README, "Dead letters". */
@@ -178,10 +197,38 @@ export class Consumer {
    * Closing the queue (the producer, or the consumer `open()` returned) closes every fork.
    * See README, "Competing consumers".
    */
-  fork(): Consumer {
+  fork(): Consumer<T> {
     const error = this.#core.operationalError();
     if (error) throw error;
-    return new Consumer(this.#core, this.#retryDelays, { held: new Set(), closed: false });
+    return new Consumer<T>(this.#core, this.#retryDelays, { held: new Set(), closed: false });
+  }
+
+  /**
+   * True when `item` may be handed out: its payload decodes (and validates) under the queue's
+   * codec. Otherwise it is moved into the dead-letter queue with the reason, never handed out.
+   */
+  readonly #accept = (item: Reserved): boolean => {
+    const codec = this.#core.codec;
+    if (isRaw(codec)) return true;
+    let reason: string | undefined;
+    try {
+      reason = item.decodeWith(codec);
+    } catch (error) {
+      // The codec itself is unusable (a schema that answers asynchronously): the item goes back.
+      item.nack().catch(() => {});
+      throw error;
+    }
+    if (reason === undefined) return true;
+    // A move that fails is reported where moves are: the queue fails, or the item is ready again.
+    item.deadLetter(reason).catch(() => {});
+    return false;
+  };
+
+  async #reserveAccepted(signal: AbortSignal | undefined, leaseMs: number): Promise<Reserved<T> | null> {
+    for (;;) {
+      const item = await this.#core.reserve(signal, leaseMs, this.#holder);
+      if (item === null || this.#accept(item)) return item as Reserved<T> | null;
+    }
   }
 
   /** True once this consumer is closed: the queue is, or (for a fork) the fork itself. */
@@ -190,7 +237,7 @@ export class Consumer {
   }
 
   /** Wait for the oldest ready item; resolves `null` once the queue is closed. */
-  reserve(options?: ReserveOptions): Promise<Reserved | null> {
+  reserve(options?: ReserveOptions): Promise<Reserved<T> | null> {
     let signal: AbortSignal | undefined;
     let leaseMs: number;
     try {
@@ -201,12 +248,16 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#core.reserve(signal, leaseMs, this.#holder);
+    if (isRaw(this.#core.codec)) return this.#core.reserve(signal, leaseMs, this.#holder) as Promise<Reserved<T> | null>;
+    return this.#reserveAccepted(signal, leaseMs);
   }
 
   /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. The queue's lease applies. */
-  tryReserve(): Reserved | null {
-    return this.#core.tryReserve(this.#holder);
+  tryReserve(): Reserved<T> | null {
+    for (;;) {
+      const item = this.#core.tryReserve(this.#holder);
+      if (item === null || this.#accept(item)) return item as Reserved<T> | null;
+    }
   }
 
   /**
@@ -216,7 +267,7 @@ export class Consumer {
    * Resolves once `signal` aborts and every running handler has settled, or once the queue's
    * `close()` has finished; rejects if the queue fails.
    */
-  process(handler: ProcessHandler, options?: ProcessOptions): Promise<void> {
+  process(handler: ProcessHandler<T>, options?: ProcessOptions): Promise<void> {
     let concurrency: number;
     let signal: AbortSignal | undefined;
     let timeoutMs = Infinity;
@@ -239,14 +290,24 @@ export class Consumer {
     } catch (error) {
       return Promise.reject(error);
     }
-    return runProcess(this.#core, handler, { concurrency, signal, onError, timeoutMs, heartbeat, retryDelays: this.#retryDelays, time: this.#core.time, holder: this.#holder });
+    return runProcess(this.#core, handler as ProcessHandler, {
+      concurrency,
+      signal,
+      onError,
+      timeoutMs,
+      heartbeat,
+      retryDelays: this.#retryDelays,
+      time: this.#core.time,
+      holder: this.#holder,
+      accept: isRaw(this.#core.codec) ? undefined : this.#accept,
+    });
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<Reserved, void, undefined> {
+  async *[Symbol.asyncIterator](): AsyncGenerator<Reserved<T>, void, undefined> {
     for (;;) {
       const item = await this.#core.reserve(undefined, undefined, this.#holder);
       if (!item) return;
-      yield item;
+      if (this.#accept(item)) yield item as Reserved<T>;
     }
   }
 
@@ -292,7 +353,7 @@ export class Consumer {
 }
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
-export class Reserved {
+export class Reserved<T = Uint8Array> {
   readonly #core: QueueCore;
   readonly #entry: Entry;
   readonly #token: number;
@@ -317,9 +378,33 @@ export class Reserved {
     this.#lease = lease;
   }
 
+  /** The decoded value, for a typed queue; undefined until decoded. */
+  #value: unknown;
+
   /** The payload as pushed. Do not modify it: a redelivery hands out the same bytes. */
   get bytes(): Uint8Array {
     return this.#entry.bytes;
+  }
+
+  /**
+   * The value, decoded by the queue's codec (`Builder.codec`) before the item was handed out; for
+   * the default byte queue, the payload bytes. A redelivery decodes again: a handler may change
+   * its value freely.
+   */
+  get value(): T {
+    return (isRaw(this.#core.codec) ? this.#entry.bytes : this.#value) as T;
+  }
+
+  /** Decode the payload with `codec`; the reason it could not be, or undefined. @internal */
+  decodeWith(codec: Codec<unknown>): string | undefined {
+    try {
+      this.#value = codec.decode(this.#entry.bytes);
+      return undefined;
+    } catch (error) {
+      if (error instanceof AsyncSchemaError) throw error;
+      const message = (error as Error)?.message ?? String(error);
+      return error instanceof QueueError && error.code === 'ERR_INVALID' ? `${codec.name}: ${message}` : `${codec.name} could not decode the payload: ${message}`;
+    }
   }
 
   /** Stable id of the item, unchanged by redelivery: dedupe on it. */

@@ -24,6 +24,8 @@ export interface ProcessSettings {
   readonly time: TimeSource;
   /** The forked consumer running the loop; undefined for the queue's own. */
   readonly holder: Holder | undefined;
+  /** A typed queue's decode step: false when the item was moved to the dead letters instead. */
+  readonly accept: ((item: Reserved) => boolean) | undefined;
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. */
@@ -196,6 +198,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
     while (!halt.stopped) {
       const item = await core.reserveIn(waiting, settings.holder);
       if (!item) return;
+      if (settings.accept !== undefined && !settings.accept(item)) continue;
       const context = new RunContext();
       if (halt.stopped) context.abort(halt.reason);
       running[slot] = context;

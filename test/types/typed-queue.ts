@@ -1,0 +1,74 @@
+// Compile-time checks of the typed queue API: `npx tsc -p test/types` must pass, and each
+// `@ts-expect-error` line must be an error (an unused one fails the build). Checked by
+// test/typed-queue-types.test.ts; this file is never run.
+import { Builder, MemStore, type Consumer, type Producer, type Reserved, type StandardSchemaV1, json, structured, text, validated } from 'persistent-queue';
+
+type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+function assertType<T extends true>(_: T): void {}
+
+interface Order {
+  id: number;
+  sku: string;
+}
+
+export async function typedQueues(): Promise<void> {
+  // The default queue is a byte queue: values are bytes, pushes take bytes or strings.
+  const [btx, brx] = await new Builder(new MemStore()).open();
+  assertType<Equal<typeof btx, Producer<Uint8Array>>>(true);
+  await btx.push('text is fine');
+  await btx.push(new Uint8Array(1));
+  // @ts-expect-error a byte queue does not take an object
+  await btx.push({ id: 1 });
+  const b = brx.tryReserve();
+  if (b) assertType<Equal<typeof b.value, Uint8Array>>(true);
+
+  // A JSON queue of orders: push takes an Order, item.value is one.
+  const [tx, rx] = await new Builder(new MemStore()).codec(json<Order>()).open();
+  assertType<Equal<typeof rx, Consumer<Order>>>(true);
+  await tx.push({ id: 1, sku: 'a' });
+  await tx.pushMany([{ id: 2, sku: 'b' }]);
+  // @ts-expect-error a missing field
+  await tx.push({ id: 1 });
+  // @ts-expect-error a field of the wrong type
+  await tx.push({ id: '1', sku: 'a' });
+  // @ts-expect-error a string is not an Order (only a byte queue takes strings)
+  await tx.push('{"id":1,"sku":"a"}');
+  const item = await rx.reserve();
+  if (item) {
+    assertType<Equal<typeof item, Reserved<Order>>>(true);
+    const id: number = item.value.id;
+    // @ts-expect-error no such field
+    void item.value.price;
+    void id;
+  }
+  await rx.process(async (it) => {
+    assertType<Equal<typeof it.value, Order>>(true);
+    // @ts-expect-error sku is a string
+    const n: number = it.value.sku;
+    void n;
+  });
+  for await (const it of rx.fork()) assertType<Equal<typeof it.value, Order>>(true);
+
+  // The value type of a schema-validated codec is the schema's output.
+  const schema = {} as StandardSchemaV1<unknown, { ok: boolean }>;
+  const [vtx, vrx] = await new Builder(new MemStore()).codec(json(schema)).open();
+  await vtx.push({ ok: true });
+  // @ts-expect-error the schema's output has no `n`
+  await vtx.push({ n: 1 });
+  const v = vrx.tryReserve();
+  if (v) assertType<Equal<typeof v.value, { ok: boolean }>>(true);
+  const [, wrx] = await new Builder(new MemStore()).codec(validated(structured(), schema)).open();
+  assertType<Equal<typeof wrx, Consumer<{ ok: boolean }>>>(true);
+
+  // text() is a string queue.
+  const [ttx, trx] = await new Builder(new MemStore()).codec(text()).open();
+  await ttx.push('s');
+  // @ts-expect-error a text queue takes strings only
+  await ttx.push(new Uint8Array(1));
+  const t = trx.tryReserve();
+  if (t) assertType<Equal<typeof t.value, string>>(true);
+
+  // Builder options keep the type through the chain.
+  const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).leaseMs(1000);
+  assertType<Equal<typeof chained, Builder<Order>>>(true);
+}
