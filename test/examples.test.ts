@@ -221,3 +221,12 @@ it('theReadmeCompetingConsumersExampleRunsAsWritten', () => {
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('6 2\ntrue\n');
 });
+
+it('theReadmeTypedQueueExampleRunsAsWrittenAndDeadLettersTheInvalidPayload', () => {
+  const block = blocks('js').find((b) => b.includes('.codec(json(order))'));
+  expect(block, 'README has the typed queue example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("ERR_INVALID\n{ id: 8, sku: 'tea' }\njson+hand-written: Invalid value: id: id must be an integer\n");
+});
