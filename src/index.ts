@@ -1,6 +1,6 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
 export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
-export type { LazyAckOptions, PushOptions, PushValue, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
+export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats } from './queue.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } from './queue.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';

@@ -230,3 +230,12 @@ it('theReadmeTypedQueueExampleRunsAsWrittenAndDeadLettersTheInvalidPayload', () 
   expect(run.status).toBe(0);
   expect(run.stdout).toBe("ERR_INVALID\n{ id: 8, sku: 'tea' }\njson+hand-written: Invalid value: id: id must be an integer\n");
 });
+
+it('theReadmeBatchExampleRunsAsWrittenWithPartialSuccess', () => {
+  const block = blocks('js').find((b) => b.includes("batch: { size: 4 }"));
+  expect(block, 'README has the batch example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('a,b,c,d\nb,c,d,e\n5\n');
+});

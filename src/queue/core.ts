@@ -278,11 +278,11 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- consumer
 
-  tryReserve(holder?: Holder): Reserved | null {
+  tryReserve(holder?: Holder, leaseMs = this.leaseMs): Reserved | null {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open' || holder?.closed) return null;
     const entry = this.#takeNext();
-    return entry ? this.#deliver(entry, this.leaseMs, holder) : null;
+    return entry ? this.#deliver(entry, leaseMs, holder) : null;
   }
 
   reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder): Promise<Reserved | null> {
@@ -290,8 +290,8 @@ export class QueueCore {
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
-  reserveIn(group: Set<Waiter<Reserved | null>>, holder?: Holder): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined, this.leaseMs, holder) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, this.leaseMs, holder));
+  reserveIn(group: Set<Waiter<Reserved | null>>, holder?: Holder, leaseMs = this.leaseMs): Promise<Reserved | null> {
+    return this.#reserveAtOnce(undefined, leaseMs, holder) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder));
   }
 
   /**

@@ -7,9 +7,10 @@ import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
 import { type Lease, leaseLength } from './leases.js';
+import { type BatchHandler, type Taker, gather, settleAll } from './batches.js';
 import { runProcess } from './process.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
-import type { HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveOptions, WaitOptions } from './types.js';
+import type { BatchOptions, HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
 /**
@@ -267,8 +268,11 @@ export class Consumer<T = Uint8Array> {
    * Resolves once `signal` aborts and every running handler has settled, or once the queue's
    * `close()` has finished; rejects if the queue fails.
    */
-  process(handler: ProcessHandler<T>, options?: ProcessOptions): Promise<void> {
+  process(handler: BatchHandler<T>, options: ProcessOptions & { batch: BatchOptions }): Promise<void>;
+  process(handler: ProcessHandler<T>, options?: ProcessOptions): Promise<void>;
+  process(handler: ProcessHandler<T> | BatchHandler<T>, options?: ProcessOptions): Promise<void> {
     let concurrency: number;
+    let batch: { size: number; waitMs: number; handler: BatchHandler } | undefined;
     let signal: AbortSignal | undefined;
     let timeoutMs = Infinity;
     let onError: ProcessOptions['onError'];
@@ -276,7 +280,15 @@ export class Consumer<T = Uint8Array> {
     try {
       if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat']);
+      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch']);
+      if (o.batch !== undefined) {
+        const b = optionsObject('options.batch', o.batch);
+        knownKeys('options.batch', b, ['size', 'waitMs']);
+        const size = positiveInteger('options.batch.size', b.size);
+        const waitMs = b.waitMs === undefined ? 0 : delayMs('options.batch.waitMs', b.waitMs);
+        if (o.heartbeat === true) throw new TypeError(expectation('options.heartbeat', 'false or absent with options.batch (a batch has no single lease to keep)', o.heartbeat));
+        batch = { size, waitMs, handler: handler as BatchHandler };
+      }
       if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
       heartbeat = o.heartbeat === true;
       concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
@@ -300,7 +312,57 @@ export class Consumer<T = Uint8Array> {
       time: this.#core.time,
       holder: this.#holder,
       accept: isRaw(this.#core.codec) ? undefined : this.#accept,
+      batch,
     });
+  }
+
+  /**
+   * Up to `n` items: waits for the first as `reserve()` does, then takes those ready, and those
+   * that come within `waitMs` while fewer than `n` are in hand. Resolves `[]` once the queue is
+   * closed. Each item is a reservation of its own: settle them one by one, or with `ackMany` /
+   * `nackMany`. See README, "Batches".
+   */
+  async reserveMany(n: number, options?: ReserveManyOptions): Promise<Reserved<T>[]> {
+    let waitMs: number;
+    let reserveOptions: ReserveOptions;
+    try {
+      positiveInteger('n', n);
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs']);
+      waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
+      reserveOptions = { signal: o.signal as AbortSignal | undefined, leaseMs: o.leaseMs as number | undefined };
+      if (reserveOptions.leaseMs === undefined) delete reserveOptions.leaseMs;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const first = await this.reserve(reserveOptions);
+    if (first === null) return [];
+    const leaseMs = reserveOptions.leaseMs ?? this.#core.leaseMs;
+    const take: Taker = {
+      waitIn: async (group) => {
+        for (;;) {
+          const item = await this.#core.reserveIn(group, this.#holder, leaseMs);
+          if (item === null || this.#accept(item)) return item;
+        }
+      },
+      now: () => {
+        for (;;) {
+          const item = this.#core.tryReserve(this.#holder, leaseMs);
+          if (item === null || this.#accept(item)) return item;
+        }
+      },
+    };
+    return (await gather(this.#core, take, first as Reserved, n, waitMs)) as Reserved<T>[];
+  }
+
+  /** Ack every item, or none: one that may no longer be settled makes the call reject with its error, before any is acked. */
+  ackMany(items: Reserved<T>[]): Promise<void> {
+    return settleAll(items as Reserved[], (item) => item.ack());
+  }
+
+  /** Nack every item (as `item.nack(options)`), or none, as `ackMany` does. */
+  nackMany(items: Reserved<T>[], options?: NackOptions): Promise<void> {
+    return settleAll(items as Reserved[], (item) => item.nack(options));
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved<T>, void, undefined> {

@@ -6,6 +6,7 @@ import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
 import type { Holder, Waiter } from './entry.js';
+import { type BatchHandler, batchWorker } from './batches.js';
 import type { ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
 import type { HandlerContext, HandlerErrorInfo } from './types.js';
@@ -26,6 +27,8 @@ export interface ProcessSettings {
   readonly holder: Holder | undefined;
   /** A typed queue's decode step: false when the item was moved to the dead letters instead. */
   readonly accept: ((item: Reserved) => boolean) | undefined;
+  /** Batch mode (`process(handler, { batch })`): the handler gets up to `size` items at once. */
+  readonly batch?: { readonly size: number; readonly waitMs: number; readonly handler: BatchHandler } | undefined;
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. */
@@ -35,7 +38,7 @@ const ITEMS_PER_TURN = 256;
  * One handler run's context. Its AbortController is made only when the handler reads `signal`:
  * most handlers never do, and a controller per item would cost every delivery.
  */
-class RunContext implements HandlerContext {
+export class RunContext implements HandlerContext {
   #controller: AbortController | undefined;
   #aborted: { reason: unknown } | undefined;
 
@@ -54,11 +57,11 @@ class RunContext implements HandlerContext {
   }
 }
 
-function leaseExpiredError(item: Reserved): QueueError {
+export function leaseExpiredError(item: Reserved): QueueError {
   return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${item.seq} ran out: it was returned to the queue`);
 }
 
-function timeoutError(timeoutMs: number): DOMException {
+export function timeoutError(timeoutMs: number): DOMException {
   return new DOMException(`The handler ran longer than timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
 }
 
@@ -136,7 +139,7 @@ function onErrorFailed(error: unknown): void {
   process.emitWarning(`process() onError threw: ${message}`, { type: 'PersistentQueueWarning', code: 'PQ_ON_ERROR_FAILED' });
 }
 
-function report(settings: ProcessSettings, error: unknown, item: Reserved): void {
+export function report(settings: ProcessSettings, error: unknown, item: Reserved): void {
   const onError = settings.onError;
   if (onError === undefined) return;
   try {
@@ -154,7 +157,7 @@ function report(settings: ProcessSettings, error: unknown, item: Reserved): void
  * its `maxDeliveries` (at once: no point waiting out a delay first). A policy that throws is
  * fatal, after the item is returned.
  */
-async function retry(core: QueueCore, settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
+export async function retry(core: QueueCore, settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
   item.noteError(error);
   if (item.deliveries >= core.maxDeliveries) {
     await item.deadLetter(errorMessage(error));
@@ -170,7 +173,7 @@ async function retry(core: QueueCore, settings: ProcessSettings, item: Reserved,
   await item.retryAfter(delayMs);
 }
 
-const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+export const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** @internal */
 export async function runProcess(core: QueueCore, handler: ProcessHandler, settings: ProcessSettings): Promise<void> {
@@ -229,10 +232,12 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
       if (yieldTurn) await nextTurn();
     }
   };
+  const batch = settings.batch;
   const workers: Promise<void>[] = [];
   for (let i = 0; i < settings.concurrency; i++) {
+    const run = batch === undefined ? worker(i) : batchWorker(core, settings, batch, { waiting, running, halt }, i);
     workers.push(
-      worker(i).catch((error: unknown) => {
+      run.catch((error: unknown) => {
         fatal ??= { error };
         stop(error);
       }),

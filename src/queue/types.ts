@@ -111,6 +111,34 @@ export interface ProcessOptions {
    * @default false
    */
   heartbeat?: boolean;
+  /**
+   * Batch mode: the handler gets an array of up to `size` items (those ready, and those that come
+   * within `waitMs` while fewer are in hand) instead of one. When it resolves, every item it left
+   * unsettled is acked; when it throws (or runs past `timeoutMs`), every item it left unsettled is
+   * retried. It may settle items itself, one by one (partial success). `concurrency` counts batch
+   * handlers. Not with `heartbeat`. See README, "Batches".
+   */
+  batch?: BatchOptions;
+}
+
+export interface BatchOptions {
+  /** Most items in one batch: a positive integer. */
+  size: number;
+  /**
+   * How long to wait for more items once the first is in hand, while fewer than `size` are, in
+   * ms (on the queue's clock).
+   * @default 0 (the items ready at that moment)
+   */
+  waitMs?: number;
+}
+
+export interface ReserveManyOptions {
+  /** Stop waiting for the first item: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** As for `BatchOptions.waitMs`. @default 0 */
+  waitMs?: number;
+  /** The lease of each reservation, as for `reserve()`. */
+  leaseMs?: number;
 }
 
 /** What `onError` is told about the item whose handler failed. */

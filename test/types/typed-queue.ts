@@ -68,6 +68,19 @@ export async function typedQueues(): Promise<void> {
   const t = trx.tryReserve();
   if (t) assertType<Equal<typeof t.value, string>>(true);
 
+  // Batches are typed too.
+  const batch = await rx.reserveMany(10);
+  assertType<Equal<typeof batch, Reserved<Order>[]>>(true);
+  await rx.ackMany(batch);
+  // @ts-expect-error the items of another queue's type
+  await rx.ackMany(await brx.reserveMany(1));
+  await rx.process(
+    async (items) => {
+      assertType<Equal<typeof items, Reserved<Order>[]>>(true);
+    },
+    { batch: { size: 64, waitMs: 5 } },
+  );
+
   // Builder options keep the type through the chain.
   const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).leaseMs(1000);
   assertType<Equal<typeof chained, Builder<Order>>>(true);

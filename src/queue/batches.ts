@@ -1,0 +1,175 @@
+// Batches: `reserveMany`, `ackMany`/`nackMany`, and `process(handler, { batch })`, for forwarders
+// and bulk writers. A batch is gathered from what the core hands out one item at a time: the first
+// item waits as a reserve does, the rest are taken while ready, and for up to `waitMs` more while
+// fewer than `size` are in hand. Each item stays a reservation of its own, so a batch handler may
+// settle items one by one (partial success) and the rest are settled by the worker.
+import { QueueError } from '../errors.js';
+import type { QueueCore } from './core.js';
+import type { Holder, Waiter } from './entry.js';
+import type { Reserved } from './handles.js';
+import { type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './process.js';
+import type { HandlerContext } from './types.js';
+
+/** A batch handler of `process(handler, { batch })`: resolving acks every item it left unsettled, throwing retries them. */
+export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
+
+/** How a consumer takes one item: the core's reserve, with a typed queue's decode step. */
+export interface Taker {
+  /** Wait in `group` for the next item (withdrawn with `core.stopWaiting(group)`); null once closed or withdrawn. */
+  waitIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null>;
+  /** The next ready item, or null. */
+  now(): Reserved | null;
+}
+
+/**
+ * Up to `size` items: `first`, those ready now, and those that come within `waitMs` while fewer
+ * than `size` are in hand. The wait is measured on the queue's clock; it ends early once the
+ * batch is full or the queue closes.
+ */
+export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number): Promise<Reserved[]> {
+  const items = [first];
+  while (items.length < size) {
+    const item = take.now();
+    if (item === null) break;
+    items.push(item);
+  }
+  if (items.length >= size || waitMs <= 0) return items;
+  const group = new Set<Waiter<Reserved | null>>();
+  let timedOut = false;
+  const timer = core.time.setTimeout(() => {
+    timedOut = true;
+    core.stopWaiting(group);
+  }, waitMs);
+  try {
+    while (items.length < size && !timedOut) {
+      const item = await take.waitIn(group);
+      if (item === null) break;
+      items.push(item);
+      while (items.length < size) {
+        const more = take.now();
+        if (more === null) break;
+        items.push(more);
+      }
+    }
+  } finally {
+    core.time.clearTimeout(timer);
+    core.stopWaiting(group);
+  }
+  return items;
+}
+
+/** The refusal of a list of reservations to settle together, or undefined (then none is settled yet). */
+export function checkBatch(items: unknown): TypeError | undefined {
+  if (!Array.isArray(items)) return new TypeError(`Expected \`items\` to be an array of reserved items, got \`${String(items)}\` (${typeof items})`);
+  const seen = new Set<unknown>();
+  for (const item of items) {
+    if (item === null || typeof item !== 'object' || typeof (item as Reserved).ack !== 'function') {
+      return new TypeError(`Expected \`items\` to hold reserved items only, got \`${String(item)}\` (${typeof item})`);
+    }
+    if (seen.has(item)) return new TypeError(`\`items\` holds item ${(item as Reserved).seq} twice`);
+    seen.add(item);
+  }
+  return undefined;
+}
+
+/**
+ * Settle every item with `settle`, or none: an item that may no longer be settled (settled
+ * already, its lease run out, the queue closed) makes the call reject with its error before any
+ * item is touched.
+ */
+export function settleAll(items: Reserved[], settle: (item: Reserved) => Promise<void>): Promise<void> {
+  const refused = checkBatch(items);
+  if (refused) return Promise.reject(refused);
+  const stale = items.find((item) => item.settled);
+  // Its own call rejects with the error that says why (and changes nothing).
+  if (stale !== undefined) return settle(stale);
+  return Promise.all(items.map(settle)).then(() => undefined);
+}
+
+/** What a batch worker shares with the other workers of its `process()` call. */
+export interface Workers {
+  readonly waiting: Set<Waiter<Reserved | null>>;
+  readonly running: (RunContext | undefined)[];
+  readonly halt: { stopped: boolean; reason: unknown };
+}
+
+/** Run the batch handler, bounded by `timeoutMs`; resolves or rejects as the handler does. */
+function runBatch(handler: BatchHandler, items: Reserved[], context: RunContext, settings: ProcessSettings): Promise<unknown> {
+  const result = Promise.resolve().then(() => handler(items, context));
+  if (settings.timeoutMs === Infinity) return result;
+  return new Promise((resolve, reject) => {
+    const timer = settings.time.setTimeout(() => {
+      const error = timeoutError(settings.timeoutMs);
+      context.abort(error);
+      reject(error);
+    }, settings.timeoutMs);
+    result.then(
+      (value) => {
+        settings.time.clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        settings.time.clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** One worker of `process(handler, { batch })`. */
+export async function batchWorker(
+  core: QueueCore,
+  settings: ProcessSettings,
+  batch: { readonly size: number; readonly waitMs: number; readonly handler: BatchHandler },
+  workers: Workers,
+  slot: number,
+): Promise<void> {
+  const { waiting, running, halt } = workers;
+  const holder: Holder | undefined = settings.holder;
+  const accept = settings.accept;
+  const take: Taker = {
+    waitIn: async (group) => {
+      for (;;) {
+        const item = await core.reserveIn(group, holder);
+        if (item === null || accept === undefined || accept(item)) return item;
+      }
+    },
+    now: () => {
+      for (;;) {
+        const item = core.tryReserve(holder);
+        if (item === null || accept === undefined || accept(item)) return item;
+      }
+    },
+  };
+  while (!halt.stopped) {
+    const first = await take.waitIn(waiting);
+    if (!first) return;
+    const items = await gather(core, take, first, batch.size, batch.waitMs);
+    const context = new RunContext();
+    if (halt.stopped) context.abort(halt.reason);
+    running[slot] = context;
+    let failure: { error: unknown } | undefined;
+    try {
+      await runBatch(batch.handler, items, context, settings);
+    } catch (error) {
+      failure = { error };
+    } finally {
+      running[slot] = undefined;
+    }
+    for (const item of items) {
+      // A lease that ran out while the handler ran: the item is back in the queue already.
+      if (item.leaseExpired) report(settings, leaseExpiredError(item), item);
+      else if (failure && !item.settled) report(settings, failure.error, item);
+    }
+    const settling = items.filter((item) => !item.settled).map((item) => (failure ? retry(core, settings, item, failure.error) : item.ack()));
+    for (const outcome of await Promise.allSettled(settling)) {
+      if (outcome.status === 'fulfilled') continue;
+      const error = outcome.reason as unknown;
+      if (error instanceof QueueError && error.code === 'ERR_CLOSED') return;
+      // The ack was not recorded and the item is ready again: the queue itself is healthy.
+      if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
+    }
+    // A batch retried at once comes straight back: yield, as the single-item worker does.
+    await nextTurn();
+  }
+}
