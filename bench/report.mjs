@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, delayed, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, delayed, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -330,6 +330,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       md.push('');
       md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'scheduling-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'typed-rate');
+    if (rates.length) {
+      md.push('## Typed queues and batches');
+      md.push('');
+      md.push(`\`bench/lib/typed.mjs\`: ${rates[0].producers} producers each running the README's serial \`await push\` loop; the consumer is \`process()\` with concurrency 64. *bytes*: the JSON text of a small order (75 B) pushed as bytes, the handler reads \`item.bytes\`; *json*: the order object pushed through \`json()\`, the handler reads \`item.value\` (encode and decode on every item); *batch64*: bytes consumed by \`process(handler, { batch: { size: 64 }, concurrency: 4 })\`. LogStore with default options (fsync-bound) and MemStore under \`none\` (CPU-bound: where a codec's cost shows). ${output.config.abRounds} rounds of ${output.config.abBudgetMs} ms per cell, the order rotated; a ratio is taken per round against the bytes cell of the same store.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'typed-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
     }
   }
   {

@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,delayed,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,delayed,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -25,6 +25,7 @@ import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
 import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/readme-consumer.mjs';
 import { runPoison } from './lib/poison.mjs';
 import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
+import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -90,6 +91,7 @@ if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 3
 if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
 // Priorities, delays and two competing consumers beside the plain cells; a million delayed items at open.
 if (wants('scheduling')) plan.push({ section: 'scheduling', weight: (config.abRounds * SCHEDULING_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('typed')) plan.push({ section: 'typed', weight: (config.abRounds * TYPED_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
@@ -385,6 +387,21 @@ async function runSchedulingSection() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ typed queues and batches
+
+async function runTypedSection() {
+  const { rates, ratios } = await runTypedRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  for (const [id, store, kind] of TYPED_CELLS) {
+    record({ id: `typed/${id}`, kind: 'typed-rate', name: id, store, cell: kind, producers: TYPED_PRODUCERS, unit: 'msgs/s', samples: rates[id] });
+  }
+  const out = [];
+  for (const [id, samples] of Object.entries(ratios)) {
+    const e = record({ id: `typed/ratio/${id}`, kind: 'typed-ratio', name: `${id} / ${id.split('/')[0]}/bytes`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${id} ${(e.value * 100).toFixed(0)} %`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ a million delayed items at open (child processes)
 
 async function runDelayed() {
@@ -515,6 +532,10 @@ for (let i = 0; i < plan.length; i++) {
     case 'scheduling':
       label = `priorities, delays and two competing consumers beside plain, LogStore, default options, ${SCHEDULING_PRODUCERS} producers`;
       run = () => runSchedulingSection();
+      break;
+    case 'typed':
+      label = `JSON codec and batches of 64 beside bytes and single items, LogStore and MemStore, ${TYPED_PRODUCERS} producers`;
+      run = () => runTypedSection();
       break;
     case 'delayed':
       label = `open time and memory, ${config.delayedItems.toLocaleString('en-US')} delayed items beside as many plain ones`;

@@ -7,7 +7,7 @@ import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import type { Holder, Waiter } from './entry.js';
 import type { Reserved } from './handles.js';
-import { type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './process.js';
+import { ITEMS_PER_TURN, type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './process.js';
 import type { HandlerContext } from './types.js';
 
 /** A batch handler of `process(handler, { batch })`: resolving acks every item it left unsettled, throwing retries them. */
@@ -141,6 +141,7 @@ export async function batchWorker(
       }
     },
   };
+  let handled = 0;
   while (!halt.stopped) {
     const first = await take.waitIn(waiting);
     if (!first) return;
@@ -169,7 +170,10 @@ export async function batchWorker(
       // The ack was not recorded and the item is ready again: the queue itself is healthy.
       if (!(error instanceof QueueError && error.code === 'ERR_STORE_FULL')) throw error;
     }
-    // A batch retried at once comes straight back: yield, as the single-item worker does.
-    await nextTurn();
+    // A batch retried at once comes straight back: yield after a failure, and every few hundred
+    // items, as the single-item worker does.
+    const before = handled;
+    handled += items.length;
+    if (failure !== undefined || Math.floor(before / ITEMS_PER_TURN) !== Math.floor(handled / ITEMS_PER_TURN)) await nextTurn();
   }
 }

@@ -32,7 +32,7 @@ export interface ProcessSettings {
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. */
-const ITEMS_PER_TURN = 256;
+export const ITEMS_PER_TURN = 256;
 
 /**
  * One handler run's context. Its AbortController is made only when the handler reads `signal`:
