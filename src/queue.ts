@@ -30,9 +30,8 @@ export { AckDurability, Durability } from './queue/types.js';
 export type { Clock } from './queue/clock.js';
 export type { PushValue } from './queue/handles.js';
 export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './queue/types.js';
-export type { BatchHandler } from './queue/batches.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
-export type { ProcessHandler } from './queue/handles.js';
+export type { BatchHandler, ProcessHandler } from './queue/handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue/dead-letters.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 

@@ -6,14 +6,10 @@
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import type { Holder, Waiter } from './entry.js';
-import type { Reserved } from './handles.js';
+import type { BatchHandler, Reserved } from './handles.js';
 import { ITEMS_PER_TURN, type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './process.js';
-import type { HandlerContext } from './types.js';
 
-/** A batch handler of `process(handler, { batch })`: resolving acks every item it left unsettled, throwing retries them. */
-export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
-
-/** How a consumer takes one item: the core's reserve, with a typed queue's decode step. */
+/** How a consumer takes one item: the core's reserve, with a typed queue's decode step. @internal */
 export interface Taker {
   /** Wait in `group` for the next item (withdrawn with `core.stopWaiting(group)`); null once closed or withdrawn. */
   waitIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null>;
@@ -25,6 +21,7 @@ export interface Taker {
  * Up to `size` items: `first`, those ready now, and those that come within `waitMs` while fewer
  * than `size` are in hand. The wait is measured on the queue's clock; it ends early once the
  * batch is full or the queue closes.
+ * @internal
  */
 export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number): Promise<Reserved[]> {
   const items = [first];
@@ -58,7 +55,7 @@ export async function gather(core: QueueCore, take: Taker, first: Reserved, size
   return items;
 }
 
-/** The refusal of a list of reservations to settle together, or undefined (then none is settled yet). */
+/** The refusal of a list of reservations to settle together, or undefined (then none is settled yet). @internal */
 export function checkBatch(items: unknown): TypeError | undefined {
   if (!Array.isArray(items)) return new TypeError(`Expected \`items\` to be an array of reserved items, got \`${String(items)}\` (${typeof items})`);
   const seen = new Set<unknown>();
@@ -76,6 +73,7 @@ export function checkBatch(items: unknown): TypeError | undefined {
  * Settle every item with `settle`, or none: an item that may no longer be settled (settled
  * already, its lease run out, the queue closed) makes the call reject with its error before any
  * item is touched.
+ * @internal
  */
 export function settleAll(items: Reserved[], settle: (item: Reserved) => Promise<void>): Promise<void> {
   const refused = checkBatch(items);
@@ -86,7 +84,7 @@ export function settleAll(items: Reserved[], settle: (item: Reserved) => Promise
   return Promise.all(items.map(settle)).then(() => undefined);
 }
 
-/** What a batch worker shares with the other workers of its `process()` call. */
+/** What a batch worker shares with the other workers of its `process()` call. @internal */
 export interface Workers {
   readonly waiting: Set<Waiter<Reserved | null>>;
   readonly running: (RunContext | undefined)[];
@@ -116,7 +114,7 @@ function runBatch(handler: BatchHandler, items: Reserved[], context: RunContext,
   });
 }
 
-/** One worker of `process(handler, { batch })`. */
+/** One worker of `process(handler, { batch })`. @internal */
 export async function batchWorker(
   core: QueueCore,
   settings: ProcessSettings,

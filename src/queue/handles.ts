@@ -7,7 +7,7 @@ import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
 import { type Lease, leaseLength } from './leases.js';
-import { type BatchHandler, type Taker, gather, settleAll } from './batches.js';
+import { type Taker, gather, settleAll } from './batches.js';
 import { runProcess } from './process.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
 import type { BatchOptions, HandlerContext, NackOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './types.js';
@@ -171,6 +171,9 @@ function waitFor(core: QueueCore, which: 'drained' | 'onIdle', options: WaitOpti
 
 /** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
 export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: HandlerContext) => unknown;
+
+/** A batch handler of `process(handler, { batch })`: resolving acks every item it left unsettled, throwing retries them. */
+export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
 
 /** The consuming handle: reserve items, then ack or nack each. */
 export class Consumer<T = Uint8Array> {

@@ -6,8 +6,8 @@ import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
 import type { Holder, Waiter } from './entry.js';
-import { type BatchHandler, batchWorker } from './batches.js';
-import type { ProcessHandler, Reserved } from './handles.js';
+import { batchWorker } from './batches.js';
+import type { BatchHandler, ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
 import type { HandlerContext, HandlerErrorInfo } from './types.js';
 
@@ -31,12 +31,13 @@ export interface ProcessSettings {
   readonly batch?: { readonly size: number; readonly waitMs: number; readonly handler: BatchHandler } | undefined;
 }
 
-/** Items handled by one worker between two turns of the event loop it yields. */
+/** Items handled by one worker between two turns of the event loop it yields. @internal */
 export const ITEMS_PER_TURN = 256;
 
 /**
  * One handler run's context. Its AbortController is made only when the handler reads `signal`:
  * most handlers never do, and a controller per item would cost every delivery.
+ * @internal
  */
 export class RunContext implements HandlerContext {
   #controller: AbortController | undefined;
@@ -57,10 +58,12 @@ export class RunContext implements HandlerContext {
   }
 }
 
+/** @internal */
 export function leaseExpiredError(item: Reserved): QueueError {
   return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${item.seq} ran out: it was returned to the queue`);
 }
 
+/** @internal */
 export function timeoutError(timeoutMs: number): DOMException {
   return new DOMException(`The handler ran longer than timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
 }
@@ -139,6 +142,7 @@ function onErrorFailed(error: unknown): void {
   process.emitWarning(`process() onError threw: ${message}`, { type: 'PersistentQueueWarning', code: 'PQ_ON_ERROR_FAILED' });
 }
 
+/** @internal */
 export function report(settings: ProcessSettings, error: unknown, item: Reserved): void {
   const onError = settings.onError;
   if (onError === undefined) return;
@@ -156,6 +160,7 @@ export function report(settings: ProcessSettings, error: unknown, item: Reserved
  * Retry a failed item after the policy's delay, or move it into the dead letters when it has had
  * its `maxDeliveries` (at once: no point waiting out a delay first). A policy that throws is
  * fatal, after the item is returned.
+ * @internal
  */
 export async function retry(core: QueueCore, settings: ProcessSettings, item: Reserved, error: unknown): Promise<void> {
   item.noteError(error);
@@ -173,6 +178,7 @@ export async function retry(core: QueueCore, settings: ProcessSettings, item: Re
   await item.retryAfter(delayMs);
 }
 
+/** @internal */
 export const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** @internal */
