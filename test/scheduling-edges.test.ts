@@ -3,7 +3,8 @@
 // read-ahead, the schedule's timer and who it keeps alive, several reservations returned at once,
 // appends that finish while the queue closes, and the ManualClock itself.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, MemStore, QueueError, type ReadRange, type Store, type StoredItem, type StoreRecovery } from '../src/index.js';
+import { Builder, MemStore, QueueError, type ReadRange, type StoredItem, type StoreRecovery } from '../src/index.js';
+import { firstContractStore } from './support/stores.js';
 import { type Clock, ManualClock } from '../src/testing/index.js';
 import { schedulingStores } from './support/scheduling-stores.js';
 
@@ -197,16 +198,7 @@ describe('scheduling edges', () => {
   });
 
   it('anEmptyPushManyWithAPriorityOverAStoreWithoutSchedulingRejects', async () => {
-    const inner = new MemStore();
-    const plain: Store = {
-      maxItemBytes: inner.maxItemBytes,
-      features: { reopen: true, crashSafe: false },
-      open: () => inner.open(),
-      append: (items, sync) => inner.append(items, sync),
-      ack: (seqs, sync) => inner.ack(seqs, sync),
-      read: (range) => inner.read(range),
-      close: () => inner.close(),
-    };
+    const plain = firstContractStore();
     const [tx] = await new Builder(plain).open();
     await expect(tx.pushMany([], { priority: 1 })).rejects.toSatisfy(code('ERR_UNSUPPORTED'));
     expect(await tx.pushMany([])).toEqual([]);

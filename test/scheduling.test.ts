@@ -1,7 +1,8 @@
 // Delayed delivery and priorities: push({ delayMs | notBefore | priority }), their order among the
 // ready items (ready, then priority, then seq), across reopen, with the queue's clock injected.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, type Consumer, MemStore, QueueError, type Store } from '../src/index.js';
+import { Builder, type Consumer, MemStore, QueueError } from '../src/index.js';
+import { firstContractStore } from './support/stores.js';
 import { ManualClock } from '../src/testing/index.js';
 import { schedulingStores } from './support/scheduling-stores.js';
 
@@ -203,19 +204,7 @@ describe('scheduling: the clock drives leases and timeouts too', () => {
 });
 
 describe('scheduling: refusals', () => {
-  /** A store that keeps items but not their priority and time. */
-  function plainStore(): Store {
-    const inner = new MemStore();
-    return {
-      maxItemBytes: inner.maxItemBytes,
-      features: { reopen: true, crashSafe: false },
-      open: () => inner.open(),
-      append: (items, sync) => inner.append(items.map(({ seq, bytes }) => ({ seq, bytes })), sync),
-      ack: (seqs, sync) => inner.ack(seqs, sync),
-      read: (range) => inner.read(range),
-      close: () => inner.close(),
-    };
-  }
+  const plainStore = firstContractStore;
 
   it('aPriorityOrADelayOverAStoreWithoutSchedulingRejectsAndStoresNothing', async () => {
     const [tx, rx] = await new Builder(plainStore()).open();

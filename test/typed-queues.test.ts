@@ -2,7 +2,8 @@
 // validation at both ends, and payloads that fail to decode or validate, which go to the dead
 // letters with the reason and are never handed to the consumer.
 import { describe, expect, it } from 'vitest';
-import { Builder, MemStore, QueueError, type Store, type StandardSchemaV1, json, structured, text, validated } from '../src/index.js';
+import { Builder, MemStore, QueueError, type StandardSchemaV1, json, structured, text, validated } from '../src/index.js';
+import { firstContractStore } from './support/stores.js';
 
 const code = (c: string) => (e: unknown) => e instanceof QueueError && e.code === c;
 
@@ -152,16 +153,7 @@ describe('typed queues', () => {
   });
 
   it('aCodecOverAStoreWithoutDeadLettersIsRefusedAtOpenAndBadCodecsAreTypeErrors', async () => {
-    const inner = new MemStore();
-    const plain: Store = {
-      maxItemBytes: inner.maxItemBytes,
-      features: { reopen: true, crashSafe: false },
-      open: () => inner.open(),
-      append: (items, sync) => inner.append(items, sync),
-      ack: (seqs, sync) => inner.ack(seqs, sync),
-      read: (range) => inner.read(range),
-      close: () => inner.close(),
-    };
+    const plain = firstContractStore();
     await expect(new Builder(plain).codec(json()).open()).rejects.toSatisfy(code('ERR_UNSUPPORTED'));
     const [tx] = await new Builder(plain).open();
     await tx.close();

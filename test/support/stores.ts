@@ -84,3 +84,20 @@ export class RecordingStore extends MemStore {
 export function tick(): Promise<void> {
   return new Promise((r) => setImmediate(r));
 }
+
+/**
+ * A store written against the first Store contract: it keeps items, and nothing else (no delivery
+ * counts, no dead letters, no priorities or not-before times), over a MemStore.
+ */
+export function firstContractStore(): import('../../src/store.js').Store {
+  const inner = new MemStore();
+  return {
+    maxItemBytes: inner.maxItemBytes,
+    features: { reopen: true, crashSafe: false },
+    open: () => inner.open(),
+    append: (items, sync) => inner.append(items.map(({ seq, bytes }) => ({ seq, bytes })), sync),
+    ack: (seqs, sync) => inner.ack(seqs, sync),
+    read: (range) => inner.read(range),
+    close: () => inner.close(),
+  };
+}
