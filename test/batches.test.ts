@@ -1,7 +1,7 @@
 // Batches: reserveMany, ackMany / nackMany, and process(handler, { batch }) with partial success,
 // retries of what the handler left unsettled, timeouts, typed values, and refusals.
 import { describe, expect, it } from 'vitest';
-import { Builder, MemStore, QueueError, type Reserved, json } from '../src/index.js';
+import { Builder, MemStore, QueueError, type Reserved, type StandardSchemaV1, json } from '../src/index.js';
 import { ManualClock } from '../src/testing/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -138,4 +138,57 @@ describe('batches', () => {
     expect(rx.stats()).toMatchObject({ inFlight: 0, ready: 1 });
     await tx.close();
   });
+
+  it('aWaitForMoreItemsEndsAtAnAbortAStopOrACloseAndHandsOutNoReturnedItem', async () => {
+    const clock = new ManualClock();
+    const [tx, rx] = await new Builder(new MemStore()).clock(clock).open();
+    await tx.push('a');
+    const stop = new AbortController();
+    const got = rx.reserveMany(5, { waitMs: 60_000, signal: stop.signal });
+    await turn();
+    stop.abort();
+    expect(texts(await got)).toEqual(['a']);
+    // A process() stop withdraws its batch workers' waits: it resolves without the clock moving.
+    await tx.push('b');
+    const halt = new AbortController();
+    let batches = 0;
+    const running = rx.process(async () => void batches++, { batch: { size: 5, waitMs: 60_000 }, signal: halt.signal });
+    while (rx.stats().inFlight < 2) await turn();
+    halt.abort();
+    await running;
+    expect(batches).toBe(1);
+    // A close during the wait: the item it held went back to the store, so nothing is handed out.
+    await tx.push('c');
+    const closing = rx.reserveMany(5, { waitMs: 60_000 });
+    await turn();
+    await tx.close();
+    expect(await closing).toEqual([]);
+    expect(clock.pendingTimers).toBe(0);
+  });
+
+  it('aCodecThatCannotWorkMidBatchPutsTheItemsInHandBack', async () => {
+    const store = new MemStore();
+    const [btx] = await new Builder(store).open();
+    await btx.pushMany(['"a"', '"b"', '"later"']);
+    await btx.close();
+    const schema: StandardSchemaV1<unknown, string> = {
+      '~standard': { version: 1, vendor: 'mixed', validate: (v) => (v === 'later' ? Promise.resolve({ value: v as string }) : { value: v as string }) },
+    };
+    const [tx, rx] = await new Builder(store).codec(json(schema)).open();
+    await expect(rx.reserveMany(5)).rejects.toThrow(/answered asynchronously/);
+    expect(rx.stats()).toMatchObject({ inFlight: 0, ready: 3, deadLetters: 0 });
+    await tx.close();
+  });
+
+  it('ackManyAndNackManyRefuseWhatIsNotAReservationAndSettleNothing', async () => {
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    await tx.push('a');
+    const a = rx.tryReserve()!;
+    await expect(rx.nackMany([a, { ack() {}, nack() {} } as never])).rejects.toThrow(TypeError);
+    await expect(rx.ackMany(Object.create(null) as never)).rejects.toThrow(TypeError);
+    expect(a.settled).toBe(false);
+    await rx.ackMany([a]);
+    await tx.close();
+  });
 });
+

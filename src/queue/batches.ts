@@ -4,6 +4,7 @@
 // fewer than `size` are in hand. Each item stays a reservation of its own, so a batch handler may
 // settle items one by one (partial success) and the rest are settled by the worker.
 import { QueueError } from '../errors.js';
+import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import type { Holder, Waiter } from './entry.js';
 import type { BatchHandler, Reserved } from './handles.js';
@@ -11,58 +12,83 @@ import { ITEMS_PER_TURN, type ProcessSettings, RunContext, leaseExpiredError, ne
 
 /** How a consumer takes one item: the core's reserve, with a typed queue's decode step. @internal */
 export interface Taker {
-  /** Wait in `group` for the next item (withdrawn with `core.stopWaiting(group)`); null once closed or withdrawn. */
-  waitIn(group: Set<Waiter<Reserved | null>>): Promise<Reserved | null>;
+  /**
+   * Wait in `group` for the next item (withdrawn with `core.stopWaiting(group)`); null once
+   * closed or withdrawn, or once `stopped()` holds (checked before each wait: an item that failed
+   * to decode sends it back to wait, and a withdraw may have come meanwhile).
+   */
+  waitIn(group: Set<Waiter<Reserved | null>>, stopped: () => boolean): Promise<Reserved | null>;
   /** The next ready item, or null. */
   now(): Reserved | null;
+}
+
+/** What may end a gather's wait early, besides its timer. @internal */
+export interface GatherStop {
+  /** The caller's signal: an abort ends the wait, with the items in hand. */
+  readonly signal?: AbortSignal | undefined;
+  /** The waits in progress, for whoever stops them all (a `process()` call's stop). */
+  readonly groups?: Set<Set<Waiter<Reserved | null>>>;
+  /** Stop waiting when this holds (a `process()` call stopped). */
+  readonly stopped?: () => boolean;
 }
 
 /**
  * Up to `size` items: `first`, those ready now, and those that come within `waitMs` while fewer
  * than `size` are in hand. The wait is measured on the queue's clock; it ends early once the
- * batch is full or the queue closes.
+ * batch is full, the queue closes, or `stop` says so. Items returned meanwhile (the queue or the
+ * fork closed) are left out. If taking an item throws (a codec that cannot work), the items in
+ * hand go back to the queue before the error goes on.
  * @internal
  */
-export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number): Promise<Reserved[]> {
+export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number, stop: GatherStop = {}): Promise<Reserved[]> {
   const items = [first];
-  while (items.length < size) {
-    const item = take.now();
-    if (item === null) break;
-    items.push(item);
-  }
-  if (items.length >= size || waitMs <= 0) return items;
   const group = new Set<Waiter<Reserved | null>>();
   let timedOut = false;
-  const timer = core.time.setTimeout(() => {
+  let timer: unknown;
+  const end = (): void => {
     timedOut = true;
     core.stopWaiting(group);
-  }, waitMs);
+  };
   try {
-    while (items.length < size && !timedOut) {
-      const item = await take.waitIn(group);
+    while (items.length < size) {
+      const item = take.now();
       if (item === null) break;
       items.push(item);
-      while (items.length < size) {
-        const more = take.now();
-        if (more === null) break;
-        items.push(more);
+    }
+    if (items.length < size && waitMs > 0 && !stop.signal?.aborted && stop.stopped?.() !== true) {
+      timer = core.time.setTimeout(end, waitMs);
+      stop.signal?.addEventListener('abort', end, { once: true });
+      stop.groups?.add(group);
+      const stopped = (): boolean => timedOut || stop.stopped?.() === true;
+      while (items.length < size && !stopped()) {
+        const item = await take.waitIn(group, stopped);
+        if (item === null) break;
+        items.push(item);
+        while (items.length < size) {
+          const more = take.now();
+          if (more === null) break;
+          items.push(more);
+        }
       }
     }
+  } catch (error) {
+    for (const item of items) if (!item.settled) item.nack().catch(() => {});
+    throw error;
   } finally {
-    core.time.clearTimeout(timer);
+    if (timer !== undefined) core.time.clearTimeout(timer);
+    stop.signal?.removeEventListener('abort', end);
+    stop.groups?.delete(group);
     core.stopWaiting(group);
   }
-  return items;
+  return items.filter((item) => !item.settled);
 }
 
 /** The refusal of a list of reservations to settle together, or undefined (then none is settled yet). @internal */
-export function checkBatch(items: unknown): TypeError | undefined {
-  if (!Array.isArray(items)) return new TypeError(`Expected \`items\` to be an array of reserved items, got \`${String(items)}\` (${typeof items})`);
+export function checkBatch(items: unknown, isReserved: (item: unknown) => boolean): TypeError | undefined {
+  if (!Array.isArray(items)) return new TypeError(expectation('items', 'an array of reserved items', items));
   const seen = new Set<unknown>();
   for (const item of items) {
-    if (item === null || typeof item !== 'object' || typeof (item as Reserved).ack !== 'function') {
-      return new TypeError(`Expected \`items\` to hold reserved items only, got \`${String(item)}\` (${typeof item})`);
-    }
+    if (!isReserved(item)) return new TypeError(expectation('items[]', 'a reserved item (from reserve, tryReserve, reserveMany or process)', item));
     if (seen.has(item)) return new TypeError(`\`items\` holds item ${(item as Reserved).seq} twice`);
     seen.add(item);
   }
@@ -75,8 +101,8 @@ export function checkBatch(items: unknown): TypeError | undefined {
  * item is touched.
  * @internal
  */
-export function settleAll(items: Reserved[], settle: (item: Reserved) => Promise<void>): Promise<void> {
-  const refused = checkBatch(items);
+export function settleAll(items: Reserved[], isReserved: (item: unknown) => boolean, settle: (item: Reserved) => Promise<void>): Promise<void> {
+  const refused = checkBatch(items, isReserved);
   if (refused) return Promise.reject(refused);
   const stale = items.find((item) => item.settled);
   // Its own call rejects with the error that says why (and changes nothing).
@@ -89,6 +115,8 @@ export interface Workers {
   readonly waiting: Set<Waiter<Reserved | null>>;
   readonly running: (RunContext | undefined)[];
   readonly halt: { stopped: boolean; reason: unknown };
+  /** The gathers waiting for more items: a stop withdraws them with the first-item waits. */
+  readonly gathering: Set<Set<Waiter<Reserved | null>>>;
 }
 
 /** Run the batch handler, bounded by `timeoutMs`; resolves or rejects as the handler does. */
@@ -122,12 +150,13 @@ export async function batchWorker(
   workers: Workers,
   slot: number,
 ): Promise<void> {
-  const { waiting, running, halt } = workers;
+  const { waiting, running, halt, gathering } = workers;
   const holder: Holder | undefined = settings.holder;
   const accept = settings.accept;
   const take: Taker = {
-    waitIn: async (group) => {
+    waitIn: async (group, stopped) => {
       for (;;) {
+        if (stopped()) return null;
         const item = await core.reserveIn(group, holder);
         if (item === null || accept === undefined || accept(item)) return item;
       }
@@ -141,9 +170,11 @@ export async function batchWorker(
   };
   let handled = 0;
   while (!halt.stopped) {
-    const first = await take.waitIn(waiting);
+    const first = await take.waitIn(waiting, () => halt.stopped);
     if (!first) return;
-    const items = await gather(core, take, first, batch.size, batch.waitMs);
+    const items = await gather(core, take, first, batch.size, batch.waitMs, { groups: gathering, stopped: () => halt.stopped });
+    // Every item was returned meanwhile (the queue or the fork closed): nothing to hand out.
+    if (items.length === 0) continue;
     const context = new RunContext();
     if (halt.stopped) context.abort(halt.reason);
     running[slot] = context;

@@ -17,7 +17,7 @@ import type { BatchOptions, HandlerContext, NackOptions, ProcessOptions, PushOpt
  * What `push` takes: a value of the queue's type, through its codec (`Builder.codec`); for the
  * default byte queue, a `Uint8Array` or a string (stored as UTF-8).
  */
-export type PushValue<T> = [T] extends [Uint8Array] ? PushPayload : T;
+export type PushValue<T> = 0 extends 1 & T ? T : [T] extends [Uint8Array] ? PushPayload : T;
 
 export class Producer<T = Uint8Array> {
   readonly #core: QueueCore;
@@ -342,8 +342,9 @@ export class Consumer<T = Uint8Array> {
     if (first === null) return [];
     const leaseMs = reserveOptions.leaseMs ?? this.#core.leaseMs;
     const take: Taker = {
-      waitIn: async (group) => {
+      waitIn: async (group, stopped) => {
         for (;;) {
+          if (stopped()) return null;
           const item = await this.#core.reserveIn(group, this.#holder, leaseMs);
           if (item === null || this.#accept(item)) return item;
         }
@@ -355,17 +356,17 @@ export class Consumer<T = Uint8Array> {
         }
       },
     };
-    return (await gather(this.#core, take, first as Reserved, n, waitMs)) as Reserved<T>[];
+    return (await gather(this.#core, take, first as Reserved, n, waitMs, { signal: reserveOptions.signal })) as Reserved<T>[];
   }
 
   /** Ack every item, or none: one that may no longer be settled makes the call reject with its error, before any is acked. */
   ackMany(items: Reserved<T>[]): Promise<void> {
-    return settleAll(items as Reserved[], (item) => item.ack());
+    return settleAll(items as Reserved[], isReserved, (item) => item.ack());
   }
 
   /** Nack every item (as `item.nack(options)`), or none, as `ackMany` does. */
   nackMany(items: Reserved<T>[], options?: NackOptions): Promise<void> {
-    return settleAll(items as Reserved[], (item) => item.nack(options));
+    return settleAll(items as Reserved[], isReserved, (item) => item.nack(options));
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Reserved<T>, void, undefined> {
@@ -416,6 +417,8 @@ export class Consumer<T = Uint8Array> {
     return this.close();
   }
 }
+
+const isReserved = (item: unknown): boolean => item instanceof Reserved;
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
 export class Reserved<T = Uint8Array> {

@@ -189,12 +189,15 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const running: (RunContext | undefined)[] = new Array(settings.concurrency);
   // An object, not a `let`: the workers read it after awaits, where a narrowed local would mislead.
   const halt: { stopped: boolean; reason: unknown } = { stopped: false, reason: undefined };
+  // Batch workers' waits for more items (./batches.ts): withdrawn by stop() too.
+  const gathering = new Set<Set<Waiter<Reserved | null>>>();
   let fatal: { error: unknown } | undefined;
   const stop = (reason: unknown): void => {
     if (halt.stopped) return;
     halt.stopped = true;
     halt.reason = reason;
     core.stopWaiting(waiting);
+    for (const group of gathering) core.stopWaiting(group);
     for (const context of running) context?.abort(reason);
   };
   const signal = settings.signal;
@@ -241,7 +244,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const batch = settings.batch;
   const workers: Promise<void>[] = [];
   for (let i = 0; i < settings.concurrency; i++) {
-    const run = batch === undefined ? worker(i) : batchWorker(core, settings, batch, { waiting, running, halt }, i);
+    const run = batch === undefined ? worker(i) : batchWorker(core, settings, batch, { waiting, running, halt, gathering }, i);
     workers.push(
       run.catch((error: unknown) => {
         fatal ??= { error };

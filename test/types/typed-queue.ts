@@ -81,6 +81,10 @@ export async function typedQueues(): Promise<void> {
     { batch: { size: 64, waitMs: 5 } },
   );
 
+  // A queue of `any` takes anything, as `any` does.
+  const [atx] = await new Builder(new MemStore()).codec(json<any>()).open();
+  await atx.push({ anything: true });
+
   // Builder options keep the type through the chain.
   const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).leaseMs(1000);
   assertType<Equal<typeof chained, Builder<Order>>>(true);
