@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { Builder } from './queue.js';
 import { PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from './store.js';
 import { ManualClock } from './testing/manual-clock.js';
+import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 
 /** What the scheduling tests need of the suite (./conformance.ts). */
 export interface SchedulingSuite<S extends Store> {
@@ -15,21 +16,14 @@ export interface SchedulingSuite<S extends Store> {
   test(name: string, fn: (context: unknown) => Promise<void>): void;
   make(): Promise<S>;
   again(previous: S, how: 'reopen' | 'crash'): Promise<S>;
-  skipped(context: unknown, reason: string): boolean;
 }
 
-const bytesOf = (text: string): Uint8Array => new TextEncoder().encode(text);
-const textOf = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
 /** An item as the tests compare it: text, and priority and not-before time with 0 for absent. */
 const shape = (i: StoredItem) => [i.seq, textOf(i.bytes), i.priority ?? 0, i.notBefore ?? 0];
 
-async function readAll(store: Store): Promise<StoredItem[]> {
-  return [...(await store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1_000_000 }))];
-}
-
 function needsScheduling(suite: SchedulingSuite<Store>, store: Store, context: unknown): boolean {
-  if (store.features.scheduling !== true) return suite.skipped(context, `${suite.name} does not declare features.scheduling`);
+  if (store.features.scheduling !== true) return skipped(context, `${suite.name} does not declare features.scheduling`);
   return false;
 }
 
@@ -94,7 +88,7 @@ export function schedulingTests<S extends Store>(suite: SchedulingSuite<S>, hook
     suite.test(`priorities and not-before times survive ${after}; scheduledFrom is at or below the oldest scheduled item`, async (context) => {
       let store = await suite.make();
       if (needsScheduling(suite, store, context)) return;
-      if (how === 'reopen' && !store.features.reopen && suite.skipped(context, `${suite.name} does not declare features.reopen`)) return;
+      if (how === 'reopen' && !store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
       const { nextSeq: s } = await store.open();
       const batch = mixed(s, at);
       await store.append(batch, true);
@@ -120,15 +114,7 @@ export function schedulingTests<S extends Store>(suite: SchedulingSuite<S>, hook
     await tx.push('p3', { priority: 3 });
     await tx.push('p-1', { priority: -1 });
     await tx.push('p3 later', { priority: 3, delayMs: 500 });
-    const take = async (): Promise<string[]> => {
-      const out: string[] = [];
-      for (;;) {
-        const item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
-        if (!item) return out;
-        out.push(textOf(item.bytes));
-        await item.ack();
-      }
-    };
+    const take = (): Promise<string[]> => drain(rx);
     assert.deepEqual(await take(), ['p3', 'p0', 'p-1']);
     clock.advance(500);
     assert.deepEqual(await take(), ['p3 later']);

@@ -19,17 +19,10 @@ import { type AckDurability, Builder, type Consumer, type Durability, type Produ
 import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, keepsDeliveries } from './store.js';
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
 import { schedulingTests } from './conformance-scheduling.js';
+import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 
 /** The test registration function of any runner: `test(name, fn)`; `fn` gets the runner's test context, if any. */
 export type TestFunction = (name: string, fn: (context?: unknown) => Promise<void>) => unknown;
-
-/** Skip the running test through its context; true when skipped. */
-function skipped(context: unknown, reason: string): boolean {
-  const skip = (context as { skip?: (note?: string) => void } | null | undefined)?.skip;
-  if (typeof skip !== 'function') throw new Error(`${reason}, and the test runner gave this test no context.skip(): leave the hook out instead`);
-  skip.call(context, reason);
-  return true;
-}
 
 export interface ConformanceOptions<S extends Store = Store> {
   /** Shown in every test name. */
@@ -47,27 +40,10 @@ export interface ConformanceOptions<S extends Store = Store> {
   destroy?(store: S): void | Promise<void>;
 }
 
-const bytesOf = (text: string): Uint8Array => new TextEncoder().encode(text);
-const textOf = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
-
 function items(first: number, texts: string[]): StoredItem[] {
   return texts.map((t, i) => ({ seq: first + i, bytes: bytesOf(t) }));
 }
 
-async function readAll<S extends Store>(store: S, after = 0, before = Number.MAX_SAFE_INTEGER, limit = 1_000_000) {
-  return [...(await store.read({ after, before, limit }))];
-}
-
-/** Drain every ready item through the queue, acking each; returns payload texts in delivery order. */
-async function drain(rx: Consumer): Promise<string[]> {
-  const out: string[] = [];
-  for (;;) {
-    const item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
-    if (!item) return out;
-    out.push(textOf(item.bytes));
-    await item.ack();
-  }
-}
 
 /** What every group of conformance tests is registered with. */
 interface Suite<S extends Store> {
@@ -102,7 +78,7 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   if (options.reopen) deliveryReopenTests(suite, 'reopen');
   if (options.crash) deliveryReopenTests(suite, 'crash');
   if (options.crash) crashTests(suite);
-  schedulingTests({ ...suite, skipped }, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
+  schedulingTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
 }
 
 function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): Suite<S> {
