@@ -1,6 +1,6 @@
 // The core: the one owner of a queue's in-memory state: the stored count, the in-flight
-// reservations, the items returned by nack, and the acks handed to the store. The push pipeline
-// (push-pipeline.ts: capacity, seq assignment, group commit of appends), the read-ahead
+// reservations and the items returned by nack. The push pipeline (push-pipeline.ts: capacity,
+// seq assignment, group commit of appends), the ack pipeline (ack-pipeline.ts), the read-ahead
 // (read-ahead.ts), the schedule of priorities and not-before times (schedule.ts), the delivery
 // ledger (deliveries.ts) and the counters, channel messages and drained/idle waiters (monitor.ts)
 // are objects of their own that it drives. Producer and Consumer are thin handles on it.
@@ -8,12 +8,12 @@ import { ByteArena } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
-import { type AckBatch, type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, newAckBatch, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
-import { FlushScheduler } from './flush.js';
+import { AckPipeline } from './ack-pipeline.js';
 import { PushPipeline } from './push-pipeline.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
@@ -47,7 +47,6 @@ export class QueueCore {
   readonly arena = new ByteArena();
   /** The ack policy in force (see `AckPolicy`): whether ack calls sync, and who syncs lazy ones. */
   readonly ackDurability: AckDurability | 'none';
-  readonly #syncAcks: boolean;
   readonly #lazyAcks: LazyAcks | undefined;
 
   #state: 'open' | 'closing' | 'closed' = 'open';
@@ -61,14 +60,8 @@ export class QueueCore {
   /** Capacity, admitted pushes, seq assignment and the batch being stored (`./push-pipeline.ts`). */
   readonly #pushes: PushPipeline;
 
-  // Ack side. Batches wait in `#ackQueue`; under `group` and `none` new acks join the last one.
-  #ackQueue: AckBatch[] = [];
-  /** The batch new acks join (group and none), until it is handed to the store. */
-  #openAckBatch: AckBatch | undefined;
-  #ackInFlight: AckBatch | undefined;
-  readonly #ackFlush: FlushScheduler;
-  /** Acks handed over but not yet resolved (queued or in flight). */
-  #ackingCount = 0;
+  /** The acks handed to the store, in batches (`./ack-pipeline.ts`). */
+  readonly #acks: AckPipeline;
 
   // Consumer side.
   readonly #readAhead: ReadAhead;
@@ -127,12 +120,27 @@ export class QueueCore {
     const { nextSeq, count } = recovery;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
-    this.#ackFlush = new FlushScheduler(() => this.#flushAcks(), storeCallsPerTurn);
     this.capacity = capacity;
     this.durability = durability;
     this.ackDurability = acks.policy;
-    this.#syncAcks = acks.policy === 'sync' || acks.policy === 'group';
     this.#lazyAcks = acks.lazy && new LazyAcks(acks.lazy.store, acks.lazy.bound, (error) => this.#fail(error));
+    this.#acks = new AckPipeline(store, {
+      failure: () => this.#failure,
+      fail: (error) => {
+        this.#fail(error);
+        return this.#failure!;
+      },
+      acked: (entries) => this.#acked(entries),
+      freed: () => {
+        this.#pushes.admitWaiting();
+        if (this.#idle.size !== 0) this.#settleWatches();
+      },
+      notAcked: (entries) => {
+        if (this.#state === 'open') for (const entry of entries) this.#schedule.ready(entry);
+      },
+      serve: () => this.#serveWaiters(),
+      quiet: () => this.#checkQuiet(),
+    }, { oneByOne: acks.policy === 'sync', sync: acks.policy === 'sync' || acks.policy === 'group', storeCallsPerTurn });
     this.#pushes = new PushPipeline(store, {
       refusal: () => this.operationalError(),
       failure: () => this.#failure,
@@ -215,7 +223,7 @@ export class QueueCore {
       inFlight: this.#inFlightCount,
       capacity: this.capacity,
       pendingPushes: this.#pendingPushes(),
-      pendingAcks: this.#ackingCount,
+      pendingAcks: this.#acks.pending,
       durability: this.durability,
       ackDurability: this.ackDurability,
       unsyncedAcks: this.#lazyAcks?.unsynced ?? 0,
@@ -246,7 +254,7 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#ackingCount - this.#delayed.size - this.#schedule.waitingCount - (this.ledger?.moving ?? 0);
+    return this.#storedCount - this.#inFlightCount - this.#acks.pending - this.#delayed.size - this.#schedule.waitingCount - (this.ledger?.moving ?? 0);
   }
 
   // ---------------------------------------------------------------- producer
@@ -599,18 +607,7 @@ export class QueueCore {
     this.#endLease(entry);
     entry.inFlight = false;
     this.#inFlightCount--;
-    this.#ackingCount++;
-    let batch = this.#openAckBatch;
-    if (!batch) {
-      batch = newAckBatch();
-      this.#ackQueue.push(batch);
-      // Under `sync` every ack is its own batch: one fsync per operation.
-      if (this.ackDurability !== 'sync') this.#openAckBatch = batch;
-    }
-    batch.entries.push(entry);
-    batch.seqs.push(entry.seq);
-    this.#scheduleAck();
-    return batch.promise;
+    return this.#acks.ack(entry);
   }
 
   /** Ready again at once, or after `delayMs` outside the ready items; `retried`: by process(). */
@@ -668,66 +665,12 @@ export class QueueCore {
     this.#returnEntry(entry, false);
   }
 
-  #scheduleAck(): void {
-    if (!this.#ackInFlight) this.#ackFlush.schedule();
+  /** The store removed these items (`AckHost.acked`): count them out. */
+  #acked(entries: Entry[]): void {
+    this.#storedCount -= entries.length;
+    this.#lazyAcks?.written(entries.length);
+    this.#monitor.acked(entries);
   }
-
-  #flushAcks(): void {
-    if (this.#ackInFlight || this.#ackQueue.length === 0 || this.#failure) {
-      this.#checkQuiet();
-      return;
-    }
-    if (!this.#ackFlush.admit()) return;
-    const batch = this.#ackQueue.shift()!;
-    if (batch === this.#openAckBatch) this.#openAckBatch = undefined;
-    this.#ackInFlight = batch;
-    let result: Promise<void>;
-    try {
-      result = this.store.ack(batch.seqs, this.#syncAcks);
-    } catch (error) {
-      result = Promise.reject(error);
-    }
-    result.then(this.#ackDone, this.#ackFailed);
-  }
-
-  /** The ack batch the store finished (acked or failed), no longer in flight. */
-  #takeAckBatch(): AckBatch {
-    const batch = this.#ackInFlight!;
-    this.#ackInFlight = undefined;
-    this.#ackingCount -= batch.entries.length;
-    return batch;
-  }
-
-  readonly #ackDone = (): void => {
-    const batch = this.#takeAckBatch();
-    if (this.#failure) {
-      batch.reject(this.#failure);
-      this.#checkQuiet();
-      return;
-    }
-    this.#storedCount -= batch.entries.length;
-    this.#lazyAcks?.written(batch.entries.length);
-    this.#monitor.acked(batch.entries);
-    batch.resolve();
-    this.#pushes.admitWaiting();
-    this.#flushAcks();
-    if (this.#idle.size !== 0) this.#settleWatches();
-  };
-
-  readonly #ackFailed = (error: unknown): void => {
-    const batch = this.#takeAckBatch();
-    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failure) {
-      // The acks were not recorded: the items are still stored and unacked, so they are ready again.
-      if (this.#state === 'open') for (const entry of batch.entries) this.#schedule.ready(entry);
-      batch.reject(error);
-      this.#serveWaiters();
-      this.#flushAcks();
-      return;
-    }
-    this.#fail(error);
-    batch.reject(this.#failure);
-    this.#checkQuiet();
-  };
 
   // ---------------------------------------------------------------- drained() and onIdle()
 
@@ -789,11 +732,7 @@ export class QueueCore {
         : new QueueError('ERR_STORE_FAILED', `The store failed; close and reopen to recover: ${message}`, { cause });
     const failure = this.#failure;
     this.#pushes.failAll(failure);
-    for (const batch of this.#ackQueue.splice(0)) {
-      this.#ackingCount -= batch.entries.length;
-      batch.reject(failure);
-    }
-    this.#openAckBatch = undefined;
+    this.#acks.failAll(failure);
     this.#lazyAcks?.stop();
     // The reservations can no longer settle: no lease of theirs needs to run out.
     this.#leases.clear();
@@ -811,9 +750,9 @@ export class QueueCore {
   }
 
   #checkQuiet(): void {
-    if (this.#pushes.appendInFlight || this.#ackInFlight) return;
+    if (this.#pushes.appendInFlight || this.#acks.inFlight) return;
     if (!this.#failure && this.ledger !== undefined && this.ledger.moving > 0) return;
-    if (!this.#failure && (this.#pushes.hasAdmitted || this.#ackQueue.length > 0)) return;
+    if (!this.#failure && (this.#pushes.hasAdmitted || this.#acks.queued)) return;
     for (const resolve of this.#quietWaiters.splice(0)) resolve();
   }
 
@@ -868,7 +807,7 @@ export class QueueCore {
       this.#quietWaiters.push(resolve);
       this.#checkQuiet();
       this.#pushes.flush();
-      this.#flushAcks();
+      this.#acks.flush();
     });
     this.#finalizeWatches();
     // The next open counts as delivered exactly the items handed out, not the whole block ahead.
