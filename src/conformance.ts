@@ -253,6 +253,23 @@ function queueTests<S extends Store>(suite: Suite<S>): void {
     await rx.close();
   });
 
+  suite.test('payloadBytes(), when the store has it, is never below the unacked payload bytes', async () => {
+    const store = await suite.make();
+    if (store.payloadBytes === undefined) {
+      // A queue with a byte capacity cannot count what it holds there: it refuses to open.
+      await assert.rejects(new Builder(store).capacityBytes(1024).open(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_UNSUPPORTED');
+      return;
+    }
+    await store.open();
+    const sizes = [0, 1, 17, 300, 4096, 9, 65_536];
+    await store.append(sizes.map((n, i) => ({ seq: i + 1, bytes: new Uint8Array(n).fill(i + 1) })), true);
+    await store.ack([2, 5], true);
+    const unacked = sizes.reduce((sum, n, i) => (i === 1 || i === 4 ? sum : sum + n), 0);
+    const first = await store.payloadBytes();
+    assert.ok(Number.isSafeInteger(first) && first >= unacked, `payloadBytes() ${first} is below the ${unacked} unacked payload bytes`);
+    await store.close();
+  });
+
   suite.test('a payload over maxItemBytes rejects with ERR_TOO_LARGE and stores nothing', async () => {
     const store = await suite.make();
     const [tx, rx] = await suite.open(store);
@@ -314,6 +331,22 @@ function reopenTests<S extends Store>(suite: Suite<S>): void {
     assert.ok(last > next, 'seqs keep increasing even when everything was acked');
     assert.deepEqual(await drain(rx), ['6', '7']);
     await tx.close();
+  });
+
+  suite.test('payloadBytes(), when the store has it, is never below the unacked payload bytes after a reopen', async (context) => {
+    let store = await suite.make();
+    if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    if (store.payloadBytes === undefined && skipped(context, `${suite.name} has no payloadBytes()`)) return;
+    const [tx, rx] = await suite.open(store, 'sync');
+    const seqs = await tx.pushMany(['one', 'two', 'three', 'x'.repeat(5000)]);
+    await rx.close();
+    store = await suite.again(store, 'reopen');
+    await store.open();
+    await store.ack([seqs[1]!], true);
+    const unacked = 3 + 5 + 5000;
+    const bytes = await store.payloadBytes!();
+    assert.ok(Number.isSafeInteger(bytes) && bytes >= unacked, `payloadBytes() ${bytes} after reopen is below the ${unacked} unacked payload bytes`);
+    await store.close();
   });
 
   suite.test('unsettled reservations return to the store at close', async (context) => {

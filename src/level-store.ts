@@ -231,6 +231,26 @@ export class LevelStore implements Store {
     });
   }
 
+  /**
+   * Exact: the item values are read in pages and only their lengths kept, so memory stays bounded;
+   * the time grows with the backlog, which is why only a queue with a byte capacity asks.
+   */
+  async payloadBytes(): Promise<number> {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
+    let bytes = 0;
+    const values = this.#db.values({ gt: ITEMS_LOW, lt: ITEMS_HIGH });
+    try {
+      for (let page = await values.nextv(COUNT_PAGE); page.length > 0; page = await values.nextv(COUNT_PAGE)) {
+        for (const value of page) bytes += value.byteLength;
+      }
+    } catch (e) {
+      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: reading the payload sizes failed: ${message(e)}`, { cause: e, file: this.path });
+    } finally {
+      await values.close();
+    }
+    return bytes;
+  }
+
   async append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (items.length === 0) throw new QueueError('ERR_STORE', 'LevelStore.append got an empty batch');

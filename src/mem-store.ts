@@ -79,6 +79,16 @@ export class MemStore implements Store {
     };
   }
 
+  /** Exact: a walk over the live items, in memory. */
+  payloadBytes(): number {
+    let bytes = 0;
+    for (let i = this.#head; i < this.#items.length; i++) {
+      const item = this.#items[i]!;
+      if (!this.#acked.has(item.seq)) bytes += item.bytes.byteLength;
+    }
+    return bytes;
+  }
+
   /** Finishes synchronously: nothing to wait for in memory. */
   markDelivered(below: number, marks: readonly DeliveryMark[], _sync: boolean): void {
     if (!this.#open) throw new QueueError('ERR_CLOSED', 'MemStore is not open');

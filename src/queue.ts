@@ -47,6 +47,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export class Builder<T = Uint8Array> {
   readonly #store: Store;
   #capacity = Infinity;
+  #capacityBytes = Infinity;
   #durability: Durability = 'group';
   #storeCallsPerTurn = TURN_STORE_CALLS;
   #ackDurability: AckDurability = DEFAULT_ACK_DURABILITY;
@@ -68,6 +69,18 @@ export class Builder<T = Uint8Array> {
    */
   capacity(n: number): this {
     this.#capacity = positiveInteger('capacity', n, true);
+    return this;
+  }
+
+  /**
+   * Maximum payload bytes of the unacked items, alongside the item count of `capacity`: a push
+   * waits while either is full; a push larger than it rejects with a `RangeError`. Needs a store
+   * with `payloadBytes()` (every store of this package has it), else `open()` rejects with
+   * `ERR_UNSUPPORTED`. See README, "Byte capacity".
+   * @default Infinity
+   */
+  capacityBytes(n: number): this {
+    this.#capacityBytes = positiveInteger('capacityBytes', n, true);
     return this;
   }
 
@@ -203,6 +216,9 @@ export class Builder<T = Uint8Array> {
       // An item that fails to decode must go somewhere other than the handler without being lost.
       throw new QueueError('ERR_UNSUPPORTED', `The ${this.#codec.name} codec needs a store with dead letters (features.deliveries), for the items that fail to decode; this store has none`);
     }
+    if (this.#capacityBytes !== Infinity && typeof store.payloadBytes !== 'function') {
+      throw new QueueError('ERR_UNSUPPORTED', 'capacityBytes needs a store that reports the payload bytes it holds (payloadBytes()); this store does not');
+    }
     if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
     busyStores.add(store);
     let recovery;
@@ -226,11 +242,28 @@ export class Builder<T = Uint8Array> {
       await store.close().catch(() => {});
       throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
     }
+    let bytes: { capacity: number; recovered: number } | undefined;
+    if (this.#capacityBytes !== Infinity) {
+      let recovered: unknown;
+      try {
+        recovered = await store.payloadBytes!();
+      } catch (error) {
+        recovered = error instanceof Error ? error : new Error(String(error));
+      }
+      if (typeof recovered !== 'number' || !Number.isSafeInteger(recovered) || recovered < 0) {
+        busyStores.delete(store);
+        await store.close().catch(() => {});
+        if (recovered instanceof QueueError) throw recovered;
+        const what = recovered instanceof Error ? `failed: ${recovered.message}` : `returned ${String(recovered)}, not a non-negative safe integer`;
+        throw new OpenError('ERR_STORE', `The store's payloadBytes() ${what}`, recovered instanceof Error ? { cause: recovered } : undefined);
+      }
+      bytes = { capacity: this.#capacityBytes, recovered };
+    }
     const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability, this.#lazyBound);
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,
-    }, this.#leaseMs, this.#time);
+    }, this.#leaseMs, this.#time, bytes);
     core.codec = this.#codec;
     const scheduledFrom = recovery.scheduledFrom;
     if (store.features.scheduling === true) {

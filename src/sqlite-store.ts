@@ -354,6 +354,13 @@ export class SqliteStore implements Store {
     });
   }
 
+  /** Exact: SQLite sums the blob lengths inside its b-tree; no payload is loaded into memory. */
+  payloadBytes(): number {
+    if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'SqliteStore is not open');
+    const row = this.#db.prepare('SELECT coalesce(sum(length(bytes)), 0) AS n FROM items').get() as { n: number | bigint };
+    return Number(row.n);
+  }
+
   append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
     if (items.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.append got an empty batch'));

@@ -230,6 +230,16 @@ export interface Store {
    */
   usage?(): StoreUsage;
 
+  /**
+   * Optional: at least the payload bytes of the unacked items (dead letters not counted), for a
+   * queue with a byte capacity (`Builder.capacityBytes`; a queue asked for one over a store
+   * without this method fails to open with `ERR_UNSUPPORTED`). Called once, right after `open`,
+   * before any other call. Exact, or an upper bound the store can give without reading every
+   * item (a number below the true bytes would let the queue hold more than its bound). A
+   * non-negative safe integer.
+   */
+  payloadBytes?(): number | Promise<number>;
+
   // ---- Delivery counts and dead letters: required when `features.deliveries` is true. ----
   //
   // markDelivered, deadLetter and dropDeadLetters are never called while another of the three is

@@ -239,3 +239,12 @@ it('theReadmeBatchExampleRunsAsWrittenWithPartialSuccess', () => {
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('a,b,c,d\nb,c,d,e\n5\n');
 });
+
+it('theReadmeByteCapacityExampleRunsAsWrittenAndAPushWaitsForRoom', () => {
+  const block = blocks('js').find((b) => b.includes('.capacityBytes(64 * 1024)'));
+  expect(block, 'README has the byte capacity example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('2 8192 true\n');
+});

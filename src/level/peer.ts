@@ -26,6 +26,8 @@ export interface LevelDatabase {
   batch(ops: BatchOp[], options: { sync: boolean }): Promise<void>;
   iterator(options: { gt?: Buffer; lt?: Buffer; lte?: Buffer; limit?: number; reverse?: boolean; snapshot?: LevelSnapshot }): LevelIterator;
   keys(options: { gt?: Buffer; gte?: Buffer; lt: Buffer }): LevelKeyIterator;
+  /** Values only, in key order; `nextv` pages as for keys. */
+  values(options: { gt?: Buffer; lt: Buffer }): LevelKeyIterator;
   /** An explicit snapshot, which several reads can share (classic-level 3 has them). */
   snapshot(): LevelSnapshot;
   close(): Promise<void>;

@@ -371,6 +371,17 @@ export class LogStore implements Store {
   }
 
   /** Bytes of every store file and the number of segments, without building a snapshot (`stats()`). */
+  /**
+   * An upper bound, from the segment sizes alone (no segment is read): the frames of every live
+   * segment after its header. Items acked in a segment that is not yet compacted away, and each
+   * frame's header and metadata, are counted too; see README, "Byte capacity".
+   */
+  payloadBytes(): number {
+    let bytes = 0;
+    for (const s of this.#layout.list) bytes += Math.max(0, s.bytes - SEGMENT_HEADER_BYTES);
+    return bytes;
+  }
+
   usage(): StoreUsage {
     return { bytesOnDisk: this.#bytesOnDisk(), segments: this.#layout.list.length };
   }

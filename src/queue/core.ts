@@ -14,6 +14,7 @@ import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { AckPipeline } from './ack-pipeline.js';
+import { ByteBudget } from './byte-budget.js';
 import { PushPipeline } from './push-pipeline.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
@@ -56,6 +57,8 @@ export class QueueCore {
 
   /** Stored, unacked items: ready, in the read-ahead, in flight, or with an ack pending. */
   #storedCount: number;
+  /** Their payload bytes, counted only under a byte capacity (`Builder.capacityBytes`). */
+  readonly #bytes: ByteBudget | undefined;
 
   /** Capacity, admitted pushes, seq assignment and the batch being stored (`./push-pipeline.ts`). */
   readonly #pushes: PushPipeline;
@@ -111,6 +114,7 @@ export class QueueCore {
     deliveries: { maxDeliveries: number; keep: boolean },
     leaseMs: number,
     time: TimeSource,
+    bytes?: { capacity: number; recovered: number },
   ) {
     this.leaseMs = leaseMs;
     this.time = time;
@@ -121,6 +125,7 @@ export class QueueCore {
     this.store = store;
     this.#monitor = new QueueMonitor(store);
     this.capacity = capacity;
+    this.#bytes = bytes === undefined ? undefined : new ByteBudget(bytes.capacity, recovery, bytes.recovered);
     this.durability = durability;
     this.ackDurability = acks.policy;
     this.#lazyAcks = acks.lazy && new LazyAcks(acks.lazy.store, acks.lazy.bound, (error) => this.#fail(error));
@@ -149,12 +154,13 @@ export class QueueCore {
         return this.#failure!;
       },
       storedCount: () => this.#storedCount,
+      storedBytes: () => this.#bytes!.used,
       stored: (items, scheduled, redrive) => this.#stored(items, scheduled, redrive),
       serve: () => this.#serveWaiters(),
       quiet: () => this.#checkQuiet(),
       settleWatches: () => this.#settleWatches(),
       now: () => this.time.wallNow(),
-    }, { capacity, durability, nextSeq, storeCallsPerTurn });
+    }, { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn });
     this.#storedCount = count;
     this.#maxDeliveries = deliveries.maxDeliveries;
     this.ledger = deliveries.keep
@@ -240,6 +246,11 @@ export class QueueCore {
       deadLetters: this.ledger?.deadLetters ?? 0,
       leaseExpired: this.#leaseExpiredCount,
     };
+    if (this.#bytes !== undefined) {
+      stats.capacityBytes = this.#bytes.capacity;
+      stats.bytes = this.#bytes.used;
+      stats.bytesExact = this.#bytes.exact;
+    }
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
       const usage = this.store.usage();
@@ -266,6 +277,7 @@ export class QueueCore {
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */
   #stored(items: Entry[], scheduled: boolean, redrive: boolean): void {
     this.#storedCount += items.length;
+    this.#bytes?.stored(items);
     if (redrive) this.ledger!.deadLetters -= items.length;
     if (scheduled) {
       // Scheduled items wait in the schedule; the read-ahead skips them when it meets them in the
@@ -415,6 +427,7 @@ export class QueueCore {
   /** Dead letters now: the items left the queue. */
   #moved(entries: Entry[], reasons: string[]): void {
     this.#storedCount -= entries.length;
+    this.#bytes?.removed(entries);
     this.#monitor.deadLettered(entries, reasons);
     this.#pushes.admitWaiting();
     this.#settleWatches();
@@ -668,6 +681,7 @@ export class QueueCore {
   /** The store removed these items (`AckHost.acked`): count them out. */
   #acked(entries: Entry[]): void {
     this.#storedCount -= entries.length;
+    this.#bytes?.removed(entries);
     this.#lazyAcks?.written(entries.length);
     this.#monitor.acked(entries);
   }

@@ -8,6 +8,7 @@ import { expectation } from '../validate.js';
 import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, newEntry } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import type { Durability } from './types.js';
+import { payloadBytes } from './byte-budget.js';
 
 /** What the push pipeline asks of the core. */
 export interface PushHost {
@@ -19,6 +20,8 @@ export interface PushHost {
   fail(error: unknown): QueueError;
   /** Stored, unacked items: what the capacity counts beside the admitted pushes. */
   storedCount(): number;
+  /** Payload bytes of the stored, unacked items (an upper bound until exact): what `capacityBytes` counts beside the admitted pushes. */
+  storedBytes(): number;
   /** A batch is stored: count its items and hand them to the consumer side. */
   stored(items: Entry[], scheduled: boolean, redrive: boolean): void;
   /** The pushes of a stored batch have resolved: waiting consumers may be served. */
@@ -35,6 +38,8 @@ export class PushPipeline {
   readonly #store: Store;
   readonly #host: PushHost;
   readonly #capacity: number;
+  /** Bound on unacked payload bytes; Infinity: none, and no byte is counted. */
+  readonly #capacityBytes: number;
   /** Under `sync` each push is its own batch: one fsync per operation. */
   readonly #oneByOne: boolean;
   readonly #syncWrites: boolean;
@@ -47,6 +52,8 @@ export class PushPipeline {
   #admitted: PendingPush[] = [];
   /** Items admitted under capacity and not yet stored. */
   #admittedCount = 0;
+  /** Payload bytes of the items admitted and not yet stored (counted under a byte capacity only). */
+  #admittedBytes = 0;
   #appendInFlight = false;
   /** Redrives among the admitted pushes. */
   #redrivesAdmitted = 0;
@@ -58,10 +65,11 @@ export class PushPipeline {
   #appendScheduled = false;
   readonly #appendFlush: FlushScheduler;
 
-  constructor(store: Store, host: PushHost, options: { capacity: number; durability: Durability; nextSeq: number; storeCallsPerTurn: number }) {
+  constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: number }) {
     this.#store = store;
     this.#host = host;
     this.#capacity = options.capacity;
+    this.#capacityBytes = options.capacityBytes;
     this.#oneByOne = options.durability === 'sync';
     this.#syncWrites = options.durability !== 'none';
     this.#nextSeq = options.nextSeq;
@@ -108,6 +116,7 @@ export class PushPipeline {
       p.reject(failure);
     }
     this.#admittedCount = 0;
+    this.#admittedBytes = 0;
     this.rejectWaiting(failure);
   }
 
@@ -133,10 +142,17 @@ export class PushPipeline {
         new RangeError(expectation('payloads.length', `at most the capacity (${this.#capacity})`, payloads.length)),
       );
     }
+    if (this.#capacityBytes !== Infinity) {
+      // A push that could never fit would wait forever: refuse it now, as a batch over the capacity is.
+      const bytes = payloadBytes(payloads);
+      if (bytes > this.#capacityBytes) {
+        return Promise.reject(new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes)));
+      }
+    }
     return new Promise<number | number[]>((resolve, reject) => {
       const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
       if (from !== undefined) pending.from = from;
-      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
+      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(pending)) {
         this.#admit(pending);
       } else {
         this.#capacityWaiters.push(pending);
@@ -148,14 +164,16 @@ export class PushPipeline {
     });
   }
 
-  #fits(count: number): boolean {
-    return this.#host.storedCount() + this.#admittedCount + count <= this.#capacity;
+  #fits(pending: PendingPush): boolean {
+    if (this.#host.storedCount() + this.#admittedCount + pending.payloads.length > this.#capacity) return false;
+    return this.#capacityBytes === Infinity || this.#host.storedBytes() + this.#admittedBytes + payloadBytes(pending.payloads) <= this.#capacityBytes;
   }
 
   #admit(pending: PendingPush): void {
     if (pending.from !== undefined) this.#redrivesAdmitted++;
     this.#admitted.push(pending);
     this.#admittedCount += pending.payloads.length;
+    if (this.#capacityBytes !== Infinity) this.#admittedBytes += payloadBytes(pending.payloads);
     this.#scheduleAppend();
   }
 
@@ -165,6 +183,7 @@ export class PushPipeline {
     if (i >= 0) {
       this.#admitted.splice(i, 1);
       this.#admittedCount -= pending.payloads.length;
+      if (this.#capacityBytes !== Infinity) this.#admittedBytes -= payloadBytes(pending.payloads);
       this.admitWaiting();
     } else {
       i = this.#capacityWaiters.indexOf(pending, this.#capacityHead);
@@ -182,7 +201,7 @@ export class PushPipeline {
     const waiters = this.#capacityWaiters;
     while (this.#capacityHead < waiters.length && this.#host.refusal() === undefined) {
       const next = waiters[this.#capacityHead]!;
-      if (!this.#fits(next.payloads.length)) break;
+      if (!this.#fits(next)) break;
       waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
       this.#admit(next);
     }
@@ -258,6 +277,7 @@ export class PushPipeline {
     this.#appendInFlight = false;
     this.#appendBatch = NO_PUSHES;
     this.#admittedCount -= count;
+    if (this.#capacityBytes !== Infinity) for (const pending of batch) this.#admittedBytes -= payloadBytes(pending.payloads);
     return { batch, items, firstSeq, count };
   }
 

@@ -215,6 +215,16 @@ export interface QueueStats {
   deadLetters: number;
   /** Leases that ran out (`Builder.leaseMs`, `reserve({ leaseMs })`), their items returned to the queue. */
   leaseExpired: number;
+  /** The byte capacity (`Builder.capacityBytes`); present only on a queue that has one. */
+  capacityBytes?: number;
+  /**
+   * Payload bytes of the unacked items (ready, in flight, being acked; dead letters not counted),
+   * on a queue with a byte capacity. Exact when `bytesExact` is true; until then (while items
+   * stored before this open are left) an upper bound from the store.
+   */
+  bytes?: number;
+  /** True when `bytes` is exact (see `bytes`). */
+  bytesExact?: boolean;
   /** Bytes of the store's files, when the store reports its usage (`Store.usage`, LogStore) and the queue is open. */
   bytesOnDisk?: number;
   /** The store's segment (or file) count, reported alongside `bytesOnDisk`. */
