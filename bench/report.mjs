@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, delayed, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -341,6 +341,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       md.push('');
       md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'typed-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'zerocopy-rate');
+    if (rates.length) {
+      md.push('## Zero-copy reads');
+      md.push('');
+      md.push(`\`bench/lib/zero-copy.mjs\`: a LogStore backlog of ${Math.round(rates[0].backlogBytes / 1048576)} MiB is written, the store is opened again (every item is read from the segments, none from the tail cache), and one consumer drains it with \`tryReserve()\` and \`ackMany\` every 256 items under \`durability('none')\`, so that the read path is what is timed. *copy*: \`zeroCopyReads: false\` (each payload copied into a slab, as before); *zero-copy*: the default, each payload a view into the read-ahead chunk. Bytes copied per delivery are counted in user space (the kernel's copy into the read-ahead chunk is the same for both). ${output.config.abRounds} rounds, the order rotated; a ratio is taken per round.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds', 'bytes copied per delivery'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`, String(r.copiedBytesPerItem)])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'zerocopy-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
     }
   }
   {

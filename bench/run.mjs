@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,delayed,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -26,6 +26,7 @@ import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/r
 import { runPoison } from './lib/poison.mjs';
 import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
 import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
+import { ZERO_COPY_CELLS, runZeroCopyRounds } from './lib/zero-copy.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -92,6 +93,7 @@ if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3
 // Priorities, delays and two competing consumers beside the plain cells; a million delayed items at open.
 if (wants('scheduling')) plan.push({ section: 'scheduling', weight: (config.abRounds * SCHEDULING_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('typed')) plan.push({ section: 'typed', weight: (config.abRounds * TYPED_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('zerocopy')) plan.push({ section: 'zerocopy', weight: config.abRounds * ZERO_COPY_CELLS.length * 1.5 / (config.budgetMs / 1000) });
 if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
@@ -402,6 +404,22 @@ async function runTypedSection() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ zero-copy reads
+
+async function runZeroCopySection() {
+  const totalBytes = (quick ? 16 : 64) * 1024 * 1024;
+  const { rates, ratios, copied } = await runZeroCopyRounds({ scratch, rounds: config.abRounds, totalBytes });
+  for (const [id, payload, zeroCopyReads] of ZERO_COPY_CELLS) {
+    record({ id: `zerocopy/${id}`, kind: 'zerocopy-rate', name: id, payload, zeroCopyReads, backlogBytes: totalBytes, copiedBytesPerItem: copied[id], unit: 'msgs/s', samples: rates[id] });
+  }
+  const out = [];
+  for (const [size, samples] of Object.entries(ratios)) {
+    const e = record({ id: `zerocopy/ratio/${size}`, kind: 'zerocopy-ratio', name: `${size}/zero-copy / ${size}/copy`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${size} B ${(e.value * 100).toFixed(0)} %`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ a million delayed items at open (child processes)
 
 async function runDelayed() {
@@ -536,6 +554,10 @@ for (let i = 0; i < plan.length; i++) {
     case 'typed':
       label = `JSON codec and batches of 64 beside bytes and single items, LogStore and MemStore, ${TYPED_PRODUCERS} producers`;
       run = () => runTypedSection();
+      break;
+    case 'zerocopy':
+      label = 'zero-copy reads beside copied reads: a LogStore backlog drained from disk, 128 B and 16 KiB';
+      run = () => runZeroCopySection();
       break;
     case 'delayed':
       label = `open time and memory, ${config.delayedItems.toLocaleString('en-US')} delayed items beside as many plain ones`;

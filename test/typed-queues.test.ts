@@ -173,3 +173,36 @@ describe('typed queues', () => {
     await btx.close();
   });
 });
+
+describe('typed dead letters', () => {
+  it('deadLettersDecodeToTheQueueTypeAndOneThatNeverDecodedThrowsErrInvalidAndStays', async () => {
+    const store = new MemStore();
+    // A byte queue over the same store leaves a payload that is not JSON.
+    const [raw, rawRx] = await new Builder(store).open();
+    await raw.push('{not json');
+    await rawRx.close();
+    const [tx, rx] = await new Builder(store).codec(json<Order>()).open();
+    await tx.push({ id: 7, sku: 'x' });
+    const item = (await rx.reserve())!;
+    expect(item.value).toEqual({ id: 7, sku: 'x' });
+    await item.deadLetter('out of stock');
+    const letters = await rx.deadLetters.list();
+    expect(letters.map((l) => l.seq)).toEqual([1, 2]);
+    expect(letters[0]!.reason).toMatch(/could not decode/);
+    const good: Order = rx.deadLetters.decode(letters[1]!);
+    expect(good).toEqual({ id: 7, sku: 'x' });
+    expect(() => rx.deadLetters.decode(letters[0]!)).toThrow(expect.objectContaining({ code: 'ERR_INVALID' }));
+    expect(() => rx.deadLetters.decode({ seq: 1 } as never)).toThrow(TypeError);
+    expect(rx.deadLetters.count()).toBe(2);
+    await rx.close();
+  });
+
+  it('aByteQueueDecodesADeadLetterToItsBytes', async () => {
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    await tx.push('abc');
+    await (await rx.reserve())!.deadLetter();
+    const letter = (await rx.deadLetters.peek())!;
+    expect(new TextDecoder().decode(rx.deadLetters.decode(letter))).toBe('abc');
+    await rx.close();
+  });
+});

@@ -19,7 +19,7 @@ import { tailRow, tailRowForMask, VALID_RECORD_MASK, type TailInputs, type TailR
  * scanning a large file costs one chunk of memory, not the file's size.
  */
 export class FileWindow {
-  /** A plain Uint8Array (not a Buffer) so that `slice` copies: returned payloads never alias it. */
+  /** A plain Uint8Array (not a Buffer) so that `slice` copies; views into it are handed out only after `lent` is set. */
   buf: Uint8Array;
   /** File offset of `buf[0]`. */
   start = 0;
@@ -27,6 +27,11 @@ export class FileWindow {
   filled = 0;
   /** Bytes read from the file through this window (tests count these). */
   bytesRead = 0;
+  /**
+   * Set when a view into `buf` was handed out (zero-copy reads): the next refill reads into a
+   * fresh buffer instead, so that every view handed out keeps its bytes for as long as it lives.
+   */
+  lent = false;
 
   constructor(
     private readonly fs: FileSystem,
@@ -46,7 +51,10 @@ export class FileWindow {
     const end = Math.min(offset + length, this.size);
     if (offset >= this.start && end <= this.start + this.filled) return offset - this.start;
     const want = Math.min(Math.max(end - offset, this.chunkBytes), this.size - offset);
-    if (this.buf.length < want) this.buf = new Uint8Array(Math.max(want, this.chunkBytes));
+    if (this.lent || this.buf.length < want) {
+      this.buf = new Uint8Array(Math.max(want, this.chunkBytes));
+      this.lent = false;
+    }
     let got = 0;
     while (got < want) {
       const n = this.fs.read(this.fd, this.buf, got, want - got, offset + got);

@@ -81,7 +81,7 @@ export class LogReader {
   #seg: Segment | null = null;
   #frames: FrameReader | null = null;
   #rules: SegmentFrames | null = null;
-  /** Copies of the payloads read from disk, in slabs of this store's own. */
+  /** Copies of the payloads read from disk (scheduled items, or all with `zeroCopyReads: false`), in slabs of this store's own. */
   readonly #arena = new ByteArena();
   readonly #cache: TailCache;
   /** Damage met by a read that returned the items before it; every later read throws it. */
@@ -183,8 +183,20 @@ export class LogReader {
       if (h.seq >= from && !acks.has(h.seq)) {
         if (out.length > 0 && out[out.length - 1]!.seq >= h.seq) invariantViolated(`disk read of seq ${h.seq} out of order`);
         const p = payloadOffset(at, h);
-        // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
-        out.push(withSchedule(h.seq, this.#arena.copy(frames.win.buf.subarray(p, p + h.length)), rules.schedule));
+        const win = frames.win;
+        const s = rules.schedule;
+        let bytes: Uint8Array;
+        if (this.opts.zeroCopyReads && s.priority === 0 && s.notBefore === 0) {
+          // A view into the chunk just read and checked: the window never writes into it again.
+          bytes = new Uint8Array(win.buf.buffer, win.buf.byteOffset + p, h.length);
+          win.lent = true;
+        } else {
+          // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
+          // Scheduled items are copied: the queue holds them until they are due, and a view would
+          // keep a whole chunk of mostly other items alive for that long.
+          bytes = this.#arena.copy(win.buf.subarray(p, p + h.length));
+        }
+        out.push(withSchedule(h.seq, bytes, s));
         if (out.length >= limit) return;
       }
     }

@@ -1,5 +1,7 @@
 // The dead-letter queue as the consumer sees it: count, list, peek, iterate, redrive, purge.
 // Redrives and purges run one at a time, so one never moves a dead letter the other removed.
+import { AsyncSchemaError, isRaw } from '../codec.js';
+import { QueueError } from '../errors.js';
 import type { DeadLetter } from '../store.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
@@ -47,7 +49,7 @@ function selection(options: DeadLetterSelection | undefined): { seqs: Set<number
  * are kept in the same store, in the order of the seqs they had, with their bytes and their
  * delivery history, until redriven or purged.
  */
-export class DeadLetterQueue {
+export class DeadLetterQueue<T = Uint8Array> {
   readonly #core: QueueCore;
   /** The redrive or purge running now; the next one waits for it. */
   #lane: Promise<unknown> = Promise.resolve();
@@ -69,6 +71,28 @@ export class DeadLetterQueue {
     const after = o.after === undefined ? 0 : nonNegativeSeq('options.after', o.after);
     const limit = o.limit === undefined ? 100 : positiveInteger('options.limit', o.limit);
     return [...(await this.#core.readDeadLetters(after, limit))];
+  }
+
+  /**
+   * The value a dead letter holds, decoded (and validated) by the queue's codec as a reservation
+   * is: for the default byte queue, its bytes. Dead letters keep their bytes exactly as pushed, so
+   * one may hold a payload that never decoded (that may be why it is there): that throws
+   * `QueueError` `ERR_INVALID` with the reason, and the dead letter stays as it is.
+   */
+  decode(letter: DeadLetter): T {
+    const bytes = (letter as Partial<DeadLetter> | null)?.bytes;
+    if (letter === null || typeof letter !== 'object' || !(bytes instanceof Uint8Array)) {
+      throw new TypeError(expectation('letter', 'a dead letter ({ seq, bytes, ... })', letter));
+    }
+    const codec = this.#core.codec;
+    if (isRaw(codec)) return bytes as T;
+    try {
+      return codec.decode(bytes) as T;
+    } catch (error) {
+      if (error instanceof AsyncSchemaError) throw error;
+      const message = (error as Error)?.message ?? String(error);
+      throw new QueueError('ERR_INVALID', `Dead letter ${String(letter.seq)} does not decode as a value of the ${codec.name} queue: ${message}`, { cause: error });
+    }
   }
 
   /** The oldest dead letter, or null when there is none. */

@@ -180,7 +180,7 @@ export class Consumer<T = Uint8Array> {
   readonly #core: QueueCore;
   readonly #retryDelays: RetryDelayFunction;
   /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See README, "Dead letters". */
-  readonly deadLetters: DeadLetterQueue;
+  readonly deadLetters: DeadLetterQueue<T>;
 
   /** Set on a consumer made by `fork()`: what it holds, so that closing it returns them. */
   readonly #holder: Holder | undefined;
@@ -190,7 +190,7 @@ export class Consumer<T = Uint8Array> {
     this.#core = core;
     this.#retryDelays = retryDelays;
     this.#holder = holder;
-    this.deadLetters = new DeadLetterQueue(core);
+    this.deadLetters = new DeadLetterQueue<T>(core);
   }
 
   /**

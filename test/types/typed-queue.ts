@@ -86,6 +86,18 @@ export async function typedQueues(): Promise<void> {
   await atx.push({ anything: true });
 
   // Builder options keep the type through the chain.
-  const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).leaseMs(1000);
+  const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).capacityBytes(1 << 20).leaseMs(1000);
   assertType<Equal<typeof chained, Builder<Order>>>(true);
+
+  // Dead letters decode to the queue's type.
+  const letter = await rx.deadLetters.peek();
+  if (letter) {
+    const decoded = rx.deadLetters.decode(letter);
+    assertType<Equal<typeof decoded, Order>>(true);
+    // @ts-expect-error a dead letter of an Order queue is no string
+    const wrong: string = rx.deadLetters.decode(letter);
+    void wrong;
+  }
+  const byteLetter = await brx.deadLetters.peek();
+  if (byteLetter) assertType<Equal<ReturnType<typeof brx.deadLetters.decode>, Uint8Array>>(true);
 }
