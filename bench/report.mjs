@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -344,6 +344,19 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     }
   }
   {
+    const rates = results.filter((r) => r.kind === 'jobpeer-rate');
+    const skipped = results.filter((r) => r.kind === 'jobpeer-skipped');
+    if (rates.length || skipped.length) {
+      md.push('## The job queues users pick instead');
+      md.push('');
+      md.push(jobPeersIntro(rates[0]));
+      md.push('');
+      md.push(table(['system', 'survives', 'push only, msgs/s', 'end to end, msgs/s'], jobPeerRows(rates)), '');
+      for (const s of skipped) md.push(`- ${s.name}: skipped, ${s.reason.split('\n')[0]}`);
+      if (skipped.length) md.push('');
+    }
+  }
+  {
     const rates = results.filter((r) => r.kind === 'zerocopy-rate');
     if (rates.length) {
       md.push('## Zero-copy reads');
@@ -444,4 +457,23 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   output.targets = computeTargets(output);
   const written = await writeReport(output);
   console.log(`wrote ${written.join(', ')}`);
+}
+
+function jobPeersIntro(first) {
+  const rounds = first ? first.samples.length : 0;
+  return `\`bench/lib/job-peers.mjs\`: ${first?.producers ?? 64} producers each running a serial \`await add\` loop of a ${first?.payload ?? 128}-byte payload for ${first ? first.budgetMs : '—'} ms per cell, ${rounds} round(s), the order of the cells rotated each round; the figure is the median. End to end counts jobs handled while the producers ran, by each project's usual consumer: ours \`process(handler, { concurrency: 64 })\` and the README's serial \`for await\` + \`await item.ack()\` loop; BullMQ a \`Worker\` with concurrency 64 (jobs removed on completion); pg-boss \`work()\` fetching up to 64 jobs, polling every 0.5 s; plainjob a worker polling every 10 ms. Ours is LogStore with the Builder's defaults (\`group\`) unless the row says otherwise. "Survives" is what a job whose add resolved survives.`;
+}
+
+function jobPeerRows(rates) {
+  const by = new Map();
+  for (const r of rates) {
+    const [system, cell] = [r.name.slice(0, r.name.lastIndexOf('/')), r.name.slice(r.name.lastIndexOf('/') + 1)];
+    if (!by.has(system)) by.set(system, { label: r.label, survives: r.survives, cells: {} });
+    by.get(system).cells[cell] = r;
+  }
+  const fmt = (r) => (r ? `${rateFmt(r.value)} (${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))})` : '—');
+  return [...by.values()].map(({ label, survives, cells }) => {
+    const e2e = cells.process ? `${fmt(cells.process)}${cells.loop ? `; serial loop ${fmt(cells.loop)}` : ''}` : '—';
+    return [label, survives, fmt(cells.push), e2e];
+  });
 }

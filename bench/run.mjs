@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -27,6 +27,7 @@ import { runPoison } from './lib/poison.mjs';
 import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
 import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
 import { ZERO_COPY_CELLS, runZeroCopyRounds } from './lib/zero-copy.mjs';
+import { JOB_PEER_CELLS, JOB_PEER_PAYLOAD_BYTES, JOB_PEER_PRODUCERS, runJobPeerRounds } from './lib/job-peers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -37,8 +38,8 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, poisonGood: 20_000, delayedItems: 100_000 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, poisonGood: 100_000, delayedItems: 1_000_000 };
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, jobPeerRounds: 1, poisonGood: 20_000, delayedItems: 100_000 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, jobPeerRounds: 3, poisonGood: 100_000, delayedItems: 1_000_000 };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -96,6 +97,7 @@ if (wants('typed')) plan.push({ section: 'typed', weight: (config.abRounds * TYP
 if (wants('zerocopy')) plan.push({ section: 'zerocopy', weight: config.abRounds * ZERO_COPY_CELLS.length * 1.5 / (config.budgetMs / 1000) });
 if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
+if (wants('jobpeers')) plan.push({ section: 'jobpeers', weight: (config.jobPeerRounds * JOB_PEER_CELLS.length * config.abBudgetMs * 1.6) / config.budgetMs });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
   for (const store of ['sqlitestore', 'levelstore'])
@@ -420,6 +422,23 @@ async function runZeroCopySection() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ the job queues users pick instead
+
+async function runJobPeersSection() {
+  const budgetMs = Math.max(config.abBudgetMs, 1000);
+  const { rates, skipped } = await runJobPeerRounds({ scratch, rounds: config.jobPeerRounds, budgetMs });
+  const out = [];
+  for (const [id, label, survives] of JOB_PEER_CELLS) {
+    if (skipped[id]) {
+      record({ id: `jobpeers/${id}`, kind: 'jobpeer-skipped', name: id, label, survives, reason: skipped[id] });
+      continue;
+    }
+    record({ id: `jobpeers/${id}`, kind: 'jobpeer-rate', name: id, label, survives, producers: JOB_PEER_PRODUCERS, payload: JOB_PEER_PAYLOAD_BYTES, budgetMs, unit: 'msgs/s', samples: rates[id] });
+  }
+  for (const [id, reason] of Object.entries(skipped)) out.push(`${id} skipped: ${reason.split('\n')[0]}`);
+  return out.join('; ') || `${Object.keys(rates).length} cells`;
+}
+
 // ------------------------------------------------------------------ a million delayed items at open (child processes)
 
 async function runDelayed() {
@@ -569,6 +588,10 @@ for (let i = 0; i < plan.length; i++) {
       run = () => runPeer(p);
       break;
     }
+    case 'jobpeers':
+      label = 'job queues users pick instead (BullMQ on Redis, pg-boss on PostgreSQL, plainjob on SQLite) beside ours, 64 producers';
+      run = () => runJobPeersSection();
+      break;
     case 'ab':
       label = `A/B rounds: ${task.group.title}`;
       run = () => runAb(task.group);
