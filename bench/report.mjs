@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -341,6 +341,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       md.push('');
       md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'typed-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const rates = results.filter((r) => r.kind === 'baseline-rate');
+    if (rates.length) {
+      md.push('## Per-item baselines');
+      md.push('');
+      md.push(`\`bench/lib/baseline.mjs\`: one producer's serial \`await push\` loop beside one consumer's \`await reserve()\` + ack, 128 B payloads, in one process with nothing between the loop and the queue. *simple*: the fastest simple async queue (array-backed, \`await push\`, \`await reserve\`, synchronous ack; it copies each payload as ours does); *memstore* and *logstore-none*: our queue under \`durability('none')\` with \`await item.ack()\`; *raw-write-per-push*: \`fs.writeSync\` of one ${rates[0].payload + 20}-byte frame per call, the floor of a push that must reach the OS before it resolves; *raw-batched*: 64 such frames per call. ${output.config.abRounds} rounds of ${output.config.abBudgetMs} ms per cell, the order rotated; a ratio is taken per round.`);
+      md.push('');
+      md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
+      md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'baseline-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
     }
   }
   {

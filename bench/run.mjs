@@ -3,7 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --only=raw,baseline,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -27,6 +27,7 @@ import { runPoison } from './lib/poison.mjs';
 import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
 import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
 import { ZERO_COPY_CELLS, runZeroCopyRounds } from './lib/zero-copy.mjs';
+import { BASELINE_CELLS, BASELINE_PAYLOAD_BYTES, runBaselineRounds } from './lib/baseline.mjs';
 import { JOB_PEER_CELLS, JOB_PEER_PAYLOAD_BYTES, JOB_PEER_PRODUCERS, runJobPeerRounds } from './lib/job-peers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -76,6 +77,7 @@ const policies = ['none', 'group', 'sync'];
 const workloads = ['push', 'drain', 'e2e'];
 const plan = [];
 if (wants('raw')) for (const p of config.payloads) plan.push({ section: 'raw', payload: p, weight: config.reps * 5 * 1.2 });
+if (wants('baseline')) plan.push({ section: 'baseline', weight: (config.abRounds * BASELINE_CELLS.length * config.abBudgetMs * 1.1) / config.budgetMs });
 if (wants('benny')) for (const p of config.payloads) for (const n of config.producers) plan.push({ section: 'benny', payload: p, producers: n, weight: 4 * (config.bennyMaxTime * 1.6) / (config.budgetMs / 1000) });
 if (wants('matrix'))
   for (const store of ['bare', 'memstore', 'logstore'])
@@ -406,6 +408,20 @@ async function runTypedSection() {
   return out.join(', ');
 }
 
+// ------------------------------------------------------------------ per-item baselines
+
+async function runBaselineSection() {
+  const frameBytes = FRAME_HEADER_BYTES + BASELINE_PAYLOAD_BYTES;
+  const { rates, ratios } = await runBaselineRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs, frameBytes });
+  for (const cell of BASELINE_CELLS) record({ id: `baseline/${cell}`, kind: 'baseline-rate', name: cell, payload: BASELINE_PAYLOAD_BYTES, unit: 'msgs/s', samples: rates[cell] });
+  const out = [];
+  for (const [key, samples] of Object.entries(ratios)) {
+    const e = record({ id: `baseline/ratio/${key}`, kind: 'baseline-ratio', name: key, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    out.push(`${key} ${e.value.toFixed(3)}`);
+  }
+  return out.join(', ');
+}
+
 // ------------------------------------------------------------------ zero-copy reads
 
 async function runZeroCopySection() {
@@ -549,6 +565,10 @@ for (let i = 0; i < plan.length; i++) {
     case 'raw':
       label = `raw baselines, ${task.payload} B payloads`;
       run = () => runRaw(task);
+      break;
+    case 'baseline':
+      label = 'per-item baselines: the simplest async queue, MemStore and LogStore none, one serial producer and consumer, raw writes';
+      run = () => runBaselineSection();
       break;
     case 'benny':
       label = `benny: MemStore vs bare queue, ${task.payload} B, ${task.producers} producer(s)`;

@@ -1,0 +1,136 @@
+// The per-item baselines (section `baseline` of bench/run.mjs), in one process, in interleaved
+// rounds, with no harness between the loop and the queue: one producer's serial `await push`
+// and a consumer's `await reserve()` + ack, 128 B payloads, the code a README reader writes.
+//
+// - simple: the fastest simple async queue we know of (array-backed, `await push`, `await
+//   reserve`, synchronous ack; about 15 lines, below). It copies each payload, as ours does.
+// - memstore: the queue over MemStore under `durability('none')`, `await item.ack()`.
+// - logstore-none: the queue over LogStore under `durability('none')`, `await item.ack()`.
+// - raw-write-per-push: `fs.writeSync` of one frame per call, the floor of a `none` push that
+//   must reach the OS before it resolves, one write per push (no ack written).
+// - raw-batched: `fs.writeSync` of 64 frames per call, no sync: what any log on this disk can
+//   take when it batches.
+// Each round runs every cell once, the order rotated; ratios are taken within a round.
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { Builder, LogStore, MemStore } from '../../dist/index.js';
+
+export const BASELINE_PAYLOAD_BYTES = 128;
+
+/** The fastest simple async queue: the baseline the in-memory queue is measured against. */
+class SimpleQueue {
+  #items = [];
+  #head = 0;
+  #waiters = [];
+  async push(bytes) {
+    const copy = bytes.slice();
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter({ bytes: copy, ack() {} });
+    else this.#items.push(copy);
+  }
+  reserve() {
+    if (this.#head === this.#items.length) return new Promise((resolve) => this.#waiters.push(resolve));
+    const bytes = this.#items[this.#head++];
+    if (this.#head === this.#items.length) {
+      this.#items = [];
+      this.#head = 0;
+    }
+    return Promise.resolve({ bytes, ack() {} });
+  }
+}
+
+const payload = new Uint8Array(BASELINE_PAYLOAD_BYTES).fill(7);
+
+/** The last push: a payload of another length, which tells the consumer the producer is done. */
+const last = new Uint8Array(1);
+
+/** One producer's serial push loop beside one consumer's reserve + ack loop, for `budgetMs`. */
+async function serialEndToEnd(push, reserve, awaitAck, budgetMs) {
+  let consumed = 0;
+  const t0 = performance.now();
+  const deadline = t0 + budgetMs;
+  const producer = (async () => {
+    while (performance.now() < deadline) {
+      // Check the clock once per 256 pushes: performance.now() costs about as much as a push.
+      for (let k = 0; k < 256; k++) await push(payload);
+    }
+    await push(last);
+  })();
+  for (;;) {
+    const item = await reserve();
+    if (awaitAck) await item.ack();
+    else item.ack();
+    if (item.bytes.length === last.length) break;
+    consumed++;
+  }
+  await producer;
+  return consumed / ((performance.now() - t0) / 1000);
+}
+
+function rawWrites(dir, frameBytes, perWrite, budgetMs) {
+  const path = join(dir, `raw-${perWrite}.bin`);
+  const fd = openSync(path, 'w', 0o600);
+  try {
+    const buf = Buffer.alloc(frameBytes * perWrite, 7);
+    const t0 = performance.now();
+    const deadline = t0 + budgetMs;
+    let pos = 0;
+    let n = 0;
+    while (performance.now() < deadline) {
+      for (let k = 0; k < 64; k++) {
+        writeSync(fd, buf, 0, buf.length, pos);
+        pos += buf.length;
+      }
+      n += 64 * perWrite;
+    }
+    return n / ((performance.now() - t0) / 1000);
+  } finally {
+    closeSync(fd);
+    rmSync(path, { force: true });
+  }
+}
+
+export const BASELINE_CELLS = ['simple', 'memstore', 'logstore-none', 'raw-write-per-push', 'raw-batched'];
+
+async function runCell(cell, scratch, frameBytes, budgetMs) {
+  if (cell === 'simple') {
+    const q = new SimpleQueue();
+    return serialEndToEnd((p) => q.push(p), () => q.reserve(), false, budgetMs);
+  }
+  if (cell === 'raw-write-per-push' || cell === 'raw-batched') {
+    const dir = mkdtempSync(join(scratch, 'baseline-raw-'));
+    try {
+      return rawWrites(dir, frameBytes, cell === 'raw-batched' ? 64 : 1, budgetMs);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const dir = mkdtempSync(join(scratch, 'baseline-'));
+  try {
+    const store = cell === 'memstore' ? new MemStore() : await LogStore.open(join(dir, 'q'));
+    const [tx, rx] = await new Builder(store).durability('none').open();
+    const rate = await serialEndToEnd((p) => tx.push(p), () => rx.reserve(), true, budgetMs);
+    await rx.close();
+    return rate;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function runBaselineRounds({ scratch, rounds, budgetMs, frameBytes }) {
+  const rates = Object.fromEntries(BASELINE_CELLS.map((c) => [c, []]));
+  const ratios = { 'memstore/simple': [], 'logstore-none/raw-batched': [], 'logstore-none/raw-write-per-push': [] };
+  for (let round = 0; round < rounds; round++) {
+    const r = {};
+    for (let k = 0; k < BASELINE_CELLS.length; k++) {
+      const cell = BASELINE_CELLS[(k + round) % BASELINE_CELLS.length];
+      r[cell] = await runCell(cell, scratch, frameBytes, budgetMs);
+      rates[cell].push(r[cell]);
+    }
+    for (const key of Object.keys(ratios)) {
+      const [a, b] = key.split('/');
+      ratios[key].push(r[a] / r[b]);
+    }
+  }
+  return { rates, ratios };
+}
