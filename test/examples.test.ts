@@ -228,7 +228,7 @@ it('theReadmeTypedQueueExampleRunsAsWrittenAndDeadLettersTheInvalidPayload', () 
   const run = runAsWritten(block!);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  expect(run.stdout).toBe("ERR_INVALID\n{ id: 8, sku: 'tea' }\njson+hand-written: Invalid value: id: id must be an integer\n");
+  expect(run.stdout).toBe("ERR_INVALID\n{ id: 8, sku: 'tea' }\njson+hand-written: Invalid value: id: id must be an integer\nERR_INVALID\n");
 });
 
 it('theReadmeBatchExampleRunsAsWrittenWithPartialSuccess', () => {
@@ -247,4 +247,13 @@ it('theReadmeByteCapacityExampleRunsAsWrittenAndAPushWaitsForRoom', () => {
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('2 8192 true\n');
+});
+
+it('theReadmeZeroCopyExampleRunsAsWrittenAndAHeldViewKeepsItsBytes', () => {
+  const block = blocks('js').find((b) => b.includes("mkdtempSync(join(tmpdir(), 'views-'))"));
+  expect(block, 'README has the zero-copy example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('item 0\n');
 });
