@@ -236,7 +236,8 @@ class OnceRunner<T> {
         this.#acked = [];
         // Under `lazy` an ack resolves before it is synced: a power loss could still bring its
         // item back, and then the record must be there.
-        await this.#consumer.acksDurable();
+        // A flush waits for a sync it starts; a batch in the background for the next one due.
+        await this.#consumer.acksDurable(all);
         await this.#set.forget(seqs);
       }
     } catch (error) {
@@ -247,6 +248,9 @@ class OnceRunner<T> {
   }
 
   async flush(): Promise<void> {
+    // A forget under way may be waiting for the sync the lazy bound starts, on a timer that does
+    // not hold the process: start that sync now. A failure shows in the forget that waits for it.
+    if (this.#forgetting !== undefined) this.#consumer.acksDurable(true).catch(() => {});
     while (this.#forgetting !== undefined) await this.#forgetting;
     if (this.#failure === undefined && this.#acked.length > 0) {
       this.#forgetting = this.#forget(true);

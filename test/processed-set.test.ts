@@ -163,6 +163,27 @@ describe('forgetting', () => {
     await rx.close();
   });
 
+  it('flushStartsTheSyncItWaitsForInsteadOfWaitingForTheBound', async () => {
+    let syncs = 0;
+    class CountingSync extends MemStore {
+      override async sync(): Promise<void> {
+        syncs++;
+      }
+    }
+    // A bound that never fires by itself: only the flush can start the sync.
+    const [tx, rx] = await new Builder(new CountingSync()).ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 1000 }).open();
+    const set = new MemorySet();
+    const once = effectivelyOnce(rx, set, () => {}, { forgetBatch: 1 });
+    await tx.push('a');
+    await once((await rx.reserve())!);
+    expect(rx.stats().unsyncedAcks).toBe(1);
+    expect(syncs).toBe(0);
+    await once.flush();
+    expect(syncs).toBe(1);
+    expect(set.forgotten).toEqual([[1]]);
+    await rx.close();
+  });
+
   it('forgetsUnderGroupAcksAsSoonAsABatchIsAcked', async () => {
     const [tx, rx] = await new Builder(new MemStore()).ackDurability('group').open();
     const set = new MemorySet();

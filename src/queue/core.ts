@@ -684,10 +684,10 @@ export class QueueCore {
     return this.#storedCount === 0 && this.#pendingPushes() === 0;
   }
 
-  /** Resolves once every ack resolved before the call is durable (`Consumer.acksDurable`). */
-  acksDurable(): Promise<void> {
+  /** Resolves once every ack resolved before the call is durable (`Consumer.acksDurable`); `now` starts the sync at once. */
+  acksDurable(now: boolean): Promise<void> {
     if (this.#failure) return Promise.reject(this.#failure);
-    return this.#lazyAcks?.covered() ?? Promise.resolve();
+    return this.#lazyAcks?.covered(now) ?? Promise.resolve();
   }
 
   /** Every item with a seq below this is stored; none at or above it was ever handed out. */

@@ -384,10 +384,11 @@ export class Consumer<T = Uint8Array> {
   /**
    * Resolves once every ack that resolved before the call can no longer be undone by a power loss
    * (at once under the `sync` and `group` ack policies; under `lazy`, once the syncs covering those
-   * acks completed). Rejects when the queue fails. A processed set forgets an item only then. @internal
+   * acks completed; with `now`, the sync starts at once instead of when the bound says). Rejects
+   * when the queue fails. A processed set forgets an item only then. @internal
    */
-  acksDurable(): Promise<void> {
-    return this.#core.acksDurable();
+  acksDurable(now = false): Promise<void> {
+    return this.#core.acksDurable(now);
   }
 
   /** Every item with a seq below this is stored; none at or above it was ever handed out. @internal */

@@ -157,13 +157,18 @@ export class LazyAcks {
   /**
    * Resolves once every ack written before the call is durable: the acks the sync in flight
    * covers need it to complete, the acks written since it started need the next one. Starts no
-   * sync of its own (the bound or the close starts it); rejects with `error` of {@link stop}.
-   * A processed set forgets an item only once this says its ack can no longer be undone.
+   * sync of its own unless `now` (the bound or the close starts it, so that waiting costs no
+   * fsync); with `now`, the next sync starts at once, or as soon as the one in flight ends.
+   * Rejects with `error` of {@link stop}. A processed set forgets an item only once this says its
+   * ack can no longer be undone.
    */
-  covered(): Promise<void> {
+  covered(now: boolean): Promise<void> {
     if (this.#unsynced === 0 && this.#syncing === 0) return Promise.resolve();
     const target = this.#started + (this.#unsynced > 0 ? 1 : 0);
-    return new Promise((resolve, reject) => this.#coverWaiters.push({ target, resolve, reject }));
+    const promise = new Promise<void>((resolve, reject) => this.#coverWaiters.push({ target, resolve, reject }));
+    // The bound's timer is unref'd: a caller waiting on it alone could let the process exit.
+    if (now && this.#unsynced > 0) this.#start();
+    return promise;
   }
 
   #completedOne(): void {
