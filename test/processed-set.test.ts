@@ -480,3 +480,49 @@ describe('SqliteProcessedSet', () => {
     db.close();
   });
 });
+
+describe('FORMAT.md §12', () => {
+  it('theHexExamplesAreTheBytesTheSetWrites', async () => {
+    const { readFileSync } = await import('node:fs');
+    const format = readFileSync(join(import.meta.dirname, '..', 'FORMAT.md'), 'utf8');
+    const section = format.slice(format.indexOf('## 12. LogProcessedSet'));
+    const hexBlocks = [...section.matchAll(/```hex\n([\s\S]*?)```/g)].map((m) =>
+      Uint8Array.from(
+        m[1]!
+          .split('\n')
+          .filter(Boolean)
+          .flatMap((line) => line.split('|')[0]!.trim().split(/\s+/).slice(1))
+          .map((h) => Number.parseInt(h, 16)),
+      ),
+    );
+    expect(hexBlocks).toHaveLength(2);
+    const { encodeEntry, decodeEntry, decodeHeader } = await import('../src/processed/format.js');
+    expect(hexBlocks[0]).toEqual(encodeHeader());
+    expect(decodeHeader(hexBlocks[0]!, 'doc')).toBe(1);
+    expect(hexBlocks[1]).toEqual(encodeEntry(300));
+    expect(decodeEntry(hexBlocks[1]!, 2, 'doc')).toBe(300);
+    // And a set on disk holds exactly these payloads.
+    const dir = join(freshDir(), 'set');
+    const set = await LogProcessedSet.open(dir);
+    await set.record(300);
+    await set.close();
+    const store = await LogStore.open(dir);
+    await store.open();
+    expect(store.read({ after: 0, before: Infinity, limit: 10 }).map((i) => [...i.bytes])).toEqual([[...hexBlocks[0]!], [...hexBlocks[1]!]]);
+    await store.close();
+  });
+
+  it('aHeaderOfAnotherLengthOrVersionZeroIsCorruptAndANewerLongerOneUnsupported', async () => {
+    const { decodeHeader } = await import('../src/processed/format.js');
+    const header = encodeHeader();
+    expect(() => decodeHeader(header.subarray(0, 19), 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+    const longer = new Uint8Array(24);
+    longer.set(header);
+    expect(() => decodeHeader(longer, 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+    new DataView(longer.buffer).setUint32(16, 2, true);
+    expect(() => decodeHeader(longer, 'd')).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED_VERSION' }));
+    const zero = encodeHeader();
+    new DataView(zero.buffer).setUint32(16, 0, true);
+    expect(() => decodeHeader(zero, 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+  });
+});

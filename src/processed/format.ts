@@ -29,12 +29,15 @@ export function encodeHeader(): Uint8Array {
 export function decodeHeader(bytes: Uint8Array, dir: string): number {
   const isMagic = bytes.length >= SET_MAGIC_BYTES && MAGIC.every((b, i) => bytes[i] === b);
   if (!isMagic) throw new OpenError('ERR_STORE', `${dir} is not a processed set: its first item is not a processed-set header`, { file: dir });
-  if (bytes.length !== SET_HEADER_BYTES) throw new OpenError('ERR_CORRUPT', `The processed-set header in ${dir} is ${bytes.length} bytes, not ${SET_HEADER_BYTES}`, { file: dir });
+  const corrupt = (what: string) => new OpenError('ERR_CORRUPT', `The processed-set header in ${dir} ${what}`, { file: dir });
+  if (bytes.length < SET_HEADER_BYTES) throw corrupt(`is ${bytes.length} bytes, not ${SET_HEADER_BYTES}`);
+  // The version before the length: a newer version may have a longer header.
   const version = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(SET_MAGIC_BYTES, true);
   if (version > SET_FORMAT_VERSION) {
     throw new OpenError('ERR_UNSUPPORTED_VERSION', `The processed set in ${dir} has format version ${version}; this release reads up to ${SET_FORMAT_VERSION}`, { file: dir });
   }
-  if (version < 1) throw new OpenError('ERR_CORRUPT', `The processed-set header in ${dir} has version ${version}`, { file: dir });
+  if (bytes.length !== SET_HEADER_BYTES) throw corrupt(`is ${bytes.length} bytes, not ${SET_HEADER_BYTES}`);
+  if (version < 1) throw corrupt(`has version ${version}`);
   return version;
 }
 

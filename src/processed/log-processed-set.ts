@@ -22,7 +22,7 @@ export interface LogProcessedSetOptions {
    */
   durability?: 'group' | 'none';
   /**
-   * Size of the set's segments. The set holds few entries of 25 bytes each on disk, so its
+   * Size of the set's segments. The set holds few entries, of 28 bytes each in a segment, so its
    * segments are small; sealed ones whose entries were all forgotten are deleted.
    * @default 1048576 (1 MiB)
    */
