@@ -163,6 +163,37 @@ describe('forgetting', () => {
     await rx.close();
   });
 
+  it('anAckWrittenWhileASyncRunsIsDurableOnlyAfterTheNextSync', async () => {
+    const held: ReturnType<typeof deferred>[] = [];
+    class HeldSync extends MemStore {
+      override async sync(): Promise<void> {
+        const gate = deferred();
+        held.push(gate);
+        await gate.promise;
+      }
+    }
+    const [tx, rx] = await new Builder(new HeldSync()).ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 2 }).open();
+    await tx.pushMany(['a', 'b', 'c']);
+    await (await rx.reserve())!.ack();
+    await (await rx.reserve())!.ack();
+    expect(held).toHaveLength(1); // the bound started a sync, covering a and b
+    const beforeC = rx.acksDurable();
+    await (await rx.reserve())!.ack(); // written while that sync runs: not covered by it
+    let coveredC = false;
+    const afterC = rx.acksDurable().then(() => void (coveredC = true));
+    held[0]!.resolve();
+    await beforeC;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(coveredC, 'c needs a sync that started after it was written').toBe(false);
+    const now = rx.acksDurable(true); // starts that sync
+    expect(held).toHaveLength(2);
+    held[1]!.resolve();
+    await Promise.all([afterC, now]);
+    expect(coveredC).toBe(true);
+    expect(rx.stats().unsyncedAcks).toBe(0);
+    await rx.close();
+  });
+
   it('flushStartsTheSyncItWaitsForInsteadOfWaitingForTheBound', async () => {
     let syncs = 0;
     class CountingSync extends MemStore {
