@@ -204,7 +204,9 @@ class OnceRunner<T> {
       ran = (this.#set as TransactionalProcessedSet).runOnce(seq, () => {
         const result = this.#handler(item);
         if (isThenable(result)) {
-          // The transaction commits when the handler returns: work still to come would run outside it.
+          // The transaction commits when the handler returns: work still to come would run outside
+          // it. Its outcome is dropped here (the TypeError says why), not left unhandled.
+          (result as PromiseLike<unknown>).then(undefined, () => {});
           throw new TypeError(expectation('handler', 'a synchronous function (the transaction is synchronous)', result));
         }
       });

@@ -486,8 +486,9 @@ describe('SqliteProcessedSet', () => {
     const [tx, rx] = await new Builder(new MemStore()).open();
     const insert = db.prepare('INSERT INTO orders (id) VALUES (?)');
     // @ts-expect-error the handler of a transactional set must be synchronous
-    const once = effectivelyOnce(rx, set, async () => {
+    const once = effectivelyOnce(rx, set, async (item) => {
       insert.run('too late');
+      if (item.deliveries === 2) throw new Error('rejects later: dropped, not left unhandled');
     });
     await tx.push('o');
     const item = (await rx.reserve())!;
@@ -495,6 +496,9 @@ describe('SqliteProcessedSet', () => {
     expect(orders(db)).toEqual([]);
     expect(set.has(item.seq)).toBe(false);
     expect(item.settled).toBe(false);
+    await item.nack();
+    await expect(once((await rx.reserve())!)).rejects.toThrow(TypeError);
+    expect(orders(db)).toEqual([]);
     await rx.close();
     db.close();
   });
