@@ -5,6 +5,9 @@ export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } fr
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';
+export { effectivelyOnce } from './processed-set.js';
+export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './processed-set.js';
+export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';
 export { bytes, json, structured, text, validated } from './codec.js';
 export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './codec.js';
 export type { MemStoreOptions } from './mem-store.js';

@@ -80,6 +80,7 @@ export interface SqliteStoreOptions {
 }
 
 export type { SqliteDriver } from './sqlite/driver.js';
+export { SqliteProcessedSet, type SqliteProcessedSetDatabase, type SqliteProcessedSetOptions } from './sqlite/processed-set.js';
 
 /** Newest version of the table layout described at the top of this file; kept in `meta` under `format`. */
 export const SQLITE_FORMAT_VERSION = NEWEST_FORMAT_VERSION;

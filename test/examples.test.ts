@@ -231,6 +231,26 @@ it('theReadmeTypedQueueExampleRunsAsWrittenAndDeadLettersTheInvalidPayload', () 
   expect(run.stdout).toBe("ERR_INVALID\n{ id: 8, sku: 'tea' }\njson+hand-written: Invalid value: id: id must be an integer\nERR_INVALID\n");
 });
 
+it('theReadmeProcessedSetExampleRunsAsWrittenAndSkipsTheRedelivery', () => {
+  const block = blocks('js').find((b) => b.includes('LogProcessedSet.open(join(dir'));
+  expect(block, 'README has the processed set example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("[ 'welcome ann', 'welcome bob' ] 1\n");
+});
+
+it('theReadmeSqliteProcessedSetExampleRunsAsWrittenAgainstBetterSqlite3', () => {
+  const block = blocks('js').find((b) => b.includes('new SqliteProcessedSet(db)'));
+  expect(block, 'README has the SqliteProcessedSet example').toBeDefined();
+  const sqlite = pathToFileURL(join(root, 'dist', 'sqlite-store.js')).href;
+  const peer = pathToFileURL(join(root, 'node_modules', 'better-sqlite3', 'lib', 'index.js')).href;
+  const run = runAsWritten(block!.replaceAll("from 'persistent-queue/sqlite'", `from '${sqlite}'`).replaceAll("from 'better-sqlite3'", `from '${peer}'`));
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('2\n');
+});
+
 it('theReadmeBatchExampleRunsAsWrittenWithPartialSuccess', () => {
   const block = blocks('js').find((b) => b.includes("batch: { size: 4 }"));
   expect(block, 'README has the batch example').toBeDefined();

@@ -698,6 +698,17 @@ export class QueueCore {
     return this.#storedCount === 0 && this.#pendingPushes() === 0;
   }
 
+  /** Resolves once every ack resolved before the call is durable (`Consumer.acksDurable`); `now` starts the sync at once. */
+  acksDurable(now: boolean): Promise<void> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    return this.#lazyAcks?.covered(now) ?? Promise.resolve();
+  }
+
+  /** Every item with a seq below this is stored; none at or above it was ever handed out. */
+  get storedBefore(): number {
+    return this.#pushes.committedBefore;
+  }
+
   drained(signal: AbortSignal | undefined): Promise<void> {
     return this.#watch(this.#drained, () => this.#isDrained(), signal);
   }
@@ -747,7 +758,7 @@ export class QueueCore {
     const failure = this.#failure;
     this.#pushes.failAll(failure);
     this.#acks.failAll(failure);
-    this.#lazyAcks?.stop();
+    this.#lazyAcks?.stop(failure);
     // The reservations can no longer settle: no lease of theirs needs to run out.
     this.#leases.clear();
     this.ledger?.stop(failure);

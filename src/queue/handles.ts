@@ -382,6 +382,21 @@ export class Consumer<T = Uint8Array> {
   }
 
   /**
+   * Resolves once every ack that resolved before the call can no longer be undone by a power loss
+   * (at once under the `sync` and `group` ack policies; under `lazy`, once the syncs covering those
+   * acks completed; with `now`, the sync starts at once instead of when the bound says). Rejects
+   * when the queue fails. A processed set forgets an item only then. @internal
+   */
+  acksDurable(now = false): Promise<void> {
+    return this.#core.acksDurable(now);
+  }
+
+  /** Every item with a seq below this is stored; none at or above it was ever handed out. @internal */
+  get storedBefore(): number {
+    return this.#core.storedBefore;
+  }
+
+  /**
    * Resolves once nothing is left to hand to the consumer: every push made so far is stored and
    * delivered (`ready` and `pendingPushes` are 0), though items may still be in flight. Resolves
    * at once when that already holds. Rejects with `ERR_STORE_FAILED` if the queue fails, with

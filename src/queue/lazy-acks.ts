@@ -32,6 +32,13 @@ export function resolveAckPolicy(store: Store, durability: Durability, requested
   return { policy: 'lazy', lazy: { store: store as Store & { sync(): Promise<void> }, bound } };
 }
 
+/** A `covered()` caller: resolved once `target` syncs have completed. */
+interface CoverWaiter {
+  readonly target: number;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
 /**
  * Counts the acks written and not yet covered by a sync, and starts `store.sync()` when the
  * bound says so. At most one sync is in flight: acks written while it runs are not covered by it
@@ -52,6 +59,11 @@ export class LazyAcks {
   /** The bound passed while a sync was in flight: start the next one when it ends. */
   #due = false;
   #stopped = false;
+  /** Syncs started and completed since open; they complete in the order they started. */
+  #started = 0;
+  #completed = 0;
+  /** `covered()` callers: each resolves once `#completed` reaches its target. */
+  #coverWaiters: CoverWaiter[] = [];
 
   constructor(store: Store & { sync(): Promise<void> }, bound: LazyAckBound, fail: (error: unknown) => void) {
     this.#sync = () => store.sync();
@@ -95,6 +107,7 @@ export class LazyAcks {
     }
     this.#syncing = this.#unsynced;
     this.#unsynced = 0;
+    this.#started++;
     let result: Promise<void>;
     try {
       result = this.#sync();
@@ -107,6 +120,7 @@ export class LazyAcks {
   readonly #synced = (): void => {
     this.#inFlight = undefined;
     this.#syncing = 0;
+    this.#completedOne();
     if (this.#due) {
       this.#due = false;
       this.#start();
@@ -134,8 +148,38 @@ export class LazyAcks {
     if (this.#stopped || this.#unsynced === 0) return;
     this.#syncing = this.#unsynced;
     this.#unsynced = 0;
+    this.#started++;
     await this.#sync();
     this.#syncing = 0;
+    this.#completedOne();
+  }
+
+  /**
+   * Resolves once every ack written before the call is durable: the acks the sync in flight
+   * covers need it to complete, the acks written since it started need the next one. Starts no
+   * sync of its own unless `now` (the bound or the close starts it, so that waiting costs no
+   * fsync); with `now`, the next sync starts at once, or as soon as the one in flight ends.
+   * Rejects with `error` of {@link stop}. A processed set forgets an item only once this says its
+   * ack can no longer be undone.
+   */
+  covered(now: boolean): Promise<void> {
+    if (this.#unsynced === 0 && this.#syncing === 0) return Promise.resolve();
+    const target = this.#started + (this.#unsynced > 0 ? 1 : 0);
+    const promise = new Promise<void>((resolve, reject) => this.#coverWaiters.push({ target, resolve, reject }));
+    // The bound's timer is unref'd: a caller waiting on it alone could let the process exit.
+    if (now && this.#unsynced > 0) this.#start();
+    return promise;
+  }
+
+  #completedOne(): void {
+    this.#completed++;
+    if (this.#coverWaiters.length === 0) return;
+    const waiting: CoverWaiter[] = [];
+    for (const w of this.#coverWaiters) {
+      if (w.target <= this.#completed) w.resolve();
+      else waiting.push(w);
+    }
+    this.#coverWaiters = waiting;
   }
 
   /** Resolves once no sync is running (its outcome already handled): the store may close then. */
@@ -143,9 +187,10 @@ export class LazyAcks {
     while (this.#inFlight !== undefined) await this.#inFlight;
   }
 
-  /** No further sync (the queue failed or closed). */
-  stop(): void {
+  /** No further sync (the queue failed); `covered()` callers reject with `error` once it is given. */
+  stop(error?: unknown): void {
     this.#stopped = true;
+    if (error !== undefined) for (const w of this.#coverWaiters.splice(0)) w.reject(error);
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
