@@ -79,6 +79,8 @@ export class JetStreamCore {
   /** Operations under way that close() waits for: pushes, acks, moves. */
   readonly #pending = new Set<Promise<unknown>>();
   readonly #history = new Map<number, History>();
+  /** Moves into the dead letters under way: a listing waits for them, so it sees what this process moved. */
+  readonly moves = new Set<Promise<unknown>>();
   #closed = false;
   #closing: Promise<void> | undefined;
   #failure: QueueError | undefined;
@@ -161,6 +163,9 @@ export class JetStreamCore {
       this.counters.deadLettered++;
       this.#history.delete(seq);
     })();
+    this.moves.add(move);
+    const done = (): void => void this.moves.delete(move);
+    move.then(done, done);
     return this.track(move);
   }
 

@@ -39,7 +39,8 @@ function letterOf(msg: StoredMsg): DeadLetter {
 /**
  * The dead-letter stream as the consumer sees it. Unlike the embedded queue's, `count()` asks the
  * server, so it returns a promise; listing reads the stream message by message, so it is meant
- * for dead letters counted in thousands.
+ * for dead letters counted in thousands. Both wait first for the moves this process has under
+ * way, so that they see them.
  */
 export class JetStreamDeadLetters {
   readonly #core: JetStreamCore;
@@ -53,6 +54,7 @@ export class JetStreamDeadLetters {
   /** How many dead letters the stream holds. */
   async count(): Promise<number> {
     this.#check();
+    await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
     return (await jsm.streams.info(names.deadLetterStream)).state.messages;
   }
@@ -137,6 +139,7 @@ export class JetStreamDeadLetters {
   /** Every dead letter, in the order of the seqs the items had. */
   async #all(): Promise<Found[]> {
     this.#check();
+    await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
     const state = (await jsm.streams.info(names.deadLetterStream)).state;
     const found: Found[] = [];
