@@ -7,6 +7,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
 import { JetStreamBuilder } from '../src/jetstream/index.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
@@ -128,4 +129,82 @@ maybe('JetStream: push options the stream cannot keep are refused with ERR_UNSUP
   } finally {
     await tx.close();
   }
+});
+
+maybe('JetStream: a typed queue moves a payload it cannot decode into the dead letters, and hands out the next item', async () => {
+  const stream = uniqueStream();
+  const raw = await openQueue({}, stream);
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).codec(json<{ id: number }>()).open();
+  try {
+    const bad = await raw.tx.push('{not json');
+    const good = await tx.push({ id: 1 });
+    const item = (await rx.reserve())!;
+    expect([item.seq, item.value]).toEqual([good, { id: 1 }]);
+    await item.ack();
+    const letters = await rx.deadLetters.list();
+    expect(letters.map((l) => [l.seq, l.deliveries])).toEqual([[bad, 1]]);
+    expect(letters[0]!.reason).toMatch(/^json could not decode the payload: /);
+  } finally {
+    await tx.close();
+    await raw.tx.close();
+  }
+});
+
+maybe('JetStream: dead letters are redriven as new items with fresh counts, and purged for good', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
+  try {
+    await tx.pushMany(['a', 'b', 'c']);
+    for (let i = 0; i < 3; i++) await (await rx.reserve())!.deadLetter(`reason ${i}`);
+    expect(await rx.deadLetters.count()).toBe(3);
+    const [first] = await rx.deadLetters.list({ limit: 1 });
+    const seqs = await rx.deadLetters.redrive({ seqs: [first!.seq] });
+    expect(seqs).toHaveLength(1);
+    const back = (await rx.reserve())!;
+    expect([back.seq, new TextDecoder().decode(back.bytes), back.deliveries]).toEqual([seqs[0], 'a', 1]);
+    await back.ack();
+    expect(await rx.deadLetters.purge()).toBe(2);
+    expect(await rx.deadLetters.count()).toBe(0);
+    await expect(rx.deadLetters.purge({ limit: 0 })).rejects.toThrow(RangeError);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: an aborted reserve rejects with the reason, and the item it might have had goes to the next reserve', async () => {
+  const { tx, rx } = await openQueue();
+  try {
+    const controller = new AbortController();
+    const waiting = rx.reserve({ signal: controller.signal });
+    controller.abort(new Error('stop waiting'));
+    await expect(waiting).rejects.toThrow('stop waiting');
+    const seq = await tx.push('x');
+    const item = (await rx.reserve())!;
+    expect(item.seq).toBe(seq);
+    await item.ack();
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FAILED', async () => {
+  const own = await connect({ servers: nc.getServer() });
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  // The consumer's ack wait: how soon the item held when the connection closed comes back.
+  const [tx, rx] = await new JetStreamBuilder(own, { stream }).leaseMs(1000).open();
+  await tx.push('x');
+  const held = (await rx.reserve())!;
+  await own.close();
+  await expect(tx.push('y')).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await expect(held.ack()).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await expect(rx.reserve()).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await tx.close();
+  // Nothing acked: the item is still in the stream, for the next consumer.
+  const [, again] = await new JetStreamBuilder(nc, { stream, bind: true }).leaseMs(60_000).open();
+  const item = (await again.reserve())!;
+  expect(new TextDecoder().decode(item.bytes)).toBe('x');
+  await item.ack();
+  await again.close();
 });

@@ -113,15 +113,15 @@ export class JetStreamCore {
     return promise;
   }
 
-  /** Note a delivery this process saw: its time, for the dead letter it may become. */
+  /** Note a delivery this process hands out: its time, for the dead letter it may become. */
   saw(seq: number, deliveries: number): void {
     const now = this.s.time.wallNow();
+    if (deliveries > 1) this.counters.redelivered++;
     const h = this.#history.get(seq);
     if (h !== undefined) {
       h.last = now;
       return;
     }
-    if (deliveries > 1) this.counters.redelivered++;
     if (this.#history.size >= HISTORY_MAX) this.#history.delete(this.#history.keys().next().value!);
     this.#history.set(seq, { first: deliveries === 1 ? now : 0, last: now, error: undefined });
   }

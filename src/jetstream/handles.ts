@@ -158,7 +158,7 @@ export class JetStreamConsumer<T = Uint8Array> {
   readonly #core: JetStreamCore;
   readonly #puller: Puller;
   readonly #waiters: Waiter<T>[] = [];
-  /** The reservations this consumer holds. */
+  /** The reservations this consumer holds. @internal */
   readonly held = new Set<JetStreamReserved<T>>();
   #closed = false;
   readonly #root: boolean;
@@ -201,13 +201,14 @@ export class JetStreamConsumer<T = Uint8Array> {
   #accept(delivery: Delivery, leaseMs: number): JetStreamReserved<T> | undefined {
     const core = this.#core;
     const { deliveries, streamSeq } = delivery.info;
-    core.saw(streamSeq, deliveries);
     const max = core.s.maxDeliveries;
     if (deliveries > max) {
+      // Not handed out: its last delivery time stays the one before.
       const reason = core.lastError(streamSeq) ?? `handed out ${max} times (maxDeliveries ${max})`;
       core.moveToDeadLetters(delivery, deliveries - 1, reason).catch(() => {});
       return undefined;
     }
+    core.saw(streamSeq, deliveries);
     const item = new JetStreamReserved<T>(core, this, delivery, leaseMs);
     const codec = core.s.codec;
     if (!isRaw(codec)) {
@@ -316,7 +317,14 @@ export class JetStreamConsumer<T = Uint8Array> {
         await delivery.nak(0).catch(() => {});
         return null;
       }
-      const item = this.#accept(delivery, this.#core.s.leaseMs);
+      let item: JetStreamReserved<T> | undefined;
+      try {
+        item = this.#accept(delivery, this.#core.s.leaseMs);
+      } catch (error) {
+        // The codec cannot work (a schema answering asynchronously): the item goes back.
+        delivery.nak(0).catch(() => {});
+        throw error;
+      }
       if (item !== undefined) return item;
     }
   }
