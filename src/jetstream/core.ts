@@ -23,6 +23,12 @@ export const DEAD_HEADERS = {
   reason: 'Pq-Reason',
 } as const;
 
+/** The error of an operation the server did not confirm: its outcome is unknown. @internal */
+export function unconfirmed(what: string, cause: unknown): QueueError {
+  if (cause instanceof QueueError) return cause;
+  return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+}
+
 /** Delivery times this process saw, kept for the dead letters; bounded, oldest forgotten first. */
 const HISTORY_MAX = 65_536;
 
@@ -158,8 +164,12 @@ export class JetStreamCore {
     // A header value is one line: the reason is kept percent-encoded.
     hdrs.set(DEAD_HEADERS.reason, encodeURIComponent(boundedReason(reason)));
     const move = (async () => {
-      await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: `${this.s.names.stream}:${seq}`, timeout: this.s.timeoutMs });
-      await delivery.ackAck();
+      try {
+        await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: `${this.s.names.stream}:${seq}`, timeout: this.s.timeoutMs });
+        await delivery.ackAck();
+      } catch (cause) {
+        throw unconfirmed(`the move of item ${seq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
+      }
       this.counters.deadLettered++;
       this.#history.delete(seq);
     })();

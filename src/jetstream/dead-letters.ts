@@ -5,7 +5,7 @@ import type { StoredMsg } from '@nats-io/jetstream';
 import type { DeadLetter } from '../store.js';
 import { type DeadLetterListOptions, type DeadLetterSelection, selection } from '../queue/dead-letters.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
-import { DEAD_HEADERS, type JetStreamCore } from './core.js';
+import { DEAD_HEADERS, type JetStreamCore, unconfirmed } from './core.js';
 
 interface Found {
   readonly letter: DeadLetter;
@@ -56,7 +56,11 @@ export class JetStreamDeadLetters {
     this.#check();
     await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
-    return (await jsm.streams.info(names.deadLetterStream)).state.messages;
+    try {
+      return (await jsm.streams.info(names.deadLetterStream)).state.messages;
+    } catch (cause) {
+      throw unconfirmed('the count of dead letters', cause);
+    }
   }
 
   /** Dead letters in the order of their seqs, from `after` on, at most `limit`. */
@@ -98,9 +102,13 @@ export class JetStreamDeadLetters {
       const { js, jsm, names, timeoutMs } = this.#core.s;
       const seqs: number[] = [];
       for (const found of await this.#chosen(chosen)) {
-        const ack = await js.publish(names.subject, found.letter.bytes, { timeout: timeoutMs });
-        await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
-        seqs.push(ack.seq);
+        try {
+          const ack = await js.publish(names.subject, found.letter.bytes, { timeout: timeoutMs });
+          await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
+          seqs.push(ack.seq);
+        } catch (cause) {
+          throw unconfirmed(`the redrive of dead letter ${found.letter.seq}`, cause);
+        }
       }
       return seqs;
     });
@@ -118,7 +126,11 @@ export class JetStreamDeadLetters {
       const { jsm, names } = this.#core.s;
       let count = 0;
       for (const found of await this.#chosen(chosen)) {
-        await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
+        try {
+          await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
+        } catch (cause) {
+          throw unconfirmed(`the purge of dead letter ${found.letter.seq}`, cause);
+        }
         count++;
       }
       return count;
@@ -141,11 +153,15 @@ export class JetStreamDeadLetters {
     this.#check();
     await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
-    const state = (await jsm.streams.info(names.deadLetterStream)).state;
     const found: Found[] = [];
-    for (let at = state.first_seq; at <= state.last_seq && state.messages > 0; at++) {
-      const msg = await jsm.streams.getMessage(names.deadLetterStream, { seq: at });
-      if (msg !== null) found.push({ letter: letterOf(msg), at });
+    try {
+      const state = (await jsm.streams.info(names.deadLetterStream)).state;
+      for (let at = state.first_seq; at <= state.last_seq && state.messages > 0; at++) {
+        const msg = await jsm.streams.getMessage(names.deadLetterStream, { seq: at });
+        if (msg !== null) found.push({ letter: letterOf(msg), at });
+      }
+    } catch (cause) {
+      throw unconfirmed('a read of the dead letters', cause);
     }
     return found.sort((a, b) => a.letter.seq - b.letter.seq);
   }
