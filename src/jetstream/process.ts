@@ -2,6 +2,7 @@
 // with the retry policy's delay (the server holds it back meanwhile), or move it into the dead
 // letters once it had its maxDeliveries. The options are those of the embedded process(), less
 // batch mode.
+import { setMaxListeners } from 'node:events';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { delayMs } from '../queue/retry.js';
@@ -125,6 +126,8 @@ function runHandler(core: JetStreamCore, handler: JetStreamProcessHandler<unknow
 /** @internal */
 export async function runProcess(core: JetStreamCore, consumer: JetStreamConsumer<unknown>, handler: JetStreamProcessHandler<unknown>, settings: Settings): Promise<void> {
   const stop = new AbortController();
+  // Each waiting worker listens on it: one listener per worker is expected, not a leak.
+  setMaxListeners(settings.concurrency + 10, stop.signal);
   const running = new Set<Context>();
   const onAbort = (): void => {
     stop.abort(settings.signal!.reason);
