@@ -17,8 +17,9 @@ import { JetStreamCore } from './core.js';
 import { JetStreamConsumer, JetStreamProducer } from './handles.js';
 import { type Names, setUp } from './setup.js';
 
-export { JetStreamConsumer, JetStreamProducer, JetStreamReserved } from './handles.js';
-export type { JetStreamQueueStats } from './handles.js';
+export { JetStreamConsumer, JetStreamProducer } from './handles.js';
+export { JetStreamReserved } from './reserved.js';
+export type { JetStreamQueueStats } from './stats.js';
 export { JetStreamDeadLetters } from './dead-letters.js';
 export type { JetStreamProcessHandler, JetStreamProcessOptions } from './process.js';
 

@@ -9,7 +9,8 @@ import { delayMs } from '../queue/retry.js';
 import type { HandlerContext, HandlerErrorInfo } from '../queue/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { JetStreamCore } from './core.js';
-import type { JetStreamConsumer, JetStreamReserved } from './handles.js';
+import type { JetStreamConsumer } from './handles.js';
+import type { JetStreamReserved } from './reserved.js';
 
 /** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
 export type JetStreamProcessHandler<T = Uint8Array> = (item: JetStreamReserved<T>, context: HandlerContext) => unknown;
