@@ -4,6 +4,11 @@
  * server on 127.0.0.1:4222 when one answers there, else starts one from the nats-server binary;
  * skipped, with the reason printed, only when the machine has no nats-server at all.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -12,6 +17,7 @@ import { isQueueError } from '../src/errors.js';
 import { JetStreamBuilder } from '../src/jetstream/index.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
+import { type Lines, distUrl, runModule } from './support/child-process.js';
 import { type NatsNode, natsServerBinary, startNatsServer } from './support/nats-server.js';
 import { type OpenOptions, type OpenQueue, runQueueSemantics } from './support/queue-semantics.js';
 
@@ -207,4 +213,55 @@ maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FA
   expect(new TextDecoder().decode(item.bytes)).toBe('x');
   await item.ack();
   await again.close();
+});
+
+/** A consumer process: opens the queue bound to `stream`, prints `ready`, then a line per item its handler gets. */
+function consumerSource(): string {
+  const require = createRequire(import.meta.url);
+  return `import { connect } from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}';
+import { JetStreamBuilder } from '${distUrl('jetstream/index.js')}';
+const [url, stream, mode] = process.argv.slice(2);
+const nc = await connect({ servers: url });
+const [, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).open();
+console.log('ready');
+await rx.process(async (item) => {
+  console.log(mode, new TextDecoder().decode(item.bytes), item.deliveries);
+  // A holder never settles: it keeps its items until its process dies.
+  if (mode === 'held') await new Promise(() => {});
+}, { concurrency: 4 });
+`;
+}
+
+maybe('JetStream: consumers in two processes share a queue, and the items of one killed while holding them go to the other', async () => {
+  const stream = uniqueStream();
+  // The consumer's ack wait (1 s): how soon the killed holder's items come back.
+  const a = await new JetStreamBuilder(nc, { stream }).leaseMs(1000).open();
+  streams.push(stream, `${stream}_DEAD`);
+  const dir = mkdtempSync(join(tmpdir(), 'pq-js-consumers-'));
+  const url = nc.getServer();
+  const holder = runModule(dir, 'holder.mjs', consumerSource(), [url, stream, 'held']);
+  let worker: Lines | undefined;
+  try {
+    await holder.until((lines) => lines.includes('ready'));
+    const held = ['h0', 'h1', 'h2', 'h3'];
+    await a[0].pushMany(held);
+    await holder.until((lines) => lines.filter((l) => l.startsWith('held ')).length === 4);
+    worker = runModule(dir, 'worker.mjs', consumerSource(), [url, stream, 'done']);
+    await worker.until((lines) => lines.includes('ready'));
+    const more = Array.from({ length: 20 }, (_, i) => `m${i}`);
+    await a[0].pushMany(more);
+    await holder.kill();
+    const done = (lines: string[]) => new Map(lines.filter((l) => l.startsWith('done ')).map((l) => [l.split(' ')[1]!, Number(l.split(' ')[2])]));
+    await worker.until((lines) => [...held, ...more].every((text) => done(lines).has(text)));
+    const got = done(worker.lines);
+    // The held items were delivered once to the holder, then again to the worker.
+    expect(held.map((text) => got.get(text))).toEqual([2, 2, 2, 2]);
+    expect(more.every((text) => got.get(text) === 1)).toBe(true);
+    expect(holder.lines.filter((l) => l.startsWith('held ')).sort()).toEqual(held.map((text) => `held ${text} 1`));
+  } finally {
+    await holder.kill();
+    await worker?.kill();
+    await a[0].close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
