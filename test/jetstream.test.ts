@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, RetentionPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
@@ -263,5 +263,26 @@ maybe('JetStream: consumers in two processes share a queue, and the items of one
     await worker?.kill();
     await a[0].close();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+maybe('JetStream: pulls the consumer refuses (409, too many waiting) are asked again, and every item is delivered', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
+  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  // One waiting pull at a time: the second consumer's pulls are refused while the first waits.
+  await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, max_waiting: 1, filter_subject: `pq.${stream}` });
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true, pullExpiresMs: 1000 }).open();
+  try {
+    const other = rx.fork();
+    const waits = [rx.reserve(), other.reserve(), rx.reserve(), other.reserve()];
+    const seqs = await tx.pushMany(['a', 'b', 'c', 'd']);
+    const items = await Promise.all(waits);
+    expect(items.map((item) => item!.seq).sort((p, q) => p - q)).toEqual(seqs);
+    for (const item of items) await item!.ack();
+  } finally {
+    await tx.close();
   }
 });

@@ -14,6 +14,13 @@ import { Delivery, parseReply } from './message.js';
 const BATCH_MAX = 256;
 /** How long past its expiry a request is given before it is taken as lost. */
 const LOST_AFTER_MS = 2000;
+/**
+ * A request refused (409: too many waiting requests on the consumer, the consumer deleted) is
+ * asked again after a pause that doubles up to the longest, so that refusals do not become a
+ * loop of requests; a delivered message ends the pause.
+ */
+const REFUSED_PAUSE_MS = 50;
+const REFUSED_PAUSE_MAX_MS = 2000;
 
 interface PullRequest {
   /** Messages it may still bring. */
@@ -49,6 +56,9 @@ export class Puller {
   /** Messages the shared requests may still bring. */
   #asked = 0;
   #closed = false;
+  /** The pause after the last refusal (0: none); the pump waits for `#resume` meanwhile. */
+  #pauseMs = 0;
+  #resume: ReturnType<typeof setTimeout> | undefined;
 
   constructor(settings: PullerSettings) {
     this.#s = settings;
@@ -81,10 +91,12 @@ export class Puller {
     }
     this.#requests.clear();
     this.#asked = 0;
+    if (this.#resume !== undefined) clearTimeout(this.#resume);
+    this.#resume = undefined;
   }
 
   #pump(): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#resume !== undefined) return;
     while (this.#wanted > this.#asked) {
       const n = Math.min(BATCH_MAX, this.#wanted - this.#asked);
       this.#asked += n;
@@ -113,29 +125,43 @@ export class Puller {
     }
   }
 
-  /** A request ended: what it would have brought is asked for again, if still wanted. */
-  #end(id: string): void {
+  /** A request ended: what it would have brought is asked for again, if still wanted (after a pause if it was refused). */
+  #end(id: string, refused = false): void {
     const request = this.#requests.get(id);
     if (request === undefined) return;
     this.#requests.delete(id);
     clearTimeout(request.timer);
     request.sub.unsubscribe();
-    if (request.sink !== undefined) request.sink(null);
-    else {
-      this.#asked -= request.remaining;
-      this.#pump();
+    if (request.sink !== undefined) {
+      request.sink(null);
+      return;
     }
+    this.#asked -= request.remaining;
+    if (refused) this.#pause();
+    this.#pump();
+  }
+
+  #pause(): void {
+    this.#pauseMs = Math.min(REFUSED_PAUSE_MAX_MS, this.#pauseMs === 0 ? REFUSED_PAUSE_MS : this.#pauseMs * 2);
+    if (this.#resume !== undefined || this.#closed) return;
+    this.#resume = setTimeout(() => {
+      this.#resume = undefined;
+      this.#pump();
+    }, this.#pauseMs);
+    this.#resume.unref();
   }
 
   #receive(id: string, msg: Msg): void {
     const request = this.#requests.get(id);
     const info = parseReply(msg.reply);
     if (info === undefined) {
-      // A status: 100 is an idle heartbeat; 404, 408 and 409 end the request.
+      // A status: 100 is an idle heartbeat; 404 (nothing for no_wait) and 408 (expired) end the
+      // request; 409 refuses it.
       const code = msg.headers?.code ?? 0;
-      if (code >= 400) this.#end(id);
+      if (code >= 400) this.#end(id, code === 409);
       return;
     }
+    this.#pauseMs = 0;
     const delivery = new Delivery(this.#s.nc, msg, info, this.#s.timeoutMs);
     if (request !== undefined) {
       request.remaining--;
