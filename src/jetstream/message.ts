@@ -67,8 +67,15 @@ export class Delivery {
     await this.#nc.flush();
   }
 
-  /** Tell the server the work goes on: its ack wait starts again. */
+  /**
+   * Tell the server the work goes on: its ack wait starts again. Sent from timers, so it never
+   * throws: over a closed connection there is nobody to tell, and the queue fails on its own.
+   */
   working(): void {
-    this.#nc.publish(this.msg.reply!, '+WPI');
+    try {
+      this.#nc.publish(this.msg.reply!, '+WPI');
+    } catch {
+      // The connection closed: the item comes back after the ack wait.
+    }
   }
 }

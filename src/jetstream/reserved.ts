@@ -8,7 +8,7 @@ import { leaseLength } from '../queue/leases.js';
 import { delayMs } from '../queue/retry.js';
 import type { NackOptions } from '../queue/types.js';
 import { expectation, knownKeys, optionsObject } from '../validate.js';
-import type { JetStreamCore } from './core.js';
+import { type JetStreamCore, unconfirmed } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 import type { Delivery } from './message.js';
 
@@ -193,7 +193,11 @@ export class JetStreamReserved<T = Uint8Array> {
     if (refused) return Promise.reject(refused);
     this.#core.counters.nacked++;
     if (retried) this.#core.counters.retried++;
-    return this.#core.track(this.#delivery.nak(delay));
+    return this.#core.track(
+      this.#delivery.nak(delay).catch((cause: unknown) => {
+        throw unconfirmed(`the nack of item ${this.seq} (it comes back after the ack wait)`, cause);
+      }),
+    );
   }
 
   /** Renew the lease: it runs out `ms` from now (default: the reservation's lease length). */
