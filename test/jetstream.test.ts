@@ -9,8 +9,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, RetentionPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
@@ -62,7 +62,15 @@ async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Pr
   // clock the test moves ends a lease.
   builder = builder.leaseMs(options.leaseMs ?? Infinity);
   const [tx, rx] = await (options.codec ? builder.codec(options.codec) : builder).open();
-  return { tx: tx as never, rx: rx as never, clock };
+  // The first step of a move, as a process that died before acking would leave it: the dead
+  // letter published with the move's message id.
+  const interruptedMove = async (item: { seq: number; bytes: Uint8Array }): Promise<void> => {
+    const hdrs = headers();
+    hdrs.set('Pq-Seq', String(item.seq));
+    hdrs.set('Pq-Reason', 'first%20try');
+    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: `${stream}:${item.seq}` });
+  };
+  return { tx: tx as never, rx: rx as never, clock, interruptedMove };
 }
 
 runQueueSemantics(maybe as never, {

@@ -58,6 +58,11 @@ export interface OpenQueue {
   tx: AnyProducer;
   rx: AnyConsumer;
   clock: ManualClock;
+  /**
+   * Do the first step of a move of `item` into the dead letters, as a process that died before
+   * the second would have; only for a backend whose move takes two steps (`duplicateWindowMs`).
+   */
+  interruptedMove?: (item: AnyReserved) => Promise<void>;
 }
 
 /** Where the backends differ, declared. */
@@ -80,8 +85,9 @@ export interface QueueCapabilities {
   /** What `seq` is: the queue's own counter ('queue'), or the stream sequence ('stream'). */
   readonly seq: 'queue' | 'stream';
   /**
-   * How long the server keeps publish ids to drop duplicates, in ms; 0 when the backend has no
-   * such window (the embedded queue: a push is stored once, or it rejects).
+   * How long the server keeps publish ids to drop duplicates, in ms: a move into the dead letters
+   * repeated within it leaves one dead letter. 0 when the backend has no such window (the
+   * embedded queue: a move is one atomic store call, never repeated).
    */
   readonly duplicateWindowMs: number;
 }
@@ -325,6 +331,32 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
     else expect([...heldSeqs].sort((a, b) => a - b)).toEqual(seqs);
     for (const r of held) await r.ack();
     await other.close();
+  });
+
+  t('equalPayloadsPushedTwiceAreTwoItems', async ({ tx, rx }) => {
+    // No backend dedupes pushes: a push carries no id of its own.
+    const seqs = [await tx.push('same'), await tx.push('same')];
+    const items = [(await rx.reserve())!, (await rx.reserve())!];
+    expect(items.map((r) => r.seq)).toEqual(seqs);
+    expect(seqs[0]).not.toBe(seqs[1]);
+    for (const r of items) await r.ack();
+  });
+
+  const windowed = test.skipIf(caps.duplicateWindowMs === 0);
+  windowed(`${backend.name}: aMoveRepeatedWithinTheDuplicateWindowLeavesOneDeadLetter`, async () => {
+    const q = await backend.open();
+    try {
+      expect(q.interruptedMove, 'a backend with a duplicate window gives interruptedMove').toBeDefined();
+      const seq = await q.tx.push('poison');
+      const item = (await q.rx.reserve())!;
+      await q.interruptedMove!(item);
+      await item.deadLetter('second try');
+      const letters = await q.rx.deadLetters.list();
+      expect(letters.map((l) => [l.seq, text(l.bytes)])).toEqual([[seq, 'poison']]);
+      expect(await q.rx.tryReserve()).toBeNull();
+    } finally {
+      await q.tx.close();
+    }
   });
 
   t('closeEndsWaitsFencesHeldItemsAndRefusesNewCalls', async ({ tx, rx }) => {
