@@ -3,7 +3,10 @@
 import type { JetStreamCore } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 
-/** What {@link JetStreamConsumer.stats} tells: the server's counts, and this process's counters. */
+/**
+ * What {@link JetStreamConsumer.stats} tells: the server's counts, and this process's counters.
+ * Once the queue is closed (or failed) the server is not asked: its counts are 0.
+ */
 export interface JetStreamQueueStats {
   /** Messages the consumer has not delivered yet (the server's `num_pending`). */
   ready: number;
