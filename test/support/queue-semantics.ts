@@ -166,6 +166,18 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
     expect(await rx.tryReserve()).toBeNull();
   });
 
+  t('aNackedItemIsDeliveredAgainAheadOfNewerItems', async ({ tx, rx }) => {
+    await tx.pushMany(['first', 'second']);
+    const first = (await rx.reserve())!;
+    await first.nack();
+    const next = (await rx.reserve())!;
+    expect([text(next.bytes), next.deliveries]).toEqual(['first', 2]);
+    const last = (await rx.reserve())!;
+    expect([text(last.bytes), last.deliveries]).toEqual(['second', 1]);
+    await next.ack();
+    await last.ack();
+  });
+
   t('nackWithADelayHoldsTheItemBackWhileNewerItemsAreDelivered', async ({ tx, rx, clock }) => {
     await tx.pushMany(['old', 'new']);
     const old = (await rx.reserve())!;
