@@ -7,8 +7,10 @@ import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import type { PushValue } from '../queue/handles.js';
 import { leaseLength } from '../queue/leases.js';
-import type { PushOptions, ReserveOptions } from '../queue/types.js';
-import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
+import { settleAll } from '../queue/batches.js';
+import { delayMs } from '../queue/retry.js';
+import type { NackOptions, PushOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { JetStreamCore } from './core.js';
 import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';
@@ -122,6 +124,8 @@ interface Waiter<T> {
   resolve(item: JetStreamReserved<T> | null): void;
   fail(error: unknown): void;
 }
+
+const isReserved = (item: unknown): boolean => item instanceof JetStreamReserved;
 
 /** The consuming handle. Consumers in any number of processes compete for the same items. */
 export class JetStreamConsumer<T = Uint8Array> {
@@ -297,6 +301,89 @@ export class JetStreamConsumer<T = Uint8Array> {
       }
       if (item !== undefined) return item;
     }
+  }
+
+  /**
+   * Up to `n` items: waits for the first as `reserve()` does, then takes those the server has
+   * ready (pulls that do not wait), and those that come within `waitMs` (on the queue's clock)
+   * while fewer than `n` are in hand. Resolves `[]` once the queue is closed.
+   */
+  async reserveMany(n: number, options?: ReserveManyOptions): Promise<JetStreamReserved<T>[]> {
+    let signal: AbortSignal | undefined;
+    let waitMs: number;
+    let leaseMs: number;
+    try {
+      positiveInteger('n', n);
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs']);
+      signal = optionalSignal('options.signal', o.signal);
+      waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
+      leaseMs = o.leaseMs === undefined ? this.#core.s.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const first = await this.take(signal, leaseMs);
+    if (first === null) return [];
+    const items = [first];
+    try {
+      await this.#fill(items, n, leaseMs);
+      if (items.length < n && waitMs > 0 && !signal?.aborted) {
+        const time = this.#core.s.time;
+        const stop = new AbortController();
+        const end = (): void => stop.abort();
+        const timer = time.setTimeout(end, waitMs);
+        signal?.addEventListener('abort', end, { once: true });
+        try {
+          while (items.length < n && !stop.signal.aborted) {
+            const item = await this.take(stop.signal, leaseMs).catch(() => null);
+            if (item === null) break;
+            items.push(item);
+            await this.#fill(items, n, leaseMs);
+          }
+        } finally {
+          time.clearTimeout(timer);
+          signal?.removeEventListener('abort', end);
+        }
+      }
+    } catch (error) {
+      // A codec that cannot work: the items in hand go back before the error goes on.
+      await Promise.allSettled(items.map((item) => item.giveBack()));
+      throw error;
+    }
+    return items.filter((item) => !item.settled);
+  }
+
+  /** Take what the server has ready now, until `items` holds `n`. */
+  async #fill(items: JetStreamReserved<T>[], n: number, leaseMs: number): Promise<void> {
+    while (items.length < n && !this.closed) {
+      const deliveries = await this.#puller.tryMany(n - items.length);
+      if (deliveries.length === 0) return;
+      for (let i = 0; i < deliveries.length; i++) {
+        const delivery = deliveries[i]!;
+        if (this.closed) {
+          delivery.nak(0).catch(() => {});
+          continue;
+        }
+        let item: JetStreamReserved<T> | undefined;
+        try {
+          item = this.#accept(delivery, leaseMs);
+        } catch (error) {
+          for (const rest of deliveries.slice(i)) rest.nak(0).catch(() => {});
+          throw error;
+        }
+        if (item !== undefined) items.push(item);
+      }
+    }
+  }
+
+  /** Ack every item, or none: one that may no longer be settled makes the call reject with its error, before any is acked. */
+  ackMany(items: JetStreamReserved<T>[]): Promise<void> {
+    return settleAll(items as never, isReserved, (item) => (item as unknown as JetStreamReserved<T>).ack());
+  }
+
+  /** Nack every item (as `item.nack(options)`), or none, as `ackMany` does. */
+  nackMany(items: JetStreamReserved<T>[], options?: NackOptions): Promise<void> {
+    return settleAll(items as never, isReserved, (item) => (item as unknown as JetStreamReserved<T>).nack(options));
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<JetStreamReserved<T>, void, undefined> {

@@ -27,7 +27,10 @@ interface PullRequest {
   remaining: number;
   timer: ReturnType<typeof setTimeout>;
   sub: Subscription;
-  /** A one-shot request (tryReserve) takes its message itself; undefined for the shared ones. */
+  /**
+   * A one-shot request (tryReserve, reserveMany) takes its messages itself, then null once it
+   * ended; undefined for the shared ones.
+   */
   sink?: (delivery: Delivery | null) => void;
 }
 
@@ -72,8 +75,19 @@ export class Puller {
 
   /** One message if the consumer has one ready for us now, else null; never waits on the server's side. */
   tryOne(): Promise<Delivery | null> {
-    if (this.#closed) return Promise.resolve(null);
-    return new Promise((resolve) => this.#request(1, true, resolve));
+    return this.tryMany(1).then((list) => list[0] ?? null);
+  }
+
+  /** Up to `n` messages the consumer has ready for us now (maybe none); never waits on the server's side. */
+  tryMany(n: number): Promise<Delivery[]> {
+    if (this.#closed) return Promise.resolve([]);
+    const got: Delivery[] = [];
+    return new Promise((resolve) =>
+      this.#request(n, true, (delivery) => {
+        if (delivery === null) resolve(got);
+        else got.push(delivery);
+      }),
+    );
   }
 
   /**
@@ -166,10 +180,8 @@ export class Puller {
     if (request !== undefined) {
       request.remaining--;
       if (request.sink !== undefined) {
-        this.#requests.delete(id);
-        clearTimeout(request.timer);
-        request.sub.unsubscribe();
         request.sink(delivery);
+        if (request.remaining === 0) this.#end(id);
         return;
       }
       this.#asked--;

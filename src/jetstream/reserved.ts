@@ -229,11 +229,12 @@ export class JetStreamReserved<T = Uint8Array> {
     this.#core.noteError(this.seq, errorMessage(error));
   }
 
-  /** Returned by a close: back to the queue at once. @internal */
+  /** Returned by a close (or a reserveMany that failed): back to the queue at once. @internal */
   giveBack(): Promise<void> {
     if (this.#settled || this.#expired) return Promise.resolve();
     this.#settled = true;
     this.#stopTimers();
+    this.#consumer.held.delete(this);
     return this.#delivery.nak(0);
   }
 

@@ -35,6 +35,9 @@ export interface AnyProducer {
 
 export interface AnyConsumer {
   reserve(options?: unknown): Promise<AnyReserved | null>;
+  reserveMany(n: unknown, options?: unknown): Promise<AnyReserved[]>;
+  ackMany(items: unknown): Promise<void>;
+  nackMany(items: unknown, options?: unknown): Promise<void>;
   /** Synchronous in the embedded queue, a promise in the JetStream one: the suite awaits it. */
   tryReserve(): AnyReserved | null | Promise<AnyReserved | null>;
   process(handler: unknown, options?: unknown): Promise<void>;
@@ -320,6 +323,35 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
       expect(await rx.tryReserve()).toBeNull();
     },
     { codec: json() },
+  );
+
+  t(
+    'reserveManyTakesWhatIsReadyAndTheManyCallsSettleAllOrNone',
+    async ({ tx, rx }) => {
+      const seqs = await tx.pushMany(['a', 'b', 'c']);
+      const batch = await rx.reserveMany(5);
+      expect(batch.map((r) => r.seq)).toEqual(seqs);
+      // One settled item refuses the whole call, and nothing else is settled by it.
+      await batch[0]!.ack();
+      await rejectsWith(rx.ackMany(batch), code('ERR_ALREADY_SETTLED'), 'ackMany with a settled item');
+      expect(batch.slice(1).map((r) => r.settled)).toEqual([false, false]);
+      await rejectsWith(rx.ackMany([batch[1], batch[1]]), typeError, 'ackMany with an item twice');
+      await rejectsWith(rx.ackMany('x'), typeError, 'ackMany("x")');
+      await rx.nackMany(batch.slice(1));
+      const again = await rx.reserveMany(2);
+      expect(again.map((r) => [r.seq, r.deliveries])).toEqual([
+        [seqs[1], 2],
+        [seqs[2], 2],
+      ]);
+      await rx.ackMany(again);
+      await rejectsWith(rx.reserveMany(0), rangeError, 'reserveMany(0)');
+      // With waitMs, a batch waits for items pushed meanwhile, up to the time.
+      const waiting = rx.reserveMany(2, { waitMs: 60_000 });
+      const late = await tx.pushMany(['d', 'e']);
+      const filled = await waiting;
+      expect(filled.map((r) => r.seq)).toEqual(late);
+      await rx.ackMany(filled);
+    },
   );
 
   t('forAwaitHandsOutItemsUntilTheLoopBreaks', async ({ tx, rx }) => {
