@@ -291,6 +291,32 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
   );
 
   t(
+    'processAbortsAHandlerPastItsTimeoutAndRetriesTheItem',
+    async ({ tx, rx }) => {
+      const seq = await tx.push('slow');
+      const stop = new AbortController();
+      const reasons: string[] = [];
+      const reports: [string, number, number][] = [];
+      await rx.process(
+        async (item: AnyReserved, context: { signal: AbortSignal }) => {
+          if (item.deliveries === 1) {
+            // Runs until the timeout aborts it: the test waits on the signal, not on a clock.
+            await new Promise((resolve) => context.signal.addEventListener('abort', resolve, { once: true }));
+            reasons.push((context.signal.reason as Error).name);
+            return;
+          }
+          stop.abort();
+        },
+        { signal: stop.signal, timeoutMs: 20, onError: (error: Error, info: { seq: number; deliveries: number }) => reports.push([error.name, info.seq, info.deliveries]) },
+      );
+      expect(reasons).toEqual(['TimeoutError']);
+      expect(reports).toEqual([['TimeoutError', seq, 1]]);
+      expect(await rx.tryReserve()).toBeNull();
+    },
+    { manualClock: false },
+  );
+
+  t(
     'processMovesAnItemWhoseHandlerFailsOnItsLastDeliveryWithTheErrorAsReason',
     async ({ tx, rx }) => {
       const bad = await tx.push('bad');
