@@ -1,6 +1,26 @@
-/** The reply subject of a JetStream delivery, parsed (src/jetstream/message.ts): no server needed. */
+/**
+ * What the JetStream queue reads from subjects, with no server: the reply subject of a delivery
+ * (src/jetstream/message.ts) and whether a stream's or a consumer's subject filter takes the
+ * queue's subject (src/jetstream/setup.ts).
+ */
 import { expect, test } from 'vitest';
 import { parseReply } from '../src/jetstream/message.js';
+import { subjectMatches } from '../src/jetstream/setup.js';
+
+test('aSubjectFilterTakesTheSubjectsItsTokensAndWildcardsMatch', () => {
+  const rows: [string, string, boolean][] = [
+    ['pq.orders', 'pq.orders', true],
+    ['pq.*', 'pq.orders', true],
+    ['pq.>', 'pq.orders.dead', true],
+    ['>', 'pq', true],
+    ['pq.orders', 'pq.orders.dead', false],
+    ['pq.*', 'pq.orders.dead', false],
+    ['pq.>', 'pq', false],
+    ['pq.orders.dead', 'pq.orders', false],
+    ['*.orders', 'pq.jobs', false],
+  ];
+  for (const [filter, subject, expected] of rows) expect(subjectMatches(filter, subject), `${filter} takes ${subject}`).toBe(expected);
+});
 
 test('theReplySubjectOfA29ServerGivesStreamConsumerDeliveriesSeqAndTime', () => {
   expect(parseReply('$JS.ACK.ORDERS.pq.3.42.40.1796174225091330463.7')).toEqual({

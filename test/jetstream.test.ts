@@ -132,6 +132,19 @@ maybe('JetStream: an existing stream that is not a work queue is refused with ER
   expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
 });
 
+maybe('JetStream: an existing stream that does not take the queue\'s subject is refused with ERR_UNSUPPORTED', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`elsewhere.${stream}`], retention: RetentionPolicy.Workqueue });
+  const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+  expect((error as Error).message).toContain(`pq.${stream}`);
+  // With the stream's own subject, the same stream opens.
+  const [tx] = await new JetStreamBuilder(nc, { stream, subject: `elsewhere.${stream}` }).open();
+  await tx.close();
+});
+
 maybe('JetStream: push options the stream cannot keep are refused with ERR_UNSUPPORTED and store nothing', async () => {
   const { tx, rx } = await openQueue();
   try {

@@ -25,6 +25,21 @@ export interface SetupSettings {
   readonly maxAckPending: number;
 }
 
+/** True when `subject` (no wildcards) is one that `filter` (maybe with `*` and `>`) takes. @internal */
+export function subjectMatches(filter: string, subject: string): boolean {
+  const f = filter.split('.');
+  const t = subject.split('.');
+  for (let i = 0; i < f.length; i++) {
+    if (f[i] === '>') return t.length > i;
+    if (i >= t.length || (f[i] !== '*' && f[i] !== t[i])) return false;
+  }
+  return f.length === t.length;
+}
+
+function takes(subjects: readonly string[] | undefined, subject: string): boolean {
+  return (subjects ?? []).some((filter) => subjectMatches(filter, subject));
+}
+
 function apiCode(error: unknown): number | undefined {
   return error instanceof JetStreamApiError ? error.code : undefined;
 }
@@ -49,9 +64,10 @@ async function consumerInfo(jsm: JetStreamManager, stream: string, name: string)
 
 /**
  * Find or create the queue stream, its dead-letter stream and the durable consumer. An existing
- * stream that is not a work queue, or a consumer that does not ack explicitly, is refused with
- * `ERR_UNSUPPORTED`: over it, an ack would not remove the item, or a delivery would count as
- * done. Returns the consumer's ack wait in ms.
+ * stream that is not a work queue, or does not take the queue's subject, or a consumer that does
+ * not ack explicitly, filters other subjects or pushes, is refused with `ERR_UNSUPPORTED`: over
+ * it, an ack would not remove the item, a push would be stored nowhere, or a delivery would
+ * count as done. Returns the consumer's ack wait in ms.
  * @internal
  */
 export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<{ ackWaitMs: number }> {
@@ -70,6 +86,10 @@ export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<{ 
   if (queue.config.retention !== RetentionPolicy.Workqueue) {
     throw new QueueError('ERR_UNSUPPORTED', `Stream ${names.stream} has ${queue.config.retention} retention; a queue needs a work-queue stream, where an ack removes the item`);
   }
+  // A push to a subject the stream does not take would be stored nowhere.
+  if (!takes(queue.config.subjects, names.subject)) {
+    throw new QueueError('ERR_UNSUPPORTED', `Stream ${names.stream} does not take subject ${names.subject} (it takes ${(queue.config.subjects ?? []).join(', ')}): give the queue its subject`);
+  }
   let dead = await streamInfo(jsm, names.deadLetterStream);
   if (dead === undefined) {
     if (s.bind) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.deadLetterStream} on the server, and bind was asked for`);
@@ -80,6 +100,9 @@ export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<{ 
       storage: StorageType.File,
       num_replicas: s.replicas,
     });
+  }
+  if (!takes(dead.config.subjects, names.deadLetterSubject)) {
+    throw new QueueError('ERR_UNSUPPORTED', `Stream ${names.deadLetterStream} does not take subject ${names.deadLetterSubject}: give the queue its dead-letter subject`);
   }
   let consumer = await consumerInfo(jsm, names.stream, names.consumer);
   if (consumer === undefined) {
@@ -97,6 +120,10 @@ export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<{ 
   }
   if (consumer.config.ack_policy !== AckPolicy.Explicit) {
     throw new QueueError('ERR_UNSUPPORTED', `Consumer ${names.consumer} has ack policy ${consumer.config.ack_policy}; a queue needs explicit acks`);
+  }
+  const filter = consumer.config.filter_subject;
+  if (filter !== undefined && filter !== '' && !subjectMatches(filter, names.subject)) {
+    throw new QueueError('ERR_UNSUPPORTED', `Consumer ${names.consumer} filters on ${filter}, which does not take the queue's subject ${names.subject}`);
   }
   if (consumer.config.deliver_subject !== undefined && consumer.config.deliver_subject !== '') {
     throw new QueueError('ERR_UNSUPPORTED', `Consumer ${names.consumer} is a push consumer; a queue needs a pull consumer`);
