@@ -3,10 +3,12 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { expect, it, test } from 'vitest';
 import { runStoreConformance } from '../src/conformance.js';
 import { type KV, KVStore } from '../examples/kv-store.js';
+import { natsServerBinary, startNatsServer } from './support/nats-server.js';
 
 const root = resolve(import.meta.dirname, '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -276,4 +278,36 @@ it('theReadmeZeroCopyExampleRunsAsWrittenAndAHeldViewKeepsItsBytes', () => {
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('item 0\n');
+});
+
+it('theReadmeJetStreamExampleRunsAsWrittenOnAFreshServer', async (context) => {
+  const block = blocks('js').find((b) => b.includes('new JetStreamBuilder('));
+  expect(block, 'README has the JetStream example').toBeDefined();
+  const binary = natsServerBinary();
+  if (binary === undefined) {
+    console.warn('theReadmeJetStreamExampleRunsAsWrittenOnAFreshServer skipped: no nats-server binary on this machine');
+    context.skip();
+    return;
+  }
+  // A server of its own, so that the example finds no stream of an earlier run.
+  const server = await startNatsServer(binary);
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const file = join(dir, 'jetstream.mjs');
+    const require = createRequire(import.meta.url);
+    writeFileSync(
+      file,
+      block!
+        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'jetstream', 'index.js')).href}'`)
+        .replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`)
+        .replaceAll("from '@nats-io/transport-node'", `from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}'`),
+    );
+    const run = spawnSync(process.execPath, [file], { encoding: 'utf8', env: { ...process.env, NATS_URL: server.url }, timeout: 30_000 });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe('[ 1, 2, 3 ]\n2 2 0\nseq 3, 3 deliveries: Error: no such order: -1\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await server.stop();
+  }
 });

@@ -105,6 +105,16 @@ await (await LevelStore.open(dir + '/q')).close();
   expect(peersIn(level).some((f) => f.includes('classic-level'))).toBe(true);
 });
 
+test('persistent-queue/jetstream is exported types first, and the root does not load the NATS client', () => {
+  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/jetstream/index.d.ts', default: './dist/jetstream/index.js' });
+  expect(Object.keys(pkg.exports['./jetstream'] as object)[0]).toBe('types');
+  for (const peer of ['@nats-io/jetstream', '@nats-io/transport-node']) expect(pkg.peerDependenciesMeta?.[peer]?.optional, `${peer} is optional`).toBe(true);
+  const nats = (loaded: ReturnType<typeof loadedAfter>) => loaded.cjs.filter((f) => f.includes('node_modules/@nats-io/'));
+  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('index.js'))});`))).toEqual([]);
+  // The probe sees the client once the subpath is imported: the check above can fail.
+  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('jetstream/index.js'))});`)).length).toBeGreaterThan(0);
+});
+
 // ------------------------------------------------------------------------- the published package
 
 interface PackedFile {

@@ -31,7 +31,8 @@ function nonNegativeSeq(name: string, value: unknown): number {
   return value;
 }
 
-function selection(options: DeadLetterSelection | undefined): { seqs: Set<number> | undefined; limit: number } {
+/** The dead letters an options object chooses, checked. @internal */
+export function selection(options: DeadLetterSelection | undefined): { seqs: Set<number> | undefined; limit: number } {
   const o = optionsObject('options', options);
   knownKeys('options', o, ['seqs', 'limit']);
   const limit = o.limit === undefined ? Infinity : positiveInteger('options.limit', o.limit, true);

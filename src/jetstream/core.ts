@@ -1,0 +1,197 @@
+// The shared state of one open JetStream queue: the connection, the names, the settings, the
+// counters, the consumers opened on it, and the moves into the dead letters. The server owns the
+// items, their order, their delivery counts and their ack waits; this object owns only what one
+// process knows: its reservations, its leases, and its counters.
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { Codec } from '../codec.js';
+import { QueueError } from '../errors.js';
+import type { TimeSource } from '../queue/clock.js';
+import { boundedReason } from '../queue/deliveries.js';
+import type { RetryDelayFunction } from '../queue/retry.js';
+import type { Delivery } from './message.js';
+import type { Names } from './setup.js';
+
+/** Headers of a dead letter: the item's history, as the embedded dead letters keep it. @internal */
+export const DEAD_HEADERS = {
+  seq: 'Pq-Seq',
+  stream: 'Pq-Stream',
+  deliveries: 'Pq-Deliveries',
+  firstDeliveredAt: 'Pq-First-Delivered-At',
+  lastDeliveredAt: 'Pq-Last-Delivered-At',
+  deadAt: 'Pq-Dead-At',
+  reason: 'Pq-Reason',
+} as const;
+
+/** The error of an operation the server did not confirm: its outcome is unknown. @internal */
+export function unconfirmed(what: string, cause: unknown): QueueError {
+  if (cause instanceof QueueError) return cause;
+  return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+}
+
+/** Delivery times this process saw, kept for the dead letters; bounded, oldest forgotten first. */
+const HISTORY_MAX = 65_536;
+
+/** @internal */
+export interface CoreSettings {
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly apiPrefix: string;
+  readonly names: Names;
+  readonly codec: Codec<unknown>;
+  readonly maxDeliveries: number;
+  /** The lease of a reservation by default; Infinity: none. */
+  readonly leaseMs: number;
+  /** The consumer's ack wait: held items are kept alive with in-progress replies within it. */
+  readonly ackWaitMs: number;
+  readonly retryDelays: RetryDelayFunction;
+  readonly time: TimeSource;
+  /** How long a publish or an ack waits for the server's answer. */
+  readonly timeoutMs: number;
+  /** How long a waiting pull request lasts on the server. */
+  readonly pullExpiresMs: number;
+}
+
+/** The counters of {@link JetStreamQueueStats} this process keeps. @internal */
+export interface Counters {
+  pushed: number;
+  acked: number;
+  nacked: number;
+  redelivered: number;
+  retried: number;
+  deadLettered: number;
+  leaseExpired: number;
+  pendingPushes: number;
+  pendingAcks: number;
+}
+
+interface History {
+  first: number;
+  last: number;
+  error: string | undefined;
+}
+
+/** Something to close with the queue (a consumer). @internal */
+export interface Closable {
+  closeNow(): Promise<void>;
+}
+
+/** @internal */
+export class JetStreamCore {
+  readonly s: CoreSettings;
+  readonly counters: Counters = { pushed: 0, acked: 0, nacked: 0, redelivered: 0, retried: 0, deadLettered: 0, leaseExpired: 0, pendingPushes: 0, pendingAcks: 0 };
+  readonly consumers = new Set<Closable>();
+  /** Operations under way that close() waits for: pushes, acks, moves. */
+  readonly #pending = new Set<Promise<unknown>>();
+  readonly #history = new Map<number, History>();
+  /** Moves into the dead letters under way: a listing waits for them, so it sees what this process moved. */
+  readonly moves = new Set<Promise<unknown>>();
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #failure: QueueError | undefined;
+
+  constructor(settings: CoreSettings) {
+    this.s = settings;
+    // A connection closed under the queue ends it: nothing can be pushed or settled any more.
+    settings.nc.closed().then(
+      () => this.#fail(new QueueError('ERR_STORE_FAILED', 'The NATS connection closed under the queue')),
+      () => {},
+    );
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The error an operation rejects with now (closed, or the connection gone), or undefined. */
+  operationalError(): QueueError | undefined {
+    if (this.#failure) return this.#failure;
+    if (this.#closed) return new QueueError('ERR_CLOSED', 'The queue is closed');
+    return undefined;
+  }
+
+  /** Track an operation that close() waits for. */
+  track<T>(promise: Promise<T>): Promise<T> {
+    this.#pending.add(promise);
+    const done = (): void => void this.#pending.delete(promise);
+    promise.then(done, done);
+    return promise;
+  }
+
+  /** Note a delivery this process hands out: its time, for the dead letter it may become. */
+  saw(seq: number, deliveries: number): void {
+    const now = this.s.time.wallNow();
+    if (deliveries > 1) this.counters.redelivered++;
+    const h = this.#history.get(seq);
+    if (h !== undefined) {
+      h.last = now;
+      return;
+    }
+    if (this.#history.size >= HISTORY_MAX) this.#history.delete(this.#history.keys().next().value!);
+    this.#history.set(seq, { first: deliveries === 1 ? now : 0, last: now, error: undefined });
+  }
+
+  noteError(seq: number, error: string): void {
+    const h = this.#history.get(seq);
+    if (h !== undefined) h.error = error;
+  }
+
+  lastError(seq: number): string | undefined {
+    return this.#history.get(seq)?.error;
+  }
+
+  forget(seq: number): void {
+    this.#history.delete(seq);
+  }
+
+  /**
+   * Move a delivered message into the dead-letter stream, then ack it in the queue stream. The
+   * dead letter is published with a message id of the stream and seq, so that a move repeated
+   * after a crash between the two steps is dropped by the server's duplicate window, not stored
+   * twice. Resolves once both the server confirmed both.
+   */
+  moveToDeadLetters(delivery: Delivery, deliveries: number, reason: string): Promise<void> {
+    const seq = delivery.info.streamSeq;
+    const h = this.#history.get(seq);
+    const hdrs = headers();
+    hdrs.set(DEAD_HEADERS.seq, String(seq));
+    hdrs.set(DEAD_HEADERS.stream, this.s.names.stream);
+    hdrs.set(DEAD_HEADERS.deliveries, String(deliveries));
+    hdrs.set(DEAD_HEADERS.firstDeliveredAt, String(h?.first ?? 0));
+    hdrs.set(DEAD_HEADERS.lastDeliveredAt, String(h?.last ?? 0));
+    hdrs.set(DEAD_HEADERS.deadAt, String(Math.floor(this.s.time.wallNow())));
+    // A header value is one line: the reason is kept percent-encoded.
+    hdrs.set(DEAD_HEADERS.reason, encodeURIComponent(boundedReason(reason)));
+    const move = (async () => {
+      try {
+        await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: `${this.s.names.stream}:${seq}`, timeout: this.s.timeoutMs });
+        await delivery.ackAck();
+      } catch (cause) {
+        throw unconfirmed(`the move of item ${seq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
+      }
+      this.counters.deadLettered++;
+      this.#history.delete(seq);
+    })();
+    this.moves.add(move);
+    const done = (): void => void this.moves.delete(move);
+    move.then(done, done);
+    return this.track(move);
+  }
+
+  /** Close every consumer (their items go back), wait for the operations under way. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#closed = true;
+      await Promise.all([...this.consumers].map((c) => c.closeNow()));
+      await Promise.allSettled([...this.#pending]);
+    })();
+    return this.#closing;
+  }
+
+  #fail(error: QueueError): void {
+    if (this.#closed) return;
+    this.#failure = error;
+    void this.close();
+  }
+}

@@ -1,0 +1,441 @@
+// The handles of a JetStream queue: JetStreamProducer and JetStreamConsumer (JetStreamReserved is
+// in reserved.ts), with the calls and the argument checks of the embedded Producer and Consumer.
+// The server decides order, delivery counts, the ack wait and delays; this process keeps its
+// waiting reserves, its reservations and its counters.
+import { encodeValue, isRaw } from '../codec.js';
+import { QueueError } from '../errors.js';
+import { errorMessage } from '../queue/deliveries.js';
+import type { PushValue } from '../queue/handles.js';
+import { leaseLength } from '../queue/leases.js';
+import { settleAll } from '../queue/batches.js';
+import { delayMs } from '../queue/retry.js';
+import type { NackOptions, PushOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import type { JetStreamCore } from './core.js';
+import { JetStreamDeadLetters } from './dead-letters.js';
+import type { Delivery } from './message.js';
+import { Puller } from './puller.js';
+import { type JetStreamProcessHandler, type JetStreamProcessOptions, processOptions, runProcess } from './process.js';
+import { JetStreamReserved } from './reserved.js';
+import { type JetStreamQueueStats, queueStats } from './stats.js';
+
+const encoder = new TextEncoder();
+
+function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array {
+  const codec = core.s.codec;
+  let out: unknown = value;
+  if (!isRaw(codec)) {
+    const encoded = encodeValue(codec, value);
+    if (encoded instanceof QueueError) throw encoded;
+    out = encoded;
+  }
+  if (typeof out === 'string') return encoder.encode(out);
+  if (out instanceof Uint8Array) return out;
+  throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
+}
+
+/** The push options: those of the embedded queue, of which a JetStream stream keeps no schedule. */
+function pushSignal(options: PushOptions | undefined): AbortSignal | undefined {
+  const o = optionsObject('options', options);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
+  const signal = optionalSignal('options.signal', o.signal);
+  for (const key of ['priority', 'delayMs', 'notBefore'] as const) {
+    if (o[key] !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A JetStream queue keeps no ${key}: the stream delivers in the order it stored`);
+  }
+  return signal;
+}
+
+/** The producing handle. Any number of producers, in any number of processes, may push at once. */
+export class JetStreamProducer<T = Uint8Array> {
+  readonly #core: JetStreamCore;
+
+  /** @internal */
+  constructor(core: JetStreamCore) {
+    this.#core = core;
+  }
+
+  /**
+   * Store one item. Resolves with its seq (the stream sequence) once the server acknowledged the
+   * publish: stored under the stream's replication (a quorum of its replicas). A publish whose
+   * answer does not come within the timeout rejects with `ERR_STORE`; it may have been stored.
+   */
+  push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
+    return this.pushMany([payload], options).then((seqs) => seqs[0]!);
+  }
+
+  /**
+   * Store a batch; resolves with the seqs in order. The items are published one by one, all at
+   * once: the batch is not atomic, and a failure rejects with the first error, the others stored.
+   */
+  pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
+    let list: Uint8Array[];
+    let signal: AbortSignal | undefined;
+    try {
+      signal = pushSignal(options);
+      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
+        throw new TypeError(expectation('payloads', 'an iterable of values', payloads));
+      }
+      list = [];
+      let i = 0;
+      for (const p of payloads) list.push(bytesOf(this.#core, `payloads[${i++}]`, p));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const error = this.#core.operationalError();
+    if (error) return Promise.reject(error);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const { js, names, timeoutMs } = this.#core.s;
+    const counters = this.#core.counters;
+    counters.pendingPushes += list.length;
+    const all = Promise.all(
+      list.map((bytes) =>
+        js.publish(names.subject, bytes, { timeout: timeoutMs }).then(
+          (ack) => {
+            counters.pushed++;
+            return ack.seq;
+          },
+          (cause: unknown) => {
+            throw new QueueError('ERR_STORE', `The server did not confirm the publish: ${errorMessage(cause)}; the item may or may not be stored`, { cause });
+          },
+        ),
+      ),
+    ).finally(() => {
+      counters.pendingPushes -= list.length;
+    });
+    return this.#core.track(all);
+  }
+
+  stats(): Promise<JetStreamQueueStats> {
+    return queueStats(this.#core, undefined);
+  }
+
+  /** Close the queue (both handles, and every fork). Idempotent. The connection stays open. */
+  close(): Promise<void> {
+    return this.#core.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+interface Waiter<T> {
+  readonly leaseMs: number;
+  resolve(item: JetStreamReserved<T> | null): void;
+  fail(error: unknown): void;
+}
+
+const isReserved = (item: unknown): boolean => item instanceof JetStreamReserved;
+
+/** The consuming handle. Consumers in any number of processes compete for the same items. */
+export class JetStreamConsumer<T = Uint8Array> {
+  readonly #core: JetStreamCore;
+  readonly #puller: Puller;
+  readonly #waiters: Waiter<T>[] = [];
+  /** The reservations this consumer holds. @internal */
+  readonly held = new Set<JetStreamReserved<T>>();
+  #closed = false;
+  readonly #root: boolean;
+  /** The dead-letter stream: list, count, redrive, purge. */
+  readonly deadLetters: JetStreamDeadLetters;
+
+  /** @internal */
+  constructor(core: JetStreamCore, root: boolean) {
+    this.#core = core;
+    this.#root = root;
+    this.deadLetters = new JetStreamDeadLetters(core);
+    const s = core.s;
+    this.#puller = new Puller({
+      nc: s.nc,
+      apiPrefix: s.apiPrefix,
+      stream: s.names.stream,
+      consumer: s.names.consumer,
+      expiresMs: s.pullExpiresMs,
+      timeoutMs: s.timeoutMs,
+      deliver: (delivery) => this.#deliver(delivery),
+    });
+    core.consumers.add(this);
+  }
+
+  get closed(): boolean {
+    return this.#closed || this.#core.closed;
+  }
+
+  /** Another consumer of the same queue, with its own pulls and reservations. */
+  fork(): JetStreamConsumer<T> {
+    const error = this.#core.operationalError();
+    if (error) throw error;
+    return new JetStreamConsumer<T>(this.#core, false);
+  }
+
+  /**
+   * The item, if it may be handed out: undefined when it had its `maxDeliveries` or fails to
+   * decode, and is being moved into the dead letters instead.
+   */
+  #accept(delivery: Delivery, leaseMs: number): JetStreamReserved<T> | undefined {
+    const core = this.#core;
+    const { deliveries, streamSeq } = delivery.info;
+    const max = core.s.maxDeliveries;
+    if (deliveries > max) {
+      // Not handed out: its last delivery time stays the one before.
+      const reason = core.lastError(streamSeq) ?? `handed out ${max} times (maxDeliveries ${max})`;
+      core.moveToDeadLetters(delivery, deliveries - 1, reason).catch(() => {});
+      return undefined;
+    }
+    core.saw(streamSeq, deliveries);
+    const item = new JetStreamReserved<T>(core, this, delivery, leaseMs);
+    const codec = core.s.codec;
+    if (!isRaw(codec)) {
+      const reason = item.decode();
+      if (reason !== undefined) {
+        core.moveToDeadLetters(delivery, deliveries, reason).catch(() => {});
+        return undefined;
+      }
+    }
+    this.held.add(item);
+    item.startLease();
+    return item;
+  }
+
+  #deliver(delivery: Delivery): void {
+    const waiter = this.#waiters.shift();
+    this.#puller.want(this.#waiters.length);
+    if (waiter === undefined || this.closed) {
+      // Nobody waits any more (an abort, a close): it goes back at once.
+      delivery.nak(0).catch(() => {});
+      return;
+    }
+    let item: JetStreamReserved<T> | undefined;
+    try {
+      item = this.#accept(delivery, waiter.leaseMs);
+    } catch (error) {
+      // The codec cannot work (a schema answering asynchronously): the item goes back.
+      delivery.nak(0).catch(() => {});
+      waiter.fail(error);
+      return;
+    }
+    if (item !== undefined) {
+      waiter.resolve(item);
+      return;
+    }
+    // Moved into the dead letters: the waiter waits on.
+    this.#waiters.unshift(waiter);
+    this.#puller.want(this.#waiters.length);
+  }
+
+  /** Wait for the next item; resolves `null` once the queue (or this fork) is closed. @internal */
+  take(signal: AbortSignal | undefined, leaseMs: number): Promise<JetStreamReserved<T> | null> {
+    const error = this.#core.operationalError();
+    if (error) return error.code === 'ERR_CLOSED' ? Promise.resolve(null) : Promise.reject(error);
+    if (this.#closed) return Promise.resolve(null);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise((resolve, reject) => {
+      const waiter: Waiter<T> = {
+        leaseMs,
+        resolve: (item) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(item);
+        },
+        fail: (e) => {
+          remove();
+          reject(e);
+        },
+      };
+      const remove = (): void => {
+        const i = this.#waiters.indexOf(waiter);
+        if (i >= 0) this.#waiters.splice(i, 1);
+        signal?.removeEventListener('abort', onAbort);
+        this.#puller.want(this.#waiters.length);
+      };
+      const onAbort = (): void => {
+        remove();
+        reject(signal!.reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(waiter);
+      this.#puller.want(this.#waiters.length);
+    });
+  }
+
+  /** Wait for the next item; resolves `null` once the queue is closed. */
+  reserve(options?: ReserveOptions): Promise<JetStreamReserved<T> | null> {
+    let signal: AbortSignal | undefined;
+    let leaseMs: number;
+    try {
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['signal', 'leaseMs']);
+      signal = optionalSignal('options.signal', o.signal);
+      leaseMs = o.leaseMs === undefined ? this.#core.s.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.take(signal, leaseMs);
+  }
+
+  /**
+   * The next item if the server has one ready now, else `null`. Unlike the embedded queue's, it
+   * cannot answer synchronously: it asks the server once (a pull that does not wait) and
+   * resolves with its answer.
+   */
+  async tryReserve(): Promise<JetStreamReserved<T> | null> {
+    const error = this.#core.operationalError();
+    if (error) {
+      if (error.code === 'ERR_CLOSED') return null;
+      throw error;
+    }
+    if (this.#closed) return null;
+    for (;;) {
+      const delivery = await this.#puller.tryOne();
+      if (delivery === null) return null;
+      if (this.closed) {
+        await delivery.nak(0).catch(() => {});
+        return null;
+      }
+      let item: JetStreamReserved<T> | undefined;
+      try {
+        item = this.#accept(delivery, this.#core.s.leaseMs);
+      } catch (error) {
+        // The codec cannot work (a schema answering asynchronously): the item goes back.
+        delivery.nak(0).catch(() => {});
+        throw error;
+      }
+      if (item !== undefined) return item;
+    }
+  }
+
+  /**
+   * Up to `n` items: waits for the first as `reserve()` does, then takes those the server has
+   * ready (pulls that do not wait), and those that come within `waitMs` (on the queue's clock)
+   * while fewer than `n` are in hand. Resolves `[]` once the queue is closed.
+   */
+  async reserveMany(n: number, options?: ReserveManyOptions): Promise<JetStreamReserved<T>[]> {
+    let signal: AbortSignal | undefined;
+    let waitMs: number;
+    let leaseMs: number;
+    try {
+      positiveInteger('n', n);
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs']);
+      signal = optionalSignal('options.signal', o.signal);
+      waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
+      leaseMs = o.leaseMs === undefined ? this.#core.s.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const first = await this.take(signal, leaseMs);
+    if (first === null) return [];
+    const items = [first];
+    try {
+      await this.#fill(items, n, leaseMs);
+      if (items.length < n && waitMs > 0 && !signal?.aborted) {
+        const time = this.#core.s.time;
+        const stop = new AbortController();
+        const end = (): void => stop.abort();
+        const timer = time.setTimeout(end, waitMs);
+        signal?.addEventListener('abort', end, { once: true });
+        try {
+          while (items.length < n && !stop.signal.aborted) {
+            const item = await this.take(stop.signal, leaseMs).catch(() => null);
+            if (item === null) break;
+            items.push(item);
+            await this.#fill(items, n, leaseMs);
+          }
+        } finally {
+          time.clearTimeout(timer);
+          signal?.removeEventListener('abort', end);
+        }
+      }
+    } catch (error) {
+      // A codec that cannot work: the items in hand go back before the error goes on.
+      await Promise.allSettled(items.map((item) => item.giveBack()));
+      throw error;
+    }
+    return items.filter((item) => !item.settled);
+  }
+
+  /** Take what the server has ready now, until `items` holds `n`. */
+  async #fill(items: JetStreamReserved<T>[], n: number, leaseMs: number): Promise<void> {
+    while (items.length < n && !this.closed) {
+      const deliveries = await this.#puller.tryMany(n - items.length);
+      if (deliveries.length === 0) return;
+      for (let i = 0; i < deliveries.length; i++) {
+        const delivery = deliveries[i]!;
+        if (this.closed) {
+          delivery.nak(0).catch(() => {});
+          continue;
+        }
+        let item: JetStreamReserved<T> | undefined;
+        try {
+          item = this.#accept(delivery, leaseMs);
+        } catch (error) {
+          for (const rest of deliveries.slice(i)) rest.nak(0).catch(() => {});
+          throw error;
+        }
+        if (item !== undefined) items.push(item);
+      }
+    }
+  }
+
+  /** Ack every item, or none: one that may no longer be settled makes the call reject with its error, before any is acked. */
+  ackMany(items: JetStreamReserved<T>[]): Promise<void> {
+    return settleAll(items as never, isReserved, (item) => (item as unknown as JetStreamReserved<T>).ack());
+  }
+
+  /** Nack every item (as `item.nack(options)`), or none, as `ackMany` does. */
+  nackMany(items: JetStreamReserved<T>[], options?: NackOptions): Promise<void> {
+    return settleAll(items as never, isReserved, (item) => (item as unknown as JetStreamReserved<T>).nack(options));
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<JetStreamReserved<T>, void, undefined> {
+    for (;;) {
+      const item = await this.take(undefined, this.#core.s.leaseMs);
+      if (item === null) return;
+      yield item;
+    }
+  }
+
+  /**
+   * Run `handler` on each item, up to `concurrency` at once: ack when it resolves; when it throws
+   * (or runs past `timeoutMs`), report to `onError` and nak the item with the delay of the retry
+   * policy, or move it into the dead letters once it had its `maxDeliveries`. Resolves once
+   * `signal` aborts and the running handlers have settled, or once the queue is closed.
+   */
+  process(handler: JetStreamProcessHandler<T>, options?: JetStreamProcessOptions): Promise<void> {
+    let settings;
+    try {
+      if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
+      settings = processOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return runProcess(this.#core, this as JetStreamConsumer<unknown>, handler as JetStreamProcessHandler<unknown>, settings);
+  }
+
+  stats(): Promise<JetStreamQueueStats> {
+    return queueStats(this.#core, this as JetStreamConsumer<unknown>);
+  }
+
+  /** Close this consumer's pulls, return what it holds. @internal */
+  async closeNow(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#core.consumers.delete(this);
+    this.#puller.close();
+    for (const waiter of this.#waiters.splice(0)) waiter.resolve(null);
+    const held = [...this.held];
+    this.held.clear();
+    await Promise.allSettled(held.map((item) => item.giveBack()));
+  }
+
+  /**
+   * Close the queue (every handle). On a consumer made by `fork()`, close that consumer only:
+   * its items go back to the queue, which stays open. The connection stays open either way.
+   */
+  close(): Promise<void> {
+    return this.#root ? this.#core.close() : this.closeNow();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * persistent-queue/jetstream: the queue's Producer, Consumer and Reserved over a NATS JetStream
+ * stream, for many producers and consumers in many processes on many machines. The server keeps
+ * the items (a work-queue stream), their order and their delivery counts (a durable pull
+ * consumer); this module gives them the embedded queue's calls, argument checks and errors.
+ * See README, "When one machine is not enough", and DESIGN.md, "The JetStream queue".
+ */
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { type Codec, bytes, checkCodec, isRaw } from '../codec.js';
+import { OpenError, QueueError } from '../errors.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../queue/clock.js';
+import { leaseLength } from '../queue/leases.js';
+import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from '../queue/retry.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { JetStreamCore } from './core.js';
+import { JetStreamConsumer, JetStreamProducer } from './handles.js';
+import { type Names, setUp } from './setup.js';
+
+export { JetStreamConsumer, JetStreamProducer } from './handles.js';
+export { JetStreamReserved } from './reserved.js';
+export type { JetStreamQueueStats } from './stats.js';
+export { JetStreamDeadLetters } from './dead-letters.js';
+export type { JetStreamProcessHandler, JetStreamProcessOptions } from './process.js';
+
+/** Where the queue lives on the server, and how the module talks to it. */
+export interface JetStreamQueueOptions {
+  /** The queue stream's name. Created (work-queue retention) if missing, unless `bind`. */
+  stream: string;
+  /** The subject items are published on; the stream created takes only it. @default `pq.<stream>` */
+  subject?: string;
+  /** The durable pull consumer's name, shared by every consumer process. @default 'pq' */
+  consumer?: string;
+  /** The dead-letter stream's name. @default `<stream>_DEAD` */
+  deadLetterStream?: string;
+  /** The subject of the dead-letter stream. @default `<subject>.dead` */
+  deadLetterSubject?: string;
+  /** Never create anything: the two streams and the consumer must exist (`ERR_NOT_FOUND` otherwise). @default false */
+  bind?: boolean;
+  /** Replicas of the streams created (1, 3 or 5 on a cluster). @default 1 */
+  replicas?: number;
+  /** How long a publish, an ack or a move waits for the server's answer, in ms. @default 5000 */
+  timeoutMs?: number;
+  /** How long a waiting pull request lasts on the server before it is renewed, in ms. @default 10000 */
+  pullExpiresMs?: number;
+  /** Most items delivered and unacked at once, across every process (a consumer created). @default 10000 */
+  maxAckPending?: number;
+}
+
+/** The ack wait of a consumer created for a queue without a lease: how soon a dead process's items come back. */
+const DEFAULT_ACK_WAIT_MS = 30_000;
+/** Names the server accepts for streams and consumers: no dots, wildcards, separators or spaces. */
+const NAME = /^[^.*>/\\\s]+$/;
+/** A subject without wildcards: items are published on it. */
+const SUBJECT = /^[^.*>\s]+(\.[^.*>\s]+)*$/;
+
+function nameOption(name: string, value: unknown, fallback: string | undefined, pattern: RegExp, what: string): string {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
+  if (!pattern.test(value)) throw new RangeError(expectation(name, what, value));
+  return value;
+}
+
+function isConnection(nc: unknown): nc is NatsConnection {
+  const c = nc as Partial<NatsConnection> | null;
+  return c !== null && typeof c === 'object' && typeof c.publish === 'function' && typeof c.subscribe === 'function' && typeof c.request === 'function' && typeof c.closed === 'function';
+}
+
+interface Settings {
+  names: Names;
+  bind: boolean;
+  replicas: number;
+  timeoutMs: number;
+  pullExpiresMs: number;
+  maxAckPending: number;
+}
+
+function settingsOf(options: JetStreamQueueOptions): Settings {
+  const o = optionsObject('options', options === undefined ? null : options);
+  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending']);
+  const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
+  const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
+  const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');
+  const names: Names = {
+    stream,
+    subject,
+    consumer: nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)'),
+    deadLetterStream: nameOption('options.deadLetterStream', o.deadLetterStream, `${stream}_DEAD`, NAME, streamWhat),
+    deadLetterSubject: nameOption('options.deadLetterSubject', o.deadLetterSubject, `${subject}.dead`, SUBJECT, 'a subject without wildcards'),
+  };
+  if (names.deadLetterStream === stream) throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
+  if (names.deadLetterSubject === subject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject));
+  if (o.bind !== undefined && typeof o.bind !== 'boolean') throw new TypeError(expectation('options.bind', 'a boolean', o.bind));
+  const replicas = o.replicas === undefined ? 1 : positiveInteger('options.replicas', o.replicas);
+  if (replicas > 5) throw new RangeError(expectation('options.replicas', 'a positive integer of at most 5', replicas));
+  return {
+    names,
+    bind: o.bind === true,
+    replicas,
+    timeoutMs: o.timeoutMs === undefined ? 5000 : positiveInteger('options.timeoutMs', o.timeoutMs),
+    pullExpiresMs: o.pullExpiresMs === undefined ? 10_000 : positiveInteger('options.pullExpiresMs', o.pullExpiresMs),
+    maxAckPending: o.maxAckPending === undefined ? 10_000 : positiveInteger('options.maxAckPending', o.maxAckPending),
+  };
+}
+
+/**
+ * Configures and opens a queue on a JetStream server, over a connection the caller made (and
+ * closes: `close()` leaves it open). The calls mirror the embedded `Builder`'s.
+ */
+export class JetStreamBuilder<T = Uint8Array> {
+  readonly #nc: NatsConnection;
+  readonly #settings: Settings;
+  #codec: Codec<unknown> = bytes();
+  #leaseMs = Infinity;
+  #maxDeliveries = Infinity;
+  #retryDelays: RetryDelayFunction = defaultRetryDelays;
+  #time: TimeSource = systemTime;
+
+  constructor(nc: NatsConnection, options: JetStreamQueueOptions) {
+    if (!isConnection(nc)) throw new TypeError(expectation('nc', 'a NATS connection (from @nats-io/transport-node connect())', nc));
+    this.#nc = nc;
+    this.#settings = settingsOf(options);
+  }
+
+  /**
+   * The lease of every reservation, in ms, or Infinity for none; `reserve({ leaseMs })` overrides
+   * it. A consumer this creates gets it as its ack wait (30 s without a lease): while this process
+   * holds an item it keeps the server's ack wait from running out, so the ack wait is how soon
+   * the items of a process that died come back.
+   * @default Infinity
+   */
+  leaseMs(ms: number): this {
+    this.#leaseMs = leaseLength('leaseMs', ms, true);
+    return this;
+  }
+
+  /** Hand an item out at most `n` times, then move it into the dead-letter stream. @default Infinity */
+  maxDeliveries(n: number): this {
+    this.#maxDeliveries = positiveInteger('maxDeliveries', n, true);
+    return this;
+  }
+
+  /** How `process()` retries a failed item: the delay its nak asks the server for. As `Builder.retry`. */
+  retry(policy: RetryPolicyInput): this {
+    this.#retryDelays = retryDelays(policy);
+    return this;
+  }
+
+  /** The clock of leases and `process()` timeouts. Nack delays run on the server's clock. */
+  clock(clock: Clock): this {
+    this.#time = timeOf(checkClock(clock));
+    return this;
+  }
+
+  /** How values become payloads and back, as `Builder.codec`. */
+  codec<U>(codec: Codec<U>): JetStreamBuilder<U> {
+    this.#codec = isRaw(codec as Codec<unknown>) ? (codec as Codec<unknown>) : (checkCodec(codec) as Codec<unknown>);
+    return this as unknown as JetStreamBuilder<U>;
+  }
+
+  /** Find or create the streams and the consumer, and return the queue's two handles. */
+  async open(): Promise<[JetStreamProducer<T>, JetStreamConsumer<T>]> {
+    const nc = this.#nc;
+    if (nc.isClosed()) throw new QueueError('ERR_CLOSED', 'The NATS connection is closed');
+    const s = this.#settings;
+    let ackWaitMs: number;
+    let jsm;
+    try {
+      jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
+      ({ ackWaitMs } = await setUp(jsm, {
+        names: s.names,
+        bind: s.bind,
+        replicas: s.replicas,
+        ackWaitMs: this.#leaseMs === Infinity ? DEFAULT_ACK_WAIT_MS : Math.max(1, Math.ceil(this.#leaseMs)),
+        maxAckPending: s.maxAckPending,
+      }));
+    } catch (error) {
+      if (error instanceof QueueError) throw error;
+      throw new OpenError('ERR_STORE', `JetStream could not open the queue: ${(error as Error)?.message ?? error}`, { cause: error });
+    }
+    const core = new JetStreamCore({
+      nc,
+      js: jetstream(nc, { timeout: s.timeoutMs }),
+      jsm,
+      apiPrefix: '$JS.API',
+      names: s.names,
+      codec: this.#codec,
+      maxDeliveries: this.#maxDeliveries,
+      leaseMs: this.#leaseMs,
+      ackWaitMs,
+      retryDelays: this.#retryDelays,
+      time: this.#time,
+      timeoutMs: s.timeoutMs,
+      pullExpiresMs: s.pullExpiresMs,
+    });
+    return [new JetStreamProducer<T>(core), new JetStreamConsumer<T>(core, true)];
+  }
+}

@@ -1,0 +1,309 @@
+/**
+ * The JetStream queue: the shared queue semantics (test/support/queue-semantics.ts) over a
+ * JetStream server, and what is its own (options, binding, the dead-letter headers). Uses the
+ * server on 127.0.0.1:4222 when one answers there, else starts one from the nats-server binary;
+ * skipped, with the reason printed, only when the machine has no nats-server at all.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { json } from '../src/codec.js';
+import { isQueueError } from '../src/errors.js';
+import { JetStreamBuilder } from '../src/jetstream/index.js';
+import type { RetryPolicyInput } from '../src/queue/retry.js';
+import { ManualClock } from '../src/testing/manual-clock.js';
+import { type Lines, distUrl, runModule } from './support/child-process.js';
+import { type NatsNode, natsServerBinary, startNatsServer } from './support/nats-server.js';
+import { type OpenOptions, type OpenQueue, runQueueSemantics } from './support/queue-semantics.js';
+
+const binary = natsServerBinary();
+if (binary === undefined) console.warn('jetstream.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');
+const maybe = binary === undefined ? test.skip : test;
+
+let nc: NatsConnection;
+let own: NatsNode | undefined;
+const streams: string[] = [];
+let next = 0;
+const uniqueStream = (): string => `PQT_${process.pid}_${++next}`;
+
+beforeAll(async () => {
+  if (binary === undefined) return;
+  try {
+    nc = await connect({ servers: '127.0.0.1:4222', reconnect: false, timeout: 1000 });
+    // A server without JetStream will not do: start our own.
+    await jetstreamManager(nc);
+  } catch {
+    await nc?.close().catch(() => {});
+    own = await startNatsServer(binary);
+    nc = await connect({ servers: own.url });
+  }
+}, 30_000);
+
+afterAll(async () => {
+  if (nc === undefined) return;
+  const jsm = await jetstreamManager(nc).catch(() => undefined);
+  for (const name of streams) await jsm?.streams.delete(name).catch(() => {});
+  await nc.close();
+  await own?.stop();
+});
+
+async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Promise<OpenQueue> {
+  streams.push(stream, `${stream}_DEAD`);
+  const clock = new ManualClock();
+  let builder = new JetStreamBuilder(nc, { stream, pullExpiresMs: 2000 }).retry((options.retry ?? { kind: 'fixed', delayMs: 0 }) as RetryPolicyInput);
+  if (options.manualClock !== false) builder = builder.clock(clock);
+  if (options.maxDeliveries !== undefined) builder = builder.maxDeliveries(options.maxDeliveries);
+  // The lease is kept on the test's clock; the server's ack wait stays long, so that only the
+  // clock the test moves ends a lease.
+  builder = builder.leaseMs(options.leaseMs ?? Infinity);
+  const [tx, rx] = await (options.codec ? builder.codec(options.codec) : builder).open();
+  // The first step of a move, as a process that died before acking would leave it: the dead
+  // letter published with the move's message id.
+  const interruptedMove = async (item: { seq: number; bytes: Uint8Array }): Promise<void> => {
+    const hdrs = headers();
+    hdrs.set('Pq-Seq', String(item.seq));
+    hdrs.set('Pq-Reason', 'first%20try');
+    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: `${stream}:${item.seq}` });
+  };
+  return { tx: tx as never, rx: rx as never, clock, interruptedMove };
+}
+
+runQueueSemantics(maybe as never, {
+  name: 'JetStream',
+  capabilities: { syncTryReserve: false, nackDelayOnQueueClock: false, orderAcrossConsumers: false, seq: 'stream', duplicateWindowMs: 120_000 },
+  open: openQueue,
+});
+
+maybe('JetStream: the builder refuses bad options with typed errors before it touches the server', async () => {
+  expect(() => new JetStreamBuilder({} as never, { stream: 'X' })).toThrow(TypeError);
+  expect(() => new JetStreamBuilder(nc, undefined as never)).toThrow(TypeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 'a.b' })).toThrow(RangeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 5 } as never)).toThrow(TypeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 'X', subject: 'pq.*' })).toThrow(RangeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 'X', replicas: 0 })).toThrow(RangeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 'X', deadLetterStream: 'X' })).toThrow(RangeError);
+  expect(() => new JetStreamBuilder(nc, { stream: 'X', bogus: 1 } as never)).toThrow(/Unknown option/);
+  const builder = new JetStreamBuilder(nc, { stream: 'X' });
+  expect(() => builder.leaseMs(0)).toThrow(RangeError);
+  expect(() => builder.maxDeliveries(1.5)).toThrow(RangeError);
+  expect(() => builder.retry({ kind: 'nope' } as never)).toThrow(RangeError);
+  const jsm = await jetstreamManager(nc);
+  await expect(jsm.streams.info('X')).rejects.toThrow();
+});
+
+maybe('JetStream: bind refuses a queue whose stream does not exist, and creates nothing', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const error = await new JetStreamBuilder(nc, { stream, bind: true }).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_NOT_FOUND')).toBe(true);
+  const jsm = await jetstreamManager(nc);
+  await expect(jsm.streams.info(stream)).rejects.toThrow();
+});
+
+maybe('JetStream: a queue binds to the streams and consumer another opened, and the two compete for its items', async () => {
+  const stream = uniqueStream();
+  const a = await openQueue({}, stream);
+  const [tx2, rx2] = await new JetStreamBuilder(nc, { stream, bind: true }).open();
+  try {
+    const seqs = await a.tx.pushMany(['1', '2']);
+    const x = (await a.rx.reserve())!;
+    const y = (await rx2.reserve())!;
+    expect([x.seq, y.seq].sort((p, q) => p - q)).toEqual(seqs);
+    await x.ack();
+    await y.ack();
+    expect(await rx2.tryReserve()).toBeNull();
+  } finally {
+    await tx2.close();
+    await a.tx.close();
+  }
+});
+
+maybe('JetStream: an existing stream that is not a work queue is refused with ERR_UNSUPPORTED', async () => {
+  const stream = uniqueStream();
+  streams.push(stream);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`] });
+  const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+});
+
+maybe('JetStream: an existing stream that does not take the queue\'s subject is refused with ERR_UNSUPPORTED', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`elsewhere.${stream}`], retention: RetentionPolicy.Workqueue });
+  const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+  expect((error as Error).message).toContain(`pq.${stream}`);
+  // With the stream's own subject, the same stream opens.
+  const [tx] = await new JetStreamBuilder(nc, { stream, subject: `elsewhere.${stream}` }).open();
+  await tx.close();
+});
+
+maybe('JetStream: push options the stream cannot keep are refused with ERR_UNSUPPORTED and store nothing', async () => {
+  const { tx, rx } = await openQueue();
+  try {
+    for (const options of [{ priority: 1 }, { delayMs: 10 }, { notBefore: 0 }]) {
+      const error = await tx.push('x', options).catch((e: unknown) => e);
+      expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(options)).toBe(true);
+    }
+    expect(await rx.tryReserve()).toBeNull();
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a typed queue moves a payload it cannot decode into the dead letters, and hands out the next item', async () => {
+  const stream = uniqueStream();
+  const raw = await openQueue({}, stream);
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).codec(json<{ id: number }>()).open();
+  try {
+    const bad = await raw.tx.push('{not json');
+    const good = await tx.push({ id: 1 });
+    const item = (await rx.reserve())!;
+    expect([item.seq, item.value]).toEqual([good, { id: 1 }]);
+    await item.ack();
+    const letters = await rx.deadLetters.list();
+    expect(letters.map((l) => [l.seq, l.deliveries])).toEqual([[bad, 1]]);
+    expect(letters[0]!.reason).toMatch(/^json could not decode the payload: /);
+  } finally {
+    await tx.close();
+    await raw.tx.close();
+  }
+});
+
+maybe('JetStream: dead letters are redriven as new items with fresh counts, and purged for good', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
+  try {
+    await tx.pushMany(['a', 'b', 'c']);
+    for (let i = 0; i < 3; i++) await (await rx.reserve())!.deadLetter(`reason ${i}`);
+    expect(await rx.deadLetters.count()).toBe(3);
+    const [first] = await rx.deadLetters.list({ limit: 1 });
+    const seqs = await rx.deadLetters.redrive({ seqs: [first!.seq] });
+    expect(seqs).toHaveLength(1);
+    const back = (await rx.reserve())!;
+    expect([back.seq, new TextDecoder().decode(back.bytes), back.deliveries]).toEqual([seqs[0], 'a', 1]);
+    await back.ack();
+    expect(await rx.deadLetters.purge()).toBe(2);
+    expect(await rx.deadLetters.count()).toBe(0);
+    await expect(rx.deadLetters.purge({ limit: 0 })).rejects.toThrow(RangeError);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: an aborted reserve rejects with the reason, and the item it might have had goes to the next reserve', async () => {
+  const { tx, rx } = await openQueue();
+  try {
+    const controller = new AbortController();
+    const waiting = rx.reserve({ signal: controller.signal });
+    controller.abort(new Error('stop waiting'));
+    await expect(waiting).rejects.toThrow('stop waiting');
+    const seq = await tx.push('x');
+    const item = (await rx.reserve())!;
+    expect(item.seq).toBe(seq);
+    await item.ack();
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FAILED', async () => {
+  const own = await connect({ servers: nc.getServer() });
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  // The consumer's ack wait: how soon the item held when the connection closed comes back.
+  const [tx, rx] = await new JetStreamBuilder(own, { stream }).leaseMs(1000).open();
+  await tx.push('x');
+  const held = (await rx.reserve())!;
+  await own.close();
+  await expect(tx.push('y')).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await expect(held.ack()).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await expect(rx.reserve()).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE_FAILED'));
+  await tx.close();
+  // Nothing acked: the item is still in the stream, for the next consumer.
+  const [, again] = await new JetStreamBuilder(nc, { stream, bind: true }).leaseMs(60_000).open();
+  const item = (await again.reserve())!;
+  expect(new TextDecoder().decode(item.bytes)).toBe('x');
+  await item.ack();
+  await again.close();
+});
+
+/** A consumer process: opens the queue bound to `stream`, prints `ready`, then a line per item its handler gets. */
+function consumerSource(): string {
+  const require = createRequire(import.meta.url);
+  return `import { connect } from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}';
+import { JetStreamBuilder } from '${distUrl('jetstream/index.js')}';
+const [url, stream, mode] = process.argv.slice(2);
+const nc = await connect({ servers: url });
+const [, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).open();
+console.log('ready');
+await rx.process(async (item) => {
+  console.log(mode, new TextDecoder().decode(item.bytes), item.deliveries);
+  // A holder never settles: it keeps its items until its process dies.
+  if (mode === 'held') await new Promise(() => {});
+}, { concurrency: 4 });
+`;
+}
+
+maybe('JetStream: consumers in two processes share a queue, and the items of one killed while holding them go to the other', async () => {
+  const stream = uniqueStream();
+  // The consumer's ack wait (1 s): how soon the killed holder's items come back.
+  const a = await new JetStreamBuilder(nc, { stream }).leaseMs(1000).open();
+  streams.push(stream, `${stream}_DEAD`);
+  const dir = mkdtempSync(join(tmpdir(), 'pq-js-consumers-'));
+  const url = nc.getServer();
+  const holder = runModule(dir, 'holder.mjs', consumerSource(), [url, stream, 'held']);
+  let worker: Lines | undefined;
+  try {
+    await holder.until((lines) => lines.includes('ready'));
+    const held = ['h0', 'h1', 'h2', 'h3'];
+    await a[0].pushMany(held);
+    await holder.until((lines) => lines.filter((l) => l.startsWith('held ')).length === 4);
+    worker = runModule(dir, 'worker.mjs', consumerSource(), [url, stream, 'done']);
+    await worker.until((lines) => lines.includes('ready'));
+    const more = Array.from({ length: 20 }, (_, i) => `m${i}`);
+    await a[0].pushMany(more);
+    await holder.kill();
+    const done = (lines: string[]) => new Map(lines.filter((l) => l.startsWith('done ')).map((l) => [l.split(' ')[1]!, Number(l.split(' ')[2])]));
+    await worker.until((lines) => [...held, ...more].every((text) => done(lines).has(text)));
+    const got = done(worker.lines);
+    // The held items were delivered once to the holder, then again to the worker.
+    expect(held.map((text) => got.get(text))).toEqual([2, 2, 2, 2]);
+    expect(more.every((text) => got.get(text) === 1)).toBe(true);
+    expect(holder.lines.filter((l) => l.startsWith('held ')).sort()).toEqual(held.map((text) => `held ${text} 1`));
+  } finally {
+    await holder.kill();
+    await worker?.kill();
+    await a[0].close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+maybe('JetStream: pulls the consumer refuses (409, too many waiting) are asked again, and every item is delivered', async () => {
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
+  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  // One waiting pull at a time: the second consumer's pulls are refused while the first waits.
+  await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, max_waiting: 1, filter_subject: `pq.${stream}` });
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true, pullExpiresMs: 1000 }).open();
+  try {
+    const other = rx.fork();
+    const waits = [rx.reserve(), other.reserve(), rx.reserve(), other.reserve()];
+    const seqs = await tx.pushMany(['a', 'b', 'c', 'd']);
+    const items = await Promise.all(waits);
+    expect(items.map((item) => item!.seq).sort((p, q) => p - q)).toEqual(seqs);
+    for (const item of items) await item!.ack();
+  } finally {
+    await tx.close();
+  }
+});
