@@ -145,6 +145,7 @@ export const stats: Command = async (cli, { positionals }) => {
     const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
     const report = {
       dir: s.dir,
+      storeId: s.storeId,
       formatVersion: s.formatVersion,
       ready: s.count,
       firstSeq,
@@ -175,6 +176,7 @@ export const stats: Command = async (cli, { positionals }) => {
       return 0;
     }
     out.line(`${bold('store')}           ${report.dir}`);
+    out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
     out.line(`format version  ${report.formatVersion}`);
     out.line(`items ready     ${fmt(report.ready)}`);
     out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
