@@ -23,15 +23,18 @@ export interface StreamMessage {
   readonly text: string;
 }
 
-/** Every message the stream holds, in stream order. */
+/** Every message the stream holds, in stream order, read through an ordered consumer. */
 export async function readStream(jsm: JetStreamManager, stream: string): Promise<StreamMessage[]> {
   const info = await jsm.streams.info(stream);
   const out: StreamMessage[] = [];
-  for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-    const m = await jsm.streams.getMessage(stream, { seq });
-    if (m === null) throw new Error(`stream ${stream} has no message ${seq}`);
-    out.push({ id: m.header.get('Nats-Msg-Id'), text: new TextDecoder().decode(m.data) });
+  if (info.state.messages === 0) return out;
+  const consumer = await jsm.jetstream().consumers.get(stream);
+  const messages = await consumer.consume();
+  for await (const m of messages) {
+    out.push({ id: m.headers?.get('Nats-Msg-Id') ?? '', text: new TextDecoder().decode(m.data) });
+    if (out.length === info.state.messages) break;
   }
+  await messages.close();
   return out;
 }
 
