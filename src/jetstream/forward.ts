@@ -94,8 +94,10 @@ export interface ForwardStats {
   readonly forwarded: number;
   /** Of those, the ones the server had already (a redelivery within its duplicate window). */
   readonly duplicates: number;
-  /** Failed publishes, each retried after a backoff. */
+  /** Failed publishes, each retried after a backoff (those moved to the dead letters too). */
   readonly failedPublishes: number;
+  /** Items moved to the dead letters because the server can never take them (too large). */
+  readonly deadLettered: number;
   /** The connection's state as it last reported it; false from a disconnect to the next reconnect. */
   readonly connected: boolean;
   /** The last publish error and when it happened (ms on the forwarder's clock); null when none yet. */
@@ -196,6 +198,21 @@ function settingsOf(rx: Consumer<unknown>, options: ForwardOptions | undefined):
   return { batch, concurrency, signal, origin, publishTimeoutMs, backoffMs, backoffMaxMs, clock, random };
 }
 
+/** JetStream's error code for a message larger than the stream's `max_msg_size`. */
+const JS_MESSAGE_TOO_LARGE = 10054;
+
+/**
+ * Why a publish can never succeed, or undefined when it may on a later try: a payload above the
+ * server's `max_payload` (the client refuses it) or the stream's `max_msg_size` (the server does).
+ */
+function neverPublishable(error: unknown): string | undefined {
+  const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
+  if (e === null || typeof e !== 'object') return undefined;
+  if (e.name === 'InvalidArgumentError' && String(e.message).includes('max_payload')) return 'the payload is larger than the server takes (max_payload)';
+  if (e.name === 'JetStreamApiError' && e.code === JS_MESSAGE_TOO_LARGE) return 'the payload is larger than the stream takes (max_msg_size)';
+  return undefined;
+}
+
 function connectionClosed(): QueueError {
   return new QueueError('ERR_CLOSED', 'The NATS connection closed: the forwarder stops');
 }
@@ -208,6 +225,7 @@ class ForwardRun {
   #forwarded = 0;
   #duplicates = 0;
   #failed = 0;
+  #deadLettered = 0;
   #connected = true;
   #lastError: { message: string; at: number } | null = null;
   /** The backoff each waiting lane is in. */
@@ -251,6 +269,7 @@ class ForwardRun {
       forwarded: this.#forwarded,
       duplicates: this.#duplicates,
       failedPublishes: this.#failed,
+      deadLettered: this.#deadLettered,
       connected: this.#connected && !this.connection.isClosed(),
       lastError: this.#lastError,
       backoffMs: Math.max(0, ...[...this.#waits].map((w) => w.ms)),
@@ -318,25 +337,32 @@ class ForwardRun {
     let pending = items;
     let attempt = 0;
     try {
-      while (pending.length > 0 && !this.#stop.signal.aborted) {
+      // A closed queue took the items back itself (a later open hands them out again).
+      while (pending.length > 0 && !this.#stop.signal.aborted && !this.rx.closed) {
         if (this.connection.isClosed()) throw connectionClosed();
         const results = await Promise.allSettled(pending.map((item) => this.#publish(item)));
         const acked: Reserved<unknown>[] = [];
         const failed: Reserved<unknown>[] = [];
+        const refused: [Reserved<unknown>, string][] = [];
         let error: unknown;
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') {
             acked.push(pending[i]!);
             if (r.value.duplicate) this.#duplicates++;
           } else {
-            failed.push(pending[i]!);
-            error = r.reason;
+            const never = neverPublishable(r.reason);
+            if (never !== undefined) refused.push([pending[i]!, never]);
+            else {
+              failed.push(pending[i]!);
+              error = r.reason;
+            }
           }
         });
         await this.#ackLocally(acked);
         pending = failed;
+        this.#failed += failed.length + refused.length;
+        await this.#deadLetter(refused);
         if (failed.length === 0) break;
-        this.#failed += failed.length;
         this.#lastError = { message: error instanceof Error ? error.message : String(error), at: this.s.clock.now() };
         // A stop puts the rest back (below); a closed connection ends the forwarder (above).
         if (this.#stop.signal.aborted || this.connection.isClosed()) continue;
@@ -370,10 +396,10 @@ class ForwardRun {
   }
 
   /**
-   * Ack what the server stored. An item that can no longer be acked (its lease ran out, or the
-   * queue took it back) is already back in the queue: it is published again later under the same
-   * message id, and the server drops it within the duplicate window. Any other failure is the
-   * queue's, and ends the forwarder.
+   * Ack what the server stored. An item that can no longer be acked (its lease ran out, the queue
+   * took it back, or the queue closed) is back in the queue, or will be at its next open: it is
+   * published again later under the same message id, and the server drops it within the duplicate
+   * window. Any other failure is the queue's, and ends the forwarder.
    */
   async #ackLocally(items: Reserved<unknown>[]): Promise<void> {
     if (items.length === 0) return;
@@ -381,7 +407,34 @@ class ForwardRun {
     const results = await Promise.allSettled(items.map((item) => item.ack()));
     for (const r of results) {
       if (r.status === 'fulfilled') this.#forwarded++;
-      else if (!isQueueError(r.reason, 'ERR_ALREADY_SETTLED') && !isQueueError(r.reason, 'ERR_LEASE_EXPIRED')) throw r.reason;
+      else if (!isQueueError(r.reason, 'ERR_ALREADY_SETTLED') && !isQueueError(r.reason, 'ERR_LEASE_EXPIRED') && !isQueueError(r.reason, 'ERR_CLOSED')) throw r.reason;
+    }
+  }
+
+  /**
+   * Move items the server will never take (larger than it or the stream allows) into the dead
+   * letters, with the reason: retrying them would hold their lane forever. Over a store without
+   * dead letters the move rejects (`ERR_UNSUPPORTED`) and the forwarder stops with that error,
+   * the items put back: nothing is dropped.
+   */
+  async #deadLetter(refused: [Reserved<unknown>, string][]): Promise<void> {
+    if (refused.length === 0) return;
+    this.#lastError = { message: refused[0]![1], at: this.s.clock.now() };
+    const results = await Promise.allSettled(refused.map(([item, reason]) => item.deadLetter(`forward: ${reason}`)));
+    let failure: unknown;
+    const back: Reserved<unknown>[] = [];
+    results.forEach((r, i) => {
+      if (r.status === 'fulfilled') {
+        this.#inHand--;
+        this.#deadLettered++;
+      } else {
+        back.push(refused[i]![0]);
+        failure ??= r.reason;
+      }
+    });
+    if (back.length > 0) {
+      await this.#putBack(back);
+      throw failure;
     }
   }
 
@@ -391,25 +444,34 @@ class ForwardRun {
     await Promise.allSettled(items.map((item) => item.nack()));
   }
 
-  /** Wait out the backoff of failure `attempt` (0 for the first in a row); a stop ends it early. */
+  /**
+   * Wait out the backoff of failure `attempt` (0 for the first in a row). A stop ends it early, and
+   * so does the queue closing or failing: `onIdle()` settles then, and not before, since the items
+   * this lane holds keep the queue from being idle.
+   */
   #backoff(attempt: number): Promise<void> {
     const ceiling = Math.min(this.s.backoffMaxMs, this.s.backoffMs * 2 ** Math.min(attempt, 30));
     const ms = Math.round(ceiling / 2 + (ceiling / 2) * this.s.random());
     const signal = this.#stop.signal;
     const wait = { ms };
+    const queueEnded = new AbortController();
     return new Promise<void>((resolve) => {
       let handle: unknown;
+      let done = false;
       const end = (): void => {
+        if (done) return;
+        done = true;
+        this.s.clock.clearTimeout(handle);
         this.#waits.delete(wait);
-        signal.removeEventListener('abort', onAbort);
+        signal.removeEventListener('abort', end);
+        queueEnded.abort();
         resolve();
       };
-      const onAbort = (): void => {
-        this.s.clock.clearTimeout(handle);
-        end();
-      };
       this.#waits.add(wait);
-      signal.addEventListener('abort', onAbort, { once: true });
+      signal.addEventListener('abort', end, { once: true });
+      this.rx.onIdle({ signal: queueEnded.signal }).then(end, () => {
+        if (!queueEnded.signal.aborted) end();
+      });
       handle = this.s.clock.setTimeout(end, ms);
     });
   }

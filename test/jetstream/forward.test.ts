@@ -165,6 +165,25 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     await tx.close();
   });
 
+  test('theQueueClosingDuringABackoffEndsTheForwarderAndTheItemsStayStored', async () => {
+    const subject = `pq.fwd.nostream.close.${process.pid}`;
+    const dir = freshDir();
+    const { tx, rx } = await logQueue(dir);
+    for (let i = 1; i <= 3; i++) await tx.push(text(i));
+    const clock = new WatchedClock();
+    const f = forward(rx, { connection: nc, subject }, { clock });
+    await clock.timers(1);
+    expect(f.stats().inHand).toBe(3);
+    await tx.close();
+    await f.done;
+    expect(f.stats()).toMatchObject({ inHand: 0, stopped: true, forwarded: 0 });
+    // The backoff's timer never ran: the close ended the wait.
+    expect(clock.lengths).toHaveLength(1);
+    const again = await logQueue(dir);
+    expect(again.rx.stats().ready).toBe(3);
+    await again.tx.close();
+  });
+
   test('theQueueClosingEndsTheForwarder', async () => {
     const { subject } = await freshStream(jsm);
     const { tx, rx } = await logQueue();
@@ -172,6 +191,51 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     await tx.close();
     await f.done;
     expect(f.stats().stopped).toBe(true);
+  });
+
+  test('anItemTheStreamCanNeverTakeGoesToTheDeadLettersAndTheRestIsForwarded', async () => {
+    const stream = `PQ_FWD_SMALL_${process.pid}`;
+    const subject = `pq.fwd.small.${process.pid}`;
+    await jsm.streams.add({ name: stream, subjects: [subject], max_msg_size: 512 });
+    const { store, tx, rx } = await logQueue();
+    await tx.push(text(1));
+    await tx.push('x'.repeat(600));
+    await tx.push(text(3));
+    const stop = new AbortController();
+    const f = forward(rx, { connection: nc, subject }, { signal: stop.signal });
+    await rx.onIdle();
+    stop.abort();
+    await f.done;
+    expect(f.stats()).toMatchObject({ forwarded: 2, deadLettered: 1, failedPublishes: 1 });
+    expect(f.stats().lastError?.message).toContain('max_msg_size');
+    const [dead] = await rx.deadLetters.list();
+    expect(dead).toMatchObject({ seq: 2, reason: 'forward: the payload is larger than the stream takes (max_msg_size)' });
+    const messages = await readStream(jsm, stream);
+    expect(messages.map((m) => m.id)).toEqual([messageId(store.storeId!, 1), messageId(store.storeId!, 3)]);
+    await tx.close();
+  });
+
+  test('overAStoreWithoutDeadLettersATooLargeItemStopsTheForwarderAndStaysInTheQueue', async () => {
+    const stream = `PQ_FWD_SMALL2_${process.pid}`;
+    const subject = `pq.fwd.small2.${process.pid}`;
+    await jsm.streams.add({ name: stream, subjects: [subject], max_msg_size: 512 });
+    const mem = new MemStore();
+    const plain: Store = {
+      maxItemBytes: mem.maxItemBytes,
+      features: { reopen: true, crashSafe: false },
+      open: () => mem.open(),
+      append: (items, sync) => mem.append(items, sync),
+      ack: (seqs, sync) => mem.ack(seqs, sync),
+      read: (range) => mem.read(range),
+      close: () => mem.close(),
+    };
+    const [tx, rx] = await new Builder(plain).open();
+    await tx.push('x'.repeat(600));
+    const f = forward(rx, { connection: nc, subject });
+    await expect(f.done).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED' });
+    expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    expect(f.stats()).toMatchObject({ inHand: 0, deadLettered: 0, stopped: true });
+    await tx.close();
   });
 
   test('badInputThrowsAndStartsNothing', async () => {
