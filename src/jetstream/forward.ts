@@ -141,8 +141,9 @@ interface Settings {
   readonly random: () => number;
 }
 
+/** The system's timers; `now()` is the wall clock, so that `lastError.at` reads as a date. */
 const systemClock: Clock = {
-  now: () => performance.now(),
+  now: () => Date.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
@@ -154,8 +155,8 @@ const systemClock: Clock = {
  */
 export function forward<T>(rx: Consumer<T>, target: ForwardTarget, options?: ForwardOptions): Forwarder {
   if (!(rx instanceof Consumer)) throw new TypeError(expectation('rx', 'a Consumer', rx));
+  if (target === undefined) throw new TypeError(expectation('target', 'an object', target));
   const t = optionsObject('target', target);
-  if (t === optionsObject('target', undefined)) throw new TypeError(expectation('target', 'an object', target));
   knownKeys('target', t, ['connection', 'subject', 'stream', 'jetstream']);
   const connection = t.connection as NatsConnection;
   if (connection === null || typeof connection !== 'object' || typeof connection.request !== 'function' || typeof connection.isClosed !== 'function') {

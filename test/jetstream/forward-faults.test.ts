@@ -103,6 +103,7 @@ describe.skipIf(binary === null)('forward() under faults', () => {
     expect(s.lastError).not.toBeNull();
     expect(s.forwarded).toBeGreaterThanOrEqual(before + during);
     expect(differences(await readStream(jsm, stream), store.storeId!, before + during, text)).toEqual([]);
+    console.log(`server kill: ${s.failedPublishes} failed publishes retried, ${s.duplicates} published again and dropped as duplicates`);
     await fwd.close();
     await tx.close();
   });
