@@ -17,8 +17,7 @@ const items = arg('items', 100_000);
 const rounds = arg('rounds', 1);
 const PAYLOAD_BYTES = 128;
 const url = process.env.NATS_URL ?? '127.0.0.1:4222';
-const only = args.find((a) => a.startsWith("--cells="))?.slice(8);
-const allCells = [
+const cells = [
   { batch: 64, concurrency: 1 },
   { batch: 64, concurrency: 4 },
   { batch: 256, concurrency: 4 },
