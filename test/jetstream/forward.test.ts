@@ -263,7 +263,7 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
   test('aStoreWithoutAnIdentityNeedsAnOrigin', async () => {
     const { stream, subject } = await freshStream(jsm);
     const mem = new MemStore();
-    // A store of its own that reports no identity, as SqliteStore and LevelStore do today.
+    // A store of its own that reports no identity.
     const anonymous: Store = {
       maxItemBytes: mem.maxItemBytes,
       features: { reopen: true, crashSafe: false },
