@@ -176,7 +176,6 @@ export const stats: Command = async (cli, { positionals }) => {
       return 0;
     }
     out.line(`${bold('store')}           ${report.dir}`);
-    out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
     out.line(`format version  ${report.formatVersion}`);
     out.line(`items ready     ${fmt(report.ready)}`);
     out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
@@ -190,6 +189,7 @@ export const stats: Command = async (cli, { positionals }) => {
       await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
+    out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
     out.line(
       `last close      ${lastShutdownClean ? green('clean') : red('not clean, or the store is open in another process')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
     );
