@@ -359,10 +359,13 @@ class ForwardRun {
             }
           }
         });
+        // Until each step is done, what it handles is still in hand (and put back, below, if it throws).
+        pending = [...failed, ...refused.map(([item]) => item)];
         await this.#ackLocally(acked);
-        pending = failed;
         this.#failed += failed.length + refused.length;
-        await this.#deadLetter(refused);
+        const stuck = await this.#deadLetter(refused);
+        pending = [...failed, ...stuck.items];
+        if (stuck.failure !== undefined) throw stuck.failure;
         if (failed.length === 0) break;
         this.#lastError = { message: error instanceof Error ? error.message : String(error), at: this.s.clock.now() };
         // A stop puts the rest back (below); a closed connection ends the forwarder (above).
@@ -414,29 +417,25 @@ class ForwardRun {
 
   /**
    * Move items the server will never take (larger than it or the stream allows) into the dead
-   * letters, with the reason: retrying them would hold their lane forever. Over a store without
-   * dead letters the move rejects (`ERR_UNSUPPORTED`) and the forwarder stops with that error,
-   * the items put back: nothing is dropped.
+   * letters, with the reason: retrying them would hold their lane forever. Returns the items that
+   * could not be moved and the first error: over a store without dead letters that is
+   * `ERR_UNSUPPORTED`, and the forwarder stops with it, the items put back: nothing is dropped.
    */
-  async #deadLetter(refused: [Reserved<unknown>, string][]): Promise<void> {
-    if (refused.length === 0) return;
+  async #deadLetter(refused: [Reserved<unknown>, string][]): Promise<{ items: Reserved<unknown>[]; failure: unknown }> {
+    const stuck: { items: Reserved<unknown>[]; failure: unknown } = { items: [], failure: undefined };
+    if (refused.length === 0) return stuck;
     this.#lastError = { message: refused[0]![1], at: this.s.clock.now() };
     const results = await Promise.allSettled(refused.map(([item, reason]) => item.deadLetter(`forward: ${reason}`)));
-    let failure: unknown;
-    const back: Reserved<unknown>[] = [];
     results.forEach((r, i) => {
       if (r.status === 'fulfilled') {
         this.#inHand--;
         this.#deadLettered++;
       } else {
-        back.push(refused[i]![0]);
-        failure ??= r.reason;
+        stuck.items.push(refused[i]![0]);
+        stuck.failure ??= r.reason;
       }
     });
-    if (back.length > 0) {
-      await this.#putBack(back);
-      throw failure;
-    }
+    return stuck;
   }
 
   /** Put items back into the queue (a stop, or a fatal error); a closed or failed queue keeps them anyway. */
