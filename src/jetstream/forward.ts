@@ -15,7 +15,7 @@
  * the network is down); they go back to the queue only when the forwarder stops.
  */
 import { jetstream, type JetStreamClient, type JetStreamOptions, type PubAck } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { isQueueError, QueueError } from '../errors.js';
 import { Consumer, type Reserved } from '../queue/handles.js';
 import { type Clock, checkClock } from '../queue/clock.js';
