@@ -16,7 +16,7 @@
 import assert from 'node:assert/strict';
 import { QueueError } from './errors.js';
 import { type AckDurability, Builder, type Consumer, type Durability, type Producer } from './queue.js';
-import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, keepsDeliveries } from './store.js';
+import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, STORE_ID_PATTERN, keepsDeliveries } from './store.js';
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
 import { schedulingTests } from './conformance-scheduling.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
@@ -346,6 +346,18 @@ function reopenTests<S extends Store>(suite: Suite<S>): void {
     const unacked = 3 + 5 + 5000;
     const bytes = await store.payloadBytes!();
     assert.ok(Number.isSafeInteger(bytes) && bytes >= unacked, `payloadBytes() ${bytes} after reopen is below the ${unacked} unacked payload bytes`);
+    await store.close();
+  });
+
+  suite.test('a store identity, when the store reports one, is well formed and survives close and reopen', async (context) => {
+    let store = await suite.make();
+    if (!store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+    const first = (await store.open()).storeId;
+    await store.close();
+    // A store without one reports none at every open; one with one reports the same one.
+    if (first !== undefined) assert.ok(typeof first === 'string' && STORE_ID_PATTERN.test(first), `storeId ${String(first)} is 1 to 64 characters from [A-Za-z0-9._-]`);
+    store = await suite.again(store, 'reopen');
+    assert.equal((await store.open()).storeId, first, 'the same store keeps its storeId (or keeps having none)');
     await store.close();
   });
 

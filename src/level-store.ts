@@ -39,7 +39,7 @@ import { FormatRaise } from './level/format-raise.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
-import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
+import { isScheduled, STORE_ID_PATTERN, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
 import {
   DEAD_HIGH,
   DEAD_LOW,
@@ -53,6 +53,7 @@ import {
   encodeMark,
   encodeSchedule,
   FORMAT_KEY,
+  STORE_ID_KEY,
   FORMAT_VALUE_BYTES,
   ITEM_KEY_BYTES,
   ITEMS_HIGH,
@@ -109,6 +110,25 @@ interface Recovered {
   marks: DeliveryMark[];
   /** Seqs of the schedule keys, in order. */
   scheduled: number[];
+  /** The store's identity (FORMAT.md §11.5). */
+  storeId?: string;
+}
+
+/**
+ * The store's identity: read, or, for a store created just now or written before identities,
+ * created at random and stored (synced) before the open resolves, so that no crash takes back an
+ * identity that was handed out. A value that is not a well-formed identity is not one: none is
+ * reported, and it is left as it is.
+ */
+async function storeIdentity(db: LevelDatabase): Promise<string | undefined> {
+  const stored = await db.get(STORE_ID_KEY);
+  if (stored !== undefined) {
+    const text = stored.toString('utf8');
+    return STORE_ID_PATTERN.test(text) ? text : undefined;
+  }
+  const id = globalThis.crypto.randomUUID();
+  await db.batch([{ type: 'put', key: STORE_ID_KEY, value: Buffer.from(id, 'utf8') }], { sync: true });
+  return id;
 }
 
 /** The durable Store over one LevelDB directory. */
@@ -154,6 +174,8 @@ export class LevelStore implements Store {
    * overlap, and each checks that its dead letters are held before its batch is written.
    */
   readonly #deadInFlight = new Set<number>();
+  /** The store's identity (FORMAT.md §11.5). */
+  readonly #storeId: string | undefined;
 
   private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, recovered: Recovered) {
     this.path = path;
@@ -171,6 +193,7 @@ export class LevelStore implements Store {
     this.#marked = new Set(recovered.marks.map((m) => m.seq));
     this.#scheduled = new Set(recovered.scheduled);
     this.#scheduledFrom = recovered.scheduled[0];
+    this.#storeId = recovered.storeId;
   }
 
   /**
@@ -198,6 +221,7 @@ export class LevelStore implements Store {
       opened = true;
       const format = await checkFormat(db, dir);
       const recovered = await recover(db, dir, format);
+      recovered.storeId = await storeIdentity(db);
       // Directories cannot be opened or fsynced on Windows.
       if (process.platform !== 'win32') dirFd = openSync(dir, 'r');
       return new LevelStore(dir, unclaim, db, dirFd, maxItemBytes, recovered);
@@ -228,6 +252,7 @@ export class LevelStore implements Store {
       marks,
       deadLetters: this.#deadLetters,
       scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
+      ...(this.#storeId === undefined ? {} : { storeId: this.#storeId }),
     });
   }
 

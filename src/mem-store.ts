@@ -48,6 +48,11 @@ export class MemStore implements Store {
   #marks = new Map<number, DeliveryMark>();
   /** Dead letters in seq order. */
   #dead: DeadLetter[] = [];
+  /**
+   * A fresh identity per instance: the items live as long as the object, and a new MemStore
+   * starts its seqs at 1 again, so it must not share an identity with any other.
+   */
+  readonly #storeId = globalThis.crypto.randomUUID();
 
   constructor(options?: MemStoreOptions) {
     const o = optionsObject('options', options);
@@ -76,6 +81,7 @@ export class MemStore implements Store {
       deliveredBelow: this.#deliveredBelow,
       marks,
       deadLetters: this.#dead.length,
+      storeId: this.#storeId,
     };
   }
 

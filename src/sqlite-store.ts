@@ -9,7 +9,8 @@
  * Layout: one database file in WAL mode, held with `locking_mode=EXCLUSIVE` for the life of the
  * store, so one process owns the queue. Table `items(seq INTEGER PRIMARY KEY, bytes BLOB)` holds
  * unacked items; table `meta` holds the format version and `nextSeq`, so that a seq is never
- * reused even after every item was acked and deleted.
+ * reused even after every item was acked and deleted, and the store's identity (`storeId`, a row
+ * of no format: older releases never read it).
  *
  * Format 2 adds delivery counts and the dead-letter queue: table `marks(seq INTEGER PRIMARY KEY,
  * deliveries, first_at, last_at, last_error)` holds the newest delivery mark of unacked items,
@@ -164,6 +165,8 @@ export class SqliteStore implements Store {
   #delete: SqlStatement;
   #select: SqlStatement;
   #holds: SqlStatement;
+  /** The store's identity, from `meta` (FORMAT.md §10.5). */
+  readonly #storeId: string | undefined;
 
   private constructor(path: string, unclaim: () => void, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
     this.path = path;
@@ -184,6 +187,8 @@ export class SqliteStore implements Store {
     this.#nextSeq = Math.max(Number(meta?.value ?? 1), Number(last.seq ?? 0) + 1);
     // count(*) walks the table's b-tree inside SQLite; nothing is loaded into memory.
     this.#count = Number((db.prepare('SELECT count(*) AS n FROM items').get() as { n: number | bigint }).n);
+    const id = db.prepare("SELECT value FROM meta WHERE key = 'storeId'").get() as { value: unknown } | undefined;
+    this.#storeId = typeof id?.value === 'string' ? id.value : undefined;
     const format = SqliteStore.#formatOf(db);
     if (format >= DELIVERY_FORMAT_VERSION) this.#recoverDeliveries(db);
     if (format >= SCHEDULE_FORMAT_VERSION) {
@@ -326,6 +331,9 @@ export class SqliteStore implements Store {
         // Deleted here rather than by an ack that crossed a mark: every later ack deletes its marks.
         db.exec('DELETE FROM marks WHERE seq NOT IN (SELECT seq FROM items)');
       }
+      // The store's identity (FORMAT.md §10.5): created with the store, or at the first open of a
+      // store written before identities, in the same transaction; a row older readers never read.
+      db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES ('storeId', ?)").run(globalThis.crypto.randomUUID());
       db.exec('COMMIT');
     } catch (e) {
       db.exec('ROLLBACK');
@@ -352,6 +360,7 @@ export class SqliteStore implements Store {
       marks,
       deadLetters: this.#deadLetters,
       scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
+      ...(this.#storeId === undefined ? {} : { storeId: this.#storeId }),
     });
   }
 

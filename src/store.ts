@@ -66,6 +66,13 @@ export interface StoreRecovery {
    * `nextSeq`, so that a queue without scheduled items is not read at open.
    */
   readonly scheduledFrom?: number;
+  /**
+   * Optional: the store's identity, created once and at random when the store is created and kept
+   * across every reopen, so that `(storeId, seq)` names one item for good even though seqs start
+   * again at 1 in a store deleted and created again. 1 to 64 characters from `[A-Za-z0-9._-]`
+   * (LogStore, MemStore: a UUID). A store without one leaves it out.
+   */
+  readonly storeId?: string;
 }
 
 /**
@@ -309,3 +316,6 @@ export function keepsDeliveries(store: Store): boolean {
     typeof store.redrive === 'function'
   );
 }
+
+/** The characters and length a {@link StoreRecovery.storeId} may have. */
+export const STORE_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;

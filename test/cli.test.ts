@@ -62,7 +62,7 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: 'a\n' });
     expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
-    expect(stats).toMatchObject({ ready: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true });
+    expect(stats).toMatchObject({ ready: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     expect(pq(['pop', dir, '--count', '5', '--format', 'jsonl']).stdout.trim()).toBe(
       JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );

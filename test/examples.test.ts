@@ -9,6 +9,7 @@ import { expect, it, test } from 'vitest';
 import { runStoreConformance } from '../src/conformance.js';
 import { type KV, KVStore } from '../examples/kv-store.js';
 import { natsServerBinary, startNatsServer } from './support/nats-server.js';
+import { NatsServer, natsServerBinary as restartableServerBinary } from './support/nats-restartable.js';
 
 const root = resolve(import.meta.dirname, '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -306,6 +307,33 @@ it('theReadmeJetStreamExampleRunsAsWrittenOnAFreshServer', async (context) => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toBe('[ 1, 2, 3 ]\n2 2 0\nseq 3, 3 deliveries: Error: no such order: -1\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await server.stop();
+  }
+});
+
+// Store-and-forward: run against a nats-server of the test's own (NATS_URL), in a directory of its
+// own (the example opens ./telemetry-queue). The package's jetstream subpath is the built forward module.
+const natsBinary = restartableServerBinary();
+if (natsBinary === null) console.log('skipped theReadmeStoreAndForwardExample: no nats-server binary');
+it.skipIf(natsBinary === null)('theReadmeStoreAndForwardExampleRunsAsWritten', async () => {
+  const block = blocks('js').find((b) => b.includes("from 'persistent-queue/jetstream'") && b.includes('forward(rx'));
+  expect(block, 'README has the store-and-forward example').toBeDefined();
+  const server = await NatsServer.start(natsBinary!);
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const url = (file: string): string => pathToFileURL(join(root, 'dist', file)).href;
+    const source = block!
+      .replaceAll("from 'persistent-queue'", `from '${url('index.js')}'`)
+      .replaceAll("from 'persistent-queue/jetstream'", `from '${url('jetstream/index.js')}'`)
+      .replaceAll("from '@nats-io/transport-node'", `from '${import.meta.resolve('@nats-io/transport-node')}'`)
+      .replaceAll("from '@nats-io/jetstream'", `from '${import.meta.resolve('@nats-io/jetstream')}'`);
+    writeFileSync(join(dir, 'example.mjs'), source);
+    const run = spawnSync(process.execPath, [join(dir, 'example.mjs')], { cwd: dir, encoding: 'utf8', env: { ...process.env, NATS_URL: server.url } });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toBe('0 3\n');
   } finally {
     rmSync(dir, { recursive: true, force: true });
     await server.stop();

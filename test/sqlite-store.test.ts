@@ -159,7 +159,7 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     let r = await store.open();
-    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4 });
+    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String) });
     expect(store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.append([{ seq: 4, bytes: bytes('d') }], true);
     await store.ack([2], true);
@@ -184,7 +184,7 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     r = await store.open();
-    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5 });
+    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String) });
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => ({ ...d, bytes: new TextDecoder().decode(d.bytes) }))).toEqual([
       { ...dead(3, 'c', 'poison'), bytes: 'c' },
     ]);
@@ -209,7 +209,7 @@ test('SqliteStore: the first delivery mark makes a format-1 store format 2; a re
     await store.close();
     expect(layout(path).format).toBe(2);
     store = await SqliteStore.open(path);
-    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3 });
+    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String) });
     // The ack of a marked item deletes its mark in the same transaction.
     await store.ack([2], true);
     await store.close();
@@ -272,7 +272,7 @@ test('SqliteStore: contract violations of the delivery methods reject with ERR_S
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => [d.seq, d.reason])).toEqual([[1, 'first']]);
     await store.close();
     const again = await SqliteStore.open(join(dir, 'queue.db'));
-    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 4 });
+    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 4, storeId: expect.any(String) });
     await again.close();
   }));
 

@@ -145,6 +145,7 @@ export const stats: Command = async (cli, { positionals }) => {
     const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
     const report = {
       dir: s.dir,
+      storeId: s.storeId,
       formatVersion: s.formatVersion,
       ready: s.count,
       firstSeq,
@@ -188,6 +189,7 @@ export const stats: Command = async (cli, { positionals }) => {
       await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
+    out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
     out.line(
       `last close      ${lastShutdownClean ? green('clean') : red('not clean, or the store is open in another process')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
     );

@@ -2,8 +2,10 @@
  * persistent-queue/jetstream: the queue's Producer, Consumer and Reserved over a NATS JetStream
  * stream, for many producers and consumers in many processes on many machines. The server keeps
  * the items (a work-queue stream), their order and their delivery counts (a durable pull
- * consumer); this module gives them the embedded queue's calls, argument checks and errors.
- * See README, "When one machine is not enough", and DESIGN.md, "The JetStream queue".
+ * consumer); this module gives them the embedded queue's calls, argument checks and errors. It
+ * also has `forward()`, which drains a local queue into a stream (store-and-forward).
+ * See README, "When one machine is not enough", and DESIGN.md, "The JetStream queue" and
+ * "Store-and-forward".
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -22,6 +24,8 @@ export { JetStreamReserved } from './reserved.js';
 export type { JetStreamQueueStats } from './stats.js';
 export { JetStreamDeadLetters } from './dead-letters.js';
 export type { JetStreamProcessHandler, JetStreamProcessOptions } from './process.js';
+export { forward, messageId } from './forward.js';
+export type { ForwardOptions, ForwardStats, ForwardTarget, Forwarder } from './forward.js';
 
 /** Where the queue lives on the server, and how the module talks to it. */
 export interface JetStreamQueueOptions {

@@ -24,6 +24,8 @@ export const FORMAT_KEY = Buffer.from('m:format');
 export const FORMAT_VALUE_BYTES = 8;
 export const NEXT_SEQ_KEY = Buffer.from('m:nextSeq');
 export const DELIVERED_BELOW_KEY = Buffer.from('m:deliveredBelow');
+/** The store's identity, the UTF-8 text of a UUID (FORMAT.md §11.5); in no format: older readers never read it. */
+export const STORE_ID_KEY = Buffer.from('m:storeId');
 /** Keys of all items lie strictly between these two; so for marks and dead letters. */
 export const ITEMS_LOW = Buffer.from([ITEM_PREFIX]);
 export const ITEMS_HIGH = Buffer.from([ITEM_PREFIX + 1]);

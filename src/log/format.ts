@@ -1,4 +1,4 @@
-// Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames" and §4 "Cursor file".
+// Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames", §4 "Cursor file" and §13 "Identity file".
 /**
  * The format vocabulary: every magic number, size, offset and type code of the on-disk format
  * lives here, so the writer and the reader cannot drift apart. No other module spells a bare
@@ -136,12 +136,29 @@ export const MAX_CURSOR_RECORD_BYTES = MAX_PAYLOAD_BYTES_CAP + DEAD_RECORD_HEADE
 /** Writers start a new record of these types once its payload passes this many bytes (one entry always fits). */
 export const CURSOR_RECORD_SPLIT_BYTES = 1024 * 1024;
 
+// ---- Identity file (FORMAT.md §13) ----
+/** Bytes 0..3 of the identity file: ASCII "PQID". */
+export const IDENTITY_MAGIC = 0x44495150; // 'P' 'Q' 'I' 'D' read as a little-endian u32
+/** The highest identity-file version this code reads and the one it writes. */
+export const IDENTITY_FORMAT_VERSION = 1;
+/** The whole file: magic, version, flags, the 16 id bytes, 4 reserved bytes, CRC. */
+export const IDENTITY_FILE_BYTES = 32;
+export const ID_OFF_MAGIC = 0;
+export const ID_OFF_VERSION = 4;
+export const ID_OFF_FLAGS = 6;
+export const ID_OFF_ID = 8;
+export const ID_ID_BYTES = 16;
+export const ID_OFF_RESERVED = 24;
+export const ID_OFF_CRC = 28;
+
 // ---- File names (FORMAT.md §5) ----
 export const SEGMENT_PREFIX = 'seg-';
 export const SEGMENT_SUFFIX = '.log';
 /** Base seqs are zero-padded to 20 digits so names sort in seq order (2^64 has 20 digits). */
 export const SEGMENT_SEQ_DIGITS = 20;
 export const CURSOR_FILE = 'cursor.pqc';
+/** The store's identity (FORMAT.md §13). */
+export const IDENTITY_FILE = 'store.pqi';
 export const LOCK_FILE = 'LOCK';
 /** The mutex a process holds while it takes over a stale pid lock (src/fs/pid-lock.ts); never read by the store. */
 export const LOCK_TAKEOVER_FILE = 'LOCK.takeover';
@@ -167,7 +184,7 @@ export function parseSegmentName(name: string): number | null {
 }
 
 /** What kind of file a directory entry is, for the "foreign files" check at open. */
-export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'os-metadata' | 'foreign';
+export type EntryKind = 'segment' | 'cursor' | 'identity' | 'lock' | 'tmp' | 'torn' | 'os-metadata' | 'foreign';
 
 /**
  * Files a desktop's file manager drops into any folder it shows. They are left alone: refusing
@@ -175,7 +192,7 @@ export type EntryKind = 'segment' | 'cursor' | 'lock' | 'tmp' | 'torn' | 'os-met
  */
 export const OS_METADATA_FILES: readonly string[] = ['.DS_Store', 'Thumbs.db', 'desktop.ini'];
 
-const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.tmp(-\d+)?$/;
+const TMP_RE = /^(seg-\d{20}\.log|cursor\.pqc|store\.pqi)\.tmp(-\d+)?$/;
 /**
  * `LOCK.tmp-<pid>`: a file of the lock protocol, written by an opener that does not hold the lock
  * (yet). Never a stray for recovery to delete: the lock holder's recovery used to delete another
@@ -186,6 +203,7 @@ const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
 export function classifyEntry(name: string): EntryKind {
   if (parseSegmentName(name) !== null) return 'segment';
   if (name === CURSOR_FILE) return 'cursor';
+  if (name === IDENTITY_FILE) return 'identity';
   if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE || LOCK_TMP_RE.test(name)) return 'lock';
   if (TMP_RE.test(name)) return 'tmp';
   if (TORN_RE.test(name)) return 'torn';

@@ -15,7 +15,7 @@ import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Deliveries } from './deliveries.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
-import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
+import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, IDENTITY_FILE_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
 import { SegmentLayout } from './layout.js';
 import { LockWait } from './lock-wait.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
@@ -37,6 +37,8 @@ const SEAL_AT_CLOSE_BYTES = 1024 * 1024;
 
 /** A small snapshot for `pq stats`. */
 export interface LogStoreStats {
+  /** The store's identity (FORMAT.md §13), null for a read-only open of a store that has none. */
+  readonly storeId: string | null;
   /** The cursor file's format version: 1, or 2 once the store holds delivery marks or dead letters (each segment's own is in `segments`). */
   readonly formatVersion: number;
   readonly dir: string;
@@ -168,6 +170,7 @@ export class LogStore implements Store {
       marks: d.liveMarks(this.#cursor.acks, nextSeq),
       deadLetters: d.dead.length,
       scheduledFrom: this.#scheduledFrom(),
+      storeId: this.#recovery.storeId!,
     });
   }
 
@@ -389,7 +392,7 @@ export class LogStore implements Store {
   #bytesOnDisk(): number {
     if (this.#view !== null) return this.#view.bytesOnDisk;
     // The active segment's preallocated zeros occupy disk too.
-    let bytes = this.#cursor.bytes + this.#writer.preallocatedBytes;
+    let bytes = this.#cursor.bytes + this.#writer.preallocatedBytes + IDENTITY_FILE_BYTES;
     for (const s of this.#layout.list) bytes += s.bytes;
     return bytes;
   }
@@ -401,6 +404,7 @@ export class LogStore implements Store {
     const bytesOnDisk = this.#bytesOnDisk();
     const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted, version: s.version }));
     return {
+      storeId: this.#recovery.storeId,
       formatVersion: view?.cursorVersion ?? this.#cursor.version,
       dir: this.dir,
       segments,
@@ -415,6 +419,15 @@ export class LogStore implements Store {
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
     };
+  }
+
+  /**
+   * The store's identity (FORMAT.md §13): created at random with the store, kept across reopens,
+   * new when the store is deleted and created again. Null only when the store was opened
+   * read-only and was written before identities existed.
+   */
+  get storeId(): string | null {
+    return this.#recovery.storeId;
   }
 
   /** What recovery found and did at open. */

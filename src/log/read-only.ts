@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { AckSet } from './cursor.js';
 import type { DeliveryState } from './delivery-state.js';
-import { CURSOR_FILE, classifyEntry } from './format.js';
+import { CURSOR_FILE, IDENTITY_FILE_BYTES, classifyEntry } from './format.js';
 import type { Segment } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { LogStoreRecoveryInfo } from './recovery-apply.js';
@@ -100,7 +100,7 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
     segments: plan.segments,
     acks,
     nextSeq: plan.raiseTo,
-    bytesOnDisk: bytesOnDisk + activeFileBytes + cursorBytes,
+    bytesOnDisk: bytesOnDisk + activeFileBytes + cursorBytes + (plan.identity !== null ? IDENTITY_FILE_BYTES : 0),
     cursorBytes,
     cursorVersion: plan.cursor?.version ?? 1,
     deliveries: plan.deliveries,
@@ -113,6 +113,8 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
       strayFilesDeleted: [],
       supersededDeleted: [],
       nextSeqRaisedFrom: plan.raiseTo > plan.dataNext ? plan.dataNext : null,
+      storeId: plan.identity,
+      identityCreated: false,
     },
   };
 }

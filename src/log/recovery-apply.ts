@@ -10,6 +10,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import { isStoreFull, type Durability } from './durability.js';
 import { CURSOR_FILE, SEGMENT_VERSION_PLAIN, TORN_INFIX, parseSegmentName } from './format.js';
+import { writeIdentity } from './identity.js';
 import { closeQuietly, type SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { RecoveryPlan } from './recovery-plan.js';
@@ -33,6 +34,13 @@ export interface LogStoreRecoveryInfo {
   readonly supersededDeleted: readonly string[];
   /** When ACK records referenced seqs past the recovered data (possible only under `none`), the next seq was raised from this value. */
   readonly nextSeqRaisedFrom: number | null;
+  /**
+   * The store's identity (FORMAT §13): created with the store and kept across reopens. Null only
+   * for a read-only open of a store written before identities existed (a writable open gives it one).
+   */
+  readonly storeId: string | null;
+  /** This open wrote a new identity file (file check 21). */
+  readonly identityCreated: boolean;
 }
 
 export interface RecoveryParts {
@@ -102,10 +110,17 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   }
   if (durability.failure !== null) throw durability.failure;
   await freshCheckpoint(p, plan);
+  const created = !plan.names.some((n) => n === CURSOR_FILE || parseSegmentName(n) !== null);
+  // A new store always gets a new identity, even beside an identity file (left by a creation that
+  // crashed, or by a store whose other files were deleted): its seqs start at 1 again, and under
+  // the old identity they would name items that store held. The fsync of the directory below
+  // makes the rename durable before the open resolves, so no identity is handed out that a crash
+  // could take back.
+  const keep = created ? null : plan.identity;
+  const storeId = keep ?? (await writeIdentity(fs, dir, p.opts.fileMode));
   await fs.fsyncDir(dir);
   if (durability.failure !== null) throw durability.failure;
   p.cursor.durableLwm = p.cursor.acks.lwm;
-  const created = !plan.names.some((n) => n === CURSOR_FILE || parseSegmentName(n) !== null);
   return {
     cleanShutdown: created || (plan.cursor !== null && plan.cursor.clean),
     created,
@@ -115,6 +130,8 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
     strayFilesDeleted: plan.stray,
     supersededDeleted: plan.superseded,
     nextSeqRaisedFrom: raisedFrom,
+    storeId,
+    identityCreated: keep === null,
   };
 }
 

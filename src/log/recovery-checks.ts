@@ -29,7 +29,7 @@ function row(id: number, verdict: FileCheckVerdict, label: string): FileCheck {
 /** FORMAT.md §6.2, in the order recovery applies them. */
 export const FILE_CHECKS = {
   foreignFile: row(1, 'refused', 'the directory holds a file that no store writes'),
-  newerVersion: row(2, 'unsupported', 'a segment or the cursor has magic and a format version above this reader'),
+  newerVersion: row(2, 'unsupported', 'a segment, the cursor or the identity file has magic and a format version above this reader'),
   badSegmentHeader: row(3, 'corrupt', 'a segment header is damaged: short, bad magic, version 0, bad CRC, bad size, unknown flag, seqs out of range'),
   baseSeqMismatch: row(4, 'corrupt', "a segment header's base seq differs from its file name"),
   interruptedCreation: row(5, 'tidied', 'the last segment is a prefix of the header its name implies, then zeros, and is the one a roll was creating: deleted'),
@@ -47,6 +47,8 @@ export const FILE_CHECKS = {
   sealedActive: row(17, 'tidied', 'the active segment ends in a SEAL: the next segment is created'),
   acksPastData: row(18, 'tidied', 'ACK records reference seqs past the data (lost under `none`): the next seq is raised past them'),
   emptyDirectory: row(19, 'tidied', 'no store files: a new store is created'),
+  badIdentity: row(20, 'corrupt', 'the identity file is damaged: bad magic, version 0, bad size, bad CRC, unknown flags, reserved bytes not zero'),
+  noIdentity: row(21, 'tidied', 'no identity file (a new store, or one written before identities), or a new store beside an old identity file: a new identity is written'),
 } as const satisfies Record<string, FileCheck>;
 
 export type FileCheckName = keyof typeof FILE_CHECKS;

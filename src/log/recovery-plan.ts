@@ -18,6 +18,7 @@ import {
   CURSOR_FILE,
   CURSOR_FORMAT_VERSION,
   CURSOR_V2_HEADER_BYTES,
+  IDENTITY_FILE,
   RECORD_DEAD,
   RECORD_DROP,
   RECORD_MARK,
@@ -36,6 +37,7 @@ import {
 import { FileWindow, scanFrames } from './frame-reader.js';
 import { CursorFrames, SegmentFrames } from './frame-rules.js';
 import { closeQuietly, newSegment, type Segment } from './layout.js';
+import { readIdentity } from './identity.js';
 import { FILE_CHECKS, checkFailed, damageAt } from './recovery-checks.js';
 import { decodeSegmentHeader, decodeTrailingSeal, encodeSegmentHeader, type SealInfo } from './segment.js';
 import { readFully } from './segment-writer.js';
@@ -104,6 +106,8 @@ export interface RecoveryPlan {
    * them look done: open writes a fresh checkpoint and fails rather than reuse the cursor.
    */
   readonly voidRedrives: number;
+  /** The store's identity from its identity file (FORMAT §13), or null when it has none. */
+  readonly identity: string | null;
 }
 
 export interface PlanOptions {
@@ -154,6 +158,12 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
   try {
     const collecting = opts.onProblem !== undefined;
     const headers = readHeaders(fs, dir, segNames, fds, report, collecting);
+    let identity: string | null = null;
+    try {
+      identity = readIdentity(fs, dir, names, report);
+    } catch (e) {
+      report(e instanceof OpenError ? e : cannotRead(join(dir, IDENTITY_FILE), e, collecting));
+    }
     const cursorPath = join(dir, CURSOR_FILE);
     let cursor: CursorRead | null = null;
     if (names.includes(CURSOR_FILE)) {
@@ -209,7 +219,7 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
     const raiseTo = cursor !== null && cursor.maxAckEnd > dataNext ? cursor.maxAckEnd : dataNext;
     const { deliveries, voidRedrives } = judgeDeliveries(cursor, acks, dataNext, raiseTo);
     if (opts.keepReadFds === true) keepDescriptors(segments, headers.found, fds);
-    return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo, deliveries, voidRedrives };
+    return { names, stray, superseded, segments, activeScan, cursor, acks, dataNext, raiseTo, deliveries, voidRedrives, identity };
   } finally {
     for (const fd of fds) closeQuietly(fs, fd);
   }

@@ -12,7 +12,7 @@
 import { join } from 'node:path';
 import type { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { CURSOR_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { CURSOR_FILE, IDENTITY_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
 import { StoreWalk, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
@@ -92,6 +92,7 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
     if (kind === 'tmp') notes.push(`${n}: stray tmp file (deleted, unread, at the next open)`);
     else if (kind === 'torn') notes.push(`${n}: bytes cut off a torn tail by an earlier recovery`);
   }
+  if (plan.identity === null && !plan.names.includes(IDENTITY_FILE)) notes.push(`${IDENTITY_FILE}: missing (a store written before identities; the next open writes one)`);
   for (const n of plan.superseded) notes.push(`${n}: superseded by a compacted segment (deleted at the next open)`);
   for (const n of plan.stray) if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
 

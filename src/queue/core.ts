@@ -7,7 +7,7 @@
 import { ByteArena } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
-import { type DeadLetter, type Store, type StoreRecovery, isScheduled } from '../store.js';
+import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled } from '../store.js';
 import { type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
@@ -101,6 +101,8 @@ export class QueueCore {
   readonly #monitor: QueueMonitor;
   readonly #drained = new Watch();
   readonly #idle = new Watch();
+  /** The store's identity, when it reported a well-formed one at open. */
+  readonly #storeId: string | undefined;
   /** Set once close has finished what it finishes: from then on those waiters settle at once. */
   #watchesFinal = false;
 
@@ -122,6 +124,8 @@ export class QueueCore {
     this.#delayed = new DelayedItems((entries) => this.#releaseDelayed(entries), time);
     this.#leases = new Leases((leases) => this.#leasesExpired(leases), time);
     const { nextSeq, count } = recovery;
+    // A malformed identity is not one: leaving it out makes store-and-forward ask for an origin.
+    if (typeof recovery.storeId === 'string' && STORE_ID_PATTERN.test(recovery.storeId)) this.#storeId = recovery.storeId;
     this.store = store;
     this.#monitor = new QueueMonitor(store);
     this.capacity = capacity;
@@ -251,6 +255,7 @@ export class QueueCore {
       stats.bytes = this.#bytes.used;
       stats.bytesExact = this.#bytes.exact;
     }
+    if (this.#storeId !== undefined) stats.storeId = this.#storeId;
     // A closed store may be open again elsewhere already: its usage is no longer this queue's.
     if (this.store.usage && this.#state === 'open') {
       const usage = this.store.usage();

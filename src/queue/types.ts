@@ -192,6 +192,11 @@ export interface QueueStats {
   closed: boolean;
   /** This queue's id, unique within the process (in open order from 1); diagnostics messages carry it. */
   queueId: number;
+  /**
+   * The store's identity (`StoreRecovery.storeId`), when the store has one: created at random when
+   * the store was created, kept across reopens. Store-and-forward names items by it and their seq.
+   */
+  storeId?: string;
   /** Items whose push resolved (a `pushMany` of n counts n). */
   pushed: number;
   /** Items whose ack resolved. */

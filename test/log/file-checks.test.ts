@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, segmentName, writeU16 } from '../../src/log/format.js';
+import { CURSOR_FILE, IDENTITY_FILE, ID_OFF_ID, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, segmentName, writeU16 } from '../../src/log/format.js';
 import { FILE_CHECK_LIST, FILE_CHECKS, type FileCheckName } from '../../src/log/recovery-checks.js';
 import { encodeSegmentHeader } from '../../src/log/segment.js';
 import { LogStore } from '../../src/log-store.js';
@@ -182,6 +182,25 @@ const cases: Record<FileCheckName, () => Promise<void>> = {
     expect(store.recovery.nextSeqRaisedFrom).toBe(1);
     expect(store.inspect().nextSeq).toBe(4);
     await store.close();
+  },
+  badIdentity: async () => {
+    const dir = await storeWith(2);
+    flipByte(join(dir, IDENTITY_FILE), ID_OFF_ID + 3);
+    await fails('badIdentity', dir);
+  },
+  noIdentity: async () => {
+    // A store written before identities: it gets one at its next writable open, kept from then on.
+    const dir = await storeWith(2);
+    fs.unlinkSync(join(dir, IDENTITY_FILE));
+    const store = await opens(dir);
+    expect(store.recovery.identityCreated).toBe(true);
+    const id = store.storeId;
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    await store.close();
+    const again = await opens(dir);
+    expect(again.recovery.identityCreated).toBe(false);
+    expect(again.storeId).toBe(id);
+    await again.close();
   },
   emptyDirectory: async () => {
     const dir = freshDir();
