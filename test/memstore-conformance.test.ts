@@ -20,7 +20,7 @@ test('reopen tests of a store without features.reopen are reported as skipped, n
   const registered: { name: string; fn: (context?: unknown) => Promise<void> }[] = [];
   runStoreConformance((name, fn) => registered.push({ name, fn }), { name: 'NoReopen', create: () => new NoReopen(), reopen: (p) => p });
   const reopenTests = registered.filter((r) => /reopen|return to the store at close/.test(r.name) && !/declares/.test(r.name));
-  expect(reopenTests.length).toBe(7);
+  expect(reopenTests.length).toBe(8);
   for (const r of reopenTests) {
     const notes: string[] = [];
     await r.fn({ skip: (note?: string) => notes.push(note ?? '') });

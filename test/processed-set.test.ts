@@ -520,7 +520,7 @@ describe('FORMAT.md §12', () => {
   it('theHexExamplesAreTheBytesTheSetWrites', async () => {
     const { readFileSync } = await import('node:fs');
     const format = readFileSync(join(import.meta.dirname, '..', 'FORMAT.md'), 'utf8');
-    const section = format.slice(format.indexOf('## 12. LogProcessedSet'));
+    const section = format.slice(format.indexOf('## 12. LogProcessedSet'), format.indexOf('\n## 13.'));
     const hexBlocks = [...section.matchAll(/```hex\n([\s\S]*?)```/g)].map((m) =>
       Uint8Array.from(
         m[1]!
