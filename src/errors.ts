@@ -20,7 +20,8 @@ export type QueueErrorCode =
   | 'ERR_EXISTS'
   | 'ERR_UNSUPPORTED'
   | 'ERR_ENCODE'
-  | 'ERR_INVALID';
+  | 'ERR_INVALID'
+  | 'ERR_KEYS_FULL';
 
 /** Codes an {@link OpenError} can carry. */
 export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED' | 'ERR_NOT_FOUND';

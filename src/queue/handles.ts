@@ -1,7 +1,8 @@
 // The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
 import { AsyncSchemaError, type Codec, encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
-import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { isValidKey } from '../key-records.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
@@ -51,18 +52,21 @@ export class Producer<T = Uint8Array> {
     } catch (error) {
       return Promise.reject(error);
     }
+    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core));
     return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number>;
   }
 
   /**
    * Store a batch behind one durability wait; resolves with the seqs in order. The batch is
-   * admitted whole: it waits until all of it fits under the capacity.
+   * admitted whole: it waits until all of it fits under the capacity. Takes no `key` (a
+   * TypeError): push keyed items one by one.
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
     let list: Uint8Array[];
     let o: PushSettings;
     try {
       o = pushSettings(options);
+      if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes no idempotency key, push keyed items one by one', o.key));
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
         throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
       }
@@ -114,13 +118,15 @@ interface PushSettings {
   /** A delay to read off the queue's clock at the call (0: none), or else a not-before time (0: none). */
   delayMs: number;
   at: number;
+  /** The idempotency key, or undefined. */
+  key: string | undefined;
 }
 
 /** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
 const MAX_DELAY_MS = 1e15;
 
 /** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0 });
+const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined });
 
 /** The not-before time a push asks for, in ms since the epoch (0: none). */
 function notBeforeOf(o: PushSettings, core: QueueCore): number {
@@ -131,7 +137,7 @@ function notBeforeOf(o: PushSettings, core: QueueCore): number {
 function pushSettings(options: PushOptions | undefined): PushSettings {
   if (options === undefined) return PLAIN_PUSH;
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key']);
   const signal = optionalSignal('options.signal', o.signal);
   let priority = 0;
   if (o.priority !== undefined) {
@@ -155,7 +161,14 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
     if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
     if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
   }
-  return { signal, priority, delayMs: ms, at };
+  let key: string | undefined;
+  if (o.key !== undefined) {
+    const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
+    if (typeof o.key !== 'string') throw new TypeError(expectation('options.key', what, o.key));
+    if (!isValidKey(o.key)) throw new RangeError(expectation('options.key', what, o.key));
+    key = o.key;
+  }
+  return { signal, priority, delayMs: ms, at, key };
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. */

@@ -5,7 +5,7 @@
 import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, newEntry } from './entry.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import type { Durability } from './types.js';
 
@@ -111,7 +111,7 @@ export class PushPipeline {
     this.rejectWaiting(failure);
   }
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, key?: string, keyedAt = 0): Promise<number | number[]> {
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -136,6 +136,10 @@ export class PushPipeline {
     return new Promise<number | number[]>((resolve, reject) => {
       const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
       if (from !== undefined) pending.from = from;
+      if (key !== undefined) {
+        pending.key = key;
+        pending.keyedAt = keyedAt;
+      }
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
         this.#admit(pending);
       } else {
@@ -226,7 +230,8 @@ export class PushPipeline {
       detachAbort(pending);
       const { priority, notBefore } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
-      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
+      if (pending.key !== undefined) items.push(keyedEntry(seq++, pending.payloads[0]!, priority, notBefore, pending.key, pending.keyedAt!));
+      else for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
     }
     this.#appendScheduled = scheduled;
     this.#nextSeq = seq;

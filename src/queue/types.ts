@@ -60,6 +60,14 @@ export interface PushOptions {
   delayMs?: number;
   /** Not handed out before this time: a Date, or ms since the Unix epoch. Not together with `delayMs`. */
   notBefore?: Date | number;
+  /**
+   * An idempotency key: a string of 1 to 255 UTF-8 bytes. When the queue remembers the key (it
+   * was pushed less than `Builder.idempotency`'s window ago, acked or not, across restarts and
+   * crashes), the push stores nothing and resolves with the seq the key has; the first push's
+   * payload, priority and time stand. Needs a store with `features.idempotency`. Not in
+   * `pushMany`. See README, "Idempotency keys".
+   */
+  key?: string;
 }
 
 export interface ReserveOptions {
