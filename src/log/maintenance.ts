@@ -11,7 +11,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
 import { encodeFrame, payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
@@ -184,6 +184,13 @@ export class Maintenance {
       if (this.d.durability.failure !== null) throw this.d.durability.failure;
     }
     if (cursor.durableLwm < need) return { bytes: 0, count: 0 };
+    // The keys of a version-3 segment's items outlive their acks (FORMAT §4.6): they must be in a
+    // durable checkpoint before the frames holding them go.
+    if (cursor.checkpointNextSeq < need && doomed.some((s) => s.version >= SEGMENT_VERSION_KEYED)) {
+      await cursor.withLane(() => this.d.checkpoint());
+      if (this.d.durability.failure !== null) throw this.d.durability.failure;
+      if (cursor.checkpointNextSeq < need) return { bytes: 0, count: 0 };
+    }
     let bytes = 0;
     layout.replaceFront(doomed.length, null);
     for (const s of doomed) {
@@ -250,7 +257,7 @@ export class Maintenance {
       const seal: SealInfo = { recordCount: out.count, firstSeq: out.firstSeq, lastSeq: out.lastSeq, endSeq };
       const sealFrame = encodeSealFrame(seal);
       fs.write(fd, sealFrame, 0, sealFrame.length, out.pos);
-      const version = nextSegmentVersion(out.scheduled);
+      const version = nextSegmentVersion(out.scheduled, out.keyed);
       const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq, version });
       fs.write(fd, header, 0, header.length, 0);
       await fs.fsync(fd);
@@ -294,6 +301,7 @@ export class Maintenance {
           if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
           else out.add(frames.win.buf, frames.at, bytes, h.seq);
           if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
+          if (rules.schedule.key !== undefined) out.keyed++;
         }
         frames.accept();
         sinceYield += bytes;
@@ -346,6 +354,8 @@ class CopyBuffer {
   lastSeq = 0;
   /** Copied records with a priority or a not-before time. */
   scheduled = 0;
+  /** Copied records with an idempotency key. */
+  keyed = 0;
 
   constructor(
     private readonly fs: FileSystem,
