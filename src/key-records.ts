@@ -85,10 +85,18 @@ export class KeyTable {
     if (at > this.#keepFrom) this.#keepFrom = at;
   }
 
-  /** Remove and return the seqs of keys older than the bound. */
+  /**
+   * Remove and return the seqs of the oldest keys while they are older than the bound. Keys are
+   * added in seq order, which is the order of their times unless the queue's clock stepped back:
+   * the walk stops at the first key inside the bound, so it costs the keys it drops, and a key
+   * stored after a step back is dropped late, never early.
+   */
   expire(): number[] {
     const gone: number[] = [];
-    for (const [seq, entry] of this.#bySeq) if (entry.keyedAt < this.#keepFrom) gone.push(seq);
+    for (const [seq, entry] of this.#bySeq) {
+      if (entry.keyedAt >= this.#keepFrom) break;
+      gone.push(seq);
+    }
     for (const seq of gone) this.#bySeq.delete(seq);
     return gone;
   }

@@ -36,7 +36,7 @@ describe('versions', () => {
     const dir = freshDir();
     const [tx, rx] = await new Builder(await LogStore.open(dir, { segmentBytes: 256 })).open();
     for (let i = 0; i < 20; i++) await tx.push(`plain ${i}`);
-    await (await rx.reserve()).ack();
+    await (await rx.reserve())!.ack();
     await tx.close();
     expect(new Set(segVersions(dir))).toEqual(new Set([1]));
     expect(cursorVersion(dir)).toBe(2);
@@ -121,7 +121,7 @@ describe('keys of acked items', () => {
     let [tx, rx] = await new Builder(await LogStore.open(dir, { segmentBytes: 256 })).clock(clock).open();
     const seq = await tx.push('charge card 42', { key: 'charge-42' });
     for (let i = 0; i < 30; i++) await tx.push(`filler ${i}`);
-    for (let i = 0; i < 31; i++) await (await rx.reserve()).ack();
+    for (let i = 0; i < 31; i++) await (await rx.reserve())!.ack();
     await tx.close();
     [tx, rx] = await new Builder(await LogStore.open(dir, { segmentBytes: 256 })).clock(clock).open();
     expect(await tx.push('charge card 42', { key: 'charge-42' })).toBe(seq);
