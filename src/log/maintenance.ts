@@ -65,10 +65,25 @@ export class Maintenance {
 
   constructor(private readonly d: MaintenanceDeps) {}
 
-  /** Start a round when there is work: a long cursor log, or a fully acked sealed segment. */
+  /** Start a round when there is work: a long cursor log, a fully acked sealed segment, or keys behind. */
   poke(): void {
     const first = this.d.layout.first;
-    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm)) this.schedule();
+    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm) || this.#keysBehind()) this.schedule();
+  }
+
+  /**
+   * A sealed version-3 segment holds keyed frames the durable checkpoint does not cover: open after
+   * a crash would read them (FORMAT §4.6). A checkpoint after each such roll keeps what open reads
+   * for keys to about the active segment, whatever the store's age.
+   */
+  #keysBehind(): boolean {
+    const list = this.d.layout.list;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const s = list[i]!;
+      if (s.seal === null) continue;
+      return s.version >= SEGMENT_VERSION_KEYED && s.seal.endSeq > this.d.cursor.checkpointNextSeq;
+    }
+    return false;
   }
 
   schedule(): void {
@@ -152,7 +167,7 @@ export class Maintenance {
 
   async #round(force: boolean, deleted: Tally, rewritten: Tally): Promise<void> {
     let full = false;
-    if (this.d.cursor.needsCheckpoint()) {
+    if (this.d.cursor.needsCheckpoint() || this.#keysBehind()) {
       // On a full disk the checkpoint waits; deleting acked segments below still frees space.
       await this.d.cursor.withLane(() => this.d.checkpoint()).catch((e: unknown) => {
         if (!isStoreFull(e)) throw e;

@@ -149,6 +149,26 @@ describe('open', () => {
   });
 });
 
+describe('open after a crash', () => {
+  test('readsTheKeyedFramesOfAboutOneSegmentHoweverManyWereWrittenSinceTheLastOpen', async () => {
+    const fs = new CrashFileSystem({ seed: 4 });
+    const opts = { fs, segmentBytes: 4096, preallocate: false };
+    const store = await LogStore.open('/q', opts);
+    const { nextSeq: s } = await store.open();
+    // About 30 segments of keyed items and no ack: only the rolls start a checkpoint.
+    for (let i = 0; i < 900; i++) await store.append([keyed(s + i, 'x'.repeat(100), `key-${i}`, T + i)], i % 10 === 9);
+    await store.settled();
+    const written = store.inspect().segments.reduce((n, g) => n + g.bytes, 0);
+    const crashed = fs.crash();
+    const before = crashed.stats().readBytes;
+    const again = await LogStore.open('/q', { ...opts, fs: crashed });
+    const r = await again.open();
+    expect(r.keys!.length).toBeGreaterThan(890);
+    expect(crashed.stats().readBytes - before).toBeLessThan(Math.max(written / 4, 5 * 4096) + r.keys!.length * 40);
+    await again.close();
+  });
+});
+
 describe('damage', () => {
   test('aKeyWithoutItsTimeIsCorruption', async () => {
     const dir = freshDir();
