@@ -13,7 +13,7 @@
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
 import { isStore, keepsDeliveries, keepsKeys } from './store.js';
-import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type KeyWindow } from './queue/idempotency.js';
+import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type IdempotencyOptions, type KeyWindow } from './queue/idempotency.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
@@ -30,7 +30,7 @@ export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
 export type { Clock } from './queue/clock.js';
 export type { PushValue } from './queue/handles.js';
-export type { KeyWindow as IdempotencyOptions } from './queue/idempotency.js';
+export type { IdempotencyOptions } from './queue/idempotency.js';
 export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { BatchHandler, ProcessHandler } from './queue/handles.js';
@@ -194,7 +194,7 @@ export class Builder<T = Uint8Array> {
    * store. See README, "Idempotency keys".
    * @default { windowMs: 86400000 (24 h), maxKeys: 100000 }
    */
-  idempotency(options: Partial<KeyWindow>): this {
+  idempotency(options: IdempotencyOptions): this {
     const o = optionsObject('options', options);
     knownKeys('options', o, ['windowMs', 'maxKeys']);
     const windowMs = o.windowMs === undefined ? DEFAULT_KEY_WINDOW_MS : positiveInteger('options.windowMs', o.windowMs);

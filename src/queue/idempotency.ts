@@ -11,6 +11,23 @@ export const DEFAULT_KEY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** How many keys a queue remembers at most by default (see README, "Idempotency keys", for what one costs). */
 export const DEFAULT_MAX_KEYS = 100_000;
 
+/** Options of `Builder.idempotency`. */
+export interface IdempotencyOptions {
+  /**
+   * A key is remembered while less than this many ms (a positive integer) passed since it was
+   * stored, on the queue's clock.
+   * @default 86400000 (24 hours)
+   */
+  windowMs?: number;
+  /**
+   * At most this many keys are remembered (a positive integer); a push of a new key beyond it
+   * rejects with `ERR_KEYS_FULL`.
+   * @default 100000
+   */
+  maxKeys?: number;
+}
+
+/** The resolved options. @internal */
 export interface KeyWindow {
   /** A key is remembered while less than this many ms passed since it was stored. */
   readonly windowMs: number;
