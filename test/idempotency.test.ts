@@ -163,4 +163,64 @@ describe('idempotency keys', () => {
     await tx.close();
     await expect(tx.push('a', { key: 'k' })).rejects.toSatisfy(code('ERR_CLOSED'));
   });
+  it('pushManyWithKeysStoresEachNewKeyOnceInOneBatchAndGivesRememberedKeysTheirSeqs', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    const a = await tx.push('a', { key: 'A' });
+    const appends = store.calls.filter((c) => c.op === 'append').length;
+    const seqs = await tx.pushMany(['a again', 'b', 'b twice', 'c'], { keys: ['A', 'B', 'B', 'C'] });
+    expect(seqs).toEqual([a, a + 1, a + 1, a + 2]);
+    const batches = store.calls.filter((c) => c.op === 'append').slice(appends);
+    expect(batches.map((c) => c.seqs)).toEqual([[a + 1, a + 2]]);
+    expect(await tx.pushMany(['b', 'c'], { keys: ['B', 'C'] })).toEqual([a + 1, a + 2]);
+    expect(await tx.push('c', { key: 'C' })).toBe(a + 2);
+    const texts: string[] = [];
+    for (let item = rx.tryReserve(); item; item = rx.tryReserve()) texts.push(new TextDecoder().decode(item.bytes));
+    expect(texts).toEqual(['a', 'b', 'c']);
+    await tx.close();
+  });
+
+  it('pushManyKeysAreCheckedWholeAndABadBatchStoresNothing', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    await expect(tx.pushMany(['a'], { keys: 'A' as never })).rejects.toThrow(TypeError);
+    await expect(tx.pushMany(['a', 'b'], { keys: ['A'] })).rejects.toThrow(RangeError);
+    await expect(tx.pushMany(['a', 'b'], { keys: ['A', ''] })).rejects.toThrow(/options.keys\[1\]/);
+    await expect(tx.pushMany(['a', 'b'], { keys: ['A', 7 as never] })).rejects.toThrow(TypeError);
+    await expect(tx.push('a', { keys: ['A'] } as never)).rejects.toThrow(TypeError);
+    expect(store.calls).toEqual([]);
+    expect(rx.stats().ready).toBe(0);
+    expect(await tx.pushMany([], { keys: [] })).toEqual([]);
+    const [plain] = await new Builder(firstContractStore()).open();
+    await expect(plain.pushMany([], { keys: [] })).rejects.toSatisfy(code('ERR_UNSUPPORTED'));
+    await expect(plain.pushMany(['a'], { keys: ['A'] })).rejects.toSatisfy(code('ERR_UNSUPPORTED'));
+    await plain.close();
+    await tx.close();
+  });
+
+  it('aPushManyBatchWhoseNewKeysPassMaxKeysIsRefusedWhole', async () => {
+    const store = new MemStore();
+    const [tx, rx] = await new Builder(store).idempotency({ maxKeys: 3 }).open();
+    await tx.push('a', { key: 'A' });
+    await expect(tx.pushMany(['a', 'b', 'c', 'd'], { keys: ['A', 'B', 'C', 'D'] })).rejects.toSatisfy(code('ERR_KEYS_FULL'));
+    expect(rx.stats().ready).toBe(1);
+    expect(await tx.pushMany(['a', 'b', 'c'], { keys: ['A', 'B', 'C'] })).toEqual([1, 2, 3]);
+    await tx.close();
+  });
+
+  it('aPushManyKeyBeingStoredByAnotherPushWaitsForItsSeq', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    store.hold = true;
+    const a = tx.push('a', { key: 'A' });
+    await store.heldCount(1);
+    const many = tx.pushMany(['a again', 'b'], { keys: ['A', 'B'] });
+    await store.heldCount(1);
+    store.hold = false;
+    store.releaseAll();
+    const first = await a;
+    expect(await many).toEqual([first, first + 1]);
+    expect(rx.stats().ready).toBe(2);
+    await tx.close();
+  });
 });

@@ -276,7 +276,22 @@ export class QueueCore {
     if (this.keys === undefined) {
       return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
     }
-    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, key, keyedAt) as Promise<number>);
+    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, [key], keyedAt) as Promise<number>);
+  }
+
+  /** Push a batch under idempotency keys, one per payload (see `./idempotency.ts`). */
+  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, priority: number, notBefore: number): Promise<number[]> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    if (this.keys === undefined) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
+    }
+    return this.keys.pushMany(
+      keys,
+      signal,
+      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt) as Promise<number[]>,
+      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt) as Promise<number>,
+    );
   }
 
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */

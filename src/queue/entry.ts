@@ -16,8 +16,8 @@ export interface PendingPush {
   /** The items' priority and not-before time (ms since the epoch, 0: none). */
   priority: number;
   notBefore: number;
-  /** Set for a push with an idempotency key (one payload), with when the key was stored. */
-  key?: string;
+  /** Set for a push with idempotency keys: one per payload, with when they were stored. */
+  keys?: readonly string[];
   keyedAt?: number;
   resolve: (seqs: number | number[]) => void;
   reject: (error: unknown) => void;

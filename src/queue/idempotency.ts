@@ -45,6 +45,9 @@ interface KnownKey {
 /** Stores an item with its key; resolves with the item's seq. */
 export type KeyedStore = (keyedAt: number) => Promise<number>;
 
+/** Stores the payloads of `indices` (positions in a `pushMany` batch) with their keys, as one batch; resolves with their seqs. */
+export type KeyedStoreMany = (indices: number[], keyedAt: number) => Promise<number[]>;
+
 /** The keys of one open queue. @internal */
 export class IdempotencyKeys {
   readonly #store: Store;
@@ -123,6 +126,69 @@ export class IdempotencyKeys {
     );
     this.#pending.set(key, stored);
     return stored;
+  }
+
+  /**
+   * Push a batch under `keys` (one per payload): each key remembered, or being stored, gives its
+   * seq as `push` does; a key that appears twice gets the seq of its first payload; the others are
+   * stored by `store` as one batch. Resolves with a seq per payload, in order. The batch is refused
+   * whole with `ERR_KEYS_FULL` when its new keys do not fit under `maxKeys`.
+   */
+  pushMany(keys: readonly string[], signal: AbortSignal | undefined, store: KeyedStoreMany, storeOne: (index: number) => KeyedStore): Promise<number[]> {
+    const now = Math.floor(this.#now());
+    this.#expire(now);
+    const seqs = new Array<number>(keys.length);
+    const waits: Promise<void>[] = [];
+    const fresh: number[] = [];
+    const firstOf = new Map<string, number>();
+    const copies: [number, number][] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const known = this.#known.get(key);
+      if (known !== undefined) {
+        seqs[i] = known.seq;
+        continue;
+      }
+      const first = firstOf.get(key);
+      if (first !== undefined) {
+        copies.push([i, first]);
+        continue;
+      }
+      firstOf.set(key, i);
+      const pending = this.#pending.get(key);
+      if (pending !== undefined) waits.push(this.#follow(pending, key, signal, storeOne(i)).then((seq) => void (seqs[i] = seq)));
+      else fresh.push(i);
+    }
+    if (fresh.length > 0 && this.size + fresh.length > this.#maxKeys) {
+      return Promise.reject(new QueueError('ERR_KEYS_FULL', `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: ${fresh.length} new keys do not fit`));
+    }
+    if (fresh.length > 0) {
+      const stored = store(fresh, now);
+      fresh.forEach((index, j) => {
+        const key = keys[index]!;
+        const one = stored.then(
+          (got) => {
+            this.#pending.delete(key);
+            const entry = { key, seq: got[j]!, keyedAt: now };
+            this.#known.set(key, entry);
+            this.#order.push(entry);
+            return entry.seq;
+          },
+          (error: unknown) => {
+            this.#pending.delete(key);
+            throw error;
+          },
+        );
+        // Its own rejection is the batch's: handled through `stored` below, never unhandled here.
+        one.catch(() => undefined);
+        this.#pending.set(key, one);
+        waits.push(one.then((seq) => void (seqs[index] = seq)));
+      });
+    }
+    return Promise.all(waits).then(() => {
+      for (const [i, first] of copies) seqs[i] = seqs[first]!;
+      return seqs;
+    });
   }
 
   /** Wait for the push of `key` being stored; if it fails, push again (this caller's own push). */

@@ -111,7 +111,7 @@ export class PushPipeline {
     this.rejectWaiting(failure);
   }
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, key?: string, keyedAt = 0): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, keys?: readonly string[], keyedAt = 0): Promise<number | number[]> {
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -136,8 +136,8 @@ export class PushPipeline {
     return new Promise<number | number[]>((resolve, reject) => {
       const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
       if (from !== undefined) pending.from = from;
-      if (key !== undefined) {
-        pending.key = key;
+      if (keys !== undefined) {
+        pending.keys = keys;
         pending.keyedAt = keyedAt;
       }
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(payloads.length)) {
@@ -230,7 +230,8 @@ export class PushPipeline {
       detachAbort(pending);
       const { priority, notBefore } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
-      if (pending.key !== undefined) items.push(keyedEntry(seq++, pending.payloads[0]!, priority, notBefore, pending.key, pending.keyedAt!));
+      const keys = pending.keys;
+      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items.push(keyedEntry(seq++, pending.payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!));
       else for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
     }
     this.#appendScheduled = scheduled;

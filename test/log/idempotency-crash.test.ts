@@ -254,8 +254,30 @@ async function run(seed: number, forgetAcked = false): Promise<void> {
   await open();
   for (let op = 0; op < OPS; op++) {
     const dice = rnd.int(100);
-    if (dice < 30) {
+    if (dice < 27) {
       await push(keyPool[rnd.int(keyPool.length)]!);
+    } else if (dice < 34) {
+      // A batch of keys, some remembered, some twice.
+      const keys = Array.from({ length: 1 + rnd.int(4) }, () => keyPool[rnd.int(keyPool.length)]!);
+      const at = clock.now();
+      const before = new Map(keys.map((k) => [k, model.get(k)]));
+      const seqs = await tx.pushMany(keys.map((k) => `${k}@${at} in a batch`), { keys });
+      keys.forEach((key, i) => {
+        const known = before.get(key);
+        if (known !== undefined && at - known.keyedAt < windowMs) {
+          expect(seqs[i], `pushMany of ${key}, stored as seq ${known.seq} at ${known.keyedAt}, at ${at}: stored twice`).toBe(known.seq);
+          return;
+        }
+        const first = keys.indexOf(key);
+        if (first < i) {
+          expect(seqs[i], `pushMany of ${key} twice in one batch: stored twice`).toBe(seqs[first]);
+          return;
+        }
+        if (known?.seq === seqs[i]) return;
+        model.set(key, { seq: seqs[i]!, keyedAt: at });
+        keyOf.set(seqs[i]!, key);
+        durable.add(seqs[i]!);
+      });
     } else if (dice < 38) {
       // Two pushes of one key at once (a producer retrying before its first push resolved).
       const key = keyPool[rnd.int(keyPool.length)]!;
