@@ -171,24 +171,21 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
     if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
     if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
   }
-  let key: string | undefined;
-  if (o.key !== undefined) {
-    const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
-    if (typeof o.key !== 'string') throw new TypeError(expectation('options.key', what, o.key));
-    if (!isValidKey(o.key)) throw new RangeError(expectation('options.key', what, o.key));
-    key = o.key;
-  }
+  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   let keys: string[] | undefined;
   if (o.keys !== undefined) {
     if (!Array.isArray(o.keys)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', o.keys));
-    keys = [...(o.keys as unknown[])] as string[];
-    const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
-    keys.forEach((k, i) => {
-      if (typeof k !== 'string') throw new TypeError(expectation(`options.keys[${i}]`, what, k));
-      if (!isValidKey(k)) throw new RangeError(expectation(`options.keys[${i}]`, what, k));
-    });
+    keys = (o.keys as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
   }
   return { signal, priority, delayMs: ms, at, key, keys };
+}
+
+/** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
+function keyOption(name: string, value: unknown): string {
+  const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
+  if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
+  if (!isValidKey(value)) throw new RangeError(expectation(name, what, value));
+  return value;
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. */
