@@ -10,7 +10,7 @@ const encoder = new TextEncoder();
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** UTF-8 bytes of `key`, or -1 when it holds a lone surrogate (no UTF-8 encoding gives it back). */
-export function keyByteLength(key: string): number {
+function keyByteLength(key: string): number {
   // ASCII keys (the common case) need no encoding to be measured.
   for (let i = 0; i < key.length; i++) {
     if (key.charCodeAt(i) > 0x7f) return LONE_SURROGATE.test(key) ? -1 : encoder.encode(key).length;
@@ -46,11 +46,6 @@ export function firstKeyFault(items: readonly StoredItem[]): string | undefined 
   return undefined;
 }
 
-/** True when `item` carries an idempotency key. */
-export function isKeyed(item: StoredItem): boolean {
-  return item.key !== undefined;
-}
-
 /**
  * The keys a store keeps in memory, by seq, with the bound below which they may go: what
  * LogStore, SqliteStore and LevelStore hold between open and close so that `keepKeysFrom` knows
@@ -63,10 +58,6 @@ export class KeyTable {
 
   get size(): number {
     return this.#bySeq.size;
-  }
-
-  get keepFrom(): number {
-    return this.#keepFrom;
   }
 
   add(entry: StoredKey): void {
@@ -104,10 +95,5 @@ export class KeyTable {
   /** Every key held (older ones than the bound included until `expire`), in seq order. */
   list(): StoredKey[] {
     return [...this.#bySeq.values()].sort((a, b) => a.seq - b.seq);
-  }
-
-  /** Keys at or above the bound, in seq order. */
-  live(): StoredKey[] {
-    return this.list().filter((k) => k.keyedAt >= this.#keepFrom);
   }
 }

@@ -54,10 +54,6 @@ function keyBytesOf(key: string): number {
   return key.length;
 }
 
-/** True when `item` needs a version-3 segment: it carries an idempotency key. */
-export function isKeyedItem(item: StoredItem): boolean {
-  return item.key !== undefined;
-}
 
 /** Write `item`'s metadata entries at `buf[at..]` (room for {@link itemMetaBytes}); returns the offset past them. */
 export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): number {
