@@ -112,6 +112,10 @@ export function idempotencyTests<S extends Store>(suite: IdempotencySuite<S>, ho
     const [b1, b2] = await Promise.all([tx.push('b', { key: 'B' }), tx.push('b twice', { key: 'B' })]);
     assert.equal(b1, b2);
     assert.deepEqual(await drain(rx), ['a', 'b']);
+    // A batch: a remembered key, a key twice, new keys stored in one append.
+    const many = await tx.pushMany(['c', 'a in a batch', 'd', 'c twice'], { keys: ['C', 'A', 'D', 'C'] });
+    assert.deepEqual([many[1], many[3]], [a, many[0]]);
+    assert.deepEqual(await drain(rx), ['c', 'd']);
     clock.advance(600);
     assert.equal(await tx.push('a after its ack', { key: 'A' }), a);
     if (hooks.reopen && store.features.reopen) {
@@ -119,7 +123,8 @@ export function idempotencyTests<S extends Store>(suite: IdempotencySuite<S>, ho
       store = await suite.again(store, 'reopen');
       [tx, rx] = await open();
       assert.equal(await tx.push('a after a reopen', { key: 'A' }), a);
-      assert.equal(await tx.push('b after a reopen', { key: 'B' }, ), b1);
+      assert.equal(await tx.push('b after a reopen', { key: 'B' }), b1);
+      assert.deepEqual(await tx.pushMany(['c', 'd'], { keys: ['C', 'D'] }), [many[0], many[2]]);
     }
     assert.deepEqual(await drain(rx), []);
     clock.advance(400);
