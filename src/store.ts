@@ -231,9 +231,9 @@ export interface Store {
    */
   append(items: readonly StoredItem[], sync: boolean): Promise<void>;
   // The store may keep `items` and the objects in it: the core never changes the array, nor the
-  // `seq`, `bytes`, `priority` and `notBefore` of an item, after the call (the bytes are the
-  // core's own copy). Over a store without `features.scheduling` every item's priority and
-  // not-before time are 0.
+  // `seq`, `bytes`, `priority`, `notBefore`, `key` and `keyedAt` of an item, after the call (the
+  // bytes are the core's own copy). Over a store without `features.scheduling` every item's
+  // priority and not-before time are 0; over one without `features.idempotency` no item has a key.
 
   /**
    * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`
