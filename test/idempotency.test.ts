@@ -223,4 +223,20 @@ describe('idempotency keys', () => {
     expect(rx.stats().ready).toBe(2);
     await tx.close();
   });
+  it('anAbortedKeyedPushLeavesItsKeysFreeForTheNextPush', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).capacity(2).open();
+    await tx.pushMany(['fills', 'the queue']);
+    const ac = new AbortController();
+    const one = tx.push('a', { key: 'A', signal: ac.signal });
+    const many = tx.pushMany(['b', 'c'], { keys: ['B', 'C'], signal: ac.signal });
+    ac.abort(new Error('gave up'));
+    await expect(one).rejects.toThrow('gave up');
+    await expect(many).rejects.toThrow('gave up');
+    await (await rx.reserve())!.ack();
+    expect(await tx.push('a', { key: 'A' })).toBe(3);
+    await (await rx.reserve())!.ack();
+    expect(await tx.pushMany(['b'], { keys: ['B'] })).toEqual([4]);
+    await tx.close();
+  });
 });
