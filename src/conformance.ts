@@ -19,6 +19,7 @@ import { type AckDurability, Builder, type Consumer, type Durability, type Produ
 import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, STORE_ID_PATTERN, keepsDeliveries } from './store.js';
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
 import { schedulingTests } from './conformance-scheduling.js';
+import { idempotencyTests } from './conformance-idempotency.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 
 /** The test registration function of any runner: `test(name, fn)`; `fn` gets the runner's test context, if any. */
@@ -79,6 +80,7 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   if (options.crash) deliveryReopenTests(suite, 'crash');
   if (options.crash) crashTests(suite);
   schedulingTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
+  idempotencyTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
 }
 
 function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): Suite<S> {

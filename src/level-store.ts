@@ -39,7 +39,8 @@ import { FormatRaise } from './level/format-raise.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
-import { isScheduled, STORE_ID_PATTERN, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
+import { firstKeyFault, KeyTable } from './key-records.js';
+import { isScheduled, STORE_ID_PATTERN, type StoredKey, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
 import {
   DEAD_HIGH,
   DEAD_LOW,
@@ -67,6 +68,12 @@ import {
   PLAIN_FORMAT_VERSION,
   readU64,
   SCHEDULE_FORMAT_VERSION,
+  decodeKeyEntry,
+  encodeKeyEntry,
+  keyEntryKey,
+  KEYS_FORMAT_VERSION,
+  KEYS_HIGH,
+  KEYS_LOW,
   SCHEDULE_HIGH,
   SCHEDULE_LOW,
   scheduleKey,
@@ -110,8 +117,10 @@ interface Recovered {
   marks: DeliveryMark[];
   /** Seqs of the schedule keys, in order. */
   scheduled: number[];
-  /** The store's identity (FORMAT.md §11.5). */
+  /** The store's identity (FORMAT.md §11.6). */
   storeId?: string;
+  /** The idempotency keys (format 4), in seq order. */
+  keys: StoredKey[];
 }
 
 /**
@@ -134,7 +143,7 @@ async function storeIdentity(db: LevelDatabase): Promise<string | undefined> {
 /** The durable Store over one LevelDB directory. */
 export class LevelStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true };
   /** Absolute path of the LevelDB directory. */
   readonly path: string;
 
@@ -174,8 +183,10 @@ export class LevelStore implements Store {
    * overlap, and each checks that its dead letters are held before its batch is written.
    */
   readonly #deadInFlight = new Set<number>();
-  /** The store's identity (FORMAT.md §11.5). */
+  /** The store's identity (FORMAT.md §11.6). */
   readonly #storeId: string | undefined;
+  /** The `k` keys, so that `keepKeysFrom` knows which to delete without reading them. */
+  readonly #keys = new KeyTable();
 
   private constructor(path: string, unclaim: () => void, db: LevelDatabase, dirFd: number, maxItemBytes: number, recovered: Recovered) {
     this.path = path;
@@ -194,6 +205,7 @@ export class LevelStore implements Store {
     this.#scheduled = new Set(recovered.scheduled);
     this.#scheduledFrom = recovered.scheduled[0];
     this.#storeId = recovered.storeId;
+    for (const k of recovered.keys) this.#keys.add(k);
   }
 
   /**
@@ -253,6 +265,7 @@ export class LevelStore implements Store {
       deadLetters: this.#deadLetters,
       scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
       ...(this.#storeId === undefined ? {} : { storeId: this.#storeId }),
+      keys: this.#keys.list(),
     });
   }
 
@@ -276,21 +289,37 @@ export class LevelStore implements Store {
     return bytes;
   }
 
+  /** Keys older than `at` are deleted by the next append's batch. */
+  keepKeysFrom(at: number): void {
+    this.#keys.keepKeysFrom(at);
+  }
+
   async append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (items.length === 0) throw new QueueError('ERR_STORE', 'LevelStore.append got an empty batch');
     const ops = this.#itemPuts(items);
-    const fault = firstScheduleFault(items);
+    const fault = firstScheduleFault(items) ?? firstKeyFault(items);
     if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.append: ${fault}`);
     const scheduled = scheduledOf(items);
     for (const item of scheduled) {
       ops.push({ type: 'put', key: scheduleKey(item.seq), value: encodeSchedule(item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE) });
       this.#scheduled.add(item.seq);
     }
+    // The key goes in the batch that puts its item (both land or neither); keys past the queue's
+    // window go in the batch of the next append, deleted by seq without reading them.
+    let keyed = 0;
+    for (const item of items) {
+      if (item.key === undefined) continue;
+      ops.push({ type: 'put', key: keyEntryKey(item.seq), value: encodeKeyEntry(item.key, item.keyedAt!) });
+      keyed++;
+    }
+    for (const seq of this.#keys.expire()) ops.push({ type: 'del', key: keyEntryKey(seq) });
     const next = items[items.length - 1]!.seq + 1;
     ops.push({ type: 'put', key: NEXT_SEQ_KEY, value: u64(next) });
     this.#issuedNextSeq = Math.max(this.#issuedNextSeq, next);
-    await (scheduled.length > 0 ? this.#formats.write(ops, sync, SCHEDULE_FORMAT_VERSION) : this.#write(ops, sync));
+    const format = keyed > 0 ? KEYS_FORMAT_VERSION : scheduled.length > 0 ? SCHEDULE_FORMAT_VERSION : 0;
+    await (format > 0 ? this.#formats.write(ops, sync, format) : this.#write(ops, sync));
+    if (keyed > 0) this.#keys.addItems(items);
     this.#nextSeq = next;
     this.#count += items.length;
   }
@@ -397,8 +426,8 @@ export class LevelStore implements Store {
     if (this.#state !== 'open') throw new QueueError('ERR_CLOSED', 'LevelStore is not open');
     if (moves.length === 0) return;
     const ops = this.#itemPuts(moves.map((m) => m.item));
-    const scheduled = moves.find((m) => isScheduled(m.item));
-    if (scheduled !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got seq ${scheduled.item.seq} with a priority or a not-before time`);
+    const scheduled = moves.find((m) => isScheduled(m.item) || m.item.key !== undefined);
+    if (scheduled !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got seq ${scheduled.item.seq} with a priority, a not-before time or a key`);
     const from = moves.map((m) => m.from);
     const twice = repeatedSeq(from);
     if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got dead letter ${twice} twice`);
@@ -654,7 +683,7 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   const stored = await db.get(NEXT_SEQ_KEY);
   let nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), (await lastSeq(db, ITEMS_LOW, ITEMS_HIGH)) + 1);
   const count = await countKeys(db, ITEMS_LOW, ITEMS_HIGH);
-  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [], scheduled: [] };
+  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [], scheduled: [], keys: [] };
   const below = await db.get(DELIVERED_BELOW_KEY);
   if (below !== undefined && below.length !== 8) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
   // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
@@ -673,8 +702,31 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   }
   // Read before the first write: a damaged schedule key refuses the open with nothing written.
   const scheduled = format >= SCHEDULE_FORMAT_VERSION ? await keySeqs(db, dir, SCHEDULE_LOW, SCHEDULE_HIGH) : [];
+  const keys = format >= KEYS_FORMAT_VERSION ? await keyEntries(db, dir) : [];
   if (stale.length > 0) await db.batch(stale, { sync: false });
-  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks, scheduled };
+  return { format, nextSeq, count, deliveredBelow: below === undefined ? 1 : readU64(below), deadLetters, marks, scheduled, keys };
+}
+
+/**
+ * Every `k` key and its value, in seq order (FORMAT.md §11.5): the idempotency keys only, never the
+ * plain backlog. A key that is not the prefix and a seq, or a value that cannot be decoded, is
+ * ERR_CORRUPT, read before the first write.
+ */
+async function keyEntries(db: LevelDatabase, dir: string): Promise<StoredKey[]> {
+  const keys: StoredKey[] = [];
+  const entries = db.iterator({ gte: KEYS_LOW, lt: KEYS_HIGH });
+  try {
+    for (let page = await entries.nextv(COUNT_PAGE); page.length > 0; page = await entries.nextv(COUNT_PAGE)) {
+      for (const [key, value] of page) {
+        const entry = key.length === ITEM_KEY_BYTES ? decodeKeyEntry(value) : undefined;
+        if (entry === undefined) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an idempotency key entry under ${key.toString('hex')} that cannot be decoded`, { file: dir });
+        keys.push({ key: entry.key, seq: seqOfKey(key), keyedAt: entry.keyedAt });
+      }
+    }
+  } finally {
+    await entries.close();
+  }
+  return keys;
 }
 
 /**

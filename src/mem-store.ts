@@ -8,6 +8,7 @@ import { OpenError, QueueError } from './errors.js';
 import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
 import { optionsObject, positiveInteger } from './validate.js';
 import { scheduleFault } from './schedule-records.js';
+import { KeyTable, keyFault } from './key-records.js';
 
 export interface MemStoreOptions {
   /**
@@ -32,7 +33,7 @@ const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true };
 
   /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
   #items: StoredItem[] = [];
@@ -53,6 +54,8 @@ export class MemStore implements Store {
    * starts its seqs at 1 again, so it must not share an identity with any other.
    */
   readonly #storeId = globalThis.crypto.randomUUID();
+  /** Idempotency keys of the items appended with one, acked or not, until `keepKeysFrom` lets them go. */
+  readonly #keys = new KeyTable();
 
   constructor(options?: MemStoreOptions) {
     const o = optionsObject('options', options);
@@ -82,6 +85,7 @@ export class MemStore implements Store {
       marks,
       deadLetters: this.#dead.length,
       storeId: this.#storeId,
+      keys: this.#keys.list(),
     };
   }
 
@@ -177,11 +181,12 @@ export class MemStore implements Store {
         );
       }
       // The same refusals as the stores on disk make (a plain item pays the two comparisons).
-      const fault = isScheduled(item) ? scheduleFault(item) : undefined;
+      const fault = (isScheduled(item) ? scheduleFault(item) : undefined) ?? (item.key !== undefined || item.keyedAt !== undefined ? keyFault(item) : undefined);
       if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot store ${fault}`));
     }
     // The queue hands over bytes it copied from the caller: they are ours to keep.
     for (const item of items) this.#items.push(item);
+    this.#keys.addItems(items);
     this.#nextSeq = seq;
     return DONE;
   }
@@ -234,6 +239,12 @@ export class MemStore implements Store {
 
   async close(): Promise<void> {
     this.#open = false;
+  }
+
+  /** Keys older than `at` go at once: in memory nothing is cheaper later. */
+  keepKeysFrom(at: number): void {
+    this.#keys.keepKeysFrom(at);
+    this.#keys.expire();
   }
 
   /** Nothing to make durable: a MemStore never persists. */

@@ -12,7 +12,8 @@
  */
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
-import { isStore, keepsDeliveries } from './store.js';
+import { isStore, keepsDeliveries, keepsKeys } from './store.js';
+import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type IdempotencyOptions, type KeyWindow } from './queue/idempotency.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
@@ -29,6 +30,7 @@ export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
 export type { Clock } from './queue/clock.js';
 export type { PushValue } from './queue/handles.js';
+export type { IdempotencyOptions } from './queue/idempotency.js';
 export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { BatchHandler, ProcessHandler } from './queue/handles.js';
@@ -57,6 +59,9 @@ export class Builder<T = Uint8Array> {
   #leaseMs = Infinity;
   #time: TimeSource = systemTime;
   #codec: Codec<unknown> = bytes();
+  #keyWindow: KeyWindow = { windowMs: DEFAULT_KEY_WINDOW_MS, maxKeys: DEFAULT_MAX_KEYS };
+  /** `idempotency()` was called: a store without keys is refused at open. */
+  #keysAsked = false;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -191,6 +196,29 @@ export class Builder<T = Uint8Array> {
   }
 
   /**
+   * How long, and how many, idempotency keys (`push(value, { key })`) the queue remembers. A key is
+   * remembered while less than `windowMs` passed since it was stored, on the queue's clock
+   * (`Builder.clock`), whether its item is still queued, acked or dead-lettered, across restarts
+   * and crashes; an older key may be forgotten, and a push of it then stores a new item. At most
+   * `maxKeys` are remembered (pushes being stored included): a push of a new key beyond that
+   * rejects with `ERR_KEYS_FULL` until one expires. Needs a store that keeps keys
+   * (`features.idempotency`: all four stores here); `open()` rejects with `ERR_UNSUPPORTED` over
+   * one that does not. A queue not told this still remembers keys, with the defaults, over such a
+   * store. See README, "Idempotency keys".
+   * @default { windowMs: 86400000 (24 h), maxKeys: 100000 }
+   */
+  idempotency(options: IdempotencyOptions): this {
+    const o = optionsObject('options', options);
+    knownKeys('options', o, ['windowMs', 'maxKeys']);
+    const windowMs = o.windowMs === undefined ? DEFAULT_KEY_WINDOW_MS : positiveInteger('options.windowMs', o.windowMs);
+    if (windowMs > Number.MAX_SAFE_INTEGER) throw new RangeError(expectation('options.windowMs', 'a positive safe integer', windowMs));
+    const maxKeys = o.maxKeys === undefined ? DEFAULT_MAX_KEYS : positiveInteger('options.maxKeys', o.maxKeys);
+    this.#keyWindow = { windowMs, maxKeys };
+    this.#keysAsked = true;
+    return this;
+  }
+
+  /**
    * How the queue's values become payloads and back: `json<T>()`, `structured<T>()`, `text()`,
    * `bytes()` (the default), a codec with a Standard Schema validator (`json(schema)`,
    * `validated(codec, schema)`), or any `{ name, encode, decode }`. The handles are typed by it:
@@ -218,6 +246,9 @@ export class Builder<T = Uint8Array> {
     }
     if (this.#capacityBytes !== Infinity && typeof store.payloadBytes !== 'function') {
       throw new QueueError('ERR_UNSUPPORTED', 'capacityBytes needs a store that reports the payload bytes it holds (payloadBytes()); this store does not');
+    }
+    if (this.#keysAsked && !keepsKeys(store)) {
+      throw new QueueError('ERR_UNSUPPORTED', 'idempotency() needs a store that keeps idempotency keys (features.idempotency); this store does not');
     }
     if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
     busyStores.add(store);
@@ -263,8 +294,18 @@ export class Builder<T = Uint8Array> {
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,
-    }, this.#leaseMs, this.#time, bytes);
+    }, this.#leaseMs, this.#time, this.#keyWindow, bytes);
     core.codec = this.#codec;
+    if (core.keys !== undefined) {
+      const keys = recovery.keys;
+      if (!Array.isArray(keys) || !keys.every((k) => k !== null && typeof k === 'object' && typeof k.key === 'string' && Number.isSafeInteger(k.seq) && k.seq >= 1 && k.seq < recovery.nextSeq && Number.isSafeInteger(k.keyedAt))) {
+        core.discard();
+        busyStores.delete(store);
+        await store.close().catch(() => {});
+        throw new OpenError('ERR_STORE', 'The store declares features.idempotency but its open() returned no valid keys: an array of { key, seq, keyedAt } with seqs below nextSeq');
+      }
+      core.keys.load(keys);
+    }
     const scheduledFrom = recovery.scheduledFrom;
     if (store.features.scheduling === true) {
       try {

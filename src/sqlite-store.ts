@@ -40,6 +40,7 @@ import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { OpenError, QueueError } from './errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf } from './schedule-records.js';
+import { firstKeyFault, KeyTable } from './key-records.js';
 import { loadDriver, message, MISSING_PEER, openError, type Row, type SqlDatabase, type SqliteDriver, sqliteResult, SQLITE_FULL, type SqlStatement } from './sqlite/driver.js';
 import {
   DELIVERY_FORMAT_VERSION,
@@ -47,6 +48,11 @@ import {
   type DeliveryStatements,
   formatFault,
   itemOfRow,
+  KEYS_FORMAT_VERSION,
+  KEYS_SCHEMA,
+  type KeyStatements,
+  prepareKeys,
+  storedKeys,
   missingTable,
   NEWEST_FORMAT_VERSION,
   PLAIN_SCHEMA,
@@ -120,7 +126,7 @@ function createFile(file: string, mode: number): void {
 /** The durable Store over one SQLite database file. */
 export class SqliteStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true };
   /** Absolute path of the database file. */
   readonly path: string;
   /** The binding this store runs on. */
@@ -149,6 +155,10 @@ export class SqliteStore implements Store {
   readonly #scheduled = new Set<number>();
   /** The lowest seq in `schedule` at open, or undefined when it has none. */
   #scheduledFrom: number | undefined;
+  /** Statements over the format-4 table; undefined while the database is below format 4. */
+  #keyStatements: KeyStatements | undefined;
+  /** The rows of `keys`, so that `keepKeysFrom` knows which to delete without reading the table. */
+  readonly #keys = new KeyTable();
   /** The `synchronous` pragma in force: true for FULL, false for NORMAL. */
   #synchronousFull = true;
   /**
@@ -165,7 +175,7 @@ export class SqliteStore implements Store {
   #delete: SqlStatement;
   #select: SqlStatement;
   #holds: SqlStatement;
-  /** The store's identity, from `meta` (FORMAT.md §10.5). */
+  /** The store's identity, from `meta` (FORMAT.md §10.6). */
   readonly #storeId: string | undefined;
 
   private constructor(path: string, unclaim: () => void, driver: SqliteDriver, db: SqlDatabase, maxItemBytes: number) {
@@ -196,6 +206,12 @@ export class SqliteStore implements Store {
       const seqs = scheduledSeqs(db);
       this.#scheduledFrom = seqs[0];
       for (const seq of seqs) this.#scheduled.add(seq);
+    }
+    if (format >= KEYS_FORMAT_VERSION) {
+      this.#keyStatements = prepareKeys(db);
+      const keys = storedKeys(db);
+      if (typeof keys === 'string') throw new OpenError('ERR_CORRUPT', `Store ${path}: ${keys}`, { file: path });
+      for (const k of keys) this.#keys.add(k);
     }
   }
 
@@ -331,7 +347,7 @@ export class SqliteStore implements Store {
         // Deleted here rather than by an ack that crossed a mark: every later ack deletes its marks.
         db.exec('DELETE FROM marks WHERE seq NOT IN (SELECT seq FROM items)');
       }
-      // The store's identity (FORMAT.md §10.5): created with the store, or at the first open of a
+      // The store's identity (FORMAT.md §10.6): created with the store, or at the first open of a
       // store written before identities, in the same transaction; a row older readers never read.
       db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES ('storeId', ?)").run(globalThis.crypto.randomUUID());
       db.exec('COMMIT');
@@ -361,6 +377,7 @@ export class SqliteStore implements Store {
       deadLetters: this.#deadLetters,
       scheduledFrom: this.#scheduledFrom ?? this.#nextSeq,
       ...(this.#storeId === undefined ? {} : { storeId: this.#storeId }),
+      keys: this.#keys.list(),
     });
   }
 
@@ -371,24 +388,39 @@ export class SqliteStore implements Store {
     return Number(row.n);
   }
 
+  /** Keys older than `at` are deleted by the next append's transaction. */
+  keepKeysFrom(at: number): void {
+    this.#keys.keepKeysFrom(at);
+  }
+
   append(items: readonly StoredItem[], sync: boolean): Promise<void> {
     if (this.#state !== 'open') return Promise.reject(new QueueError('ERR_CLOSED', 'SqliteStore is not open'));
     if (items.length === 0) return Promise.reject(new QueueError('ERR_STORE', 'SqliteStore.append got an empty batch'));
     const order = this.#orderFault(items);
     if (order !== undefined) return Promise.reject(order);
-    const fault = firstScheduleFault(items);
+    const fault = firstScheduleFault(items) ?? firstKeyFault(items);
     if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.append: ${fault}`));
     const scheduled = scheduledOf(items);
+    const keyed = items.filter((item) => item.key !== undefined);
     const next = items[items.length - 1]!.seq + 1;
     let deliveries = this.#deliveries;
     let schedule = this.#schedule;
+    let keys = this.#keyStatements;
+    // Keys past the queue's window go in the transaction of the next append (one that brings a
+    // new key, or any other): deleted by seq, without reading the table.
+    const expired = keys === undefined ? [] : this.#keys.expire();
     try {
       this.#write(sync, () => {
         for (const item of items) this.#insert.run(item.seq, item.bytes);
-        if (scheduled.length > 0) {
+        if (scheduled.length > 0 || keyed.length > 0) {
           if (schedule === undefined) [deliveries, schedule] = this.#upgradeSchedule();
           for (const item of scheduled) schedule.put.run(item.seq, item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE);
         }
+        if (keyed.length > 0) {
+          if (keys === undefined) keys = this.#upgradeKeys();
+          for (const item of keyed) keys.put.run(item.seq, item.key!, item.keyedAt!);
+        }
+        for (const seq of expired) keys!.delete.run(seq);
         this.#setNextSeq.run(next);
       });
     } catch (e) {
@@ -396,6 +428,8 @@ export class SqliteStore implements Store {
     }
     this.#deliveries = deliveries;
     this.#schedule = schedule;
+    this.#keyStatements = keys;
+    this.#keys.addItems(keyed);
     this.#nextSeq = next;
     this.#count += items.length;
     for (const item of scheduled) this.#scheduled.add(item.seq);
@@ -528,8 +562,8 @@ export class SqliteStore implements Store {
     const items = moves.map((m) => m.item);
     const order = this.#orderFault(items);
     if (order !== undefined) return Promise.reject(order);
-    const scheduled = items.find(isScheduled);
-    if (scheduled !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got seq ${scheduled.seq} with a priority or a not-before time`));
+    const scheduled = items.find((item) => isScheduled(item) || item.key !== undefined);
+    if (scheduled !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got seq ${scheduled.seq} with a priority, a not-before time or a key`));
     const twice = repeatedSeq(moves.map((m) => m.from));
     if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got dead letter ${twice} twice`));
     const deliveries = this.#deliveries;
@@ -571,6 +605,16 @@ export class SqliteStore implements Store {
     const deliveries = this.#deliveries ?? this.#upgrade();
     this.#db.exec(SCHEDULE_SCHEMA);
     return [deliveries, prepareSchedule(this.#db)];
+  }
+
+  /**
+   * Create the format-4 table inside the running transaction, the format-2 and format-3 tables
+   * being there already (the caller upgrades to format 3 first), and return statements over it.
+   * Kept by the caller only once the transaction committed, as `#upgrade`.
+   */
+  #upgradeKeys(): KeyStatements {
+    this.#db.exec(KEYS_SCHEMA);
+    return prepareKeys(this.#db);
   }
 
   /**

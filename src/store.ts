@@ -29,6 +29,30 @@ export interface StoredItem {
    * left out. A store refuses any other value with `ERR_STORE` and stores nothing of the batch.
    */
   readonly notBefore?: number;
+  /**
+   * Stores with `features.idempotency`: the item's idempotency key, a string of 1 to
+   * {@link MAX_KEY_BYTES} UTF-8 bytes; absent for an item pushed without one. Given with `keyedAt`.
+   */
+  readonly key?: string;
+  /**
+   * Stores with `features.idempotency`, with `key` only: when the key was stored, in ms since the
+   * Unix epoch on the queue's clock (a non-negative safe integer). The queue forgets a key once it
+   * is older than its window; the store keeps it as long as {@link Store.keepKeysFrom} asks.
+   */
+  readonly keyedAt?: number;
+}
+
+/** Longest idempotency key, in UTF-8 bytes (one metadata entry of a LogStore frame holds it). */
+export const MAX_KEY_BYTES = 255;
+
+/**
+ * One idempotency key a store holds (stores with `features.idempotency`): the key, the seq of the
+ * item pushed with it, and when it was stored.
+ */
+export interface StoredKey {
+  readonly key: string;
+  readonly seq: number;
+  readonly keyedAt: number;
 }
 
 /** Lowest item priority. */
@@ -73,6 +97,14 @@ export interface StoreRecovery {
    * (LogStore, MemStore: a UUID). A store without one leaves it out.
    */
   readonly storeId?: string;
+  /**
+   * Stores with `features.idempotency`: every key the store holds, in any order: the keys of
+   * unacked items, and those of items acked, dead-lettered or dropped since, at least while their
+   * `keyedAt` is at or above the last {@link Store.keepKeysFrom} bound. A key of an item lost in a
+   * crash is never reported (item and key are stored together or not at all). The same key may
+   * appear more than once (a key forgotten and pushed again): the highest seq wins.
+   */
+  readonly keys?: readonly StoredKey[];
 }
 
 /**
@@ -145,6 +177,13 @@ export interface StoreFeatures {
    * without it rejects with `ERR_UNSUPPORTED`. Items put back by `redrive` have neither.
    */
   readonly scheduling?: boolean;
+  /**
+   * The store keeps each item's `key` and `keyedAt` as appended, in the same atomic write as the
+   * item, keeps the key after the item is acked or dead-lettered, reports every key it holds as
+   * `keys` from `open`, and implements `keepKeysFrom`. A push with an idempotency key over a store
+   * without it rejects with `ERR_UNSUPPORTED`. `read` need not return the key.
+   */
+  readonly idempotency?: boolean;
 }
 
 /** What {@link Store.usage} reports. */
@@ -199,9 +238,9 @@ export interface Store {
    */
   append(items: readonly StoredItem[], sync: boolean): Promise<void>;
   // The store may keep `items` and the objects in it: the core never changes the array, nor the
-  // `seq`, `bytes`, `priority` and `notBefore` of an item, after the call (the bytes are the
-  // core's own copy). Over a store without `features.scheduling` every item's priority and
-  // not-before time are 0.
+  // `seq`, `bytes`, `priority`, `notBefore`, `key` and `keyedAt` of an item, after the call (the
+  // bytes are the core's own copy). Over a store without `features.scheduling` every item's
+  // priority and not-before time are 0; over one without `features.idempotency` no item has a key.
 
   /**
    * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`
@@ -246,6 +285,13 @@ export interface Store {
    * non-negative safe integer.
    */
   payloadBytes?(): number | Promise<number>;
+  /**
+   * Required when `features.idempotency` is true: keys whose `keyedAt` is below `at` need not be
+   * kept any longer. The store may drop them whenever it likes (at once, or at its next
+   * checkpoint or compaction); until it does, `open` may still report them. `at` never decreases
+   * within one open. Synchronous, never fails: it only lowers what the store must keep.
+   */
+  keepKeysFrom?(at: number): void;
 
   // ---- Delivery counts and dead letters: required when `features.deliveries` is true. ----
   //
@@ -303,6 +349,11 @@ export function isStore(value: unknown): value is Store {
     typeof s.close === 'function' &&
     typeof s.maxItemBytes === 'number'
   );
+}
+
+/** True when `store` declares `features.idempotency` and has the method it needs. */
+export function keepsKeys(store: Store): boolean {
+  return store.features.idempotency === true && typeof store.keepKeysFrom === 'function';
 }
 
 /** True when `store` declares `features.deliveries` and has every method it needs. */

@@ -207,6 +207,15 @@ runStoreConformance(test, {
   reopen: (previous) => new KVStore(previous.kv),
 });
 
+it('theReadmeIdempotencyExampleRunsAsWrittenWithTheResultsItStates', () => {
+  const block = blocks('js').find((b) => b.includes("{ key: 'order-42' }"));
+  expect(block, 'README has the idempotency example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('true 1\ntrue\nfalse\n');
+});
+
 it('theReadmeDelayAndPriorityExampleRunsAsWrittenInTheOrderItStates', () => {
   const block = blocks('js').find((b) => b.includes("{ priority: 10 }"));
   expect(block, 'README has the delay and priority example').toBeDefined();

@@ -1,4 +1,4 @@
-/** LevelStore's identity (FORMAT.md §11.5): the key `m:storeId`, created with the store, kept across reopens. */
+/** LevelStore's identity (FORMAT.md §11.6): the key `m:storeId`, created with the store, kept across reopens. */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';

@@ -7,6 +7,7 @@ import { FormatRaise } from '../src/level/format-raise.js';
 import type { BatchOp } from '../src/level/peer.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';
+import { runKeySuite } from './support/key-suite.js';
 
 type Raw = { get(k: Buffer): Promise<Buffer | undefined>; put(k: Buffer, v: Buffer): Promise<void>; iterator(): { all(): Promise<[Buffer, Buffer][]> }; open(): Promise<void>; close(): Promise<void> };
 
@@ -246,4 +247,32 @@ test.each([
     const before = await dump(path);
     await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
     expect(await dump(path)).toEqual(before);
+  }));
+
+const KEY_PREFIX = 'k'.charCodeAt(0);
+const keyOf = (seq: number): Buffer => Buffer.concat([Buffer.from([KEY_PREFIX]), u64(seq)]);
+
+runKeySuite({
+  name: 'LevelStore',
+  open: (path) => LevelStore.open(path),
+  pathIn: (dir) => join(dir, 'queue'),
+  format: (path) => withRaw(path, async (db) => Number((await db.get(FORMAT_KEY))!.readBigUInt64BE(0))),
+  setFormat: (path, format) => withRaw(path, (db) => db.put(FORMAT_KEY, u64(format))),
+  keyEntries: (path) => withRaw(path, async (db) => (await db.iterator().all()).filter(([k]) => k[0] === KEY_PREFIX).map(([k]) => Number(k.readBigUInt64BE(1)))),
+  // Its time alone: no byte of key.
+  damageKey: (path, seq) => withRaw(path, (db) => db.put(keyOf(seq), u64(5))),
+  snapshot: dump,
+});
+
+test('LevelStore: a key entry is `k` + seq holding the time and the key, as FORMAT.md §11.5 shows', () =>
+  withPath(async (path) => {
+    const store = await LevelStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b'), key: 'ord-1', keyedAt: 1700000000000 }], true);
+    await store.close();
+    const doc = readFileSync(new URL('../FORMAT.md', import.meta.url), 'utf8');
+    const section = doc.slice(doc.indexOf('### 11.5'));
+    const block = section.slice(section.indexOf('```text\n') + 8, section.indexOf('```', section.indexOf('```text\n') + 8));
+    const want = block.trim().split('\n').map((line) => line.split('|').slice(0, 2).map((s) => s.trim()) as [string, string]);
+    expect(await dump(path)).toEqual(want);
   }));

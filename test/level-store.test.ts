@@ -93,7 +93,7 @@ test('LevelStore: a store written by a newer format is refused with ERR_UNSUPPOR
     await (await LevelStore.open(path)).close();
     const { ClassicLevel } = await import('classic-level');
     const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
-    await db.put(Buffer.from('m:format'), Buffer.from('0000000000000004', 'hex'));
+    await db.put(Buffer.from('m:format'), Buffer.from('0000000000000005', 'hex'));
     await db.close();
     const before = await dump(path);
     await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
@@ -140,7 +140,7 @@ const refused = (p: Promise<unknown>) => expect(p).rejects.toSatisfy((e: unknown
 test('LevelStore: a store that never keeps delivery state stays at format 1 and works; the first dead letter makes it format 2', () =>
   withDir(async (dir) => {
     const path = join(dir, 'queue');
-    expect(LEVEL_FORMAT_VERSION).toBe(3);
+    expect(LEVEL_FORMAT_VERSION).toBe(4);
     // Written through the format-1 calls only: appends, acks, reads, a close; no delivery state.
     let store = await LevelStore.open(path);
     await store.open();
@@ -152,7 +152,7 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
 
     store = await LevelStore.open(path);
     let r = await store.open();
-    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String) });
+    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
     expect(await store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.append([{ seq: 4, bytes: bytes('d') }], true);
     await store.ack([2], true);
@@ -175,7 +175,7 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
 
     store = await LevelStore.open(path);
     r = await store.open();
-    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String) });
+    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String), keys: [] });
     expect((await store.readDeadLetters({ after: 0, limit: 10 })).map(plain)).toEqual([plain(dead(3, 'c', 'poison'))]);
     await store.close();
   }));
@@ -198,7 +198,7 @@ test('LevelStore: the first delivery mark makes a format-1 store format 2; a ref
     await store.close();
     expect(await layout(path)).toEqual({ format: V2, prefixes: ['c', 'i', 'm:deliveredBelow', 'm:format', 'm:nextSeq'] });
     store = await LevelStore.open(path);
-    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String) });
+    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String), keys: [] });
     // The ack of a marked item deletes its mark in the same batch.
     await store.ack([2], true);
     await store.close();
@@ -224,7 +224,7 @@ test('LevelStore: a mark whose item is gone is not reported and is deleted at op
     expect((await dump(path)).filter(([k]) => k.startsWith('63')).map(([k]) => k)).toEqual(['630000000000000002']);
   }));
 
-test('LevelStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at format 4 and left unchanged', () =>
+test('LevelStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at format 5 and left unchanged', () =>
   withDir(async (dir) => {
     const path = join(dir, 'queue');
     const store = await LevelStore.open(path);
@@ -235,7 +235,7 @@ test('LevelStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at fo
     expect((await layout(path)).format).toBe(V2);
     const { ClassicLevel } = await import('classic-level');
     const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer' });
-    await db.put(Buffer.from('m:format'), Buffer.from('0000000000000004', 'hex'));
+    await db.put(Buffer.from('m:format'), Buffer.from('0000000000000005', 'hex'));
     await db.close();
     const before = await dump(path);
     await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));

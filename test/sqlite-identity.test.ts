@@ -1,4 +1,4 @@
-/** SqliteStore's identity (FORMAT.md §10.5): a `meta` row created with the store, kept across reopens. */
+/** SqliteStore's identity (FORMAT.md §10.6): a `meta` row created with the store, kept across reopens. */
 import { createRequire } from 'node:module';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';

@@ -6,6 +6,7 @@ import { isQueueError } from '../src/errors.js';
 import { SqliteStore } from '../src/sqlite-store.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';
+import { runKeySuite } from './support/key-suite.js';
 
 type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
 const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => Db;
@@ -181,4 +182,31 @@ test.each([
     expect(store.read({ after: 0, before: 2, limit: 10 }).map((i) => i.seq)).toEqual([1]);
     expect(() => store.read({ after: 0, before: 10, limit: 10 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
     await store.close();
+  }));
+
+runKeySuite({
+  name: 'SqliteStore',
+  open: (path) => SqliteStore.open(path),
+  pathIn: (dir) => join(dir, 'queue.db'),
+  format: async (path) => withDb(path, (db) => (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value),
+  setFormat: async (path, format) => withDb(path, (db) => void db.prepare("UPDATE meta SET value = ? WHERE key = 'format'").run(format)),
+  keyEntries: async (path) =>
+    withDb(path, (db) => {
+      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+      if (!tables.includes('keys')) return [];
+      return (db.prepare('SELECT seq FROM keys ORDER BY seq').all() as { seq: number }[]).map((r) => r.seq);
+    }),
+  damageKey: async (path, seq) => withDb(path, (db) => void db.prepare("UPDATE keys SET key = '' WHERE seq = ?").run(seq)),
+  snapshot: async (path) => readFileSync(path),
+});
+
+test('SqliteStore: the keys table is the statement of FORMAT.md §10.5', () =>
+  withPath(async (path) => {
+    const store = await SqliteStore.open(path);
+    await store.open();
+    await store.append([{ seq: 1, bytes: bytes('a'), key: 'k', keyedAt: 5 }], true);
+    await store.close();
+    const sql = withDb(path, (db) => (db.prepare("SELECT sql FROM sqlite_master WHERE name = 'keys'").get() as { sql: string }).sql);
+    expect(sql).toBe(formatDocStatement('### 10.5', 'CREATE TABLE keys'));
+    expect(withDb(path, (db) => db.prepare('SELECT seq, key, keyed_at FROM keys').all())).toEqual([{ seq: 1, key: 'k', keyed_at: 5 }]);
   }));

@@ -83,7 +83,7 @@ test('SqliteStore: a store written by a newer format is refused with ERR_UNSUPPO
     const path = join(dir, 'queue.db');
     await (await SqliteStore.open(path)).close();
     const db = new Database(path);
-    db.prepare("UPDATE meta SET value = 4 WHERE key = 'format'").run();
+    db.prepare("UPDATE meta SET value = 5 WHERE key = 'format'").run();
     db.close();
     const before = readFileSync(path);
     await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
@@ -147,7 +147,7 @@ const dead = (seq: number, text: string, reason: string): DeadLetter => ({
 test('SqliteStore: a store that never keeps delivery state stays at format 1 and works; the first dead letter makes it format 2', () =>
   withDir(async (dir) => {
     const path = join(dir, 'queue.db');
-    expect(SQLITE_FORMAT_VERSION).toBe(3);
+    expect(SQLITE_FORMAT_VERSION).toBe(4);
     // Written through the format-1 calls only: appends, acks, reads, a close; no delivery state.
     let store = await SqliteStore.open(path);
     await store.open();
@@ -159,7 +159,7 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     let r = await store.open();
-    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String) });
+    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
     expect(store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.append([{ seq: 4, bytes: bytes('d') }], true);
     await store.ack([2], true);
@@ -184,7 +184,7 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     r = await store.open();
-    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String) });
+    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String), keys: [] });
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => ({ ...d, bytes: new TextDecoder().decode(d.bytes) }))).toEqual([
       { ...dead(3, 'c', 'poison'), bytes: 'c' },
     ]);
@@ -209,7 +209,7 @@ test('SqliteStore: the first delivery mark makes a format-1 store format 2; a re
     await store.close();
     expect(layout(path).format).toBe(2);
     store = await SqliteStore.open(path);
-    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String) });
+    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String), keys: [] });
     // The ack of a marked item deletes its mark in the same transaction.
     await store.ack([2], true);
     await store.close();
@@ -235,7 +235,7 @@ test('SqliteStore: a queue opened over a format-1 store stores its first-deliver
     expect(layout(path).format).toBe(2);
   }));
 
-test('SqliteStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at format 4 and left unchanged', () =>
+test('SqliteStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at format 5 and left unchanged', () =>
   withDir(async (dir) => {
     const path = join(dir, 'queue.db');
     const store = await SqliteStore.open(path);
@@ -245,7 +245,7 @@ test('SqliteStore: a format-2 store is refused with ERR_UNSUPPORTED_VERSION at f
     await store.close();
     expect(layout(path).format).toBe(2);
     const db = new Database(path);
-    db.prepare("UPDATE meta SET value = 4 WHERE key = 'format'").run();
+    db.prepare("UPDATE meta SET value = 5 WHERE key = 'format'").run();
     db.close();
     const before = readFileSync(path);
     await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
@@ -272,7 +272,7 @@ test('SqliteStore: contract violations of the delivery methods reject with ERR_S
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => [d.seq, d.reason])).toEqual([[1, 'first']]);
     await store.close();
     const again = await SqliteStore.open(join(dir, 'queue.db'));
-    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 4, storeId: expect.any(String) });
+    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
     await again.close();
   }));
 

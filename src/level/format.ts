@@ -2,7 +2,7 @@
  * LevelStore's keys and values, format by format: implements FORMAT.md §11 (LevelStore). The
  * writer and the reader both take every prefix, length and offset from here.
  */
-import { type DeadLetter, type DeliveryMark, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { type DeadLetter, type DeliveryMark, MAX_KEY_BYTES, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 
 /** Keys `i` + seq, `m:format` and `m:nextSeq`. */
 export const PLAIN_FORMAT_VERSION = 1;
@@ -10,13 +10,16 @@ export const PLAIN_FORMAT_VERSION = 1;
 export const DELIVERY_FORMAT_VERSION = 2;
 /** Adds keys `s` + seq: the priority and not-before time of scheduled items. */
 export const SCHEDULE_FORMAT_VERSION = 3;
+/** Adds keys `k` + seq: the idempotency key of each item pushed with one, kept after its ack. */
+export const KEYS_FORMAT_VERSION = 4;
 /** The newest format this code reads and writes; kept under `m:format`. */
-export const NEWEST_FORMAT_VERSION = SCHEDULE_FORMAT_VERSION;
+export const NEWEST_FORMAT_VERSION = KEYS_FORMAT_VERSION;
 
 export const ITEM_PREFIX = 0x69; // 'i'
 export const MARK_PREFIX = 0x63; // 'c', for delivery counts
 export const DEAD_PREFIX = 0x64; // 'd'
 export const SCHEDULE_PREFIX = 0x73; // 's'
+export const KEY_PREFIX = 0x6b; // 'k'
 /** A prefix byte and a seq, for items, marks, dead letters and schedule entries alike. */
 export const ITEM_KEY_BYTES = 9;
 export const FORMAT_KEY = Buffer.from('m:format');
@@ -24,7 +27,7 @@ export const FORMAT_KEY = Buffer.from('m:format');
 export const FORMAT_VALUE_BYTES = 8;
 export const NEXT_SEQ_KEY = Buffer.from('m:nextSeq');
 export const DELIVERED_BELOW_KEY = Buffer.from('m:deliveredBelow');
-/** The store's identity, the UTF-8 text of a UUID (FORMAT.md §11.5); in no format: older readers never read it. */
+/** The store's identity, the UTF-8 text of a UUID (FORMAT.md §11.6); in no format: older readers never read it. */
 export const STORE_ID_KEY = Buffer.from('m:storeId');
 /** Keys of all items lie strictly between these two; so for marks and dead letters. */
 export const ITEMS_LOW = Buffer.from([ITEM_PREFIX]);
@@ -35,6 +38,10 @@ export const DEAD_LOW = Buffer.from([DEAD_PREFIX]);
 export const DEAD_HIGH = Buffer.from([DEAD_PREFIX + 1]);
 export const SCHEDULE_LOW = Buffer.from([SCHEDULE_PREFIX]);
 export const SCHEDULE_HIGH = Buffer.from([SCHEDULE_PREFIX + 1]);
+export const KEYS_LOW = Buffer.from([KEY_PREFIX]);
+export const KEYS_HIGH = Buffer.from([KEY_PREFIX + 1]);
+/** A key entry's value before the key itself: when it was stored, a u64 of ms since the epoch. */
+export const KEY_FIXED_BYTES = 8;
 /** A mark's value before its last error: deliveries, first and last delivery time. */
 export const MARK_FIXED_BYTES = 24;
 /** A dead letter's value before its reason: four 8-byte numbers and the reason's length. */
@@ -64,6 +71,38 @@ export function deadKey(seq: number): Buffer {
 
 export function scheduleKey(seq: number): Buffer {
   return prefixedKey(SCHEDULE_PREFIX, seq);
+}
+
+export function keyEntryKey(seq: number): Buffer {
+  return prefixedKey(KEY_PREFIX, seq);
+}
+
+/** The value under `k` + seq: when the key was stored, then the key in UTF-8. */
+export function encodeKeyEntry(key: string, keyedAt: number): Buffer {
+  const k = Buffer.from(key, 'utf8');
+  const value = Buffer.allocUnsafe(KEY_FIXED_BYTES + k.length);
+  value.writeBigUInt64BE(BigInt(keyedAt), 0);
+  k.copy(value, KEY_FIXED_BYTES);
+  return value;
+}
+
+/** Fatal: a key that is not valid UTF-8 is damage, never a key read back different from the one stored. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The key and time stored under a `k` key, or undefined when the value cannot be one: shorter than
+ * its time and one byte, a key longer than `MAX_KEY_BYTES` or not UTF-8, a time past the safe integers.
+ */
+export function decodeKeyEntry(v: Uint8Array): { key: string; keyedAt: number } | undefined {
+  if (v.length <= KEY_FIXED_BYTES || v.length > KEY_FIXED_BYTES + MAX_KEY_BYTES) return undefined;
+  const b = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+  const keyedAt = b.readBigUInt64BE(0);
+  if (keyedAt > BigInt(Number.MAX_SAFE_INTEGER)) return undefined;
+  try {
+    return { key: utf8.decode(b.subarray(KEY_FIXED_BYTES)), keyedAt: Number(keyedAt) };
+  } catch {
+    return undefined;
+  }
 }
 
 export function encodeMark(mark: DeliveryMark): Buffer {

@@ -11,9 +11,11 @@ import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
 import { errnoCode, type Durability } from './durability.js';
 import type { RecordPayload } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
+import { KeyTable } from '../key-records.js';
 import {
   CURSOR_FILE,
   CURSOR_VERSION_DELIVERIES,
+  CURSOR_VERSION_KEYS,
   CURSOR_VERSION_PLAIN,
   FRAME_HEADER_BYTES,
   FRAME_OFF_LENGTH,
@@ -39,6 +41,8 @@ export interface CursorTail {
   readonly clean: boolean;
   /** The checkpoint's version. */
   readonly version: number;
+  /** The checkpoint's `nextSeq`. */
+  readonly checkpointNextSeq: number;
 }
 
 export class CursorLog {
@@ -50,6 +54,14 @@ export class CursorLog {
    * version-2 checkpoint replaces the file (`upgrade`) and every later checkpoint is version 2.
    */
   version = CURSOR_VERSION_PLAIN;
+  /**
+   * Idempotency keys of the store (FORMAT §4.6): those of the durable checkpoint, those of the
+   * frames written after it, and the ones appended since. A checkpoint writes every key below its
+   * next seq not older than the bound `keepKeysFrom` set, and forgets the older ones.
+   */
+  keys = new KeyTable();
+  /** The `nextSeq` of the durable checkpoint: every key of an item below it is in that checkpoint. */
+  checkpointNextSeq = 1;
   #fd = -1;
   #offset = 0;
   #logStart = 0;
@@ -105,7 +117,7 @@ export class CursorLog {
    */
   writeRecords(records: readonly RecordPayload[], what: string): Promise<never> | null {
     if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
-    if (this.version !== CURSOR_VERSION_DELIVERIES) {
+    if (this.version < CURSOR_VERSION_DELIVERIES) {
       return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
     }
     let bytes = 0;
@@ -230,9 +242,13 @@ export class CursorLog {
     // Capture the state first: appends may continue during the sync, and the checkpoint must not
     // claim their seqs are durable. ACKs cannot change it meanwhile (the lane is held).
     const snapshot = this.acks.clone();
-    const deliveries = version === CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
+    this.keys.expire();
+    const keys = this.keys.size === 0 ? [] : this.keys.list().filter((k) => k.seq < nextSeq);
+    // The first key moves the cursor to version 3, which holds the delivery state of version 2 too.
+    if (keys.length > 0 && version < CURSOR_VERSION_KEYS) version = CURSOR_VERSION_KEYS;
+    const deliveries = version >= CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
     await syncData();
-    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries);
+    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries, version >= CURSOR_VERSION_KEYS ? keys : null);
     const path = join(this.dir, CURSOR_FILE);
     const tmp = path + TMP_SUFFIX;
     try {
@@ -264,6 +280,7 @@ export class CursorLog {
     this.#logStart = buf.length;
     this.#recordSeq = 0;
     this.version = version;
+    this.checkpointNextSeq = nextSeq;
     // Marks of items acked since the last checkpoint are not in this one: forget them here too.
     if (deliveries !== null) this.deliveries.pruneMarks(snapshot, nextSeq);
     if (snapshot.lwm > this.durableLwm) this.durableLwm = snapshot.lwm;
@@ -296,6 +313,7 @@ export class CursorLog {
     this.#logStart = tail.logStart;
     this.#recordSeq = tail.lastRecord;
     this.version = tail.version;
+    this.checkpointNextSeq = tail.checkpointNextSeq;
     if (tail.clean) {
       const frame = new Uint8Array(FRAME_HEADER_BYTES);
       encodeFrame(frame, 0, this.#recordSeq + 1, RECORD_OPENED, new Uint8Array(0));

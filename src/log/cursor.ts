@@ -1,4 +1,4 @@
-// Implements FORMAT.md §4 "Cursor file" (checkpoint of version 1 and 2, ACK/OPENED records).
+// Implements FORMAT.md §4 "Cursor file" (checkpoint of versions 1 to 3, ACK/OPENED records; the key entries are in ./key-format.ts).
 import { crc32c32 } from './crc.js';
 import {
   CUR_KNOWN_FLAGS,
@@ -13,13 +13,19 @@ import {
   CUR_OFF_DEAD_COUNT,
   CUR_OFF_DELIVERED_BELOW,
   CUR_OFF_MARK_COUNT,
+  CUR_OFF_KEY_COUNT,
+  CUR_OFF_KEYS_BYTES,
   CURSOR_FORMAT_VERSION,
   CURSOR_HEADER_BYTES,
   CURSOR_MAGIC,
   CURSOR_V2_HEADER_BYTES,
+  CURSOR_V3_HEADER_BYTES,
   CURSOR_VERSION_DELIVERIES,
+  CURSOR_VERSION_KEYS,
   CURSOR_VERSION_PLAIN,
   DEAD_ENTRY_FIXED_BYTES,
+  KEY_ENTRY_FIXED_BYTES,
+  MAX_KEY_BYTES_ON_DISK,
   MARK_ENTRY_FIXED_BYTES,
   RANGE_BYTES,
   readU16,
@@ -31,6 +37,8 @@ import {
 } from './format.js';
 import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, writeDeadEntry, writeMarkEntry, type EncodedDead, type EncodedMark } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
+import { encodeKeys, readKeys, writeKeys } from './key-format.js';
+import type { StoredKey } from '../store.js';
 
 /**
  * The set of acked seqs: a low-water mark (every seq below it is acked) plus sorted, disjoint,
@@ -159,26 +167,36 @@ export interface CheckpointHeader {
   readonly checkpointBytes: number;
   /** Where the ranges start: after the header of this version. */
   readonly rangesAt: number;
-  /** Version 2 only (1 and 0 in version 1). */
+  /** Version 2 and 3 (1 and 0 in version 1). */
   readonly deliveredBelow: number;
   readonly markCount: number;
   readonly deadCount: number;
+  /** Version 3 only (0 before): key entries, where they start (after the ranges) and their bytes. */
+  readonly keyCount: number;
+  readonly keysAt: number;
+  readonly keysBytes: number;
 }
 
 /**
  * Encode a full checkpoint: header followed by the acked ranges; with `deliveries`, a version-2
  * checkpoint that also holds the delivered-below bound, the marks of items unacked below `nextSeq`
- * and every dead letter with its bytes (FORMAT §4.1).
+ * and every dead letter with its bytes (FORMAT §4.1); with `keys` too (in seq order, each below
+ * `nextSeq`), a version-3 checkpoint that holds them after the ranges (§4.6).
  */
-export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, deliveries: DeliveryState | null = null): Buffer {
+export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, deliveries: DeliveryState | null = null, keys: readonly StoredKey[] | null = null): Buffer {
   const problem = acks.check();
   if (problem !== null) throw new Error(`refusing to write an inconsistent cursor: ${problem}`);
+  if (keys !== null && deliveries === null) throw new Error('refusing to write an inconsistent cursor: a version-3 checkpoint holds the delivery state too');
   const n = acks.starts.length;
   const v2 = deliveries !== null;
-  const rangesAt = v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
+  const v3 = keys !== null;
+  const rangesAt = v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
   let marks: EncodedMark[] = [];
   let dead: EncodedDead[] = [];
   let bytes = rangesAt + n * RANGE_BYTES;
+  const encodedKeys = v3 ? encodeKeys(keys) : { encoded: [], bytes: 0 };
+  for (const k of encodedKeys.encoded) if (k.entry.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: key of seq ${k.entry.seq} is not below ${nextSeq}`);
+  bytes += encodedKeys.bytes;
   if (v2) {
     marks = deliveries.liveMarks(acks, nextSeq).map((mark) => ({ mark, error: utf8(mark.lastError) }));
     dead = deliveries.dead.map((d) => ({ dead: d, reason: utf8(d.reason) }));
@@ -191,7 +209,7 @@ export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, d
   }
   const buf = Buffer.alloc(bytes);
   writeU32(buf, CUR_OFF_MAGIC, CURSOR_MAGIC);
-  writeU16(buf, CUR_OFF_VERSION, v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
+  writeU16(buf, CUR_OFF_VERSION, v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
   writeU16(buf, CUR_OFF_FLAGS, flags);
   writeU64(buf, CUR_OFF_LWM, acks.lwm);
   writeU64(buf, CUR_OFF_NEXT_SEQ, nextSeq);
@@ -206,6 +224,11 @@ export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, d
     writeU32(buf, CUR_OFF_MARK_COUNT, marks.length);
     writeU32(buf, CUR_OFF_DEAD_COUNT, dead.length);
     let p = rangesAt + n * RANGE_BYTES;
+    if (v3) {
+      writeU32(buf, CUR_OFF_KEY_COUNT, encodedKeys.encoded.length);
+      writeU32(buf, CUR_OFF_KEYS_BYTES, encodedKeys.bytes);
+      p = writeKeys(buf, p, encodedKeys.encoded);
+    }
     for (const m of marks) p = writeMarkEntry(buf, p, m);
     for (const d of dead) p = writeDeadEntry(buf, p, d);
   }
@@ -244,7 +267,8 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
     if (checkpointBytes > fileSize) {
       return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
     }
-    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0 };
+    const keysAt = CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES;
+    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0 };
   }
   if (fileSize < CURSOR_V2_HEADER_BYTES || buf.length < CURSOR_V2_HEADER_BYTES) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-2 header` };
@@ -253,16 +277,27 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   const deliveredBelow = readU64(buf, CUR_OFF_DELIVERED_BELOW);
   const markCount = readU32(buf, CUR_OFF_MARK_COUNT);
   const deadCount = readU32(buf, CUR_OFF_DEAD_COUNT);
+  const v3 = version >= CURSOR_VERSION_KEYS;
+  if (v3 && (fileSize < CURSOR_V3_HEADER_BYTES || buf.length < CURSOR_V3_HEADER_BYTES)) {
+    return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-3 header` };
+  }
+  const rangesAt = v3 ? CURSOR_V3_HEADER_BYTES : CURSOR_V2_HEADER_BYTES;
+  const keyCount = v3 ? readU32(buf, CUR_OFF_KEY_COUNT) : 0;
+  const keysBytes = v3 ? readU32(buf, CUR_OFF_KEYS_BYTES) : 0;
+  if (keysBytes < keyCount * KEY_ENTRY_FIXED_BYTES || keysBytes > keyCount * (KEY_ENTRY_FIXED_BYTES + MAX_KEY_BYTES_ON_DISK)) {
+    return { kind: 'corrupt', offset: CUR_OFF_KEYS_BYTES, reason: `key section of ${keysBytes} bytes cannot hold ${keyCount} keys` };
+  }
   // The whole checkpoint lies in the file, and its counts fit in it at their smallest entry size,
   // before anything is allocated for it.
-  const least = CURSOR_V2_HEADER_BYTES + rangeCount * RANGE_BYTES + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES;
+  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES;
   if (checkpointBytes < 0 || checkpointBytes > fileSize) {
     return { kind: 'corrupt', offset: CUR_OFF_CHECKPOINT_BYTES, reason: `checkpoint size ${checkpointBytes} runs past the file` };
   }
   if (least > checkpointBytes) {
-    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, mark and dead-letter counts run past the checkpoint' };
+    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, mark and dead-letter counts run past the checkpoint' };
   }
-  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_V2_HEADER_BYTES, deliveredBelow, markCount, deadCount };
+  const keysAt = rangesAt + rangeCount * RANGE_BYTES;
+  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes };
 }
 
 /** Check the CRC and decode the ranges of a checkpoint whose bytes `[0, checkpointBytes)` are in `buf`. */
@@ -304,7 +339,7 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
   const end = h.checkpointBytes;
   if (h.deliveredBelow < 1) return { kind: 'corrupt', offset: CUR_OFF_DELIVERED_BELOW, reason: `delivered-below bound ${h.deliveredBelow} out of range` };
   state.deliveredBelow = h.deliveredBelow;
-  let p = h.rangesAt + h.rangeCount * RANGE_BYTES;
+  let p = h.keysAt + h.keysBytes;
   let prev = 0;
   for (let i = 0; i < h.markCount; i++) {
     const m = readMarkEntry(buf, p, end);
@@ -328,6 +363,13 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
   }
   if (p !== end) return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
   return state;
+}
+
+/** The key entries of a version-3 checkpoint accepted by `decodeCheckpointBody` (none before version 3). */
+export function decodeCheckpointKeys(buf: Uint8Array, h: CheckpointHeader): StoredKey[] | { kind: 'corrupt'; offset: number; reason: string } {
+  if (h.keyCount === 0 && h.keysBytes === 0) return [];
+  const keys = readKeys(buf, h.keysAt, h.keysAt + h.keysBytes, h.keyCount, h.nextSeq);
+  return Array.isArray(keys) ? keys : { kind: 'corrupt', ...keys };
 }
 
 /**

@@ -66,13 +66,13 @@ export class Deliveries {
     }
     // Nothing to store while the cursor holds no delivery state: a store that never marks a
     // delivery keeps writing version 1.
-    if (cursor.version !== CURSOR_VERSION_DELIVERIES && encoded.length === 0 && below === cursor.deliveries.deliveredBelow) {
+    if (cursor.version < CURSOR_VERSION_DELIVERIES && encoded.length === 0 && below === cursor.deliveries.deliveredBelow) {
       return sync ? cursor.syncWritten() : Promise.resolve();
     }
     const payloads = markPayloads(below, encoded);
     const apply = () => cursor.deliveries.mark(below, encoded.map((e) => e.mark));
     // Unsynced, on a version-2 cursor no checkpoint is replacing: written now, nothing to wait for.
-    if (!sync && cursor.version === CURSOR_VERSION_DELIVERIES && cursor.free) {
+    if (!sync && cursor.version >= CURSOR_VERSION_DELIVERIES && cursor.free) {
       const rejected = cursor.writeRecords(payloads, 'delivery mark');
       if (rejected !== null) return rejected;
       apply();
@@ -185,7 +185,7 @@ export class Deliveries {
       this.d.written();
       return sync ? cursor.sync() : Promise.resolve();
     };
-    if (cursor.version === CURSOR_VERSION_DELIVERIES) return cursor.whenFree(write);
+    if (cursor.version >= CURSOR_VERSION_DELIVERIES) return cursor.whenFree(write);
     return cursor.withLane(async () => {
       await this.#upgrade();
       return write();
@@ -194,7 +194,7 @@ export class Deliveries {
 
   /** Replace a version-1 cursor by a version-2 checkpoint of the same state (the lane is held). */
   async #upgrade(): Promise<void> {
-    if (this.d.cursor.version === CURSOR_VERSION_DELIVERIES) return;
+    if (this.d.cursor.version >= CURSOR_VERSION_DELIVERIES) return;
     await this.d.checkpoint(CURSOR_VERSION_DELIVERIES);
   }
 }

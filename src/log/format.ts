@@ -6,7 +6,7 @@
  */
 
 /** The highest segment-file version this code reads (FORMAT.md §8). */
-export const SEGMENT_FORMAT_VERSION = 2;
+export const SEGMENT_FORMAT_VERSION = 3;
 /** The segment version written while a store holds no item with a priority or a not-before time. */
 export const SEGMENT_VERSION_PLAIN = 1;
 /**
@@ -16,14 +16,22 @@ export const SEGMENT_VERSION_PLAIN = 1;
  */
 export const SEGMENT_VERSION_SCHEDULED = 2;
 /**
+ * The segment version whose ITEM frames may also carry an idempotency key (FORMAT.md §3.1): a
+ * version-2 reader would skip it, and a retried push would then store its item twice, so it must
+ * refuse the file instead. Version 3 holds everything version 2 holds.
+ */
+export const SEGMENT_VERSION_KEYED = 3;
+/**
  * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
  * until it first stores delivery marks or dead letters, then version 2 (§4.5).
  */
-export const CURSOR_FORMAT_VERSION = 2;
+export const CURSOR_FORMAT_VERSION = 3;
 /** The cursor version a store writes until it needs a record of version 2. */
 export const CURSOR_VERSION_PLAIN = 1;
 /** The cursor version that holds delivery marks and dead letters (FORMAT.md §4.1, §4.2). */
 export const CURSOR_VERSION_DELIVERIES = 2;
+/** The cursor version whose checkpoint also holds the store's idempotency keys (FORMAT.md §4.1, §4.6). */
+export const CURSOR_VERSION_KEYS = 3;
 
 /** Bytes 0..3 of every segment file: ASCII "PQSG". */
 export const SEGMENT_MAGIC = 0x47535150; // 'P' 'Q' 'S' 'G' read as a little-endian u32
@@ -76,6 +84,11 @@ export const META_PRIORITY_BYTES = 1;
 /** Metadata tag of an item's not-before time (version-2 segments): an i64 of ms since the epoch, a safe integer, never 0 when written. */
 export const META_TAG_NOT_BEFORE = 2;
 export const META_NOT_BEFORE_BYTES = 8;
+/** Metadata tag of an item's idempotency key (version-3 segments, FORMAT.md §3.1): 1 to 255 bytes of UTF-8. */
+export const META_TAG_KEY = 3;
+/** Metadata tag of when the key was stored (version-3 segments): an i64 of ms since the epoch, a non-negative safe integer. */
+export const META_TAG_KEYED_AT = 4;
+export const META_KEYED_AT_BYTES = 8;
 
 /**
  * Hard upper bound of a payload length the reader accepts, whatever `maxItemBytes` was when the
@@ -114,6 +127,15 @@ export const CUR_OFF_CHECKPOINT_BYTES = 32;
 export const CUR_OFF_DELIVERED_BELOW = 40;
 export const CUR_OFF_MARK_COUNT = 48;
 export const CUR_OFF_DEAD_COUNT = 52;
+// ---- Cursor version 3 (FORMAT.md §4.1, §4.6) ----
+/** A version-3 checkpoint header: the version-2 fields, then keyCount and keysBytes. */
+export const CURSOR_V3_HEADER_BYTES = 64;
+export const CUR_OFF_KEY_COUNT = 56;
+export const CUR_OFF_KEYS_BYTES = 60;
+/** One key entry: seq u64, keyedAt u64, keyBytes u8, then the key. */
+export const KEY_ENTRY_FIXED_BYTES = 17;
+/** Longest key on disk, in UTF-8 bytes (the Store contract's MAX_KEY_BYTES; a u8 holds its length). */
+export const MAX_KEY_BYTES_ON_DISK = 255;
 /** Longest `lastError` or `reason` on disk, in UTF-8 bytes (the Store contract's MAX_REASON_BYTES). */
 export const MAX_REASON_BYTES_ON_DISK = 1024;
 /** One delivery mark: seq, deliveries, firstDeliveredAt, lastDeliveredAt (u64 each), errorBytes u16, then the error text. */

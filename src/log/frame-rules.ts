@@ -17,6 +17,7 @@ import {
   RECORD_OPENED,
   RECORD_SEAL,
   SEAL_PAYLOAD_BYTES,
+  SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from './format.js';
@@ -44,11 +45,13 @@ export class SegmentFrames implements FrameRules {
   durableEnd = 0;
   /** Accepted ITEM records with a priority or a not-before time. */
   scheduled = 0;
+  /** Accepted ITEM records with an idempotency key. */
+  keyed = 0;
   /**
-   * The priority and not-before time of the ITEM frame `contentOk` last accepted (0 and 0 for a
-   * plain one, and in a version-1 segment, whose readers skip the metadata area).
+   * The priority, not-before time and key of the ITEM frame `contentOk` last accepted (0, 0 and
+   * no key for a plain one, and in a version-1 segment, whose readers skip the metadata area).
    */
-  readonly schedule: ItemSchedule = { priority: 0, notBefore: 0 };
+  readonly schedule: ItemSchedule = { priority: 0, notBefore: 0, key: undefined, keyedAt: 0 };
   /** Damage was skipped in this segment: the records accepted are not all it held. */
   private skippedDamage = false;
 
@@ -56,7 +59,7 @@ export class SegmentFrames implements FrameRules {
     readonly base: number,
     /** A COMPACTED segment has gaps between its seqs. */
     readonly compacted: boolean,
-    /** The header's format version: only version 2 gives ITEM metadata a meaning (FORMAT §3.1). */
+    /** The header's format version: version 2 gives ITEM metadata a meaning, version 3 its keys too (FORMAT §3.1). */
     readonly version: number,
     /** The seal this segment must end with, when known (the reader updates it once a roll seals the segment). */
     public expectedSeal: SealInfo | null = null,
@@ -71,9 +74,11 @@ export class SegmentFrames implements FrameRules {
       if (h.metaBytes === 0 || this.version < SEGMENT_VERSION_SCHEDULED) {
         this.schedule.priority = 0;
         this.schedule.notBefore = 0;
+        this.schedule.key = undefined;
+        this.schedule.keyedAt = 0;
         return true;
       }
-      return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.schedule);
+      return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.schedule, this.version >= SEGMENT_VERSION_KEYED);
     }
     if (h.type !== RECORD_SEAL || h.length !== SEAL_PAYLOAD_BYTES || h.metaBytes !== 0) return false;
     const s = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
@@ -123,6 +128,7 @@ export class SegmentFrames implements FrameRules {
     }
     if (h.seq < this.durableNextSeq) this.durableEnd = offset + frameBytes(h);
     if (this.schedule.priority !== 0 || this.schedule.notBefore !== 0) this.scheduled++;
+    if (this.schedule.key !== undefined) this.keyed++;
     if (this.records === 0) this.firstSeq = h.seq;
     this.lastSeq = h.seq;
     this.records++;

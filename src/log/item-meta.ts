@@ -1,13 +1,18 @@
-// Implements FORMAT.md §3.1 "ITEM (type 1)": the priority and not-before entries of an ITEM frame's metadata area.
+// Implements FORMAT.md §3.1 "ITEM (type 1)": the priority, not-before, key and keyed-at entries of an ITEM frame's metadata area.
 /**
- * An item's scheduling fields on disk. A plain item (priority 0, no not-before time) has no
- * metadata at all, so its frame is byte for byte what version 1 writes; a scheduled one carries
- * only its non-zero fields, as TLV entries of the frame's metadata area, and lives only in a
- * version-2 segment (FORMAT.md §8).
+ * An item's scheduling fields and idempotency key on disk. A plain item (priority 0, no
+ * not-before time, no key) has no metadata at all, so its frame is byte for byte what version 1
+ * writes; a scheduled one carries only its non-zero fields, as TLV entries of the frame's metadata
+ * area, and lives only in a version-2 or version-3 segment; a keyed one carries its key and the
+ * time it was stored, and lives only in a version-3 segment (FORMAT.md §8).
  */
 import { PRIORITY_MAX, type StoredItem } from '../store.js';
 import {
+  MAX_KEY_BYTES_ON_DISK,
   META_ENTRY_HEADER_BYTES,
+  META_KEYED_AT_BYTES,
+  META_TAG_KEY,
+  META_TAG_KEYED_AT,
   META_NOT_BEFORE_BYTES,
   META_PRIORITY_BYTES,
   META_TAG_NOT_BEFORE,
@@ -16,11 +21,18 @@ import {
   writeI64,
 } from './format.js';
 
-/** The scheduling fields decoded from a frame (0 when absent). */
+/** The scheduling fields decoded from a frame (0 when absent), and its key (undefined and 0 when absent). */
 export interface ItemSchedule {
   priority: number;
   notBefore: number;
+  key: string | undefined;
+  keyedAt: number;
 }
+
+const utf8 = new TextEncoder();
+/** Fatal: a key that is not valid UTF-8 is damage, never a key read back different from the one stored. */
+const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const KEYED_AT_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_KEYED_AT_BYTES;
 
 const PRIORITY_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_PRIORITY_BYTES;
 const NOT_BEFORE_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_NOT_BEFORE_BYTES;
@@ -32,8 +44,16 @@ export function itemMetaBytes(item: StoredItem): number {
   let bytes = 0;
   if (item.priority !== undefined && item.priority !== 0) bytes += PRIORITY_ENTRY_BYTES;
   if (item.notBefore !== undefined && item.notBefore !== 0) bytes += NOT_BEFORE_ENTRY_BYTES;
+  if (item.key !== undefined) bytes += META_ENTRY_HEADER_BYTES + keyBytesOf(item.key) + KEYED_AT_ENTRY_BYTES;
   return bytes;
 }
+
+/** UTF-8 bytes of a key (checked by the store against `MAX_KEY_BYTES` before it is written). */
+function keyBytesOf(key: string): number {
+  for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) > 0x7f) return utf8.encode(key).length;
+  return key.length;
+}
+
 
 /** Write `item`'s metadata entries at `buf[at..]` (room for {@link itemMetaBytes}); returns the offset past them. */
 export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): number {
@@ -50,19 +70,33 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     writeI64(buf, p + META_ENTRY_HEADER_BYTES, item.notBefore);
     p += NOT_BEFORE_ENTRY_BYTES;
   }
+  if (item.key !== undefined) {
+    const { written } = utf8.encodeInto(item.key, buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_KEY_BYTES_ON_DISK));
+    buf[p] = META_TAG_KEY;
+    buf[p + 1] = written;
+    p += META_ENTRY_HEADER_BYTES + written;
+    buf[p] = META_TAG_KEYED_AT;
+    buf[p + 1] = META_KEYED_AT_BYTES;
+    writeI64(buf, p + META_ENTRY_HEADER_BYTES, item.keyedAt!);
+    p += KEYED_AT_ENTRY_BYTES;
+  }
   return p;
 }
 
 /**
- * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a version-2 segment
- * into `out`. False when it is malformed: an entry running past the area, a known tag with the
- * wrong length or twice, a not-before time that is not a non-negative safe integer (the one rule
- * every store applies on append, `src/schedule-records.ts`: a value no append could have written).
- * Unknown tags are skipped.
+ * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a version-2 or
+ * version-3 segment into `out`. False when it is malformed: an entry running past the area, a
+ * known tag with the wrong length or twice, a not-before time that is not a non-negative safe
+ * integer (the one rule every store applies on append, `src/schedule-records.ts`: a value no
+ * append could have written). With `keys` (a version-3 segment), also a key that is empty or not
+ * UTF-8, a keyed-at time that is not a non-negative safe integer, or one of the two without the
+ * other. Unknown tags are skipped (in a version-2 segment, the key tags too, as its readers do).
  */
-export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, out: ItemSchedule): boolean {
+export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, out: ItemSchedule, keys = false): boolean {
   out.priority = 0;
   out.notBefore = 0;
+  out.key = undefined;
+  out.keyedAt = 0;
   let seen = 0;
   const end = at + metaBytes;
   for (let p = at; p < end; ) {
@@ -85,14 +119,33 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
         if (t === null || t < 0) return false;
         out.notBefore = t;
       }
+    } else if (keys && (tag === META_TAG_KEY || tag === META_TAG_KEYED_AT)) {
+      const bit = 1 << tag;
+      if ((seen & bit) !== 0) return false;
+      seen |= bit;
+      if (tag === META_TAG_KEY) {
+        if (len === 0) return false;
+        try {
+          out.key = utf8Strict.decode(buf.subarray(v, v + len));
+        } catch {
+          return false;
+        }
+      } else {
+        if (len !== META_KEYED_AT_BYTES) return false;
+        const t = readI64(buf, v);
+        if (t === null || t < 0) return false;
+        out.keyedAt = t;
+      }
     }
     p = v + len;
   }
+  // A key and its time are written together: one without the other is no frame a writer wrote.
+  if (((seen >> META_TAG_KEY) & 1) !== ((seen >> META_TAG_KEYED_AT) & 1)) return false;
   return true;
 }
 
 /** `{ seq, bytes }` with the non-zero scheduling fields of `s` added, as `read` returns items. */
-export function withSchedule(seq: number, bytes: Uint8Array, s: ItemSchedule): StoredItem {
+export function withSchedule(seq: number, bytes: Uint8Array, s: Pick<ItemSchedule, 'priority' | 'notBefore'>): StoredItem {
   if (s.priority === 0 && s.notBefore === 0) return { seq, bytes };
   if (s.notBefore === 0) return { seq, bytes, priority: s.priority };
   if (s.priority === 0) return { seq, bytes, notBefore: s.notBefore };

@@ -10,6 +10,7 @@ import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
 import { scheduleFault } from '../schedule-records.js';
+import { keyFault } from '../key-records.js';
 import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
@@ -25,7 +26,7 @@ import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
 import { itemMetaBytes } from './item-meta.js';
-import { SegmentWriter } from './segment-writer.js';
+import { SegmentWriter, batchSegmentVersion } from './segment-writer.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
 export { MIN_SEGMENT_BYTES, type LogStoreOptions } from './options.js';
@@ -81,7 +82,7 @@ export class LogStore implements Store {
   protected static readonly defaultFileSystem: FileSystem | undefined = undefined;
 
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true };
   /** Absolute path of the store directory. */
   readonly dir: string;
 
@@ -171,7 +172,13 @@ export class LogStore implements Store {
       deadLetters: d.dead.length,
       scheduledFrom: this.#scheduledFrom(),
       storeId: this.#recovery.storeId!,
+      keys: this.#cursor.keys.list(),
     });
+  }
+
+  /** Keys stored before `at` are left out of the next checkpoint (`./cursor-log.ts`), and so gone once it is durable. */
+  keepKeysFrom(at: number): void {
+    this.#cursor.keys.keepKeysFrom(at);
   }
 
   /**
@@ -217,6 +224,7 @@ export class LogStore implements Store {
     if (items.length === 0) return this.#durability.fail(new Error('append invariant violated: empty batch'));
     let bytes = 0;
     let scheduled = 0;
+    let keyed = 0;
     let expect = this.#writer.nextSeq;
     for (let i = 0; i < items.length; i++) {
       const it = items[i]!;
@@ -227,27 +235,32 @@ export class LogStore implements Store {
       }
       expect++;
       bytes += FRAME_HEADER_BYTES + it.bytes.length;
-      // Plain items pay two property reads here; only scheduled ones are measured and checked.
-      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0)) {
-        const fault = scheduleFault(it);
+      // Plain items pay a few property reads here; only items with metadata are measured and checked.
+      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0) || it.key !== undefined || it.keyedAt !== undefined) {
+        const fault = scheduleFault(it) ?? keyFault(it);
         if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `LogStore.append: ${fault}`));
         scheduled++;
+        if (it.key !== undefined) keyed++;
         bytes += itemMetaBytes(it);
       }
     }
-    if (this.#writer.needsRoll(bytes, scheduled > 0)) return this.#rollThenWrite(items, bytes, sync, scheduled);
-    return this.#write(items, bytes, sync, scheduled);
+    const need = batchSegmentVersion(scheduled, keyed);
+    if (this.#writer.needsRoll(bytes, need)) return this.#rollThenWrite(items, bytes, sync, scheduled, keyed);
+    return this.#write(items, bytes, sync, scheduled, keyed);
   }
 
-  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number): Promise<void> {
-    await this.#writer.makeRoom(scheduled > 0);
+  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number, keyed: number): Promise<void> {
+    await this.#writer.makeRoom(batchSegmentVersion(scheduled, keyed));
     this.#maintenance.schedule();
-    return this.#write(items, bytes, sync, scheduled);
+    return this.#write(items, bytes, sync, scheduled, keyed);
   }
 
-  #write(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number): Promise<void> {
-    const rejected = this.#writer.write(items, bytes, sync, scheduled);
+  #write(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number, keyed: number): Promise<void> {
+    const rejected = this.#writer.write(items, bytes, sync, scheduled, keyed);
     if (rejected !== null) return rejected;
+    // The keys are known once their frames are written: a checkpoint holds those below its next
+    // seq, which it makes durable first (FORMAT §4.6).
+    if (keyed > 0) this.#cursor.keys.addItems(items);
     this.#reader.appended(items, bytes);
     const offset = this.#layout.active.bytes;
     if (!sync) {

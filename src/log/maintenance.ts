@@ -11,7 +11,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
 import { encodeFrame, payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
@@ -65,10 +65,25 @@ export class Maintenance {
 
   constructor(private readonly d: MaintenanceDeps) {}
 
-  /** Start a round when there is work: a long cursor log, or a fully acked sealed segment. */
+  /** Start a round when there is work: a long cursor log, a fully acked sealed segment, or keys behind. */
   poke(): void {
     const first = this.d.layout.first;
-    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm)) this.schedule();
+    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm) || this.#keysBehind()) this.schedule();
+  }
+
+  /**
+   * A sealed version-3 segment holds keyed frames the durable checkpoint does not cover: open after
+   * a crash would read them (FORMAT §4.6). A checkpoint after each such roll keeps what open reads
+   * for keys to about the active segment, whatever the store's age.
+   */
+  #keysBehind(): boolean {
+    const list = this.d.layout.list;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const s = list[i]!;
+      if (s.seal === null) continue;
+      return s.version >= SEGMENT_VERSION_KEYED && s.seal.endSeq > this.d.cursor.checkpointNextSeq;
+    }
+    return false;
   }
 
   schedule(): void {
@@ -152,7 +167,7 @@ export class Maintenance {
 
   async #round(force: boolean, deleted: Tally, rewritten: Tally): Promise<void> {
     let full = false;
-    if (this.d.cursor.needsCheckpoint()) {
+    if (this.d.cursor.needsCheckpoint() || this.#keysBehind()) {
       // On a full disk the checkpoint waits; deleting acked segments below still frees space.
       await this.d.cursor.withLane(() => this.d.checkpoint()).catch((e: unknown) => {
         if (!isStoreFull(e)) throw e;
@@ -184,6 +199,13 @@ export class Maintenance {
       if (this.d.durability.failure !== null) throw this.d.durability.failure;
     }
     if (cursor.durableLwm < need) return { bytes: 0, count: 0 };
+    // The keys of a version-3 segment's items outlive their acks (FORMAT §4.6): they must be in a
+    // durable checkpoint before the frames holding them go.
+    if (cursor.checkpointNextSeq < need && doomed.some((s) => s.version >= SEGMENT_VERSION_KEYED)) {
+      await cursor.withLane(() => this.d.checkpoint());
+      if (this.d.durability.failure !== null) throw this.d.durability.failure;
+      if (cursor.checkpointNextSeq < need) return { bytes: 0, count: 0 };
+    }
     let bytes = 0;
     layout.replaceFront(doomed.length, null);
     for (const s of doomed) {
@@ -250,7 +272,7 @@ export class Maintenance {
       const seal: SealInfo = { recordCount: out.count, firstSeq: out.firstSeq, lastSeq: out.lastSeq, endSeq };
       const sealFrame = encodeSealFrame(seal);
       fs.write(fd, sealFrame, 0, sealFrame.length, out.pos);
-      const version = nextSegmentVersion(out.scheduled);
+      const version = nextSegmentVersion(out.scheduled, out.keyed);
       const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq, version });
       fs.write(fd, header, 0, header.length, 0);
       await fs.fsync(fd);
@@ -294,6 +316,7 @@ export class Maintenance {
           if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
           else out.add(frames.win.buf, frames.at, bytes, h.seq);
           if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
+          if (rules.schedule.key !== undefined) out.keyed++;
         }
         frames.accept();
         sinceYield += bytes;
@@ -346,6 +369,8 @@ class CopyBuffer {
   lastSeq = 0;
   /** Copied records with a priority or a not-before time. */
   scheduled = 0;
+  /** Copied records with an idempotency key. */
+  keyed = 0;
 
   constructor(
     private readonly fs: FileSystem,

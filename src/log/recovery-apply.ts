@@ -15,6 +15,7 @@ import { closeQuietly, type SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { RecoveryPlan } from './recovery-plan.js';
 import { nextSegmentVersion, readFully, type SegmentWriter } from './segment-writer.js';
+import { scanKeys } from './key-scan.js';
 
 /** What recovery found and did when the store was opened. */
 export interface LogStoreRecoveryInfo {
@@ -91,7 +92,7 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
     if (activeSeg.seal !== null) {
       // Crashed between sealing and creating the next segment: start it now.
       writer.detach();
-      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq, nextSegmentVersion(scan!.scheduled));
+      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq, nextSegmentVersion(scan!.scheduled, scan!.keyed));
       layout.list.push(seg);
       writer.start(seg, fd);
     }
@@ -109,6 +110,12 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
     writer.nextSeq = plan.raiseTo;
   }
   if (durability.failure !== null) throw durability.failure;
+  // The keys: the checkpoint's, then those of the frames written after it (FORMAT §4.6), before
+  // the fresh checkpoint below writes them all.
+  const fromSeq = plan.cursor?.checkpointNextSeq ?? 1;
+  p.cursor.checkpointNextSeq = fromSeq;
+  for (const k of plan.cursor?.keys ?? []) p.cursor.keys.add(k);
+  scanKeys(fs, layout.list, fromSeq, p.opts.readAheadBytes, p.cursor.keys);
   await freshCheckpoint(p, plan);
   const created = !plan.names.some((n) => n === CURSOR_FILE || parseSegmentName(n) !== null);
   // A new store always gets a new identity, even beside an identity file (left by a creation that

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader } from './cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys } from './cursor.js';
+import type { StoredKey } from '../store.js';
 import type { DeliveryRecord } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import {
@@ -18,12 +19,14 @@ import {
   CURSOR_FILE,
   CURSOR_FORMAT_VERSION,
   CURSOR_V2_HEADER_BYTES,
+  CURSOR_V3_HEADER_BYTES,
   IDENTITY_FILE,
   RECORD_DEAD,
   RECORD_DROP,
   RECORD_MARK,
   SEGMENT_FORMAT_VERSION,
   SEGMENT_VERSION_PLAIN,
+  SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   SEAL_FRAME_BYTES,
   SEG_FLAG_COMPACTED,
@@ -59,6 +62,8 @@ export interface ActiveScan {
   readonly lastSeq: number;
   /** Records with a priority or a not-before time. */
   readonly scheduled: number;
+  /** Records with an idempotency key. */
+  readonly keyed: number;
   readonly seal: SealInfo | null;
 }
 
@@ -75,8 +80,10 @@ export interface CursorRead {
   readonly row: TailRow;
   readonly validEnd: number;
   readonly tornZero: boolean;
-  /** The checkpoint's version (1 or 2). */
+  /** The checkpoint's version (1, 2 or 3). */
   readonly version: number;
+  /** The idempotency keys of a version-3 checkpoint (none before), each of a seq below `checkpointNextSeq`. */
+  readonly keys: readonly StoredKey[];
   /** Delivery marks and dead letters of the checkpoint and the records, redrives not yet applied. */
   readonly deliveries: DeliveryState;
   /** REDRIVE moves in record order, judged once the data's next seq is known (`planRecovery`). */
@@ -393,7 +400,7 @@ function cannotRead(path: string, e: unknown, collecting: boolean): OpenError {
  * a prefix of the header, then only zeros.
  */
 function isTornSegmentCreation(bytes: Uint8Array, size: number, base: number): boolean {
-  return isTornHeader(bytes, size, base, SEGMENT_VERSION_PLAIN) || isTornHeader(bytes, size, base, SEGMENT_VERSION_SCHEDULED);
+  return isTornHeader(bytes, size, base, SEGMENT_VERSION_PLAIN) || isTornHeader(bytes, size, base, SEGMENT_VERSION_SCHEDULED) || isTornHeader(bytes, size, base, SEGMENT_VERSION_KEYED);
 }
 
 function isTornHeader(bytes: Uint8Array, size: number, base: number, version: number): boolean {
@@ -420,6 +427,7 @@ export function scanActive(fs: FileSystem, fd: number, path: string, base: numbe
     firstSeq: rules.firstSeq,
     lastSeq: rules.lastSeq,
     scheduled: rules.scheduled,
+    keyed: rules.keyed,
     seal: rules.seal,
   };
 }
@@ -427,8 +435,8 @@ export function scanActive(fs: FileSystem, fd: number, path: string, base: numbe
 /** Read the cursor file: checkpoint, then its records with the tail table. */
 export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord: number): CursorRead {
   const size = fs.size(fd);
-  const hbuf = new Uint8Array(CURSOR_V2_HEADER_BYTES);
-  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V2_HEADER_BYTES, size), 0);
+  const hbuf = new Uint8Array(CURSOR_V3_HEADER_BYTES);
+  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V3_HEADER_BYTES, size), 0);
   const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
   if ('kind' in h) {
     if (h.kind === 'unsupported') {
@@ -443,6 +451,8 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
   if ('kind' in acks) throw checkFailed(FILE_CHECKS.badCursor, path, acks.offset, acks.reason);
   const deliveries = decodeCheckpointDeliveries(body, h, acks);
   if ('kind' in deliveries) throw checkFailed(FILE_CHECKS.badCursor, path, deliveries.offset, deliveries.reason);
+  const keys = decodeCheckpointKeys(body, h);
+  if ('kind' in keys) throw checkFailed(FILE_CHECKS.badCursor, path, keys.offset, keys.reason);
   const redrives: { from: number; seq: number }[] = [];
   const onDelivery = (r: DeliveryRecord): void => {
     if (r.type === RECORD_MARK) deliveries.mark(r.below, r.marks);
@@ -468,5 +478,6 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
     version: h.version,
     deliveries,
     redrives,
+    keys,
   };
 }

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { errnoCode, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX, segmentName } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX, segmentName } from './format.js';
 import { encodeFrame, encodeScheduledItemFrame } from './frame.js';
 import { itemMetaBytes } from './item-meta.js';
 import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
@@ -27,19 +27,27 @@ export interface ActiveCounts {
   readonly records: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
-  /** Records with a priority or a not-before time. */
+  /** Records with a priority, a not-before time or a key. */
   readonly scheduled: number;
+  /** Records with an idempotency key. */
+  readonly keyed: number;
 }
 
-const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0, scheduled: 0 };
+const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0, scheduled: 0, keyed: 0 };
 
 /**
- * The version of the segment that follows one holding `scheduled` scheduled records: a store that
- * schedules items keeps writing version 2 (so it does not roll at each segment's first scheduled
- * item), and one that stopped goes back to version 1, which older releases read, after one segment.
+ * The version of the segment that follows one holding `scheduled` scheduled records and `keyed`
+ * keyed ones: a store that schedules (keys) items keeps writing version 2 (3), so it does not roll
+ * at each segment's first such item, and one that stopped goes back to the lowest version that
+ * holds what it writes, which older releases read, after one segment.
  */
-export function nextSegmentVersion(scheduled: number): number {
-  return scheduled > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
+export function nextSegmentVersion(scheduled: number, keyed = 0): number {
+  return keyed > 0 ? SEGMENT_VERSION_KEYED : scheduled > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
+}
+
+/** The segment version a batch with `withMeta` items carrying metadata, `keyed` of them with a key, needs. */
+export function batchSegmentVersion(withMeta: number, keyed: number): number {
+  return keyed > 0 ? SEGMENT_VERSION_KEYED : withMeta > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
 }
 
 export class SegmentWriter {
@@ -49,6 +57,7 @@ export class SegmentWriter {
   #firstSeq = 0;
   #lastSeq = 0;
   #scheduled = 0;
+  #keyed = 0;
   /** Size of the active segment file: the write position plus preallocated zeros. */
   #fileBytes = 0;
   /** The seq the next appended item must carry. */
@@ -85,16 +94,17 @@ export class SegmentWriter {
     this.#firstSeq = counts.firstSeq;
     this.#lastSeq = counts.lastSeq;
     this.#scheduled = counts.scheduled;
+    this.#keyed = counts.keyed;
     this.durability.resetFlushed();
   }
 
   /**
-   * The batch does not fit the active segment, which already holds records; or it holds a
-   * scheduled item (`scheduled`) and the active segment's version cannot (FORMAT §8): a header is
-   * never rewritten in place, so the store rolls to a version-2 segment.
+   * The batch does not fit the active segment, which already holds records; or it needs a segment
+   * version (`need`: 2 for a scheduled item, 3 for a keyed one) the active segment's version is
+   * below (FORMAT §8): a header is never rewritten in place, so the store rolls to a new segment.
    */
-  needsRoll(bytes: number, scheduled: boolean): boolean {
-    if (scheduled && this.layout.active.version < SEGMENT_VERSION_SCHEDULED) return true;
+  needsRoll(bytes: number, need: number): boolean {
+    if (this.layout.active.version < need) return true;
     return this.layout.active.bytes + bytes > this.opts.segmentBytes && this.#records > 0;
   }
 
@@ -111,7 +121,7 @@ export class SegmentWriter {
    * rejection: ERR_STORE_FULL (cut back durably, nothing of the batch kept) or a fail-stop.
    * `willSync` says whether the caller syncs the batch, which is when preallocation pays.
    */
-  write(items: readonly StoredItem[], bytes: number, willSync: boolean, scheduled: number): Promise<never> | null {
+  write(items: readonly StoredItem[], bytes: number, willSync: boolean, scheduled: number, keyed = 0): Promise<never> | null {
     if (this.#buf.length < bytes) this.#buf = new Uint8Array(Math.max(bytes, this.#buf.length * 2));
     const buf = this.#buf;
     let pos = 0;
@@ -121,7 +131,8 @@ export class SegmentWriter {
         pos = encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes);
       }
     } else {
-      if (this.layout.active.version < SEGMENT_VERSION_SCHEDULED) return this.durability.fail(new Error(`scheduled items written into ${this.layout.active.name}, a version-1 segment`));
+      const need = batchSegmentVersion(scheduled, keyed);
+      if (this.layout.active.version < need) return this.durability.fail(new Error(`items needing segment version ${need} written into ${this.layout.active.name}, a version-${this.layout.active.version} segment`));
       for (let i = 0; i < items.length; i++) {
         const it = items[i]!;
         const meta = itemMetaBytes(it);
@@ -146,6 +157,7 @@ export class SegmentWriter {
     if (this.#records === 0) this.#firstSeq = items[0]!.seq;
     this.#records += items.length;
     this.#scheduled += scheduled;
+    this.#keyed += keyed;
     this.#lastSeq = items[items.length - 1]!.seq;
     this.nextSeq = this.#lastSeq + 1;
     return null;
@@ -198,11 +210,11 @@ export class SegmentWriter {
 
   /**
    * Seal the active segment with `endSeq`, then create the next segment durably and make it
-   * active: version 2 when the batch waiting for it holds a scheduled item (`scheduled`) or the
-   * sealed segment held one, else version 1.
+   * active: the version the batch waiting for it needs (`need`), or the one `nextSegmentVersion`
+   * gives after the sealed segment, whichever is higher.
    */
-  async roll(endSeq: number, scheduled = false): Promise<void> {
-    const version = scheduled ? SEGMENT_VERSION_SCHEDULED : nextSegmentVersion(this.#scheduled);
+  async roll(endSeq: number, need: number = SEGMENT_VERSION_PLAIN): Promise<void> {
+    const version = Math.max(need, nextSegmentVersion(this.#scheduled, this.#keyed));
     await this.seal(endSeq);
     this.detach();
     const { seg, fd } = await this.createSegment(endSeq, version);
@@ -213,28 +225,28 @@ export class SegmentWriter {
 
   /**
    * Make the active segment take a batch that did not fit it (`needsRoll`): roll to the next
-   * segment, or, when the active segment holds no record yet and a scheduled batch needs version 2
-   * (the next segment would have the same base, hence the same name), replace it by an empty
-   * version-2 segment.
+   * segment, or, when the active segment holds no record yet and the batch needs a higher version
+   * (`need`; the next segment would have the same base, hence the same name), replace it by an
+   * empty segment of that version.
    */
-  async makeRoom(scheduled: boolean): Promise<void> {
+  async makeRoom(need: number): Promise<void> {
     const active = this.layout.active;
-    if (scheduled && this.#records === 0 && active.base === this.nextSeq && active.version < SEGMENT_VERSION_SCHEDULED) return this.#replaceEmpty();
-    return this.roll(this.nextSeq, scheduled);
+    if (this.#records === 0 && active.base === this.nextSeq && active.version < need) return this.#replaceEmpty(need);
+    return this.roll(this.nextSeq, need);
   }
 
   /**
-   * Replace the empty active segment by an empty version-2 one of the same base, atomically (a
+   * Replace the empty active segment by an empty one of `version` and the same base, atomically (a
    * header is never rewritten in place): write `<name>.tmp`, fsync it, rename it over the segment,
    * fsync the directory. A crash before the directory fsync leaves either the old segment, empty,
    * and a stray tmp file that open deletes, or (once the rename reached the disk) the new segment,
    * empty, and no tmp file; either is a valid empty active segment, since no record goes in before
    * this resolves.
    */
-  async #replaceEmpty(): Promise<void> {
+  async #replaceEmpty(version: number): Promise<void> {
     const old = this.layout.active;
     const tmp = old.path + TMP_SUFFIX;
-    const header = encodeSegmentHeader({ flags: 0, baseSeq: old.base, replacesEndSeq: 0, version: SEGMENT_VERSION_SCHEDULED });
+    const header = encodeSegmentHeader({ flags: 0, baseSeq: old.base, replacesEndSeq: 0, version });
     let fd: number;
     try {
       if (this.fs.stat(tmp) !== null) this.fs.unlink(tmp);
@@ -252,7 +264,7 @@ export class SegmentWriter {
       throw this.durability.markFailed(e);
     }
     this.detach();
-    const seg = newSegment(old.base, old.name, old.path, SEGMENT_HEADER_BYTES, null, false, SEGMENT_VERSION_SCHEDULED);
+    const seg = newSegment(old.base, old.name, old.path, SEGMENT_HEADER_BYTES, null, false, version);
     this.layout.replaceActive(seg);
     this.start(seg, fd);
   }

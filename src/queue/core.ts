@@ -7,7 +7,7 @@
 import { ByteArena } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
-import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled } from '../store.js';
+import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys } from '../store.js';
 import { type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
@@ -16,6 +16,7 @@ import { DropGuards } from './drop-guard.js';
 import { AckPipeline } from './ack-pipeline.js';
 import { ByteBudget } from './byte-budget.js';
 import { PushPipeline } from './push-pipeline.js';
+import { IdempotencyKeys, type KeyWindow } from './idempotency.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, Watch } from './monitor.js';
@@ -62,6 +63,9 @@ export class QueueCore {
 
   /** Capacity, admitted pushes, seq assignment and the batch being stored (`./push-pipeline.ts`). */
   readonly #pushes: PushPipeline;
+
+  /** Idempotency keys, over a store that keeps them (`./idempotency.ts`). */
+  readonly keys: IdempotencyKeys | undefined;
 
   /** The acks handed to the store, in batches (`./ack-pipeline.ts`). */
   readonly #acks: AckPipeline;
@@ -116,6 +120,7 @@ export class QueueCore {
     deliveries: { maxDeliveries: number; keep: boolean },
     leaseMs: number,
     time: TimeSource,
+    keyWindow: KeyWindow,
     bytes?: { capacity: number; recovered: number },
   ) {
     this.leaseMs = leaseMs;
@@ -166,6 +171,7 @@ export class QueueCore {
       now: () => this.time.wallNow(),
     }, { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn });
     this.#storedCount = count;
+    this.keys = keepsKeys(store) ? new IdempotencyKeys(store, keyWindow, () => time.wallNow()) : undefined;
     this.#maxDeliveries = deliveries.maxDeliveries;
     this.ledger = deliveries.keep
       ? new DeliveryLedger(store, recovery, {
@@ -277,6 +283,31 @@ export class QueueCore {
 
   push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
     return this.#pushes.push(payloads, single, signal, from, priority, notBefore);
+  }
+
+  /** Push one payload under an idempotency key (see `./idempotency.ts`). */
+  pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, priority: number, notBefore: number): Promise<number> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    if (this.keys === undefined) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
+    }
+    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, [key], keyedAt) as Promise<number>);
+  }
+
+  /** Push a batch under idempotency keys, one per payload (see `./idempotency.ts`). */
+  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, priority: number, notBefore: number): Promise<number[]> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    if (this.keys === undefined) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
+    }
+    return this.keys.pushMany(
+      keys,
+      signal,
+      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt) as Promise<number[]>,
+      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt) as Promise<number>,
+    );
   }
 
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */

@@ -16,6 +16,9 @@ export interface PendingPush {
   /** The items' priority and not-before time (ms since the epoch, 0: none). */
   priority: number;
   notBefore: number;
+  /** Set for a push with idempotency keys: one per payload, with when they were stored. */
+  keys?: readonly string[];
+  keyedAt?: number;
   resolve: (seqs: number | number[]) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -73,6 +76,14 @@ export interface Entry extends StoredItem {
 
 export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0): Entry {
   return { seq, bytes, priority, notBefore, deliveries: 0, token: 0, inFlight: false, lease: undefined, holder: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+}
+
+/** The entry of an item pushed with an idempotency key: a plain entry with the two fields added. */
+export function keyedEntry(seq: number, bytes: Uint8Array, priority: number, notBefore: number, key: string, keyedAt: number): Entry {
+  const entry = newEntry(seq, bytes, priority, notBefore) as Entry & { key: string; keyedAt: number };
+  entry.key = key;
+  entry.keyedAt = keyedAt;
+  return entry;
 }
 
 /** The entry of an item read from the store, its priority and not-before time included. */

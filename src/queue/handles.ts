@@ -1,7 +1,8 @@
 // The handles users hold: Producer, Consumer and Reserved, thin layers over QueueCore.
 import { AsyncSchemaError, type Codec, encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
-import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { isValidKey } from '../key-records.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder, type PushPayload, toBytes, closedError, abortReason } from './entry.js';
@@ -51,24 +52,33 @@ export class Producer<T = Uint8Array> {
     } catch (error) {
       return Promise.reject(error);
     }
+    if (o.keys !== undefined) return Promise.reject(new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', o.keys)));
+    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core));
     return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number>;
   }
 
   /**
    * Store a batch behind one durability wait; resolves with the seqs in order. The batch is
-   * admitted whole: it waits until all of it fits under the capacity.
+   * admitted whole: it waits until all of it fits under the capacity. With `keys` (one per
+   * payload, not `key`), each payload is pushed as `push` with its key would be: a remembered key
+   * gives its seq and stores nothing, a key twice in the batch gives its first payload's seq, and
+   * the rest are stored as one batch. See README, "Idempotency keys".
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
     let list: Uint8Array[];
     let o: PushSettings;
     try {
       o = pushSettings(options);
+      if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
         throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
       }
       list = [];
       let i = 0;
       for (const p of payloads) list.push(this.#bytesOf(`payloads[${i++}]`, p));
+      if (o.keys !== undefined && o.keys.length !== list.length) {
+        throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, o.keys));
+      }
     } catch (error) {
       return Promise.reject(error);
     }
@@ -79,8 +89,10 @@ export class Producer<T = Uint8Array> {
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
       const time = notBeforeOf(o, this.#core);
       if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
+      if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined, 0, 0);
       return Promise.resolve([]);
     }
+    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core));
     return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number[]>;
   }
 
@@ -114,13 +126,17 @@ interface PushSettings {
   /** A delay to read off the queue's clock at the call (0: none), or else a not-before time (0: none). */
   delayMs: number;
   at: number;
+  /** The idempotency key, or undefined. */
+  key: string | undefined;
+  /** `pushMany`'s idempotency keys, one per payload, or undefined. */
+  keys: string[] | undefined;
 }
 
 /** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
 const MAX_DELAY_MS = 1e15;
 
 /** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0 });
+const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined, keys: undefined });
 
 /** The not-before time a push asks for, in ms since the epoch (0: none). */
 function notBeforeOf(o: PushSettings, core: QueueCore): number {
@@ -131,7 +147,7 @@ function notBeforeOf(o: PushSettings, core: QueueCore): number {
 function pushSettings(options: PushOptions | undefined): PushSettings {
   if (options === undefined) return PLAIN_PUSH;
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
   const signal = optionalSignal('options.signal', o.signal);
   let priority = 0;
   if (o.priority !== undefined) {
@@ -155,7 +171,21 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
     if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
     if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
   }
-  return { signal, priority, delayMs: ms, at };
+  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
+  let keys: string[] | undefined;
+  if (o.keys !== undefined) {
+    if (!Array.isArray(o.keys)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', o.keys));
+    keys = (o.keys as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
+  }
+  return { signal, priority, delayMs: ms, at, key, keys };
+}
+
+/** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
+function keyOption(name: string, value: unknown): string {
+  const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
+  if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
+  if (!isValidKey(value)) throw new RangeError(expectation(name, what, value));
+  return value;
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. */

@@ -5,7 +5,7 @@
 import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, newEntry } from './entry.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry } from './entry.js';
 import { FlushScheduler } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -120,7 +120,7 @@ export class PushPipeline {
     this.rejectWaiting(failure);
   }
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, keys?: readonly string[], keyedAt = 0): Promise<number | number[]> {
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -152,6 +152,10 @@ export class PushPipeline {
     return new Promise<number | number[]>((resolve, reject) => {
       const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
       if (from !== undefined) pending.from = from;
+      if (keys !== undefined) {
+        pending.keys = keys;
+        pending.keyedAt = keyedAt;
+      }
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(pending)) {
         this.#admit(pending);
       } else {
@@ -245,7 +249,9 @@ export class PushPipeline {
       detachAbort(pending);
       const { priority, notBefore } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
-      for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
+      const keys = pending.keys;
+      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items.push(keyedEntry(seq++, pending.payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!));
+      else for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
     }
     this.#appendScheduled = scheduled;
     this.#nextSeq = seq;

@@ -60,6 +60,20 @@ export interface PushOptions {
   delayMs?: number;
   /** Not handed out before this time: a Date, or ms since the Unix epoch. Not together with `delayMs`. */
   notBefore?: Date | number;
+  /**
+   * An idempotency key: a string of 1 to 255 UTF-8 bytes. When the queue remembers the key (it
+   * was pushed less than `Builder.idempotency`'s window ago, acked or not, across restarts and
+   * crashes), the push stores nothing and resolves with the seq the key has; the first push's
+   * payload, priority and time stand. Needs a store with `features.idempotency`. `push` only. See
+   * README, "Idempotency keys".
+   */
+  key?: string;
+  /**
+   * `pushMany` only: an idempotency key per payload, as `key` is for `push`. A remembered key gives
+   * its seq and stores nothing; a key that appears twice in the batch gives the seq of its first
+   * payload; the other payloads are stored as one batch.
+   */
+  keys?: readonly string[];
 }
 
 export interface ReserveOptions {

@@ -6,7 +6,8 @@
  * transaction that stores its first record, so that they appear together or not at all.
  */
 import { scheduleFault, storedItem } from '../schedule-records.js';
-import type { StoredItem } from '../store.js';
+import type { StoredItem, StoredKey } from '../store.js';
+import { keyFault } from '../key-records.js';
 import type { Row, SqlDatabase, SqlStatement } from './driver.js';
 
 /** Tables `items` and `meta` (keys `format` and `nextSeq`). */
@@ -15,8 +16,10 @@ export const PLAIN_FORMAT_VERSION = 1;
 export const DELIVERY_FORMAT_VERSION = 2;
 /** Adds table `schedule`: the priority and not-before time of scheduled items. */
 export const SCHEDULE_FORMAT_VERSION = 3;
+/** Adds table `keys`: the idempotency key of each item pushed with one, kept after its ack. */
+export const KEYS_FORMAT_VERSION = 4;
 /** The newest format this code reads and writes. */
-export const NEWEST_FORMAT_VERSION = SCHEDULE_FORMAT_VERSION;
+export const NEWEST_FORMAT_VERSION = KEYS_FORMAT_VERSION;
 
 /** The tables of a new store (format 1), and its `meta` rows. */
 export const PLAIN_SCHEMA =
@@ -50,10 +53,22 @@ export const SCHEDULE_SCHEMA =
   'CREATE TABLE schedule (seq INTEGER PRIMARY KEY, priority INTEGER NOT NULL, not_before INTEGER NOT NULL);' +
   `UPDATE meta SET value = ${SCHEDULE_FORMAT_VERSION} WHERE key = 'format';`;
 
+/**
+ * What format 4 adds to a format-3 database: one row per idempotency key the store holds, keyed by
+ * the seq of the item pushed with it. Inserted in the transaction that inserts the item; unlike a
+ * schedule row, left in place by the item's ack or move to `dead` (a retried push must still find
+ * the key), and deleted once older than the bound the queue gives `keepKeysFrom`. A table of its
+ * own for the reasons `schedule` is one: created empty at once, never touched by plain items.
+ */
+export const KEYS_SCHEMA =
+  'CREATE TABLE keys (seq INTEGER PRIMARY KEY, key TEXT NOT NULL, keyed_at INTEGER NOT NULL);' +
+  `UPDATE meta SET value = ${KEYS_FORMAT_VERSION} WHERE key = 'format';`;
+
 /** The tables a store of each format above 1 must have beside `items` and `meta`. */
 const TABLES_OF_FORMAT: ReadonlyMap<number, readonly string[]> = new Map([
   [DELIVERY_FORMAT_VERSION, ['marks', 'dead']],
   [SCHEDULE_FORMAT_VERSION, ['marks', 'dead', 'schedule']],
+  [KEYS_FORMAT_VERSION, ['marks', 'dead', 'schedule', 'keys']],
 ]);
 
 /** A table that a database at `format` lacks, or undefined when it has them all. */
@@ -150,4 +165,35 @@ export function prepareSchedule(db: SqlDatabase): ScheduleStatements {
 export function scheduledSeqs(db: SqlDatabase): number[] {
   const rows = db.prepare('SELECT seq FROM schedule ORDER BY seq').all() as { seq: number | bigint }[];
   return rows.map((row) => Number(row.seq));
+}
+
+/** Statements over the format-4 table; prepared once it exists. */
+export interface KeyStatements {
+  put: SqlStatement;
+  delete: SqlStatement;
+}
+
+export function prepareKeys(db: SqlDatabase): KeyStatements {
+  return {
+    put: db.prepare('INSERT INTO keys (seq, key, keyed_at) VALUES (?, ?, ?)'),
+    delete: db.prepare('DELETE FROM keys WHERE seq = ?'),
+  };
+}
+
+/**
+ * Every row of a format-4 database's `keys` table, in seq order, or what makes one impossible
+ * (FORMAT.md §10.5): a key that is not TEXT of 1 to 255 UTF-8 bytes, or a time that is not a
+ * non-negative safe integer, is a value no append could have written.
+ */
+export function storedKeys(db: SqlDatabase): StoredKey[] | string {
+  const rows = db.prepare('SELECT seq, key, keyed_at FROM keys ORDER BY seq').all() as Row[];
+  const keys: StoredKey[] = [];
+  for (const row of rows) {
+    const seq = storedInteger(row.seq);
+    const keyedAt = storedInteger(row.keyed_at);
+    const fault = keyFault({ seq, bytes: new Uint8Array(0), key: row.key as string, keyedAt });
+    if (fault !== undefined) return `the keys row of seq ${shown(row.seq)} is (${shown(row.key)}, ${shown(row.keyed_at)}): ${fault}`;
+    keys.push({ key: row.key as string, seq, keyedAt });
+  }
+  return keys;
 }

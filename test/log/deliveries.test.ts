@@ -220,7 +220,7 @@ describe('versions', () => {
     await store.close();
   });
 
-  test('aVersion3CursorIsRefusedAndNothingChanges', async () => {
+  test('aVersion4CursorIsRefusedAndNothingChanges', async () => {
     const dir = freshDir();
     const { store, nextSeq: s } = await openStore(dir);
     await store.append(items(s, ['a']), true);
@@ -228,11 +228,11 @@ describe('versions', () => {
     await store.close();
     const path = join(dir, CURSOR_FILE);
     const b = nodeFs.readFileSync(path);
-    // Version 3 with the CRC left as it is: the version is checked before the CRC.
-    writeU16(b, CUR_OFF_VERSION, 3);
+    // Version 4 with the CRC left as it is: the version is checked before the CRC.
+    writeU16(b, CUR_OFF_VERSION, 4);
     nodeFs.writeFileSync(path, b);
     const e = await expectOpenError(dir, 'ERR_UNSUPPORTED_VERSION');
-    expect(e.message).toMatch(/version 3/);
+    expect(e.message).toMatch(/version 4/);
     await expect(LogStore.open(dir, { readOnly: true })).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_VERSION' });
   });
 });

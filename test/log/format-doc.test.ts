@@ -8,7 +8,7 @@ import { SegmentFrames } from '../../src/log/frame-rules.js';
 import { LogStore } from '../../src/log-store.js';
 import { describe, expect, test } from 'vitest';
 import { crc32c32 } from '../../src/log/crc.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
 import { decodeDeliveryRecord, markPayloads } from '../../src/log/delivery-format.js';
 import { DeliveryState } from '../../src/log/delivery-state.js';
 import {
@@ -20,6 +20,7 @@ import {
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
   SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from '../../src/log/format.js';
@@ -138,7 +139,7 @@ describe('FORMAT.md examples', () => {
   test('exampleCursorDecodes', () => {
     const b = hexExample('### Example cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0 });
+    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0 });
     const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
     const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
@@ -171,7 +172,7 @@ describe('FORMAT.md examples', () => {
   test('exampleVersion2CursorDecodes', () => {
     const b = hexExample('### Example version-2 cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1 });
+    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0 });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
@@ -195,5 +196,57 @@ describe('FORMAT.md examples', () => {
     const frame = new Uint8Array(FRAME_HEADER_BYTES + p!.payload.length);
     encodeFrame(frame, 0, 1, p!.type, p!.payload);
     expect(Buffer.from(b).equals(Buffer.concat([encodeCheckpoint(acks.clone(), 3, 0, d), frame]))).toBe(true);
+  });
+  test('exampleVersion3SegmentDecodesWithItsKey', () => {
+    const b = hexExample('### Example version-3 segment');
+    expect(b.length).toBe(93);
+    expect(decodeSegmentHeader(b, b.length)).toEqual({ version: SEGMENT_VERSION_KEYED, flags: 0, baseSeq: 1, replacesEndSeq: 0 });
+    const rules = new SegmentFrames(1, false, SEGMENT_VERSION_KEYED);
+    const reader = new FrameReader(new FileWindow(bufferFs(b), 0, b.length, 4096), SEGMENT_HEADER_BYTES, rules);
+    const got: [number, string, string | undefined, number][] = [];
+    while (reader.next() === 'record') {
+      const h = reader.h;
+      const p = payloadOffset(reader.at, h);
+      got.push([h.seq, new TextDecoder().decode(reader.win.buf.subarray(p, p + h.length)), rules.schedule.key, rules.schedule.keyedAt]);
+      reader.accept();
+    }
+    expect(reader.row.verdict).toBe('end');
+    expect(got).toEqual([
+      [1, 'hi', 'ord-1', 1700000000000],
+      [2, 'ok', undefined, 0],
+    ]);
+  });
+
+  test('exampleVersion3SegmentIsWhatTheWriterWrites', async () => {
+    const b = hexExample('### Example version-3 segment');
+    const dir = mkdtempSync(join(tmpdir(), 'pq-format-'));
+    try {
+      const store = await LogStore.open(join(dir, 'q'), { preallocate: false });
+      await store.open();
+      await store.append([{ seq: 1, bytes: new TextEncoder().encode('hi'), key: 'ord-1', keyedAt: 1700000000000 }], true);
+      await store.append([{ seq: 2, bytes: new TextEncoder().encode('ok') }], true);
+      await store.close();
+      expect(Buffer.from(readFileSync(join(dir, 'q', 'seg-00000000000000000001.log'))).equals(Buffer.from(b))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('exampleVersion3CursorDecodesAndIsWhatTheWriterWrites', () => {
+    const b = hexExample('### Example version-3 cursor');
+    expect(b.length).toBe(120);
+    const h = decodeCheckpointHeader(b, b.length);
+    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40 });
+    const ck = h as Exclude<typeof h, { kind: string }>;
+    const acks = decodeCheckpointBody(b, ck) as AckSet;
+    expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
+    const state = decodeCheckpointDeliveries(b, ck, acks) as DeliveryState;
+    expect([state.deliveredBelow, state.marks.size, state.dead.length]).toEqual([1, 0, 0]);
+    const keys = [
+      { key: 'ord-1', seq: 1, keyedAt: 1700000000000 },
+      { key: 'b', seq: 2, keyedAt: 1700000000005 },
+    ];
+    expect(decodeCheckpointKeys(b, ck)).toEqual(keys);
+    expect(Buffer.from(b).equals(encodeCheckpoint(acks.clone(), 3, 0, new DeliveryState(), keys))).toBe(true);
   });
 });

@@ -240,14 +240,14 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       await store.close();
     }));
 
-  test(`${b.name}: a format-3 store is refused with ERR_UNSUPPORTED_VERSION at format 4 and left unchanged`, () =>
+  test(`${b.name}: a format-3 store is refused with ERR_UNSUPPORTED_VERSION at format 5 (format 4 holds keys) and left unchanged`, () =>
     withStore(async (path) => {
       const store = await b.open(path);
       await store.open();
       await store.append([{ seq: 1, bytes: bytes('a'), priority: 1 }], true);
       await store.close();
       expect(await b.format(path)).toBe(3);
-      await b.setFormat(path, 4);
+      await b.setFormat(path, 5);
       const before = await b.snapshot(path);
       await expect(b.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED_VERSION'));
       expect(await b.snapshot(path)).toEqual(before);
