@@ -29,6 +29,7 @@ let nc: NatsConnection;
 let own: NatsNode | undefined;
 const streams: string[] = [];
 let next = 0;
+const pauseMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const uniqueStream = (): string => `PQT_${process.pid}_${++next}`;
 
 beforeAll(async () => {
@@ -210,6 +211,65 @@ maybe('JetStream: an aborted reserve rejects with the reason, and the item it mi
     const item = (await rx.reserve())!;
     expect(item.seq).toBe(seq);
     await item.ack();
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a stopped process() leaves no pull open, and an item pushed after it is not handed out and dead-lettered unseen', async () => {
+  const stream = uniqueStream();
+  const { tx, rx } = await openQueue({ maxDeliveries: 5 }, stream);
+  const jsm = await jetstreamManager(nc);
+  try {
+    const stop = new AbortController();
+    const seen: number[] = [];
+    const running = rx.process(async (item: { deliveries: number }) => void seen.push(item.deliveries), { concurrency: 64, signal: stop.signal });
+    // Every worker waits with a pull of its own on the server before the stop.
+    for (let i = 0; i < 200 && (await jsm.consumers.info(stream, 'pq')).num_waiting < 64; i++) await pauseMs(10);
+    expect((await jsm.consumers.info(stream, 'pq')).num_waiting).toBe(64);
+    stop.abort();
+    await running;
+    await tx.push('after');
+    // The item stays in the stream for the next reserve: no open pull takes it, bounces it and
+    // counts its deliveries up to the dead letters.
+    let state = await jsm.consumers.info(stream, 'pq');
+    for (let i = 0; i < 200 && ((await rx.deadLetters.list()).length) === 0 && !(state.num_waiting === 0 && state.num_pending === 1); i++) {
+      await pauseMs(10);
+      state = await jsm.consumers.info(stream, 'pq');
+    }
+    expect((await rx.deadLetters.list()).length).toBe(0);
+    expect([state.num_waiting, state.num_pending, state.num_ack_pending]).toEqual([0, 1, 0]);
+    const item = (await rx.reserve())!;
+    expect([new TextDecoder().decode(item.bytes), item.deliveries]).toEqual(['after', 1]);
+    await item.ack();
+    expect(seen).toEqual([]);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a message a cancelled pull still brings is held for the next reserve, its delivery counted once', async () => {
+  const stream = uniqueStream();
+  const { tx, rx } = await openQueue({ maxDeliveries: 1 }, stream);
+  const jsm = await jetstreamManager(nc);
+  try {
+    // Pushed first, so that the pull brings it at once; the abort comes before it arrives.
+    const seq = await tx.push('x');
+    const controller = new AbortController();
+    const waiting = rx.reserve({ signal: controller.signal });
+    controller.abort(new Error('stop waiting'));
+    await expect(waiting).rejects.toThrow('stop waiting');
+    // Wait until no pull is open and the message is either held here (delivered, unacked) or
+    // still in the stream, undelivered.
+    let state = await jsm.consumers.info(stream, 'pq');
+    for (let i = 0; i < 200 && !(state.num_waiting === 0 && state.num_ack_pending + state.num_pending === 1); i++) {
+      await pauseMs(10);
+      state = await jsm.consumers.info(stream, 'pq');
+    }
+    const item = await rx.tryReserve();
+    expect((await rx.deadLetters.list()).length).toBe(0);
+    expect([item?.seq, item?.deliveries]).toEqual([seq, 1]);
+    await item!.ack();
   } finally {
     await tx.close();
   }
