@@ -14,6 +14,7 @@ import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-i
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
+import { deadLetterId } from '../src/jetstream/core.js';
 import { JetStreamBuilder } from '../src/jetstream/index.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
@@ -69,7 +70,8 @@ async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Pr
     const hdrs = headers();
     hdrs.set('Pq-Seq', String(item.seq));
     hdrs.set('Pq-Reason', 'first%20try');
-    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: `${stream}:${item.seq}` });
+    const created = (await (await jetstreamManager(nc)).streams.info(stream)).created;
+    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: deadLetterId(stream, created, item.seq) });
   };
   return { tx: tx as never, rx: rx as never, clock, interruptedMove };
 }
@@ -273,6 +275,65 @@ maybe('JetStream: a message a cancelled pull still brings is held for the next r
   } finally {
     await tx.close();
   }
+});
+
+maybe('JetStream: a queue stream deleted and made again keeps the dead letters of items whose seqs repeat', async () => {
+  const stream = uniqueStream();
+  const jsm = await jetstreamManager(nc);
+  const first = await openQueue({}, stream);
+  const seq = await first.tx.push('old');
+  await (await first.rx.reserve())!.deadLetter('first stream');
+  await first.tx.close();
+  // The dead-letter stream stays; the new queue stream counts its seqs from 1 again.
+  await jsm.streams.delete(stream);
+  const again = await openQueue({}, stream);
+  try {
+    expect(await again.tx.push('new')).toBe(seq);
+    await (await again.rx.reserve())!.deadLetter('second stream');
+    const letters = await again.rx.deadLetters.list();
+    expect(letters.map((l) => [l.seq, new TextDecoder().decode(l.bytes), l.reason])).toEqual([
+      [seq, 'old', 'first stream'],
+      [seq, 'new', 'second stream'],
+    ]);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(0);
+  } finally {
+    await again.tx.close();
+  }
+});
+
+maybe('JetStream: a move the server drops as a duplicate of a letter it no longer holds leaves the item in the queue', async () => {
+  const stream = uniqueStream();
+  const jsm = await jetstreamManager(nc);
+  const { tx, rx, interruptedMove } = await openQueue({}, stream);
+  try {
+    await tx.push('poison');
+    const item = (await rx.reserve())!;
+    // A first move published the letter, which was then purged before the item was acked.
+    await interruptedMove!(item);
+    await jsm.streams.purge(`${stream}_DEAD`);
+    await expect(item.deadLetter('second try')).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    expect((await jsm.streams.info(`${stream}_DEAD`)).state.messages).toBe(0);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: the dead-letter stream created keeps message ids for twice the ack wait, and one that keeps them shorter than the ack wait is refused', async () => {
+  const jsm = await jetstreamManager(nc);
+  const created = uniqueStream();
+  streams.push(created, `${created}_DEAD`);
+  const [tx] = await new JetStreamBuilder(nc, { stream: created }).leaseMs(300_000).open();
+  await tx.close();
+  expect((await jsm.streams.info(`${created}_DEAD`)).config.duplicate_window).toBe(600_000 * 1e6);
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  const error = await new JetStreamBuilder(nc, { stream }).leaseMs(300_000).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+  expect((error as Error).message).toMatch(/duplicate_window 120000 ms/);
+  // Refused before anything was made.
+  await expect(jsm.streams.info(stream)).rejects.toThrow();
 });
 
 maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FAILED', async () => {
