@@ -10,12 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, type ConsumerInfo, DeliverPolicy, DiscardPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
 import { deadLetterId } from '../src/jetstream/core.js';
 import { JetStreamBuilder } from '../src/jetstream/index.js';
+import { consumerRefusal } from '../src/jetstream/setup.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
 import { type Lines, distUrl, runModule } from './support/child-process.js';
@@ -334,6 +335,63 @@ maybe('JetStream: the dead-letter stream created keeps message ids for twice the
   expect((error as Error).message).toMatch(/duplicate_window 120000 ms/);
   // Refused before anything was made.
   await expect(jsm.streams.info(stream)).rejects.toThrow();
+});
+
+maybe('JetStream: open refuses a work-queue stream that would delete unsettled items, naming the setting, and makes nothing', async () => {
+  const jsm = await jetstreamManager(nc);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ max_age: 60_000 * 1e6 }, /max_age 60000 ms/],
+    [{ max_msgs: 10 }, /max_msgs 10 with discard old/],
+    [{ max_bytes: 1 << 20 }, /max_bytes 1048576 with discard old/],
+    [{ max_msgs_per_subject: 10 }, /max_msgs_per_subject 10 with discard old/],
+  ];
+  for (const [limits, named] of cases) {
+    const stream = uniqueStream();
+    streams.push(stream, `${stream}_DEAD`);
+    await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue, ...limits });
+    const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(limits)).toBe(true);
+    expect((error as Error).message).toMatch(named);
+    await expect(jsm.streams.info(`${stream}_DEAD`)).rejects.toThrow();
+    expect((await jsm.consumers.list(stream).next()).length).toBe(0);
+  }
+  // The same limits with discard new refuse pushes at the limit instead: that stream will do.
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue, discard: DiscardPolicy.New, max_msgs: 10, max_bytes: 1 << 20 });
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
+  await tx.push('x');
+  await (await rx.reserve())!.ack();
+  await tx.close();
+});
+
+maybe('JetStream: open refuses a consumer with a delivery limit or a start other than the first item, naming the setting', async () => {
+  const jsm = await jetstreamManager(nc);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ max_deliver: 5 }, /max_deliver 5/],
+    [{ max_deliver: 1 }, /max_deliver 1/],
+  ];
+  for (const [config, named] of cases) {
+    const stream = uniqueStream();
+    streams.push(stream, `${stream}_DEAD`);
+    await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
+    await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, filter_subject: `pq.${stream}`, ...config });
+    const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(config)).toBe(true);
+    expect((error as Error).message).toMatch(named);
+    // Nothing was made: no dead-letter stream, the consumer as it was.
+    await expect(jsm.streams.info(`${stream}_DEAD`)).rejects.toThrow();
+    const info = await jsm.consumers.info(stream, 'pq');
+    expect(info.config.max_deliver).toBe(config.max_deliver);
+  }
+  // The server refuses any start but the first item on a work-queue stream today; the queue
+  // checks it all the same, for a server that would not.
+  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead' };
+  const consumer = (deliver_policy: DeliverPolicy) => ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
+  expect(consumerRefusal(consumer(DeliverPolicy.All), names)).toBeUndefined();
+  expect(consumerRefusal(consumer(DeliverPolicy.New), names)).toMatch(/deliver_policy new/);
+  expect(consumerRefusal(consumer(DeliverPolicy.Last), names)).toMatch(/deliver_policy last/);
+  expect(consumerRefusal(consumer(DeliverPolicy.StartSequence), names)).toMatch(/deliver_policy by_start_sequence/);
 });
 
 maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FAILED', async () => {

@@ -3,7 +3,7 @@
 // what is moved into it until it is purged or redriven (limits retention, no limits set). Every
 // existing one is looked up and checked before anything is created, so that a refused open
 // leaves the server as it found it.
-import { AckPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager, RetentionPolicy, StorageType, type ConsumerInfo, type StreamInfo } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager, RetentionPolicy, StorageType, type ConsumerInfo, type StreamInfo } from '@nats-io/jetstream';
 import { OpenError, QueueError } from '../errors.js';
 
 /** Where a queue lives on the server. @internal */
@@ -68,25 +68,44 @@ async function consumerInfo(jsm: JetStreamManager, stream: string, name: string)
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 const NS_PER_MS = 1e6;
 
-/** Why a stream cannot hold the queue's items, or undefined. */
+/** A limit that is set: the server reports an unset one as -1 (counts, sizes) or 0 (ages). */
+const isSet = (limit: number | undefined): boolean => limit !== undefined && limit > 0;
+
+/**
+ * Why a work-queue stream cannot hold the queue's items, or undefined. Retention is not enough:
+ * a stream also deletes messages by age, and, when a limit is reached with discard `old`, its
+ * oldest messages, acked or not; the queue would lose items nobody settled.
+ */
 function queueStreamRefusal(info: StreamInfo, names: Names): string | undefined {
   const c = info.config;
   if (c.retention !== RetentionPolicy.Workqueue) return `has ${c.retention} retention; a queue needs a work-queue stream, where an ack removes the item`;
   // A push to a subject the stream does not take would be stored nowhere.
   if (!takes(c.subjects, names.subject)) return `does not take subject ${names.subject} (it takes ${(c.subjects ?? []).join(', ')}): give the queue its subject`;
+  if (isSet(c.max_age)) return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms: the server would delete items older than that, acked or not`;
+  if (c.discard !== DiscardPolicy.New) {
+    for (const key of ['max_msgs', 'max_bytes', 'max_msgs_per_subject'] as const) {
+      if (isSet(c[key])) return `has ${key} ${c[key]} with discard ${c.discard}: at the limit the server would delete the oldest items, acked or not (discard new refuses pushes instead)`;
+    }
+  }
   return undefined;
 }
 
 /**
  * Why a consumer cannot deliver the queue's items, or undefined: an ack that does not remove the
- * item, a push consumer, a filter that leaves the queue's subject out.
+ * item, a push consumer, a filter that leaves the queue's subject out, a server delivery limit
+ * (an item past it stays in the work-queue stream for good, never delivered, never
+ * dead-lettered), or a start other than the first item (the older items would never be
+ * delivered; the server refuses that on a work-queue stream today, the check stays for one that
+ * would not). @internal
  */
-function consumerRefusal(info: ConsumerInfo, names: Names): string | undefined {
+export function consumerRefusal(info: ConsumerInfo, names: Names): string | undefined {
   const c = info.config;
   if (c.ack_policy !== AckPolicy.Explicit) return `has ack policy ${c.ack_policy}; a queue needs explicit acks`;
   const filter = c.filter_subject;
   if (filter !== undefined && filter !== '' && !subjectMatches(filter, names.subject)) return `filters on ${filter}, which does not take the queue's subject ${names.subject}`;
   if (c.deliver_subject !== undefined && c.deliver_subject !== '') return 'is a push consumer; a queue needs a pull consumer';
+  if (isSet(c.max_deliver)) return `has max_deliver ${c.max_deliver}: an item delivered that often would stay in the stream, never delivered again; the queue's maxDeliveries moves it into the dead letters instead`;
+  if (c.deliver_policy !== undefined && c.deliver_policy !== DeliverPolicy.All) return `has deliver_policy ${c.deliver_policy}: the items stored before its start would never be delivered; a queue needs deliver_policy all`;
   return undefined;
 }
 
@@ -126,7 +145,8 @@ export interface SetUp {
  * Find or create the queue stream, its dead-letter stream and the durable consumer. An existing
  * one that cannot keep the queue's promises is refused with `ERR_UNSUPPORTED` naming the setting
  * (see `queueStreamRefusal`, `consumerRefusal`, `deadStreamRefusal`): over it, an ack would not
- * remove the item, a push would be stored nowhere, or a dead letter stored twice. Nothing is created unless every existing one passes.
+ * remove the item, a push would be stored nowhere, an item would be deleted unsettled or never
+ * delivered, or a dead letter stored twice. Nothing is created unless every existing one passes.
  * @internal
  */
 export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<SetUp> {
@@ -174,6 +194,7 @@ export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<Se
       // Redeliveries are counted by the server and limited by the queue (maxDeliveries), which
       // moves an item into the dead letters itself: a server limit would strand it in the stream.
       max_deliver: -1,
+      deliver_policy: DeliverPolicy.All,
       max_ack_pending: s.maxAckPending,
       filter_subject: names.subject,
     });
