@@ -415,6 +415,39 @@ maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FA
   await again.close();
 });
 
+maybe('JetStream: a connection closed under the queue rejects waiting reserves and process() with ERR_STORE_FAILED', async () => {
+  const own = await connect({ servers: nc.getServer() });
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const [tx, rx] = await new JetStreamBuilder(own, { stream }).leaseMs(1000).open();
+  const failed = (e: unknown) => isQueueError(e, 'ERR_STORE_FAILED');
+  try {
+    await tx.push('x');
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => (finish = resolve));
+    // One worker runs a handler across the close, the other waits for an item.
+    const processing = rx.process(
+      async () => {
+        started();
+        await gate;
+      },
+      { concurrency: 2 },
+    );
+    await running;
+    const fork = rx.fork();
+    const waiting = [fork.reserve(), fork.reserveMany(2), fork[Symbol.asyncIterator]().next()];
+    await own.close();
+    for (const wait of waiting) await expect(wait).rejects.toSatisfy(failed);
+    finish();
+    await expect(processing).rejects.toSatisfy(failed);
+  } finally {
+    await tx.close();
+    if (!own.isClosed()) await own.close();
+  }
+});
+
 /** A consumer process: opens the queue bound to `stream`, prints `ready`, then a line per item its handler gets. */
 function consumerSource(): string {
   const require = createRequire(import.meta.url);

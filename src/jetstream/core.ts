@@ -86,7 +86,8 @@ interface History {
 
 /** Something to close with the queue (a consumer). @internal */
 export interface Closable {
-  closeNow(): Promise<void>;
+  /** With `failure`, the queue failed: waiting reserves reject with it instead of resolving null. */
+  closeNow(failure?: QueueError): Promise<void>;
 }
 
 /** @internal */
@@ -205,17 +206,26 @@ export class JetStreamCore {
 
   /** Close every consumer (their items go back), wait for the operations under way. Idempotent. */
   close(): Promise<void> {
+    return this.#shutDown(undefined);
+  }
+
+  #shutDown(failure: QueueError | undefined): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      await Promise.all([...this.consumers].map((c) => c.closeNow()));
+      await Promise.all([...this.consumers].map((c) => c.closeNow(failure)));
       await Promise.allSettled([...this.#pending]);
     })();
     return this.#closing;
   }
 
+  /**
+   * The connection is gone: every waiting and later call rejects with `error`, as the embedded
+   * queue's do when it fails. A reserve resolving null, or process() resolving, would tell a
+   * supervised worker it was asked to stop, and it would exit instead of being restarted.
+   */
   #fail(error: QueueError): void {
     if (this.#closed) return;
     this.#failure = error;
-    void this.close();
+    void this.#shutDown(error);
   }
 }

@@ -312,7 +312,7 @@ export class JetStreamConsumer<T = Uint8Array> {
     });
   }
 
-  /** Wait for the next item; resolves `null` once the queue is closed. */
+  /** Wait for the next item; resolves `null` once the queue is closed, rejects with `ERR_STORE_FAILED` once the connection closed under it. */
   reserve(options?: ReserveOptions): Promise<JetStreamReserved<T> | null> {
     let signal: AbortSignal | undefined;
     let leaseMs: number;
@@ -455,7 +455,9 @@ export class JetStreamConsumer<T = Uint8Array> {
    * Run `handler` on each item, up to `concurrency` at once: ack when it resolves; when it throws
    * (or runs past `timeoutMs`), report to `onError` and nak the item with the delay of the retry
    * policy, or move it into the dead letters once it had its `maxDeliveries`. Resolves once
-   * `signal` aborts and the running handlers have settled, or once the queue is closed.
+   * `signal` aborts and the running handlers have settled, or once the queue is closed; rejects
+   * with `ERR_STORE_FAILED` once the running handlers have settled if the connection closed under
+   * the queue.
    */
   process(handler: JetStreamProcessHandler<T>, options?: JetStreamProcessOptions): Promise<void> {
     let settings;
@@ -472,8 +474,8 @@ export class JetStreamConsumer<T = Uint8Array> {
     return queueStats(this.#core, this as JetStreamConsumer<unknown>);
   }
 
-  /** Close this consumer's pulls, return what it holds. @internal */
-  async closeNow(): Promise<void> {
+  /** Close this consumer's pulls, return what it holds; waiting reserves reject with `failure` if given, else resolve null. @internal */
+  async closeNow(failure?: QueueError): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#core.consumers.delete(this);
@@ -483,7 +485,10 @@ export class JetStreamConsumer<T = Uint8Array> {
       clearTimeout(stray.giveUp);
       stray.delivery.nak(0).catch(() => {});
     }
-    for (const waiter of this.#waiters.splice(0)) waiter.resolve(null);
+    for (const waiter of this.#waiters.splice(0)) {
+      if (failure === undefined) waiter.resolve(null);
+      else waiter.fail(failure);
+    }
     const held = [...this.held];
     this.held.clear();
     await Promise.allSettled(held.map((item) => item.giveBack()));
