@@ -10,11 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, type ConsumerInfo, DeliverPolicy, DiscardPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
+import { deadLetterId } from '../src/jetstream/core.js';
 import { JetStreamBuilder } from '../src/jetstream/index.js';
+import { consumerRefusal } from '../src/jetstream/setup.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
 import { type Lines, distUrl, runModule } from './support/child-process.js';
@@ -29,6 +31,7 @@ let nc: NatsConnection;
 let own: NatsNode | undefined;
 const streams: string[] = [];
 let next = 0;
+const pauseMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const uniqueStream = (): string => `PQT_${process.pid}_${++next}`;
 
 beforeAll(async () => {
@@ -68,7 +71,8 @@ async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Pr
     const hdrs = headers();
     hdrs.set('Pq-Seq', String(item.seq));
     hdrs.set('Pq-Reason', 'first%20try');
-    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: `${stream}:${item.seq}` });
+    const created = (await (await jetstreamManager(nc)).streams.info(stream)).created;
+    await jetstream(nc).publish(`pq.${stream}.dead`, item.bytes, { headers: hdrs, msgID: deadLetterId(stream, created, item.seq) });
   };
   return { tx: tx as never, rx: rx as never, clock, interruptedMove };
 }
@@ -215,6 +219,181 @@ maybe('JetStream: an aborted reserve rejects with the reason, and the item it mi
   }
 });
 
+maybe('JetStream: a stopped process() leaves no pull open, and an item pushed after it is not handed out and dead-lettered unseen', async () => {
+  const stream = uniqueStream();
+  const { tx, rx } = await openQueue({ maxDeliveries: 5 }, stream);
+  const jsm = await jetstreamManager(nc);
+  try {
+    const stop = new AbortController();
+    const seen: number[] = [];
+    const running = rx.process(async (item: { deliveries: number }) => void seen.push(item.deliveries), { concurrency: 64, signal: stop.signal });
+    // Every worker waits with a pull of its own on the server before the stop.
+    for (let i = 0; i < 200 && (await jsm.consumers.info(stream, 'pq')).num_waiting < 64; i++) await pauseMs(10);
+    expect((await jsm.consumers.info(stream, 'pq')).num_waiting).toBe(64);
+    stop.abort();
+    await running;
+    await tx.push('after');
+    // The item stays in the stream for the next reserve: no open pull takes it, bounces it and
+    // counts its deliveries up to the dead letters.
+    let state = await jsm.consumers.info(stream, 'pq');
+    for (let i = 0; i < 200 && ((await rx.deadLetters.list()).length) === 0 && !(state.num_waiting === 0 && state.num_pending === 1); i++) {
+      await pauseMs(10);
+      state = await jsm.consumers.info(stream, 'pq');
+    }
+    expect((await rx.deadLetters.list()).length).toBe(0);
+    expect([state.num_waiting, state.num_pending, state.num_ack_pending]).toEqual([0, 1, 0]);
+    const item = (await rx.reserve())!;
+    expect([new TextDecoder().decode(item.bytes), item.deliveries]).toEqual(['after', 1]);
+    await item.ack();
+    expect(seen).toEqual([]);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a message a cancelled pull still brings is held for the next reserve, its delivery counted once', async () => {
+  const stream = uniqueStream();
+  const { tx, rx } = await openQueue({ maxDeliveries: 1 }, stream);
+  const jsm = await jetstreamManager(nc);
+  try {
+    // Pushed first, so that the pull brings it at once; the abort comes before it arrives.
+    const seq = await tx.push('x');
+    const controller = new AbortController();
+    const waiting = rx.reserve({ signal: controller.signal });
+    controller.abort(new Error('stop waiting'));
+    await expect(waiting).rejects.toThrow('stop waiting');
+    // Wait until no pull is open and the message is either held here (delivered, unacked) or
+    // still in the stream, undelivered.
+    let state = await jsm.consumers.info(stream, 'pq');
+    for (let i = 0; i < 200 && !(state.num_waiting === 0 && state.num_ack_pending + state.num_pending === 1); i++) {
+      await pauseMs(10);
+      state = await jsm.consumers.info(stream, 'pq');
+    }
+    const item = await rx.tryReserve();
+    expect((await rx.deadLetters.list()).length).toBe(0);
+    expect([item?.seq, item?.deliveries]).toEqual([seq, 1]);
+    await item!.ack();
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a queue stream deleted and made again keeps the dead letters of items whose seqs repeat', async () => {
+  const stream = uniqueStream();
+  const jsm = await jetstreamManager(nc);
+  const first = await openQueue({}, stream);
+  const seq = await first.tx.push('old');
+  await (await first.rx.reserve())!.deadLetter('first stream');
+  await first.tx.close();
+  // The dead-letter stream stays; the new queue stream counts its seqs from 1 again.
+  await jsm.streams.delete(stream);
+  const again = await openQueue({}, stream);
+  try {
+    expect(await again.tx.push('new')).toBe(seq);
+    await (await again.rx.reserve())!.deadLetter('second stream');
+    const letters = await again.rx.deadLetters.list();
+    expect(letters.map((l) => [l.seq, new TextDecoder().decode(l.bytes), l.reason])).toEqual([
+      [seq, 'old', 'first stream'],
+      [seq, 'new', 'second stream'],
+    ]);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(0);
+  } finally {
+    await again.tx.close();
+  }
+});
+
+maybe('JetStream: a move the server drops as a duplicate of a letter it no longer holds leaves the item in the queue', async () => {
+  const stream = uniqueStream();
+  const jsm = await jetstreamManager(nc);
+  const { tx, rx, interruptedMove } = await openQueue({}, stream);
+  try {
+    await tx.push('poison');
+    const item = (await rx.reserve())!;
+    // A first move published the letter, which was then purged before the item was acked.
+    await interruptedMove!(item);
+    await jsm.streams.purge(`${stream}_DEAD`);
+    await expect(item.deadLetter('second try')).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    expect((await jsm.streams.info(`${stream}_DEAD`)).state.messages).toBe(0);
+    expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: the dead-letter stream created keeps message ids for twice the ack wait, and one that keeps them shorter than the ack wait is refused', async () => {
+  const jsm = await jetstreamManager(nc);
+  const created = uniqueStream();
+  streams.push(created, `${created}_DEAD`);
+  const [tx] = await new JetStreamBuilder(nc, { stream: created }).leaseMs(300_000).open();
+  await tx.close();
+  expect((await jsm.streams.info(`${created}_DEAD`)).config.duplicate_window).toBe(600_000 * 1e6);
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  const error = await new JetStreamBuilder(nc, { stream }).leaseMs(300_000).open().catch((e: unknown) => e);
+  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+  expect((error as Error).message).toMatch(/duplicate_window 120000 ms/);
+  // Refused before anything was made.
+  await expect(jsm.streams.info(stream)).rejects.toThrow();
+});
+
+maybe('JetStream: open refuses a work-queue stream that would delete unsettled items, naming the setting, and makes nothing', async () => {
+  const jsm = await jetstreamManager(nc);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ max_age: 60_000 * 1e6 }, /max_age 60000 ms/],
+    [{ max_msgs: 10 }, /max_msgs 10 with discard old/],
+    [{ max_bytes: 1 << 20 }, /max_bytes 1048576 with discard old/],
+    [{ max_msgs_per_subject: 10 }, /max_msgs_per_subject 10 with discard old/],
+  ];
+  for (const [limits, named] of cases) {
+    const stream = uniqueStream();
+    streams.push(stream, `${stream}_DEAD`);
+    await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue, ...limits });
+    const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(limits)).toBe(true);
+    expect((error as Error).message).toMatch(named);
+    await expect(jsm.streams.info(`${stream}_DEAD`)).rejects.toThrow();
+    expect((await jsm.consumers.list(stream).next()).length).toBe(0);
+  }
+  // The same limits with discard new refuse pushes at the limit instead: that stream will do.
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue, discard: DiscardPolicy.New, max_msgs: 10, max_bytes: 1 << 20 });
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
+  await tx.push('x');
+  await (await rx.reserve())!.ack();
+  await tx.close();
+});
+
+maybe('JetStream: open refuses a consumer with a delivery limit or a start other than the first item, naming the setting', async () => {
+  const jsm = await jetstreamManager(nc);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ max_deliver: 5 }, /max_deliver 5/],
+    [{ max_deliver: 1 }, /max_deliver 1/],
+  ];
+  for (const [config, named] of cases) {
+    const stream = uniqueStream();
+    streams.push(stream, `${stream}_DEAD`);
+    await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
+    await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, filter_subject: `pq.${stream}`, ...config });
+    const error = await new JetStreamBuilder(nc, { stream }).open().catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(config)).toBe(true);
+    expect((error as Error).message).toMatch(named);
+    // Nothing was made: no dead-letter stream, the consumer as it was.
+    await expect(jsm.streams.info(`${stream}_DEAD`)).rejects.toThrow();
+    const info = await jsm.consumers.info(stream, 'pq');
+    expect(info.config.max_deliver).toBe(config.max_deliver);
+  }
+  // The server refuses any start but the first item on a work-queue stream today; the queue
+  // checks it all the same, for a server that would not.
+  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead' };
+  const consumer = (deliver_policy: DeliverPolicy) => ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
+  expect(consumerRefusal(consumer(DeliverPolicy.All), names)).toBeUndefined();
+  expect(consumerRefusal(consumer(DeliverPolicy.New), names)).toMatch(/deliver_policy new/);
+  expect(consumerRefusal(consumer(DeliverPolicy.Last), names)).toMatch(/deliver_policy last/);
+  expect(consumerRefusal(consumer(DeliverPolicy.StartSequence), names)).toMatch(/deliver_policy by_start_sequence/);
+});
+
 maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FAILED', async () => {
   const own = await connect({ servers: nc.getServer() });
   const stream = uniqueStream();
@@ -234,6 +413,39 @@ maybe('JetStream: a connection closed under the queue fails it with ERR_STORE_FA
   expect(new TextDecoder().decode(item.bytes)).toBe('x');
   await item.ack();
   await again.close();
+});
+
+maybe('JetStream: a connection closed under the queue rejects waiting reserves and process() with ERR_STORE_FAILED', async () => {
+  const own = await connect({ servers: nc.getServer() });
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  const [tx, rx] = await new JetStreamBuilder(own, { stream }).leaseMs(1000).open();
+  const failed = (e: unknown) => isQueueError(e, 'ERR_STORE_FAILED');
+  try {
+    await tx.push('x');
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => (finish = resolve));
+    // One worker runs a handler across the close, the other waits for an item.
+    const processing = rx.process(
+      async () => {
+        started();
+        await gate;
+      },
+      { concurrency: 2 },
+    );
+    await running;
+    const fork = rx.fork();
+    const waiting = [fork.reserve(), fork.reserveMany(2), fork[Symbol.asyncIterator]().next()];
+    await own.close();
+    for (const wait of waiting) await expect(wait).rejects.toSatisfy(failed);
+    finish();
+    await expect(processing).rejects.toSatisfy(failed);
+  } finally {
+    await tx.close();
+    if (!own.isClosed()) await own.close();
+  }
 });
 
 /** A consumer process: opens the queue bound to `stream`, prints `ready`, then a line per item its handler gets. */

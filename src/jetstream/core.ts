@@ -23,6 +23,16 @@ export const DEAD_HEADERS = {
   reason: 'Pq-Reason',
 } as const;
 
+/**
+ * The message id of the dead letter of item `seq`. A stream deleted and made again restarts its
+ * seqs at 1, so the stream's creation time is part of the id: with the name and the seq alone,
+ * the first move in the new stream would repeat the id of an earlier one, and the server would
+ * drop it as a duplicate. @internal
+ */
+export function deadLetterId(stream: string, streamCreated: string, seq: number): string {
+  return `${stream}:${streamCreated}:${seq}`;
+}
+
 /** The error of an operation the server did not confirm: its outcome is unknown. @internal */
 export function unconfirmed(what: string, cause: unknown): QueueError {
   if (cause instanceof QueueError) return cause;
@@ -39,6 +49,8 @@ export interface CoreSettings {
   readonly jsm: JetStreamManager;
   readonly apiPrefix: string;
   readonly names: Names;
+  /** When the queue stream was created: with its name, what tells this stream from one made again under it. */
+  readonly streamCreated: string;
   readonly codec: Codec<unknown>;
   readonly maxDeliveries: number;
   /** The lease of a reservation by default; Infinity: none. */
@@ -74,7 +86,8 @@ interface History {
 
 /** Something to close with the queue (a consumer). @internal */
 export interface Closable {
-  closeNow(): Promise<void>;
+  /** With `failure`, the queue failed: waiting reserves reject with it instead of resolving null. */
+  closeNow(failure?: QueueError): Promise<void>;
 }
 
 /** @internal */
@@ -147,9 +160,11 @@ export class JetStreamCore {
 
   /**
    * Move a delivered message into the dead-letter stream, then ack it in the queue stream. The
-   * dead letter is published with a message id of the stream and seq, so that a move repeated
-   * after a crash between the two steps is dropped by the server's duplicate window, not stored
-   * twice. Resolves once both the server confirmed both.
+   * dead letter is published with a message id of the stream and seq (`deadLetterId`), so that a
+   * move repeated after a crash between the two steps is dropped by the server's duplicate
+   * window, not stored twice. When the server says the publish was a duplicate, the letter it
+   * kept is read back and the item acked only if that letter has this id: an ack over a letter
+   * that is not there would lose the item. Resolves once the server confirmed both steps.
    */
   moveToDeadLetters(delivery: Delivery, deliveries: number, reason: string): Promise<void> {
     const seq = delivery.info.streamSeq;
@@ -165,7 +180,9 @@ export class JetStreamCore {
     hdrs.set(DEAD_HEADERS.reason, encodeURIComponent(boundedReason(reason)));
     const move = (async () => {
       try {
-        await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: `${this.s.names.stream}:${seq}`, timeout: this.s.timeoutMs });
+        const id = deadLetterId(this.s.names.stream, this.s.streamCreated, seq);
+        const ack = await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: id, timeout: this.s.timeoutMs });
+        if (ack.duplicate) await this.#letterKept(ack.seq, id, seq);
         await delivery.ackAck();
       } catch (cause) {
         throw unconfirmed(`the move of item ${seq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
@@ -179,19 +196,36 @@ export class JetStreamCore {
     return this.track(move);
   }
 
+  /** Resolve if the dead-letter stream holds, at `at`, the letter published under `id`; else reject, and the item is not acked. */
+  async #letterKept(at: number, id: string, seq: number): Promise<void> {
+    const letter = await this.s.jsm.streams.getMessage(this.s.names.deadLetterStream, { seq: at }).catch(() => null);
+    if (letter?.header?.get('Nats-Msg-Id') !== id) {
+      throw new QueueError('ERR_STORE', `The server dropped the dead letter of item ${seq} as a duplicate of ${id}, but does not hold that letter; the item stays in the queue`);
+    }
+  }
+
   /** Close every consumer (their items go back), wait for the operations under way. Idempotent. */
   close(): Promise<void> {
+    return this.#shutDown(undefined);
+  }
+
+  #shutDown(failure: QueueError | undefined): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      await Promise.all([...this.consumers].map((c) => c.closeNow()));
+      await Promise.all([...this.consumers].map((c) => c.closeNow(failure)));
       await Promise.allSettled([...this.#pending]);
     })();
     return this.#closing;
   }
 
+  /**
+   * The connection is gone: every waiting and later call rejects with `error`, as the embedded
+   * queue's do when it fails. A reserve resolving null, or process() resolving, would tell a
+   * supervised worker it was asked to stop, and it would exit instead of being restarted.
+   */
   #fail(error: QueueError): void {
     if (this.#closed) return;
     this.#failure = error;
-    void this.close();
+    void this.#shutDown(error);
   }
 }

@@ -127,11 +127,22 @@ interface Waiter<T> {
 
 const isReserved = (item: unknown): boolean => item instanceof JetStreamReserved;
 
+/** A message a cancelled pull brought after its reserve stopped waiting, held for the next one. */
+interface Stray {
+  readonly delivery: Delivery;
+  /** In-progress replies: the server's ack wait must not run out while it is held. */
+  readonly keepAlive: ReturnType<typeof setInterval>;
+  /** Past it, the message goes back to the queue for any consumer. */
+  readonly giveUp: ReturnType<typeof setTimeout>;
+}
+
 /** The consuming handle. Consumers in any number of processes compete for the same items. */
 export class JetStreamConsumer<T = Uint8Array> {
   readonly #core: JetStreamCore;
   readonly #puller: Puller;
   readonly #waiters: Waiter<T>[] = [];
+  /** Messages that came when nobody waited; there are none while a reserve waits. */
+  readonly #strays: Stray[] = [];
   /** The reservations this consumer holds. @internal */
   readonly held = new Set<JetStreamReserved<T>>();
   #closed = false;
@@ -198,29 +209,67 @@ export class JetStreamConsumer<T = Uint8Array> {
   }
 
   #deliver(delivery: Delivery): void {
-    const waiter = this.#waiters.shift();
-    this.#puller.want(this.#waiters.length);
-    if (waiter === undefined || this.closed) {
-      // Nobody waits any more (an abort, a close): it goes back at once.
+    if (this.closed) {
+      // Closed meanwhile: it goes back at once.
       delivery.nak(0).catch(() => {});
       return;
     }
-    let item: JetStreamReserved<T> | undefined;
+    const waiter = this.#waiters.shift();
+    if (waiter === undefined) {
+      this.#hold(delivery);
+      return;
+    }
     try {
-      item = this.#accept(delivery, waiter.leaseMs);
+      const item = this.#accept(delivery, waiter.leaseMs);
+      // Moved into the dead letters: the waiter waits on.
+      if (item === undefined) this.#waiters.unshift(waiter);
+      else waiter.resolve(item);
     } catch (error) {
       // The codec cannot work (a schema answering asynchronously): the item goes back.
       delivery.nak(0).catch(() => {});
       waiter.fail(error);
-      return;
     }
-    if (item !== undefined) {
-      waiter.resolve(item);
-      return;
-    }
-    // Moved into the dead letters: the waiter waits on.
-    this.#waiters.unshift(waiter);
     this.#puller.want(this.#waiters.length);
+  }
+
+  /**
+   * Keep a message nobody waits for (its reserve was aborted while the pull that brings it was
+   * on its way) for the next reserve, rather than return it at once: a nak would count a
+   * delivery that no handler saw, and the server could hand it straight back to a request still
+   * open, a loop that ends in the dead letters. It is held at most one pull's expiry
+   * (`pullExpiresMs`), so that a consumer nobody uses any more does not keep it from the others.
+   */
+  #hold(delivery: Delivery): void {
+    const { ackWaitMs, pullExpiresMs } = this.#core.s;
+    const keepAlive = setInterval(() => delivery.working(), Math.max(1, ackWaitMs / 2));
+    keepAlive.unref();
+    const giveUp = setTimeout(() => {
+      const i = this.#strays.findIndex((stray) => stray.delivery === delivery);
+      if (i < 0) return;
+      this.#strays.splice(i, 1);
+      clearInterval(keepAlive);
+      delivery.nak(0).catch(() => {});
+    }, pullExpiresMs);
+    giveUp.unref();
+    this.#strays.push({ delivery, keepAlive, giveUp });
+  }
+
+  /** The next held message that may be handed out, as an item; undefined when none is held. */
+  #takeStray(leaseMs: number): JetStreamReserved<T> | undefined {
+    for (let stray = this.#strays.shift(); stray !== undefined; stray = this.#strays.shift()) {
+      clearInterval(stray.keepAlive);
+      clearTimeout(stray.giveUp);
+      let item: JetStreamReserved<T> | undefined;
+      try {
+        item = this.#accept(stray.delivery, leaseMs);
+      } catch (error) {
+        // The codec cannot work (a schema answering asynchronously): the item goes back.
+        stray.delivery.nak(0).catch(() => {});
+        throw error;
+      }
+      if (item !== undefined) return item;
+    }
+    return undefined;
   }
 
   /** Wait for the next item; resolves `null` once the queue (or this fork) is closed. @internal */
@@ -229,6 +278,12 @@ export class JetStreamConsumer<T = Uint8Array> {
     if (error) return error.code === 'ERR_CLOSED' ? Promise.resolve(null) : Promise.reject(error);
     if (this.#closed) return Promise.resolve(null);
     if (signal?.aborted) return Promise.reject(signal.reason);
+    try {
+      const stray = this.#takeStray(leaseMs);
+      if (stray !== undefined) return Promise.resolve(stray);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return new Promise((resolve, reject) => {
       const waiter: Waiter<T> = {
         leaseMs,
@@ -257,7 +312,7 @@ export class JetStreamConsumer<T = Uint8Array> {
     });
   }
 
-  /** Wait for the next item; resolves `null` once the queue is closed. */
+  /** Wait for the next item; resolves `null` once the queue is closed, rejects with `ERR_STORE_FAILED` once the connection closed under it. */
   reserve(options?: ReserveOptions): Promise<JetStreamReserved<T> | null> {
     let signal: AbortSignal | undefined;
     let leaseMs: number;
@@ -284,6 +339,8 @@ export class JetStreamConsumer<T = Uint8Array> {
       throw error;
     }
     if (this.#closed) return null;
+    const stray = this.#takeStray(this.#core.s.leaseMs);
+    if (stray !== undefined) return stray;
     for (;;) {
       const delivery = await this.#puller.tryOne();
       if (delivery === null) return null;
@@ -398,7 +455,9 @@ export class JetStreamConsumer<T = Uint8Array> {
    * Run `handler` on each item, up to `concurrency` at once: ack when it resolves; when it throws
    * (or runs past `timeoutMs`), report to `onError` and nak the item with the delay of the retry
    * policy, or move it into the dead letters once it had its `maxDeliveries`. Resolves once
-   * `signal` aborts and the running handlers have settled, or once the queue is closed.
+   * `signal` aborts and the running handlers have settled, or once the queue is closed; rejects
+   * with `ERR_STORE_FAILED` once the running handlers have settled if the connection closed under
+   * the queue.
    */
   process(handler: JetStreamProcessHandler<T>, options?: JetStreamProcessOptions): Promise<void> {
     let settings;
@@ -415,13 +474,21 @@ export class JetStreamConsumer<T = Uint8Array> {
     return queueStats(this.#core, this as JetStreamConsumer<unknown>);
   }
 
-  /** Close this consumer's pulls, return what it holds. @internal */
-  async closeNow(): Promise<void> {
+  /** Close this consumer's pulls, return what it holds; waiting reserves reject with `failure` if given, else resolve null. @internal */
+  async closeNow(failure?: QueueError): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#core.consumers.delete(this);
     this.#puller.close();
-    for (const waiter of this.#waiters.splice(0)) waiter.resolve(null);
+    for (const stray of this.#strays.splice(0)) {
+      clearInterval(stray.keepAlive);
+      clearTimeout(stray.giveUp);
+      stray.delivery.nak(0).catch(() => {});
+    }
+    for (const waiter of this.#waiters.splice(0)) {
+      if (failure === undefined) waiter.resolve(null);
+      else waiter.fail(failure);
+    }
     const held = [...this.held];
     this.held.clear();
     await Promise.allSettled(held.map((item) => item.giveBack()));

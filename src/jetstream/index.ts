@@ -168,10 +168,11 @@ export class JetStreamBuilder<T = Uint8Array> {
     if (nc.isClosed()) throw new QueueError('ERR_CLOSED', 'The NATS connection is closed');
     const s = this.#settings;
     let ackWaitMs: number;
+    let streamCreated: string;
     let jsm;
     try {
       jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
-      ({ ackWaitMs } = await setUp(jsm, {
+      ({ ackWaitMs, streamCreated } = await setUp(jsm, {
         names: s.names,
         bind: s.bind,
         replicas: s.replicas,
@@ -188,6 +189,7 @@ export class JetStreamBuilder<T = Uint8Array> {
       jsm,
       apiPrefix: '$JS.API',
       names: s.names,
+      streamCreated,
       codec: this.#codec,
       maxDeliveries: this.#maxDeliveries,
       leaseMs: this.#leaseMs,

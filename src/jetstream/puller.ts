@@ -67,9 +67,16 @@ export class Puller {
     this.#s = settings;
   }
 
-  /** Ask for messages until `n` are wanted in all. */
+  /**
+   * Ask for messages until `n` are wanted in all. When fewer are wanted than the open requests
+   * may bring (a reserve aborted, a process() stopped), the newest requests are cancelled until
+   * they no longer bring more than wanted, and the shortfall (at most part of one request) is
+   * asked again: a request left open would go on bringing messages that nobody waits for, each
+   * one a delivery on the server.
+   */
   want(n: number): void {
     this.#wanted = n;
+    if (this.#asked > n) this.#cancelSurplus();
     this.#pump();
   }
 
@@ -107,6 +114,32 @@ export class Puller {
     this.#asked = 0;
     if (this.#resume !== undefined) clearTimeout(this.#resume);
     this.#resume = undefined;
+  }
+
+  #cancelSurplus(): void {
+    const shared = [...this.#requests].filter(([, request]) => request.sink === undefined).reverse();
+    for (const [id, request] of shared) {
+      if (this.#asked <= this.#wanted) return;
+      this.#requests.delete(id);
+      clearTimeout(request.timer);
+      this.#asked -= request.remaining;
+      this.#cancel(request);
+    }
+  }
+
+  /**
+   * End a request on the server. The server drops a pull request once its inbox has no interest;
+   * the subscription is drained, not just unsubscribed, so that a message the server sent before
+   * it saw the interest go still reaches `#receive`, which hands it to `deliver` (no request
+   * known: a stray the consumer holds for its next waiter) instead of dropping it here, where it
+   * would stay delivered and unacked until the ack wait ran out.
+   */
+  #cancel(request: PullRequest): void {
+    try {
+      request.sub.drain().catch(() => {});
+    } catch {
+      // The connection is closing: the server drops the request with it.
+    }
   }
 
   #pump(): void {
