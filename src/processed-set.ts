@@ -53,7 +53,8 @@ export type NotPromise<R> = R extends PromiseLike<unknown> ? never : R;
 /**
  * The handler of a {@link TransactionalProcessedSet}: synchronous, since it runs inside a
  * synchronous transaction (better-sqlite3's). A handler that returns a promise is a compile error,
- * and a `TypeError` at run time (the transaction is rolled back).
+ * and a `TypeError` at run time: what it wrote before its first `await` is rolled back with the
+ * record; what it writes after that runs outside the transaction, in autocommit, and stays.
  */
 export type SyncOnceHandler<T, R> = (item: Reserved<T>) => R & NotPromise<R>;
 

@@ -396,6 +396,26 @@ describe('LogProcessedSet', () => {
     await rx2.close();
   });
 
+  it('aSealedSegmentWhoseEntriesWereAllForgottenIsNotDeletedSinceTheHeaderHoldsTheLowWaterMark', async () => {
+    const dir = join(freshDir(), 'set');
+    const set = await LogProcessedSet.open(dir, { segmentBytes: 256, preallocate: false });
+    const seqs = Array.from({ length: 40 }, (_, i) => i + 1);
+    for (const seq of seqs) await set.record(seq);
+    await set.forget(seqs);
+    await set.close();
+    const { readdirSync } = await import('node:fs');
+    const segments = readdirSync(dir).filter((f) => f.startsWith('seg-'));
+    expect(segments.length, 'the records rolled over several segments').toBeGreaterThan(1);
+    expect(segments).toContain('seg-00000000000000000001.log');
+    const store = (await LogStore.open(dir, { readOnly: true })) as LogStore;
+    const info = store.inspect();
+    await store.close();
+    expect(info.lowWaterMark).toBe(1);
+    const again = await LogProcessedSet.open(dir);
+    expect(again.size).toBe(0);
+    await again.close();
+  });
+
   it('refusesBadArgumentsWithoutWritingAnything', async () => {
     await expect(LogProcessedSet.open('')).rejects.toThrow(TypeError);
     await expect(LogProcessedSet.open(join(freshDir(), 's'), { durability: 'sync' as never })).rejects.toThrow(RangeError);
@@ -480,14 +500,19 @@ describe('SqliteProcessedSet', () => {
     db.close();
   });
 
-  it('anAsynchronousHandlerIsATypeErrorAndItsWritesAreRolledBack', async () => {
+  it('anAsynchronousHandlerIsATypeErrorWhoseWritesBeforeItsFirstAwaitRollBackAndLaterOnesStay', async () => {
     const db = openDb();
     const set = new SqliteProcessedSet(db);
     const [tx, rx] = await new Builder(new MemStore()).open();
     const insert = db.prepare('INSERT INTO orders (id) VALUES (?)');
+    const gate = deferred();
+    const finished = deferred();
     // @ts-expect-error the handler of a transactional set must be synchronous
     const once = effectivelyOnce(rx, set, async (item) => {
-      insert.run('too late');
+      insert.run(`before-${item.deliveries}`);
+      await gate.promise;
+      insert.run(`after-${item.deliveries}`); // the transaction is gone: this commits on its own
+      finished.resolve();
       if (item.deliveries === 2) throw new Error('rejects later: dropped, not left unhandled');
     });
     await tx.push('o');
@@ -496,9 +521,14 @@ describe('SqliteProcessedSet', () => {
     expect(orders(db)).toEqual([]);
     expect(set.has(item.seq)).toBe(false);
     expect(item.settled).toBe(false);
+    gate.resolve();
+    await finished.promise;
+    expect(orders(db)).toEqual(['after-1']);
+    expect(set.has(item.seq)).toBe(false);
     await item.nack();
     await expect(once((await rx.reserve())!)).rejects.toThrow(TypeError);
-    expect(orders(db)).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(orders(db)).toEqual(['after-1', 'after-2']);
     await rx.close();
     db.close();
   });

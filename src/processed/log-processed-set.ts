@@ -23,7 +23,9 @@ export interface LogProcessedSetOptions {
   durability?: 'group' | 'none';
   /**
    * Size of the set's segments. The set holds few entries, of 28 bytes each in a segment, so its
-   * segments are small; sealed ones whose entries were all forgotten are deleted.
+   * segments are small. A sealed segment whose entries were all forgotten is compacted, not
+   * deleted: the header item at store seq 1 is never forgotten, so the store's low-water mark
+   * stays at 1 and compaction rewrites the live items into a new file (FORMAT.md §7, §12).
    * @default 1048576 (1 MiB)
    */
   segmentBytes?: number;
