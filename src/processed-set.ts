@@ -118,6 +118,13 @@ export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet, han
   const o = optionsObject('options', options);
   knownKeys('options', o, ['forgetBatch']);
   const forgetBatch = o.forgetBatch === undefined ? DEFAULT_FORGET_BATCH : positiveInteger('options.forgetBatch', o.forgetBatch);
+  // Under `none` an item is handed out before it is synced: a power loss takes it back and the
+  // next push reuses its seq under the same store identity, while a record of that seq may have
+  // reached the disk of the set (whatever the set's own durability). The new item would be
+  // skipped, acked without its handler. DESIGN.md "Processed sets".
+  if (consumer.stats().durability === 'none') {
+    throw new QueueError('ERR_UNSUPPORTED', "effectivelyOnce needs a queue whose items are durable before they are handed out: use durability 'group' or 'sync', not 'none'");
+  }
   const runner = new OnceRunner<T>(consumer as Consumer<T>, set, handler, forgetBatch);
   const wrapped = ((item: Reserved<T>, context?: HandlerContext) => runner.handle(item, context)) as EffectivelyOnce<T>;
   Object.defineProperties(wrapped, {

@@ -287,6 +287,17 @@ describe('the guard against a set of another queue', () => {
   });
 });
 
+describe('a queue under durability none', () => {
+  it('isRefusedSinceAPowerLossWouldHandItsSeqsToNewItems', async () => {
+    const [tx, rx] = await new Builder(await LogStore.open(join(freshDir(), 'q'))).durability('none').open();
+    const set = new MemorySet();
+    expect(() => effectivelyOnce(rx, set, () => {})).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED' }));
+    await tx.push('a');
+    expect([set.seqs.size, rx.stats().ready]).toEqual([0, 1]);
+    await rx.close();
+  });
+});
+
 describe('a lease that runs out while the handler works', () => {
   it('theRedeliveryWaitsForTheFirstRunThenSkipsIt', async () => {
     const clock = new ManualClock();
