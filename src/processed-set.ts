@@ -27,9 +27,19 @@ export interface ProcessedSet {
   forget(seqs: readonly number[]): void | Promise<void>;
   /**
    * The highest seq recorded, 0 when none. Optional: with it, the wrapper refuses a set that holds
-   * a seq the queue never stored (a set of another queue, or of a store since recreated).
+   * a seq the queue's store did not hold when the queue opened (a set of another queue, or of a
+   * store since recreated).
    */
   highest?(): number | Promise<number>;
+  /**
+   * Bind the set to the store whose identity is `storeId` (`stats().storeId`) unless it serves one
+   * already, and answer the identity it serves: the one it kept, or `storeId` when it kept none.
+   * The set keeps the identity with its first record, so an empty set binds to whatever queue uses
+   * it first. Answer null when the set holds records but no identity (written before it was bound,
+   * or by an earlier format): then nothing but `highest` tells its queue apart. Optional: with it,
+   * the wrapper refuses a set that serves another store, before any handler runs.
+   */
+  bind?(storeId: string): string | null | Promise<string | null>;
 }
 
 /**
@@ -53,7 +63,8 @@ export type NotPromise<R> = R extends PromiseLike<unknown> ? never : R;
 /**
  * The handler of a {@link TransactionalProcessedSet}: synchronous, since it runs inside a
  * synchronous transaction (better-sqlite3's). A handler that returns a promise is a compile error,
- * and a `TypeError` at run time (the transaction is rolled back).
+ * and a `TypeError` at run time: what it wrote before its first `await` is rolled back with the
+ * record; what it writes after that runs outside the transaction, in autocommit, and stays.
  */
 export type SyncOnceHandler<T, R> = (item: Reserved<T>) => R & NotPromise<R>;
 
@@ -88,13 +99,26 @@ export interface EffectivelyOnce<T> {
 
 const DEFAULT_FORGET_BATCH = 256;
 
+function mismatch(what: string): QueueError {
+  return new QueueError(
+    'ERR_SET_MISMATCH',
+    `${what}: the set belongs to another queue, or the queue's store was recreated. Nothing ran. If the store was recreated on purpose, clear the set or delete it (its directory, or its tables) and start again`,
+  );
+}
+
 const isThenable = (value: unknown): boolean =>
   value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
 
 function isProcessedSet(set: unknown): set is ProcessedSet {
   if (set === null || typeof set !== 'object') return false;
   const s = set as Record<string, unknown>;
-  return typeof s.has === 'function' && typeof s.record === 'function' && typeof s.forget === 'function' && (s.highest === undefined || typeof s.highest === 'function');
+  return (
+    typeof s.has === 'function' &&
+    typeof s.record === 'function' &&
+    typeof s.forget === 'function' &&
+    (s.highest === undefined || typeof s.highest === 'function') &&
+    (s.bind === undefined || typeof s.bind === 'function')
+  );
 }
 
 /**
@@ -117,6 +141,13 @@ export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet, han
   const o = optionsObject('options', options);
   knownKeys('options', o, ['forgetBatch']);
   const forgetBatch = o.forgetBatch === undefined ? DEFAULT_FORGET_BATCH : positiveInteger('options.forgetBatch', o.forgetBatch);
+  // Under `none` an item is handed out before it is synced: a power loss takes it back and the
+  // next push reuses its seq under the same store identity, while a record of that seq may have
+  // reached the disk of the set (whatever the set's own durability). The new item would be
+  // skipped, acked without its handler. DESIGN.md "Processed sets".
+  if (consumer.stats().durability === 'none') {
+    throw new QueueError('ERR_UNSUPPORTED', "effectivelyOnce needs a queue whose items are durable before they are handed out: use durability 'group' or 'sync', not 'none'");
+  }
   const runner = new OnceRunner<T>(consumer as Consumer<T>, set, handler, forgetBatch);
   const wrapped = ((item: Reserved<T>, context?: HandlerContext) => runner.handle(item, context)) as EffectivelyOnce<T>;
   Object.defineProperties(wrapped, {
@@ -179,22 +210,34 @@ class OnceRunner<T> {
   }
 
   /**
-   * A set holding a seq the queue never stored belongs elsewhere: skipping on it would drop new
-   * items that happen to reuse those seqs. Checked once, before the first item is handled.
+   * A set that belongs elsewhere would skip new items that happen to reuse its seqs. Checked once
+   * per set and queue instance, before the first item is handled: the seqs first (a set holding
+   * one the store did not hold at open), then the store identity the set keeps. A set that passed
+   * is not checked again by a later wrapper over the same queue, since what it holds past
+   * `storedAtOpen` it recorded for this queue.
    */
   async #checkGuard(): Promise<void> {
-    if (this.#set.highest === undefined) return;
-    const highest = await this.#set.highest();
-    const storedBefore = this.#consumer.storedBefore;
-    if (typeof highest !== 'number' || !Number.isSafeInteger(highest) || highest < 0) {
-      throw new TypeError(expectation('set.highest()', 'a non-negative integer', highest));
+    const checked = this.#consumer.checkedSets;
+    if (checked.has(this.#set)) return;
+    if (this.#set.highest !== undefined) {
+      const highest = await this.#set.highest();
+      if (typeof highest !== 'number' || !Number.isSafeInteger(highest) || highest < 0) {
+        throw new TypeError(expectation('set.highest()', 'a non-negative integer', highest));
+      }
+      const storedAtOpen = this.#consumer.storedAtOpen;
+      if (highest >= storedAtOpen) {
+        throw mismatch(`The processed set holds seq ${highest}, but this queue's store held no seq above ${storedAtOpen - 1} when the queue opened`);
+      }
     }
-    if (highest >= storedBefore) {
-      throw new QueueError(
-        'ERR_SET_MISMATCH',
-        `The processed set holds seq ${highest}, but this queue never stored a seq above ${storedBefore - 1}: the set belongs to another queue, or the queue's store was recreated`,
-      );
+    const storeId = this.#consumer.stats().storeId;
+    if (this.#set.bind !== undefined && storeId !== undefined) {
+      const bound = await this.#set.bind(storeId);
+      if (bound !== null && typeof bound !== 'string') throw new TypeError(expectation('set.bind()', 'a store identity or null', bound));
+      if (bound !== null && bound !== storeId) {
+        throw mismatch(`The processed set serves the store ${bound}, but this queue's store is ${storeId}`);
+      }
     }
+    checked.add(this.#set);
   }
 
   async #run(item: Reserved<T>, context: HandlerContext | undefined): Promise<boolean> {

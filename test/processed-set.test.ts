@@ -10,13 +10,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isQueueError } from '../src/errors.js';
+import { type QueueError, isQueueError } from '../src/errors.js';
 import { LogStore } from '../src/log-store.js';
 import { MemStore } from '../src/mem-store.js';
 import { type ProcessedSet, effectivelyOnce } from '../src/processed-set.js';
 import { LogProcessedSet } from '../src/processed/log-processed-set.js';
-import { encodeHeader } from '../src/processed/format.js';
+import { SET_HEADER_V1_BYTES, SET_MAGIC, SET_MAGIC_BYTES, encodeEntry, encodeHeader } from '../src/processed/format.js';
+import { json } from '../src/codec.js';
 import { Builder } from '../src/queue.js';
+import type { Consumer, Reserved } from '../src/queue/handles.js';
 import { SqliteProcessedSet } from '../src/sqlite/processed-set.js';
 import { SqliteStore } from '../src/sqlite-store.js';
 import type { Store } from '../src/store.js';
@@ -62,6 +64,18 @@ class MemorySet implements ProcessedSet {
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
+/**
+ * Handle `item` under `set` with the wrapper, whose record then stands while its ack is lost: the
+ * handler nacks the item, so the wrapper's ack finds it settled and the item is delivered again.
+ */
+async function loseAck(rx: Consumer<Uint8Array>, set: ProcessedSet, item: Reserved<Uint8Array>, effect: (item: Reserved<Uint8Array>) => void = () => {}): Promise<void> {
+  const lost = effectivelyOnce(rx, set, async (it) => {
+    effect(it);
+    await it.nack();
+  });
+  await expect(lost(item)).rejects.toMatchObject({ code: 'ERR_ALREADY_SETTLED' });
+}
+
 const stores: [string, () => Promise<Store>][] = [
   ['MemStore', async () => new MemStore()],
   ['LogStore', async () => LogStore.open(join(freshDir(), 'q'))],
@@ -77,11 +91,8 @@ describe.each(stores)('over %s', (_name, makeStore) => {
       effects.push(text(item.bytes));
     });
     await tx.pushMany(['a', 'b', 'c']);
-    const first = (await rx.reserve())!;
-    // Record the side effect by hand, as the wrapper does, then lose the ack: a nack stands in for it.
-    effects.push(text(first.bytes));
-    await set.record(first.seq);
-    await first.nack();
+    // The first run records its side effect, then loses its ack: a nack stands in for it.
+    await loseAck(rx, set, (await rx.reserve())!, (item) => void effects.push(text(item.bytes)));
     const stop = new AbortController();
     void rx.onIdle().then(() => stop.abort());
     await rx.process(once, { signal: stop.signal });
@@ -116,18 +127,20 @@ describe.each(stores)('over %s', (_name, makeStore) => {
     const set = new MemorySet();
     const seen: string[] = [];
     const once = effectivelyOnce(rx, set, (item) => void seen.push(text(item.value)));
-    const seqs = await tx.pushMany(['p', 'q']);
-    await set.record(seqs[1]!); // processed before a crash, its ack lost
-    const results: boolean[] = [];
+    await tx.pushMany(['p', 'q']);
+    const p = (await rx.reserve())!;
+    await loseAck(rx, set, (await rx.reserve())!); // q was processed, its ack lost
+    await p.nack();
+    const results = new Map<string, boolean>();
     for await (const item of rx) {
       try {
-        results.push(await once(item));
+        results.set(text(item.value), await once(item));
       } finally {
         if (!item.settled) await item.nack();
       }
-      if (results.length === 2) break;
+      if (results.size === 2) break;
     }
-    expect(results).toEqual([true, false]);
+    expect(Object.fromEntries(results)).toEqual({ p: true, q: false });
     expect(seen).toEqual(['p']);
     expect(rx.stats().acked).toBe(2);
     await rx.close();
@@ -257,11 +270,66 @@ describe('the guard against a set of another queue', () => {
     await rx.close();
   });
 
-  it('acceptsASetWhoseHighestSeqTheQueueStored', async () => {
-    const [tx, rx] = await new Builder(new MemStore()).open();
-    await tx.pushMany(['a', 'b', 'c']);
+  it('acceptsASetWhoseHighestSeqTheQueueStoredBeforeItOpened', async () => {
+    const dir = freshDir();
+    {
+      const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+      await tx.pushMany(['a', 'b', 'c']);
+      await rx.close();
+    }
+    const [, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
     const once = effectivelyOnce(rx, new MemorySet(2), () => {});
     expect(await once((await rx.reserve())!)).toBe(true);
+    await rx.close();
+  });
+
+  it('refusesASetHoldingSeqsTheQueueStoredOnlyAfterItOpened', async () => {
+    // A MemStore queue starts at seq 1 in every process: items pushed before the first item is
+    // handled must not make the seqs of a set kept from an earlier process look like this queue's.
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    await tx.pushMany(['a', 'b', 'c']);
+    let ran = 0;
+    const once = effectivelyOnce(rx, new MemorySet(2), () => void ran++);
+    const item = (await rx.reserve())!;
+    await expect(once(item)).rejects.toMatchObject({ code: 'ERR_SET_MISMATCH' });
+    expect([ran, item.settled]).toEqual([0, false]);
+    await rx.close();
+  });
+
+  it('theReadmeSqliteExampleWithAFileDatabaseRunTwiceRefusesTheSecondRunsItems', async () => {
+    const path = join(freshDir(), 'app.db');
+    const run = async () => {
+      const db = new Database(path);
+      db.exec('CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, total INTEGER)');
+      const insert = db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)');
+      const [tx, rx] = await new Builder(new MemStore()).codec(json<{ id: string; total: number }>()).open();
+      // Each run takes new orders; the MemStore gives them seqs 1 and 2 again.
+      const n = (db.prepare('SELECT count(*) AS n FROM orders').get() as { n: number }).n;
+      await tx.pushMany([{ id: `A${n + 1}`, total: 30 }, { id: `A${n + 2}`, total: 12 }]);
+      const once = effectivelyOnce(rx, new SqliteProcessedSet(db), (item) => void insert.run(item.value.id, item.value.total));
+      const results: unknown[] = [];
+      for (let i = 0; i < 2; i++) {
+        const item = (await rx.reserve())!;
+        results.push(await once(item).catch((e: QueueError) => e.code));
+        if (!item.settled) await item.nack();
+      }
+      await rx.close();
+      const ids = (db.prepare('SELECT id FROM orders ORDER BY id').all() as { id: string }[]).map((r) => r.id);
+      db.close();
+      return { results, ids };
+    };
+    expect(await run()).toEqual({ results: [true, true], ids: ['A1', 'A2'] });
+    // Skipping seqs 1 and 2 would ack A3 and A4 without inserting them.
+    expect(await run()).toEqual({ results: ['ERR_SET_MISMATCH', 'ERR_SET_MISMATCH'], ids: ['A1', 'A2'] });
+  });
+
+  it('twoWrappersOverOneSetAndOneQueueInOneProcessAreBothAccepted', async () => {
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    const set = new MemorySet();
+    await tx.pushMany(['a', 'b']);
+    expect(await effectivelyOnce(rx, set, () => {})((await rx.reserve())!)).toBe(true);
+    // The set now holds seq 1, stored after the queue opened, recorded for this very queue.
+    expect(await effectivelyOnce(rx.fork(), set, () => {})((await rx.reserve())!)).toBe(true);
     await rx.close();
   });
 
@@ -284,6 +352,135 @@ describe('the guard against a set of another queue', () => {
     await expect(once((await rx.reserve())!)).rejects.toMatchObject({ code: 'ERR_SET_MISMATCH' });
     await rx.close();
     await set.close();
+  });
+});
+
+describe('the store identity a set keeps', () => {
+  /** A queue whose store is recreated under the same path and refilled past the set's seqs, then reopened. */
+  async function recreatedQueue(dir: string, first: (rx: Consumer<Uint8Array>) => Promise<void>) {
+    {
+      const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+      await tx.pushMany(['a', 'b', 'c']);
+      await first(rx);
+      await rx.close();
+    }
+    rmSync(join(dir, 'q'), { recursive: true });
+    {
+      const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+      await tx.pushMany(['n1', 'n2', 'n3', 'n4', 'n5']);
+      await rx.close();
+    }
+    return new Builder(await LogStore.open(join(dir, 'q'))).open();
+  }
+
+  const sets: [string, (dir: string) => Promise<ProcessedSet & { storeId: string | null }>][] = [
+    ['LogProcessedSet', (dir) => LogProcessedSet.open(join(dir, 'set'))],
+    ['SqliteProcessedSet', async (dir) => new SqliteProcessedSet(new Database(join(dir, 'app.db')))],
+  ];
+
+  it.each(sets)('%s refusesTheQueueOfARecreatedStoreRefilledPastItsSeqs', async (_name, openSet) => {
+    const dir = freshDir();
+    const set = await openSet(dir);
+    const effects: string[] = [];
+    let firstId = '';
+    const [, rx] = await recreatedQueue(dir, async (rx) => {
+      firstId = rx.stats().storeId!;
+      const once = effectivelyOnce(rx, set, (item) => void effects.push(text(item.bytes)));
+      expect(await once((await rx.reserve())!)).toBe(true); // seq 1 recorded, not forgotten yet
+    });
+    expect(set.storeId).toBe(firstId);
+    // The new store holds seqs 1 to 5, above the set's 1: only the identity tells them apart.
+    const once = effectivelyOnce(rx, set, (item) => void effects.push(text(item.bytes)));
+    const item = (await rx.reserve())!;
+    const error = await once(item).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_SET_MISMATCH', message: expect.stringMatching(/clear the set or delete it/) });
+    expect([effects, item.settled, rx.stats().acked]).toEqual([['a'], false, 0]);
+    await rx.close();
+    expect(set.storeId).toBe(firstId);
+    if (set instanceof LogProcessedSet) await set.close();
+  });
+
+  it('aLogProcessedSetWritesItsHeaderWithTheIdentityWithItsFirstRecordAndKeepsIt', async () => {
+    const dir = freshDir();
+    const setDir = join(dir, 'set');
+    const unused = await LogProcessedSet.open(setDir);
+    unused.bind('a-store-that-never-handled-anything');
+    await unused.close();
+    const inspect = async () => {
+      const store = (await LogStore.open(setDir, { readOnly: true })) as LogStore;
+      const next = store.inspect().nextSeq;
+      await store.close();
+      return next;
+    };
+    expect(await inspect(), 'a set that recorded nothing wrote nothing').toBe(1);
+    const set = await LogProcessedSet.open(setDir);
+    expect(set.storeId).toBe(null);
+    const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+    await tx.push('a');
+    expect(await effectivelyOnce(rx, set, () => {})((await rx.reserve())!)).toBe(true);
+    const id = rx.stats().storeId!;
+    await rx.close();
+    await set.close();
+    expect(await inspect()).toBe(3); // the header and one entry
+    const again = await LogProcessedSet.open(setDir);
+    expect([again.storeId, again.bind('another-store'), again.storeId]).toEqual([id, id, id]);
+    await again.close();
+  });
+
+  it('aVersion1LogProcessedSetStillOpensAndServesWithTheSeqCheckOnly', async () => {
+    const dir = freshDir();
+    const store = await LogStore.open(join(dir, 'set'));
+    await store.open();
+    const v1 = new Uint8Array(SET_HEADER_V1_BYTES);
+    v1.set(new TextEncoder().encode(SET_MAGIC));
+    new DataView(v1.buffer).setUint32(SET_MAGIC_BYTES, 1, true);
+    await store.append([{ seq: 1, bytes: v1 }, { seq: 2, bytes: encodeEntry(2) }], true);
+    await store.close();
+    {
+      const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+      await tx.pushMany(['a', 'b', 'c']);
+      await rx.close();
+    }
+    const set = await LogProcessedSet.open(join(dir, 'set'));
+    expect([set.storeId, set.has(2), set.bind('some-store')]).toEqual([null, true, null]);
+    const [, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
+    const once = effectivelyOnce(rx, set, () => {});
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push(await once((await rx.reserve())!));
+    expect(results).toEqual([true, false, true]);
+    await rx.close();
+    await set.close();
+  });
+
+  it('aSqliteProcessedSetRecordedBeforeItWasBoundStaysUnboundAndAnEmptyOneBindsWithItsFirstRecord', async () => {
+    const db = new Database(join(freshDir(), 'app.db'));
+    const early = new SqliteProcessedSet(db, { table: 'early' });
+    early.record(4);
+    expect([early.bind('store-a'), early.storeId]).toEqual([null, null]);
+    const set = new SqliteProcessedSet(db);
+    expect([set.bind('store-a'), set.bind('store-b'), set.storeId]).toEqual(['store-a', 'store-a', null]);
+    // A record in a transaction of the caller's that rolls back takes the identity with it.
+    db.exec('BEGIN');
+    set.record(1);
+    db.exec('ROLLBACK');
+    expect(set.storeId).toBe(null);
+    expect(set.runOnce(1, () => {})).toBe(true);
+    expect(set.storeId).toBe('store-a');
+    set.forget([1]);
+    expect([new SqliteProcessedSet(db).bind('store-b'), new SqliteProcessedSet(db).storeId]).toEqual(['store-a', 'store-a']);
+    expect(() => set.bind('not an identity')).toThrow(RangeError);
+    db.close();
+  });
+});
+
+describe('a queue under durability none', () => {
+  it('isRefusedSinceAPowerLossWouldHandItsSeqsToNewItems', async () => {
+    const [tx, rx] = await new Builder(await LogStore.open(join(freshDir(), 'q'))).durability('none').open();
+    const set = new MemorySet();
+    expect(() => effectivelyOnce(rx, set, () => {})).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED' }));
+    await tx.push('a');
+    expect([set.seqs.size, rx.stats().ready]).toEqual([0, 1]);
+    await rx.close();
   });
 });
 
@@ -385,8 +582,8 @@ describe('LogProcessedSet', () => {
     await expect(LogProcessedSet.open(join(base, 'q'))).rejects.toMatchObject({ code: 'ERR_STORE' });
     const store = await LogStore.open(join(base, 'newer'));
     await store.open();
-    const header = encodeHeader();
-    new DataView(header.buffer).setUint32(header.length - 4, 2, true);
+    const header = encodeHeader(null);
+    new DataView(header.buffer).setUint32(SET_MAGIC_BYTES, 3, true);
     await store.append([{ seq: 1, bytes: header }], true);
     await store.close();
     await expect(LogProcessedSet.open(join(base, 'newer'))).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_VERSION' });
@@ -394,6 +591,26 @@ describe('LogProcessedSet', () => {
     const [, rx2] = await new Builder(await LogStore.open(join(base, 'q'))).open();
     expect(text((await rx2.reserve())!.bytes)).toBe('an item of a queue');
     await rx2.close();
+  });
+
+  it('aSealedSegmentWhoseEntriesWereAllForgottenIsNotDeletedSinceTheHeaderHoldsTheLowWaterMark', async () => {
+    const dir = join(freshDir(), 'set');
+    const set = await LogProcessedSet.open(dir, { segmentBytes: 256, preallocate: false });
+    const seqs = Array.from({ length: 40 }, (_, i) => i + 1);
+    for (const seq of seqs) await set.record(seq);
+    await set.forget(seqs);
+    await set.close();
+    const { readdirSync } = await import('node:fs');
+    const segments = readdirSync(dir).filter((f) => f.startsWith('seg-'));
+    expect(segments.length, 'the records rolled over several segments').toBeGreaterThan(1);
+    expect(segments).toContain('seg-00000000000000000001.log');
+    const store = (await LogStore.open(dir, { readOnly: true })) as LogStore;
+    const info = store.inspect();
+    await store.close();
+    expect(info.lowWaterMark).toBe(1);
+    const again = await LogProcessedSet.open(dir);
+    expect(again.size).toBe(0);
+    await again.close();
   });
 
   it('refusesBadArgumentsWithoutWritingAnything', async () => {
@@ -414,8 +631,12 @@ describe('LogProcessedSet', () => {
   it('drivesTheWrapperOverALogStoreQueue', async () => {
     const base = freshDir();
     const set = await LogProcessedSet.open(join(base, 'set'));
-    const [tx, rx] = await new Builder(await LogStore.open(join(base, 'q'))).open();
-    await tx.pushMany(['a', 'b', 'c']);
+    {
+      const [tx, rx] = await new Builder(await LogStore.open(join(base, 'q'))).open();
+      await tx.pushMany(['a', 'b', 'c']);
+      await rx.close();
+    }
+    const [, rx] = await new Builder(await LogStore.open(join(base, 'q'))).open();
     const effects: string[] = [];
     const once = effectivelyOnce(rx, set, (item) => void effects.push(text(item.bytes)));
     await set.record(2); // b was processed before a crash
@@ -441,16 +662,20 @@ describe('SqliteProcessedSet', () => {
   it('commitsTheSideEffectAndTheRecordTogetherAndSkipsTheRedelivery', async () => {
     const db = openDb();
     const set = new SqliteProcessedSet(db);
-    const [tx, rx] = await new Builder(await SqliteStore.open(join(freshDir(), 'q.db'), { driver: 'better-sqlite3' })).open();
+    const queuePath = join(freshDir(), 'q.db');
     const insert = db.prepare('INSERT INTO orders (id) VALUES (?)');
+    {
+      const [tx, rx] = await new Builder(await SqliteStore.open(queuePath, { driver: 'better-sqlite3' })).open();
+      await tx.pushMany(['o1', 'o2']);
+      const first = (await rx.reserve())!;
+      // The transaction committed, then the process died before the ack: run the effect under the set by hand.
+      expect(set.runOnce(first.seq, () => void insert.run('o1'))).toBe(true);
+      await rx.close();
+    }
+    const [, rx] = await new Builder(await SqliteStore.open(queuePath, { driver: 'better-sqlite3' })).open();
     const once = effectivelyOnce(rx, set, (item) => {
       insert.run(text(item.bytes));
     });
-    await tx.pushMany(['o1', 'o2']);
-    const first = (await rx.reserve())!;
-    // The transaction committed, then the ack was lost: run the effect under the set by hand.
-    expect(set.runOnce(first.seq, () => void insert.run('o1'))).toBe(true);
-    await first.nack();
     const stop = new AbortController();
     void rx.onIdle().then(() => stop.abort());
     await rx.process(once, { signal: stop.signal });
@@ -480,14 +705,19 @@ describe('SqliteProcessedSet', () => {
     db.close();
   });
 
-  it('anAsynchronousHandlerIsATypeErrorAndItsWritesAreRolledBack', async () => {
+  it('anAsynchronousHandlerIsATypeErrorWhoseWritesBeforeItsFirstAwaitRollBackAndLaterOnesStay', async () => {
     const db = openDb();
     const set = new SqliteProcessedSet(db);
     const [tx, rx] = await new Builder(new MemStore()).open();
     const insert = db.prepare('INSERT INTO orders (id) VALUES (?)');
+    const gate = deferred();
+    const finished = deferred();
     // @ts-expect-error the handler of a transactional set must be synchronous
     const once = effectivelyOnce(rx, set, async (item) => {
-      insert.run('too late');
+      insert.run(`before-${item.deliveries}`);
+      await gate.promise;
+      insert.run(`after-${item.deliveries}`); // the transaction is gone: this commits on its own
+      finished.resolve();
       if (item.deliveries === 2) throw new Error('rejects later: dropped, not left unhandled');
     });
     await tx.push('o');
@@ -496,9 +726,14 @@ describe('SqliteProcessedSet', () => {
     expect(orders(db)).toEqual([]);
     expect(set.has(item.seq)).toBe(false);
     expect(item.settled).toBe(false);
+    gate.resolve();
+    await finished.promise;
+    expect(orders(db)).toEqual(['after-1']);
+    expect(set.has(item.seq)).toBe(false);
     await item.nack();
     await expect(once((await rx.reserve())!)).rejects.toThrow(TypeError);
-    expect(orders(db)).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(orders(db)).toEqual(['after-1', 'after-2']);
     await rx.close();
     db.close();
   });
@@ -520,7 +755,7 @@ describe('FORMAT.md §12', () => {
   it('theHexExamplesAreTheBytesTheSetWrites', async () => {
     const { readFileSync } = await import('node:fs');
     const format = readFileSync(join(import.meta.dirname, '..', 'FORMAT.md'), 'utf8');
-    const section = format.slice(format.indexOf('## 12. LogProcessedSet'), format.indexOf('\n## 13.'));
+    const section = format.slice(format.indexOf('## 12. LogProcessedSet'), format.indexOf('## 13. '));
     const hexBlocks = [...section.matchAll(/```hex\n([\s\S]*?)```/g)].map((m) =>
       Uint8Array.from(
         m[1]!
@@ -531,14 +766,16 @@ describe('FORMAT.md §12', () => {
       ),
     );
     expect(hexBlocks).toHaveLength(2);
-    const { encodeEntry, decodeEntry, decodeHeader } = await import('../src/processed/format.js');
-    expect(hexBlocks[0]).toEqual(encodeHeader());
-    expect(decodeHeader(hexBlocks[0]!, 'doc')).toBe(1);
+    const { decodeEntry, decodeHeader } = await import('../src/processed/format.js');
+    const storeId = '00112233-4455-4677-8899-aabbccddeeff';
+    expect(hexBlocks[0]).toEqual(encodeHeader(storeId));
+    expect(decodeHeader(hexBlocks[0]!, 'doc')).toEqual({ version: 2, storeId });
     expect(hexBlocks[1]).toEqual(encodeEntry(300));
     expect(decodeEntry(hexBlocks[1]!, 2, 'doc')).toBe(300);
-    // And a set on disk holds exactly these payloads.
+    // And a set bound to that store holds exactly these payloads on disk.
     const dir = join(freshDir(), 'set');
     const set = await LogProcessedSet.open(dir);
+    expect(set.bind(storeId)).toBe(storeId);
     await set.record(300);
     await set.close();
     const store = await LogStore.open(dir);
@@ -549,15 +786,31 @@ describe('FORMAT.md §12', () => {
 
   it('aHeaderOfAnotherLengthOrVersionZeroIsCorruptAndANewerLongerOneUnsupported', async () => {
     const { decodeHeader } = await import('../src/processed/format.js');
-    const header = encodeHeader();
-    expect(() => decodeHeader(header.subarray(0, 19), 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
-    const longer = new Uint8Array(24);
+    const corrupt = expect.objectContaining({ code: 'ERR_CORRUPT' });
+    const header = encodeHeader('store-a');
+    const version = (bytes: Uint8Array, v: number) => {
+      new DataView(bytes.buffer, bytes.byteOffset).setUint32(SET_MAGIC_BYTES, v, true);
+      return bytes;
+    };
+    expect(() => decodeHeader(header.subarray(0, 19), 'd')).toThrow(corrupt);
+    expect(() => decodeHeader(header.subarray(0, 21), 'd')).toThrow(corrupt);
+    expect(() => decodeHeader(header.subarray(0, header.length - 1), 'd')).toThrow(corrupt);
+    const longer = new Uint8Array(header.length + 4);
     longer.set(header);
-    expect(() => decodeHeader(longer, 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
-    new DataView(longer.buffer).setUint32(16, 2, true);
-    expect(() => decodeHeader(longer, 'd')).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED_VERSION' }));
-    const zero = encodeHeader();
-    new DataView(zero.buffer).setUint32(16, 0, true);
-    expect(() => decodeHeader(zero, 'd')).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+    expect(() => decodeHeader(longer, 'd')).toThrow(corrupt);
+    expect(() => decodeHeader(version(longer, 3), 'd')).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED_VERSION' }));
+    expect(() => decodeHeader(version(encodeHeader(null), 0), 'd')).toThrow(corrupt);
+    // Version 1 is exactly 20 bytes and holds no identity.
+    expect(decodeHeader(version(encodeHeader(null).subarray(0, SET_HEADER_V1_BYTES), 1), 'd')).toEqual({ version: 1, storeId: null });
+    expect(() => decodeHeader(version(encodeHeader(null), 1), 'd')).toThrow(corrupt);
+    expect(decodeHeader(encodeHeader(null), 'd')).toEqual({ version: 2, storeId: null });
+    const badId = encodeHeader('store-a');
+    badId[badId.length - 1] = 0x20;
+    expect(() => decodeHeader(badId, 'd')).toThrow(corrupt);
+    const tooLong = new Uint8Array(22 + 65);
+    tooLong.set(encodeHeader(null).subarray(0, 20));
+    new DataView(tooLong.buffer).setUint16(20, 65, true);
+    tooLong.fill(0x61, 22);
+    expect(() => decodeHeader(tooLong, 'd')).toThrow(corrupt);
   });
 });

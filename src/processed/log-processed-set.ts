@@ -3,13 +3,14 @@
  * sets", FORMAT.md §12). Each recorded seq is one 8-byte item of that store; forgetting a seq acks
  * its item. The store's framing, CRC checks, torn-tail rule, atomic cursor replacement, compaction
  * and fail-stop are what keep the set crash-safe: this file adds only the mapping from processed
- * seqs to store seqs, group commit of records, and the header item that marks the directory as a set.
+ * seqs to store seqs, group commit of records, and the header item that marks the directory as a set
+ * and names the queue's store it serves.
  */
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { LogStore } from '../log-store.js';
 import type { ProcessedSet } from '../processed-set.js';
-import type { StoredItem } from '../store.js';
+import { STORE_ID_PATTERN, type StoredItem } from '../store.js';
 import { expectation, knownKeys, optionsObject } from '../validate.js';
 import { SET_HEADER_SEQ, decodeEntry, decodeHeader, encodeEntry, encodeHeader } from './format.js';
 
@@ -23,7 +24,9 @@ export interface LogProcessedSetOptions {
   durability?: 'group' | 'none';
   /**
    * Size of the set's segments. The set holds few entries, of 28 bytes each in a segment, so its
-   * segments are small; sealed ones whose entries were all forgotten are deleted.
+   * segments are small. A sealed segment whose entries were all forgotten is compacted, not
+   * deleted: the header item at store seq 1 is never forgotten, so the store's low-water mark
+   * stays at 1 and compaction rewrites the live items into a new file (FORMAT.md §7, §12).
    * @default 1048576 (1 MiB)
    */
   segmentBytes?: number;
@@ -61,6 +64,10 @@ export class LogProcessedSet implements ProcessedSet {
   readonly #entries = new Map<number, number>();
   #highest = 0;
   #nextStoreSeq: number;
+  /** Whether the header item is stored (or on its way): a new set writes it with its first record. */
+  #headerWritten: boolean;
+  /** The identity of the queue's store the set serves: from its header, or bound before its first record. */
+  #storeId: string | null = null;
   /** Records waiting for the next append, and the promise each seq's caller holds. */
   #batch: Waiter[] = [];
   readonly #pending = new Map<number, Promise<void>>();
@@ -76,7 +83,8 @@ export class LogProcessedSet implements ProcessedSet {
     this.dir = dir;
     this.#store = store;
     this.#sync = sync;
-    this.#nextStoreSeq = nextStoreSeq;
+    this.#nextStoreSeq = Math.max(nextStoreSeq, SET_HEADER_SEQ);
+    this.#headerWritten = nextStoreSeq > SET_HEADER_SEQ;
   }
 
   /**
@@ -96,13 +104,10 @@ export class LogProcessedSet implements ProcessedSet {
     const store = await LogStore.open(dir, storeOptions);
     try {
       const { nextSeq } = await store.open();
-      const set = new LogProcessedSet(store.dir, store, durability === 'group', Math.max(nextSeq, SET_HEADER_SEQ + 1));
-      if (nextSeq === SET_HEADER_SEQ) {
-        // A new set: its header is durable before any entry can follow it.
-        await store.append([{ seq: SET_HEADER_SEQ, bytes: encodeHeader() }], true);
-      } else {
-        set.#load(nextSeq);
-      }
+      const set = new LogProcessedSet(store.dir, store, durability === 'group', nextSeq);
+      // A new set writes nothing yet: its header goes with its first record, so that it can name
+      // the store the set was bound to by then (FORMAT.md §12).
+      if (nextSeq > SET_HEADER_SEQ) set.#load(nextSeq);
       return set;
     } catch (error) {
       await store.close().catch(() => {});
@@ -117,7 +122,7 @@ export class LogProcessedSet implements ProcessedSet {
     if (first === undefined || first.seq !== SET_HEADER_SEQ) {
       throw new OpenError('ERR_STORE', `${this.dir} is not a processed set: it has no header item`, { file: this.dir });
     }
-    decodeHeader(first.bytes, this.dir);
+    this.#storeId = decodeHeader(first.bytes, this.dir).storeId;
     let after = SET_HEADER_SEQ;
     for (;;) {
       const items: readonly StoredItem[] = this.#store.read({ after, before: nextSeq, limit: OPEN_READ_COUNT });
@@ -152,6 +157,28 @@ export class LogProcessedSet implements ProcessedSet {
   }
 
   /**
+   * The identity of the queue's store this set serves (`stats().storeId`), or null: a set with no
+   * record yet that was never bound, or one whose header holds none (its first record came before
+   * any binding, or it was written by an earlier format, FORMAT.md §12).
+   */
+  get storeId(): string | null {
+    return this.#storeId;
+  }
+
+  /**
+   * Bind the set to the store `storeId` unless it serves one already; answers the identity it
+   * serves (null when it holds records and no identity). The identity is written in the header,
+   * with the first record: until then a binding is kept in memory only. `effectivelyOnce` calls it.
+   */
+  bind(storeId: string): string | null {
+    if (typeof storeId !== 'string') throw new TypeError(expectation('storeId', 'a store identity', storeId));
+    if (!STORE_ID_PATTERN.test(storeId)) throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
+    if (this.#failure) throw this.#failure;
+    if (!this.#headerWritten && this.#storeId === null) this.#storeId = storeId;
+    return this.#storeId;
+  }
+
+  /**
    * Record `seq`. Resolves once its entry is stored under the set's durability; records made while
    * an append runs share the next one. Recording a seq already held resolves at once.
    */
@@ -175,10 +202,18 @@ export class LogProcessedSet implements ProcessedSet {
   #append(): void {
     const batch = this.#batch;
     this.#batch = [];
+    const items: StoredItem[] = [];
+    if (!this.#headerWritten) {
+      // The header leads the first append: the store keeps a prefix of what it was given, so no
+      // entry is ever stored without it. Never rewritten: the identity it holds is the set's for good.
+      items.push({ seq: SET_HEADER_SEQ, bytes: encodeHeader(this.#storeId) });
+      this.#headerWritten = true;
+      this.#nextStoreSeq = SET_HEADER_SEQ + 1;
+    }
     const first = this.#nextStoreSeq;
-    const items: StoredItem[] = batch.map((w, i) => ({ seq: first + i, bytes: encodeEntry(w.seq) }));
+    for (let i = 0; i < batch.length; i++) items.push({ seq: first + i, bytes: encodeEntry(batch[i]!.seq) });
     this.#appending = true;
-    this.#nextStoreSeq = first + items.length;
+    this.#nextStoreSeq = first + batch.length;
     let written: Promise<void>;
     try {
       written = this.#store.append(items, this.#sync);

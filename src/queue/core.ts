@@ -129,6 +129,7 @@ export class QueueCore {
     this.#delayed = new DelayedItems((entries) => this.#releaseDelayed(entries), time);
     this.#leases = new Leases((leases) => this.#leasesExpired(leases), time);
     const { nextSeq, count } = recovery;
+    this.storedAtOpen = nextSeq;
     // A malformed identity is not one: leaving it out makes store-and-forward ask for an origin.
     if (typeof recovery.storeId === 'string' && STORE_ID_PATTERN.test(recovery.storeId)) this.#storeId = recovery.storeId;
     this.store = store;
@@ -740,10 +741,14 @@ export class QueueCore {
     return this.#lazyAcks?.covered(now) ?? Promise.resolve();
   }
 
-  /** Every item with a seq below this is stored; none at or above it was ever handed out. */
-  get storedBefore(): number {
-    return this.#pushes.committedBefore;
-  }
+  /**
+   * The seqs stored when the queue opened are those below this. A processed set holding a seq at
+   * or above it was not filled by this queue before it opened; a live bound would grow with every
+   * push and let a set of a store since recreated pass (seqs start at 1 again).
+   */
+  readonly storedAtOpen: number;
+  /** Processed sets that passed `effectivelyOnce`'s checks against this queue instance. */
+  readonly checkedSets = new WeakSet<object>();
 
   drained(signal: AbortSignal | undefined): Promise<void> {
     return this.#watch(this.#drained, () => this.#isDrained(), signal);

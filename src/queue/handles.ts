@@ -421,9 +421,14 @@ export class Consumer<T = Uint8Array> {
     return this.#core.acksDurable(now);
   }
 
-  /** Every item with a seq below this is stored; none at or above it was ever handed out. @internal */
-  get storedBefore(): number {
-    return this.#core.storedBefore;
+  /** The seqs the queue's store held when the queue opened are those below this. @internal */
+  get storedAtOpen(): number {
+    return this.#core.storedAtOpen;
+  }
+
+  /** Processed sets already checked against this queue (shared by its forks). @internal */
+  get checkedSets(): WeakSet<object> {
+    return this.#core.checkedSets;
   }
 
   /**

@@ -8,13 +8,16 @@
  * and the handler inside it, are synchronous.
  */
 import type { TransactionalProcessedSet } from '../processed-set.js';
+import { STORE_ID_PATTERN } from '../store.js';
 import { expectation, knownKeys, optionsObject } from '../validate.js';
 import type { SqlDatabase, SqlStatement } from './driver.js';
 
 export interface SqliteProcessedSetOptions {
   /**
    * The table that holds the processed seqs, created if missing: `(seq INTEGER PRIMARY KEY)`.
-   * Letters, digits and underscores, not starting with a digit.
+   * Letters, digits and underscores, not starting with a digit. Beside it, `<table>_meta`
+   * `(key TEXT PRIMARY KEY, value TEXT)` holds one row, `storeId`: the identity of the queue's
+   * store the set serves, written with the first record.
    * @default 'pq_processed'
    */
   table?: string;
@@ -27,6 +30,8 @@ export interface SqliteProcessedSetDatabase {
 }
 
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+/** The key of the meta row that holds the store identity. */
+const STORE_ID_KEY = 'storeId';
 /** The savepoint name: a savepoint nests inside a transaction the caller may have open already. */
 const SAVEPOINT = 'pq_processed_once';
 
@@ -44,6 +49,15 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
   readonly #insert: SqlStatement;
   readonly #delete: SqlStatement;
   readonly #max: SqlStatement;
+  readonly #any: SqlStatement;
+  readonly #getStoreId: SqlStatement;
+  readonly #putStoreId: SqlStatement;
+  /**
+   * An identity bound while the table was empty, written in the transaction of the first record.
+   * Kept after that: a transaction of the caller's that rolls back takes the row with the record,
+   * and the next first record writes it again.
+   */
+  #binding: string | undefined;
 
   /** Creates the table if missing (in its own statement, committed at once). */
   constructor(db: SqliteProcessedSetDatabase, options?: SqliteProcessedSetOptions) {
@@ -58,10 +72,42 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
     this.table = table;
     this.#db = db as unknown as SqlDatabase;
     this.#db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (seq INTEGER PRIMARY KEY NOT NULL)`);
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS "${table}_meta" (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)`);
     this.#has = this.#db.prepare(`SELECT 1 AS found FROM "${table}" WHERE seq = ?`);
     this.#insert = this.#db.prepare(`INSERT OR IGNORE INTO "${table}" (seq) VALUES (?)`);
     this.#delete = this.#db.prepare(`DELETE FROM "${table}" WHERE seq = ?`);
     this.#max = this.#db.prepare(`SELECT coalesce(max(seq), 0) AS highest FROM "${table}"`);
+    this.#any = this.#db.prepare(`SELECT 1 AS found FROM "${table}" LIMIT 1`);
+    this.#getStoreId = this.#db.prepare(`SELECT value FROM "${table}_meta" WHERE key = '${STORE_ID_KEY}'`);
+    this.#putStoreId = this.#db.prepare(`INSERT OR IGNORE INTO "${table}_meta" (key, value) VALUES ('${STORE_ID_KEY}', ?)`);
+  }
+
+  /** The identity of the queue's store the set serves, as kept in `<table>_meta`; null when none is. */
+  get storeId(): string | null {
+    const row = this.#getStoreId.get() as { value: string } | undefined;
+    return row === undefined ? null : row.value;
+  }
+
+  /**
+   * Bind the set to the store `storeId` unless it serves one already; answers the identity it
+   * serves. A set holding records and no identity (recorded before it was bound, or by an earlier
+   * release) answers null and stays unbound: what it holds may be another store's. Otherwise the
+   * identity is inserted in the transaction of the next record, so an unused set keeps none.
+   * `effectivelyOnce` calls it.
+   */
+  bind(storeId: string): string | null {
+    if (typeof storeId !== 'string') throw new TypeError(expectation('storeId', 'a store identity', storeId));
+    if (!STORE_ID_PATTERN.test(storeId)) throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
+    const kept = this.storeId;
+    if (kept !== null) return kept;
+    if (this.#any.get() !== undefined) return null;
+    this.#binding ??= storeId;
+    return this.#binding;
+  }
+
+  /** Inside the transaction of a record: the first record of a bound set writes its identity. */
+  #writeBinding(): void {
+    if (this.#binding !== undefined && this.#any.get() === undefined) this.#putStoreId.run(this.#binding);
   }
 
   has(seq: number): boolean {
@@ -75,7 +121,14 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
    */
   record(seq: number): void {
     checkSeq('seq', seq);
-    this.#insert.run(seq);
+    if (this.#binding === undefined) {
+      this.#insert.run(seq);
+      return;
+    }
+    this.#transaction(() => {
+      this.#writeBinding();
+      this.#insert.run(seq);
+    });
   }
 
   forget(seqs: readonly number[]): void {
@@ -103,6 +156,7 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
     return this.#transaction(() => {
       if (this.#has.get(seq) !== undefined) return false;
       effect();
+      this.#writeBinding();
       this.#insert.run(seq);
       return true;
     });
