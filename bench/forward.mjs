@@ -2,7 +2,8 @@
 // 128-byte payloads, against the nats-server at $NATS_URL (default 127.0.0.1:4222), beside the
 // same publishes made straight from memory (no local queue) with the same pipelining.
 //   npm run build && node bench/forward.mjs [--items=100000] [--rounds=1]
-// Not part of bench/run.mjs: it needs a server. A benchmark measures, it does not assert.
+// bench/run.mjs runs it (section jetstream) and reads its last line; it needs a server. A benchmark
+// measures, it does not assert.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,11 +87,15 @@ async function publishCell({ batch, concurrency }) {
 const fmt = (n) => Math.round(n).toLocaleString('en-US');
 console.log(`forward() throughput, ${items} items of ${PAYLOAD_BYTES} B, LogStore (durability group) -> JetStream (file storage) at ${url}, server ${nc.info?.version}`);
 console.log('batch  lanes  forward() items/s  publish-only items/s  ratio');
+const results = { items, payload: PAYLOAD_BYTES, server: nc.info?.version, cells: [] };
 for (const cell of cells) {
   for (let r = 0; r < rounds; r++) {
     const fwd = await forwardCell(cell);
     const raw = await publishCell(cell);
+    results.cells.push({ ...cell, forward: fwd, publishOnly: raw });
     console.log(`${String(cell.batch).padStart(5)}  ${String(cell.concurrency).padStart(5)}  ${fmt(fwd).padStart(17)}  ${fmt(raw).padStart(20)}  ${(fwd / raw).toFixed(2)}`);
   }
 }
 await nc.close();
+// The last line, for bench/run.mjs (section jetstream).
+console.log(JSON.stringify(results));

@@ -3,7 +3,8 @@
 // row does the same work with the NATS client alone (publish, consume(), ackAck), for what the
 // server and the machine allow. Each
 // figure is one timed pass over N items, after a short warm-up pass; it measures, it asserts
-// nothing. Not part of bench/run.mjs: it needs a JetStream server.
+// nothing. bench/run.mjs runs it (section jetstream) and reads its last line; it needs a JetStream
+// server.
 // Usage: npm run build && node bench/jetstream.mjs [--quick] [--items N]
 //   NATS_URL (default 127.0.0.1:4222) names the server; the bench's streams are deleted at the end.
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -76,6 +76,10 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       '(or of a fixed item count, whichever ends first); a `±` marks figures whose repetitions spread by more than 20 % ' +
       '(this is a shared 2-vCPU virtual machine: CPU-bound figures move by ±10–30 % from run to run, fsync-bound ones by up to 2×).',
   );
+  if (output.merged) {
+    md.push('');
+    md.push(`Sections ${output.merged.sections.map((x) => `\`${x}\``).join(', ')} were measured again ${output.merged.at.slice(0, 16).replace('T', ' ')} UTC (\`node bench/run.mjs --only=${output.merged.sections.join(',')} --merge\`) and replace that run's figures for them; each compares only figures of its own run.`);
+  }
   md.push('');
   md.push(table(['machine', ''], [
     ['commit', env.commit ?? 'not recorded (run before bench/lib/env.mjs recorded it)'],
@@ -95,7 +99,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, jetstream, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');
@@ -352,6 +356,22 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       md.push('');
       md.push(table(['cell', 'median msgs/s', 'range over rounds'], rates.map((r) => [r.name, rateFmt(r.value), `${rateFmt(Math.min(...r.samples))} – ${rateFmt(Math.max(...r.samples))}`])), '');
       md.push(table(['ratio', 'median of rounds', 'range'], results.filter((r) => r.kind === 'baseline-ratio').map((r) => [r.name, times(r.value), `${times(r.min)} – ${times(r.max)}`])), '');
+    }
+  }
+  {
+    const queue = results.filter((r) => r.kind === 'jetstream-queue');
+    const fwd = results.filter((r) => r.kind === 'jetstream-forward');
+    const skipped = results.filter((r) => r.kind === 'jetstream-skipped');
+    if (queue.length || fwd.length || skipped.length) {
+      md.push('## When one machine is not enough: JetStream');
+      md.push('');
+      const server = (queue[0] ?? fwd[0])?.server;
+      md.push(`\`bench/jetstream.mjs\` and \`bench/forward.mjs\`, run as child processes against the nats-server on 127.0.0.1:4222${server ? ` (version ${server})` : ''}, 128 B payloads, one timed pass of ${(queue[0] ?? fwd[0])?.items ?? '—'} items after a warm-up. The queue rows: ${queue[0]?.producers ?? 64} producers pushing, then push and \`process()\` (concurrency ${queue[0]?.concurrency ?? 64}) together for end to end; the client row does the same work with the NATS client alone (publish, \`consume()\`, \`ackAck\`). The forward rows drain a LogStore queue (default options) into a stream with \`forward()\`, beside the same publishes made from memory with the same batching.`);
+      md.push('');
+      if (queue.length) md.push(table(['backend', 'push only, msgs/s', 'end to end, msgs/s'], queue.map((r) => [r.name, rateFmt(r.push), rateFmt(r.endToEnd)])), '');
+      if (fwd.length) md.push(table(['forward()', 'items/s', 'publishes from memory, items/s', 'ratio'], fwd.map((r) => [r.name, rateFmt(r.value), rateFmt(r.publishOnly), times(r.value / r.publishOnly)])), '');
+      for (const r of skipped) md.push(`- ${r.name}: skipped, ${r.reason}`);
+      if (skipped.length) md.push('');
     }
   }
   {

@@ -3,11 +3,11 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
-// Options: --quick, --report, --only=raw,baseline,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --merge (with --only), --only=raw,baseline,jetstream,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const only = args.find((a) => a.startsWith('--only='))?.slice(7).split(',');
+// `--only=… --merge`: run those sections and put their figures into the last full run's results
+// (bench/results/latest.json) in place of that run's, keeping every other section's.
+const merged = args.includes('--merge') && only && !quick ? { sections: only, at: new Date().toISOString() } : undefined;
 const wants = (section) => !only || only.includes(section);
 const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? process.env.PQ_BENCH_DIR ?? tmpdir();
 
@@ -100,6 +103,7 @@ if (wants('zerocopy')) plan.push({ section: 'zerocopy', weight: config.abRounds 
 if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
 if (wants('jobpeers')) plan.push({ section: 'jobpeers', weight: (config.jobPeerRounds * JOB_PEER_CELLS.length * config.abBudgetMs * 1.6) / config.budgetMs });
+if (wants('jetstream')) plan.push({ section: 'jetstream', weight: (quick ? 10 : 60) / (config.budgetMs / 1000) });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
 if (wants('contract'))
   for (const store of ['sqlitestore', 'levelstore'])
@@ -455,6 +459,56 @@ async function runJobPeersSection() {
   return out.join('; ') || `${Object.keys(rates).length} cells`;
 }
 
+// ------------------------------------------------------------------ JetStream: the queue and forward() (child processes)
+
+/** Run one of the JetStream bench scripts; its last line is its results as JSON. */
+function jetStreamScript(script, argv) {
+  return new Promise((resolve) => {
+    const child = fork(join(here, script), argv, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15 * 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      const last = out.trim().split('\n').pop() ?? '';
+      if (code !== 0) return resolve({ skipped: `${script} exited ${code}: ${(err.trim().split('\n').pop() ?? '').slice(0, 200)}` });
+      try {
+        resolve(JSON.parse(last));
+      } catch {
+        resolve({ skipped: `${script} printed no results line` });
+      }
+    });
+  });
+}
+
+async function runJetStreamSection() {
+  const items = quick ? 2_000 : 20_000;
+  const out = [];
+  const queue = await jetStreamScript('jetstream.mjs', ['--items', String(items)]);
+  if (queue.skipped) {
+    record({ id: 'jetstream/queue/skipped', kind: 'jetstream-skipped', name: 'the JetStream queue', reason: queue.skipped });
+    out.push(`queue skipped: ${queue.skipped}`);
+  } else {
+    for (const [key, name] of [['logStoreGroup', 'embedded queue, LogStore (group, lazy acks)'], ['jetStreamR1', 'JetStream queue (R1, file storage)'], ['clientAlone', 'NATS client alone (R1, file storage)']]) {
+      record({ id: `jetstream/queue/${key}`, kind: 'jetstream-queue', name, items, server: queue.server, producers: queue.producers, concurrency: queue.concurrency, push: queue[key].push, endToEnd: queue[key].endToEnd, unit: 'msgs/s', value: queue[key].push });
+    }
+    out.push(`JetStream queue ${fmtRate(queue.jetStreamR1.push)} push, ${fmtRate(queue.jetStreamR1.endToEnd)} e2e`);
+  }
+  const fwd = await jetStreamScript('forward.mjs', [`--items=${items}`, '--rounds=1']);
+  if (fwd.skipped) {
+    record({ id: 'jetstream/forward/skipped', kind: 'jetstream-skipped', name: 'forward()', reason: fwd.skipped });
+    out.push(`forward skipped: ${fwd.skipped}`);
+  } else {
+    for (const c of fwd.cells) {
+      record({ id: `jetstream/forward/b${c.batch}/c${c.concurrency}`, kind: 'jetstream-forward', name: `batch ${c.batch}, ${c.concurrency} lane(s)`, items, server: fwd.server, batch: c.batch, concurrency: c.concurrency, publishOnly: c.publishOnly, unit: 'msgs/s', value: c.forward });
+    }
+    out.push(`forward ${fwd.cells.map((c) => fmtRate(c.forward)).join(' / ')}`);
+  }
+  return out.join('; ');
+}
+
 // ------------------------------------------------------------------ a million delayed items at open (child processes)
 
 async function runDelayed() {
@@ -608,6 +662,10 @@ for (let i = 0; i < plan.length; i++) {
       run = () => runPeer(p);
       break;
     }
+    case 'jetstream':
+      label = 'the JetStream queue and forward() beside the embedded queue (nats-server on 127.0.0.1:4222)';
+      run = () => runJetStreamSection();
+      break;
     case 'jobpeers':
       label = 'job queues users pick instead (BullMQ on Redis, pg-boss on PostgreSQL, plainjob on SQLite) beside ours, 64 producers';
       run = () => runJobPeersSection();
@@ -639,6 +697,7 @@ for (let i = 0; i < plan.length; i++) {
 
 const output = {
   schema: 1,
+  ...(merged ? { merged } : {}),
   quick,
   startedAt,
   durationSeconds: Math.round((performance.now() - t0) / 1000),
@@ -648,8 +707,14 @@ const output = {
   note: 'Figures are from one machine, measured in one run; compare ratios, not absolute numbers. Each figure is the median of the repetitions; `spread` is (max - min) / median.',
   results,
 };
-output.targets = computeTargets(output);
 const file = join(here, 'results', quick ? 'quick.json' : 'latest.json');
+if (merged) {
+  // Keep the earlier run's figures of every other section; these sections' figures replace theirs.
+  const earlier = JSON.parse(readFileSync(file, 'utf8'));
+  const mine = (r) => merged.sections.some((section) => r.id?.startsWith(`${section}/`));
+  Object.assign(output, { ...earlier, merged: { ...merged, into: earlier.startedAt }, results: [...earlier.results.filter((r) => !mine(r)), ...results] });
+}
+output.targets = computeTargets(output);
 mkdirSync(dirname(file), { recursive: true });
 writeFileSync(file, `${JSON.stringify(output, null, 1)}\n`);
 console.log(`\nresults: ${file} (${output.durationSeconds} s)`);
