@@ -11,6 +11,7 @@ import { boundedReason } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
 import type { Delivery } from './message.js';
 import type { Names } from './setup.js';
+import type { JetStreamQueueStats } from './stats.js';
 
 /** Headers of a dead letter: the item's history, as the embedded dead letters keep it. @internal */
 export const DEAD_HEADERS = {
@@ -66,17 +67,10 @@ export interface CoreSettings {
 }
 
 /** The counters of {@link JetStreamQueueStats} this process keeps. @internal */
-export interface Counters {
-  pushed: number;
-  acked: number;
-  nacked: number;
-  redelivered: number;
-  retried: number;
-  deadLettered: number;
-  leaseExpired: number;
-  pendingPushes: number;
-  pendingAcks: number;
-}
+export type Counters = Pick<
+  JetStreamQueueStats,
+  'pushed' | 'acked' | 'nacked' | 'redelivered' | 'retried' | 'deadLettered' | 'leaseExpired' | 'pendingPushes' | 'pendingAcks'
+>;
 
 interface History {
   first: number;
