@@ -19,7 +19,7 @@ import { PushPipeline } from './push-pipeline.js';
 import { IdempotencyKeys, type KeyWindow } from './idempotency.js';
 import { Reserved } from './handles.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
-import { QueueMonitor, Watch } from './monitor.js';
+import { QueueMonitor, QueueWatches } from './monitor.js';
 import { READ_PENDING, ReadAhead } from './read-ahead.js';
 import { type Lease, Leases } from './leases.js';
 import { Schedule } from './schedule.js';
@@ -103,12 +103,9 @@ export class QueueCore {
 
   // Observability: counters and channel messages, and the waiters of drained() and onIdle().
   readonly #monitor: QueueMonitor;
-  readonly #drained = new Watch();
-  readonly #idle = new Watch();
+  readonly #watches = new QueueWatches(() => this.#isDrained(), () => this.#isIdle());
   /** The store's identity, when it reported a well-formed one at open. */
   readonly #storeId: string | undefined;
-  /** Set once close has finished what it finishes: from then on those waiters settle at once. */
-  #watchesFinal = false;
 
   constructor(
     store: Store,
@@ -148,7 +145,7 @@ export class QueueCore {
       acked: (entries) => this.#acked(entries),
       freed: () => {
         this.#pushes.admitWaiting();
-        if (this.#idle.size !== 0) this.#settleWatches();
+        if (this.#watches.idleWaiting) this.#watches.settle();
       },
       notAcked: (entries) => {
         if (this.#state === 'open') for (const entry of entries) this.#schedule.ready(entry);
@@ -168,7 +165,7 @@ export class QueueCore {
       stored: (items, scheduled, redrive) => this.#stored(items, scheduled, redrive),
       serve: () => this.#serveWaiters(),
       quiet: () => this.#checkQuiet(),
-      settleWatches: () => this.#settleWatches(),
+      settleWatches: () => this.#watches.settle(),
       now: () => this.time.wallNow(),
     }, { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn });
     this.#storedCount = count;
@@ -467,7 +464,7 @@ export class QueueCore {
     this.#bytes?.removed(entries);
     this.#monitor.deadLettered(entries, reasons);
     this.#pushes.admitWaiting();
-    this.#settleWatches();
+    this.#watches.settle();
     this.#checkQuiet();
   }
 
@@ -533,8 +530,7 @@ export class QueueCore {
       // Damage met while reading: the item is never delivered, and nothing after it in its place.
       this.#readError = error;
       // The damaged item can never be handed out: neither drained() nor onIdle() can come true.
-      this.#drained.rejectAll(error);
-      this.#idle.rejectAll(error);
+      this.#watches.rejectAll(error);
       return;
     }
     this.#fail(error);
@@ -551,7 +547,7 @@ export class QueueCore {
     // No lease by default: a plain reserve pays one comparison for them.
     const lease = leaseMs === Infinity ? undefined : (entry.lease = this.#leases.grant(entry, leaseMs));
     this.#monitor.delivered(entry);
-    if (this.#drained.size !== 0) this.#settleWatches();
+    if (this.#watches.drainedWaiting) this.#watches.settle();
     if (holder !== undefined) {
       entry.holder = holder;
       holder.held.add(entry);
@@ -723,6 +719,23 @@ export class QueueCore {
     this.#monitor.acked(entries);
   }
 
+  // ---------------------------------------------------------------- what processed sets ask
+
+  /**
+   * The seqs stored when the queue opened are those below this. A processed set holding a seq at
+   * or above it was not filled by this queue before it opened; a live bound would grow with every
+   * push and let a set of a store since recreated pass (seqs start at 1 again).
+   */
+  readonly storedAtOpen: number;
+  /** Processed sets that passed `effectivelyOnce`'s checks against this queue instance. */
+  readonly checkedSets = new WeakSet<object>();
+
+  /** Resolves once every ack resolved before the call is durable (`Consumer.acksDurable`); `now` starts the sync at once. */
+  acksDurable(now: boolean): Promise<void> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    return this.#lazyAcks?.covered(now) ?? Promise.resolve();
+  }
+
   // ---------------------------------------------------------------- drained() and onIdle()
 
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
@@ -735,55 +748,12 @@ export class QueueCore {
     return this.#storedCount === 0 && this.#pendingPushes() === 0;
   }
 
-  /** Resolves once every ack resolved before the call is durable (`Consumer.acksDurable`); `now` starts the sync at once. */
-  acksDurable(now: boolean): Promise<void> {
-    if (this.#failure) return Promise.reject(this.#failure);
-    return this.#lazyAcks?.covered(now) ?? Promise.resolve();
-  }
-
-  /**
-   * The seqs stored when the queue opened are those below this. A processed set holding a seq at
-   * or above it was not filled by this queue before it opened; a live bound would grow with every
-   * push and let a set of a store since recreated pass (seqs start at 1 again).
-   */
-  readonly storedAtOpen: number;
-  /** Processed sets that passed `effectivelyOnce`'s checks against this queue instance. */
-  readonly checkedSets = new WeakSet<object>();
-
   drained(signal: AbortSignal | undefined): Promise<void> {
-    return this.#watch(this.#drained, () => this.#isDrained(), signal);
+    return this.#watches.wait(false, signal, this.#failure, this.#readError);
   }
 
   onIdle(signal: AbortSignal | undefined): Promise<void> {
-    return this.#watch(this.#idle, () => this.#isIdle(), signal);
-  }
-
-  #watch(watch: Watch, holds: () => boolean, signal: AbortSignal | undefined): Promise<void> {
-    if (this.#failure) return Promise.reject(this.#failure);
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    if (holds()) return Promise.resolve();
-    if (this.#readError) return Promise.reject(this.#readError);
-    if (this.#watchesFinal) return Promise.reject(closedError());
-    return watch.wait(signal);
-  }
-
-  /** Resolve the waiters whose condition now holds; called where it may have become true. */
-  #settleWatches(): void {
-    if (this.#drained.size !== 0 && this.#isDrained()) this.#drained.resolveAll();
-    if (this.#idle.size !== 0 && this.#isIdle()) this.#idle.resolveAll();
-  }
-
-  /**
-   * Close has stored or rejected every push and ack it was going to: whatever does not hold now
-   * never will. Resolving instead would tell a waiter that items were handed out or acked when
-   * close returned them to the store.
-   */
-  #finalizeWatches(): void {
-    this.#watchesFinal = true;
-    this.#settleWatches();
-    const closed = closedError();
-    this.#drained.rejectAll(closed);
-    this.#idle.rejectAll(closed);
+    return this.#watches.wait(true, signal, this.#failure, this.#readError);
   }
 
   // ---------------------------------------------------------------- failure and close
@@ -809,8 +779,7 @@ export class QueueCore {
     }
     // Nothing will be handed out: no item still to fall due holds the process.
     this.#schedule.clear();
-    this.#drained.rejectAll(failure);
-    this.#idle.rejectAll(failure);
+    this.#watches.rejectAll(failure);
     this.#checkQuiet();
     this.#monitor.failed(failure);
   }
@@ -875,7 +844,7 @@ export class QueueCore {
       this.#pushes.flush();
       this.#acks.flush();
     });
-    this.#finalizeWatches();
+    this.#watches.finalize();
     // The next open counts as delivered exactly the items handed out, not the whole block ahead.
     if (exact !== undefined && !this.#failure) await this.ledger!.storeExactBound(exact).catch((error: unknown) => this.#fail(error));
     await this.ledger?.idle();

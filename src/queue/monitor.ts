@@ -4,7 +4,7 @@
 import { ackChannel, deadLetterChannel, deliverChannel, failStopChannel, nackChannel, pushChannel, retryChannel } from '../diagnostics.js';
 import type { ItemMessage } from '../diagnostics.js';
 import type { QueueError } from '../errors.js';
-import { type Entry, type Waiter, detachAbort, waitIn } from './entry.js';
+import { type Entry, type Waiter, abortReason, closedError, detachAbort, waitIn } from './entry.js';
 
 /** The id of the last queue opened in this process. */
 let lastQueueId = 0;
@@ -118,5 +118,70 @@ export class Watch {
     const waiters = this.#waiters.splice(0);
     for (const w of waiters) detachAbort(w);
     return waiters;
+  }
+}
+
+/**
+ * The waiters of `drained()` and `onIdle()`. The core gives the two conditions as functions of its
+ * state and calls `settle()` wherever one may have become true; this keeps the waiters, answers a
+ * new one at once when it can, and ends them all at close or fail-stop.
+ */
+export class QueueWatches {
+  readonly #drained = new Watch();
+  readonly #idle = new Watch();
+  /** Set once close has finished what it finishes: from then on new waiters settle at once. */
+  #final = false;
+
+  constructor(
+    /** Every push so far is stored and handed to the consumer. */
+    private readonly isDrained: () => boolean,
+    /** Drained, and every stored item acked. */
+    private readonly isIdle: () => boolean,
+  ) {}
+
+  /** Somebody waits for onIdle(). */
+  get idleWaiting(): boolean {
+    return this.#idle.size !== 0;
+  }
+
+  /** Somebody waits for drained(). */
+  get drainedWaiting(): boolean {
+    return this.#drained.size !== 0;
+  }
+
+  /**
+   * Wait for drained (`idle` false) or idle. A failed queue rejects at once; a read that failed
+   * rejects only when the condition does not already hold.
+   */
+  wait(idle: boolean, signal: AbortSignal | undefined, failure: QueueError | undefined, readError: QueueError | undefined): Promise<void> {
+    if (failure) return Promise.reject(failure);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    if (idle ? this.isIdle() : this.isDrained()) return Promise.resolve();
+    if (readError) return Promise.reject(readError);
+    if (this.#final) return Promise.reject(closedError());
+    return (idle ? this.#idle : this.#drained).wait(signal);
+  }
+
+  /** Resolve the waiters whose condition now holds. */
+  settle(): void {
+    if (this.#drained.size !== 0 && this.isDrained()) this.#drained.resolveAll();
+    if (this.#idle.size !== 0 && this.isIdle()) this.#idle.resolveAll();
+  }
+
+  /** Reject every waiter with `error` (a read failed, the queue failed). */
+  rejectAll(error: unknown): void {
+    this.#drained.rejectAll(error);
+    this.#idle.rejectAll(error);
+  }
+
+  /**
+   * Close has stored or rejected every push and ack it was going to: whatever does not hold now
+   * never will. Resolving instead would tell a waiter that items were handed out or acked when
+   * close returned them to the store.
+   */
+  finalize(): void {
+    this.#final = true;
+    this.settle();
+    this.rejectAll(closedError());
   }
 }
