@@ -84,6 +84,8 @@ export interface Program {
   readonly tailCacheBytes: number;
   readonly preallocate: boolean;
   readonly autoCompact: boolean;
+  /** LogStore's `blockingSync`: every fsync and fdatasync on the calling thread. Absent: false. */
+  readonly blockingSync?: boolean;
   /**
    * 0 or absent: acks follow `policy`. n > 0: acks are `lazy`, synced once n of them wait (the
    * delay bound is set too long to fire, so a run does not depend on timing).
@@ -143,6 +145,7 @@ export function randomProgram(rnd: Prng, opCount: number): Program {
     tailCacheBytes: rnd.bool() ? 0 : rnd.int(4096),
     preallocate: rnd.bool(),
     autoCompact: rnd.bool(0.7),
+    blockingSync: rnd.bool(0.25),
     ops,
   };
 }
@@ -375,6 +378,7 @@ class Runner {
       tailCacheBytes: program.tailCacheBytes,
       preallocate: program.preallocate,
       autoCompact: program.autoCompact,
+      blockingSync: program.blockingSync ?? false,
       readAheadBytes: 128,
     };
   }

@@ -95,6 +95,14 @@ export function computeTargets(output) {
   if (!fromAb(tl, 'group64', 'logstore/level', 'logstore') && group64 !== undefined) {
     add({ ...tl, measured: group64, baseline: v('peer/level/durable/perCommit64/128') });
   }
+  // The same fsync-bound targets with the opt-in blockingSync (README, "Blocking syncs"): the
+  // syncs on the main thread, as the peers' and the main-thread raw loop's are. A/B rounds only.
+  const blocking = 'with blockingSync (opt-in: the event loop stands still during each flush)';
+  fromAb({ key: 'sync-vs-raw1-blocking', what: `LogStore sync, 1 producer, push only, ${blocking}, vs best raw write + fdatasync per record (of: append, overwrite, overwrite with fdatasyncSync on the main thread)`, goal: 0.8, unit: 'msgs/s' }, 'sync1', 'logstore-blocking/raw', 'logstore-blocking');
+  fromAb({ key: 'vs-sqlite-1-blocking', what: `LogStore sync, 1 producer, push only, ${blocking}, vs better-sqlite3 FULL, 1 insert per commit`, goal: 1, unit: 'msgs/s' }, 'sync1', 'logstore-blocking/sqlite', 'logstore-blocking');
+  fromAb({ key: 'group-vs-raw64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs best raw 64 frames + fdatasync (of: append, overwrite, overwrite with fdatasyncSync on the main thread)`, goal: 0.75, unit: 'msgs/s' }, 'group64', 'logstore-blocking/raw', 'logstore-blocking');
+  fromAb({ key: 'vs-sqlite-64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs better-sqlite3 FULL, 64 inserts per commit`, goal: 1.3, unit: 'msgs/s' }, 'group64', 'logstore-blocking/sqlite', 'logstore-blocking');
+  fromAb({ key: 'vs-level-64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs classic-level sync: true, batches of 64`, goal: 3, unit: 'msgs/s' }, 'group64', 'logstore-blocking/level', 'logstore-blocking');
 
   // The README's consumer code under default options, against push only in the same rounds.
   for (const [kind, goal, what] of [

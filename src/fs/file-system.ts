@@ -5,7 +5,8 @@
  * Reads, writes and metadata calls are synchronous: the engine writes whole batches with one
  * positional write(2) and serves `tryReserve()` with a synchronous read, and a threadpool hop per
  * call would cost more than the call itself. The calls that wait on the device (fsync,
- * fdatasync, directory fsync) are asynchronous and run off the event loop.
+ * fdatasync, directory fsync) are asynchronous and run off the event loop, unless a store is opened
+ * with `blockingSync`, which asks for the optional synchronous `fdatasyncSync`/`fsyncSync`.
  *
  * Paths are absolute. File descriptors are small integers owned by the implementation.
  * Errors are thrown (or rejected) as Node-style errors carrying `code` (`ENOENT`, `EIO`,
@@ -59,6 +60,14 @@ export interface FileSystem {
   fsync(fd: number): Promise<void>;
   /** Make the directory's entries (creates, renames, unlinks inside it) durable. */
   fsyncDir(path: string): Promise<void>;
+  /**
+   * Optional: `fdatasync` on the calling thread, returning once the data is durable. Only
+   * LogStore's `blockingSync` option calls it; a FileSystem without it cannot be opened with that
+   * option. Added after the first version of this interface; implementations may omit it.
+   */
+  fdatasyncSync?(fd: number): void;
+  /** Optional: `fsync` on the calling thread (see `fdatasyncSync`). */
+  fsyncSync?(fd: number): void;
 
   /** Atomically replace `to` with `from` (same directory). */
   rename(from: string, to: string): void;

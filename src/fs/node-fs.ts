@@ -237,6 +237,12 @@ const fileCalls: Omit<FileSystem, 'lock'> = {
   fsync(fd) {
     return new Promise((resolve, reject) => fs.fsync(fd, (e) => (e ? reject(e) : resolve())));
   },
+  fdatasyncSync(fd) {
+    fs.fdatasyncSync(fd);
+  },
+  fsyncSync(fd) {
+    fs.fsyncSync(fd);
+  },
   fsyncDir(path) {
     return new Promise((resolve, reject) => {
       fs.open(path, 'r', (e, fd) => {

@@ -35,6 +35,8 @@ export class Durability {
   constructor(
     private readonly fs: FileSystem,
     private readonly dir: string,
+    /** Sync on the calling thread (`blockingSync`); the options checked that `fs` can. */
+    private readonly blocking = false,
   ) {}
 
   get failure(): QueueError | null {
@@ -64,6 +66,7 @@ export class Durability {
    * of a writeback error, and the other returns success over pages that never reached the disk.
    */
   syncFd(fd: number, dataOnly: boolean): Promise<void> {
+    if (this.blocking) return this.#syncNow(fd, dataOnly);
     this.#syncsByFd.set(fd, (this.#syncsByFd.get(fd) ?? 0) + 1);
     const sync = dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd);
     let running = this.#runningByFd.get(fd);
@@ -96,6 +99,22 @@ export class Durability {
         throw e;
       },
     );
+  }
+
+  /**
+   * `syncFd` on the calling thread (`blockingSync`). Nothing else syncs while it runs, so no other
+   * sync of the fd can be in flight to share a writeback error with; the rules are the same: a
+   * failure fails the instance, and after a failure no success is reported.
+   */
+  #syncNow(fd: number, dataOnly: boolean): Promise<void> {
+    try {
+      if (dataOnly) this.fs.fdatasyncSync!(fd);
+      else this.fs.fsyncSync!(fd);
+    } catch (e) {
+      this.markFailed(e);
+      return Promise.reject(e);
+    }
+    return this.#failure === null ? Promise.resolve() : Promise.reject(this.#failure);
   }
 
   /** fdatasync `fd`; a failure fails the instance. */

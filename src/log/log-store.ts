@@ -107,7 +107,7 @@ export class LogStore implements Store {
     this.#opts = opts;
     this.#fs = opts.fs;
     this.maxItemBytes = opts.maxItemBytes;
-    this.#durability = new Durability(this.#fs, dir);
+    this.#durability = new Durability(this.#fs, dir, opts.blockingSync);
     this.#layout = new SegmentLayout(this.#fs);
     this.#writer = new SegmentWriter(this.#fs, dir, opts, this.#durability, this.#layout);
     this.#cursor = new CursorLog(this.#fs, dir, opts, this.#durability, () => this.#maintenance.poke());

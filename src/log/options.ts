@@ -67,6 +67,18 @@ export interface LogStoreOptions {
    */
   preallocate?: boolean;
   /**
+   * Run the fsyncs and fdatasyncs of the segments and the cursor file on the calling thread (the
+   * FileSystem's `fdatasyncSync`/`fsyncSync`) instead of the libuv threadpool. A synced push or ack then skips
+   * the threadpool round trip (measured 1.1–1.3× the pushes per second of the default under `sync`
+   * and `group`; README, "Blocking syncs"), and the event loop stands still for every device flush:
+   * for a CLI or a single-purpose worker, not for a process that must keep serving while the disk
+   * works. Durability is the same: a synced operation resolves only after its flush returned.
+   * Directory fsyncs, recovery at open, the identity file and compaction's rewritten segments
+   * stay asynchronous.
+   * @default false
+   */
+  blockingSync?: boolean;
+  /**
    * Live fraction of the sealed segments below which automatic compaction rewrites them.
    * @default 0.25
    */
@@ -132,6 +144,7 @@ export interface ResolvedOptions {
   autoCompact: boolean;
   zeroCopyReads: boolean;
   preallocate: boolean;
+  blockingSync: boolean;
   compactionLiveRatio: number;
   dirMode: number;
   fileMode: number;
@@ -157,6 +170,7 @@ const OPTION_NAMES: readonly string[] = [
   'autoCompact',
   'zeroCopyReads',
   'preallocate',
+  'blockingSync',
   'compactionLiveRatio',
   'dirMode',
   'fileMode',
@@ -191,6 +205,10 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
   if (fs === undefined) {
     throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
   }
+  const blockingSync = o.blockingSync === undefined ? false : bool('blockingSync', o.blockingSync);
+  if (blockingSync && (typeof fs.fdatasyncSync !== 'function' || typeof fs.fsyncSync !== 'function')) {
+    throw new TypeError('Expected `fs` to have fdatasyncSync and fsyncSync with `blockingSync`: this FileSystem syncs only asynchronously');
+  }
   return {
     segmentBytes,
     maxItemBytes,
@@ -202,6 +220,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     autoCompact: o.autoCompact === undefined ? true : bool('autoCompact', o.autoCompact),
     zeroCopyReads: o.zeroCopyReads === undefined ? true : bool('zeroCopyReads', o.zeroCopyReads),
     preallocate: o.preallocate === undefined ? true : bool('preallocate', o.preallocate),
+    blockingSync,
     compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
     dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),

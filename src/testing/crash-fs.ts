@@ -985,6 +985,16 @@ export class CrashFileSystem implements FileSystem {
     return this.#syncFile(fd, 'fsync');
   }
 
+  /** fdatasync on the calling thread (LogStore's `blockingSync`): the same effect, settled before it returns; {@link pauseSyncs} does not hold it. */
+  fdatasyncSync(fd: number): void {
+    this.#syncFileNow(fd, 'fdatasync');
+  }
+
+  /** fsync on the calling thread (see {@link fdatasyncSync}). */
+  fsyncSync(fd: number): void {
+    this.#syncFileNow(fd, 'fsync');
+  }
+
   fsyncDir(path: string): Promise<void> {
     return this.#deferred(() => {
       this.#live('fsyncDir');
@@ -1424,21 +1434,28 @@ export class CrashFileSystem implements FileSystem {
   }
 
   #syncFile(fd: number, kind: 'fsync' | 'fdatasync'): Promise<void> {
-    return this.#deferred(() => {
-      this.#live(kind);
-      const file = this.#fd(fd, kind);
-      const disk = this.#disk;
-      if (kind === 'fsync') disk.counters.fsyncCount++;
-      else disk.counters.fdatasyncCount++;
-      try {
-        disk.check({ op: kind, path: file.path });
-      } catch (error) {
-        disk.counters.syncFailureCount++;
-        disk.record({ kind, node: file.node, ok: false }, file.path);
-        throw error;
-      }
-      disk.record({ kind, node: file.node, ok: true }, file.path);
-    });
+    return this.#deferred(() => this.#syncEffect(fd, kind));
+  }
+
+  #syncFileNow(fd: number, kind: 'fsync' | 'fdatasync'): void {
+    if (!this.#alive) throw crashedError('sync');
+    this.#syncEffect(fd, kind);
+  }
+
+  #syncEffect(fd: number, kind: 'fsync' | 'fdatasync'): void {
+    this.#live(kind);
+    const file = this.#fd(fd, kind);
+    const disk = this.#disk;
+    if (kind === 'fsync') disk.counters.fsyncCount++;
+    else disk.counters.fdatasyncCount++;
+    try {
+      disk.check({ op: kind, path: file.path });
+    } catch (error) {
+      disk.counters.syncFailureCount++;
+      disk.record({ kind, node: file.node, ok: false }, file.path);
+      throw error;
+    }
+    disk.record({ kind, node: file.node, ok: true }, file.path);
   }
 
   /** Runs `effect` now (durability is decided at the call) and settles asynchronously, like a threadpool call. */

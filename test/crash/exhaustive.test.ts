@@ -198,6 +198,17 @@ describe('exhaustive crash points', () => {
     await explore('pushes with preallocation', rec);
   });
 
+  it('pushes and acks with blocking syncs', async () => {
+    const rec = await record({ segmentBytes: 256, preallocate: true, autoCompact: false, blockingSync: true }, async ({ append, ack }) => {
+      for (let seq = 1; seq <= 5; seq++) await append([seq], 40);
+      await ack([2, 1]);
+      await append([6, 7], 12);
+      await ack([4]);
+    });
+    expect(rec.fs.stats().fdatasyncCount).toBeGreaterThan(0);
+    await explore('pushes and acks with blocking syncs', rec);
+  });
+
   it('an ack checkpoint', async () => {
     const rec = await record({ segmentBytes: 4096, cursorCheckpointBytes: 48, preallocate: false, autoCompact: false }, async ({ append, ack, store }) => {
       await append([1, 2, 3, 4, 5, 6], 10);

@@ -50,6 +50,8 @@ const program: fc.Arbitrary<Program> = fc.record({
   tailCacheBytes: fc.oneof(fc.constant(0), fc.nat(4096)),
   preallocate: fc.boolean(),
   autoCompact: fc.boolean(),
+  // Syncs on the calling thread in about a quarter of the programs.
+  blockingSync: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, { arbitrary: fc.constant(true), weight: 1 }),
   // Lazy acks in about a third of the programs, synced every 1 to 4 acks.
   lazyAcks: fc.oneof({ arbitrary: fc.constant(0), weight: 2 }, { arbitrary: fc.integer({ min: 1, max: 4 }), weight: 1 }),
   ops: fc.array(op, { minLength: 5, maxLength: 80, size: 'max' }),
