@@ -1,6 +1,6 @@
 // The process `scripts/torture.mjs` SIGKILLs: pushes and acks under load through the BUILT package
 // (dist/), reporting every resolved operation on stdout, one line each:
-//   ready | p <id> <seq> (push resolved) | a <seq> (ack issued) | A <seq> (ack resolved) | X <message> (a check failed here)
+//   ready [blocking] | p <id> <seq> (push resolved) | a <seq> (ack issued) | A <seq> (ack resolved) | X <message> (a check failed here)
 // argv: dir policy seed firstId
 import { Builder, LogStore } from '../dist/index.js';
 
@@ -19,9 +19,13 @@ const dec = new TextDecoder();
 export const payloadText = (id) => `t${id}:${'x'.repeat(id % 97)}`;
 const out = (line) => process.stdout.write(`${line}\n`);
 
-const store = await LogStore.open(dir, { segmentBytes: 4096 + Math.floor(rand() * 8192), cursorCheckpointBytes: 512 + Math.floor(rand() * 4096) });
+const segmentBytes = 4096 + Math.floor(rand() * 8192);
+const cursorCheckpointBytes = 512 + Math.floor(rand() * 4096);
+// About a third of the children sync on the main thread (blockingSync), so kills land inside those flushes too.
+const blockingSync = rand() < 0.3;
+const store = await LogStore.open(dir, { segmentBytes, cursorCheckpointBytes, blockingSync });
 const [tx, rx] = await new Builder(store).durability(policy).open();
-out('ready');
+out(blockingSync ? 'ready blocking' : 'ready');
 let nextId = Number(firstIdText);
 const producers = policy === 'sync' ? 1 : 8;
 for (let k = 0; k < producers; k++) {

@@ -9,6 +9,7 @@
 // - nothing is invented: every recovered payload is one the child pushed, with exactly its bytes,
 //   under the seq its push resolved with; seqs strictly increase (FIFO by seq);
 // - the store opens after every kill (never ERR_CORRUPT).
+// About a third of the children open the store with blockingSync (syncs on the main thread).
 // Usage: npm run torture -- --kills 300 [--seconds 120] [--seed 0x1234]
 // Exit 1 on any violation, with the line that reproduces the run.
 import { spawn } from 'node:child_process';
@@ -71,7 +72,7 @@ const ackedSeqs = new Set();
 /** seqs whose ack was issued: they may be gone after a kill (stdout to a pipe is synchronous on Linux, so the line precedes the ack). */
 const ackIssued = new Set();
 let nextId = 1;
-const totals = { kills: 0, pushes: 0, acks: 0, recovered: 0, checked: 0, byPolicy: { sync: 0, group: 0, none: 0 } };
+const totals = { kills: 0, pushes: 0, acks: 0, recovered: 0, checked: 0, byPolicy: { sync: 0, group: 0, none: 0 }, blocking: 0 };
 const violations = [];
 
 function violation(kill, policy, message) {
@@ -109,6 +110,7 @@ function runChild(kill, policy, killAfter) {
           ackedSeqs.add(seq);
           totals.acks++;
         } else if (kind === 'X') violation(kill, policy, `child: ${line.slice(2)}`);
+        else if (kind === 'ready' && a === 'blocking') totals.blocking++;
         if (kind !== 'ready') lines++;
         if (!killed && lines >= killAfter) {
           killed = true;
@@ -197,7 +199,7 @@ try {
 } finally {
   if (tty) process.stdout.write('\n');
   progress(true);
-  console.log(`torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none}; store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`);
+  console.log(`torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none} (${totals.blocking} of them with blockingSync); store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`);
   if (violations.length === 0) rmSync(root, { recursive: true, force: true });
 }
 if (violations.length > 0) {

@@ -3,7 +3,8 @@
 // payload for the cell's budget; in end-to-end cells a consumer written the way each project's
 // README writes it handles the jobs while the producers run, and the rate counts jobs handled.
 //
-// - ours: LogStore with the Builder's defaults (`group` pushes, `lazy` acks) or `sync`/`none`;
+// - ours: LogStore with the Builder's defaults (`group` pushes, `lazy` acks), the same with the
+//   opt-in `blockingSync`, or `sync`/`none`;
 //   consumers `process(handler, { concurrency: 64 })` and the README's serial `for await` loop.
 // - BullMQ 6 on the machine's Redis, switched to an append-only file with `appendfsync always`
 //   (Redis fsyncs once per event-loop pass across all clients: group commit) or `everysec` (up to
@@ -48,10 +49,10 @@ async function produce(add, budgetMs) {
 
 // ------------------------------------------------------------------ ours
 
-export async function oursCell(scratch, { durability = 'group', consumer, budgetMs }) {
+export async function oursCell(scratch, { durability = 'group', consumer, budgetMs, blockingSync = false }) {
   const dir = mkdtempSync(join(scratch, 'jobpeers-ours-'));
   try {
-    let builder = new Builder(await LogStore.open(join(dir, 'q')));
+    let builder = new Builder(await LogStore.open(join(dir, 'q'), { blockingSync }));
     if (durability !== 'group') builder = builder.durability(durability);
     const [tx, rx] = await builder.open();
     let handled = 0;
@@ -223,6 +224,8 @@ export const JOB_PEER_CELLS = [
   ['ours/group/push', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { budgetMs })],
   ['ours/group/process', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { consumer: 'process', budgetMs })],
   ['ours/group/loop', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { consumer: 'loop', budgetMs })],
+  ['ours/group-blocking/push', 'ours `group`, `blockingSync` (opt-in)', 'power loss', (s, budgetMs) => oursCell(s, { blockingSync: true, budgetMs })],
+  ['ours/group-blocking/process', 'ours `group`, `blockingSync` (opt-in)', 'power loss', (s, budgetMs) => oursCell(s, { blockingSync: true, consumer: 'process', budgetMs })],
   ['ours/sync/push', 'ours `sync`', 'power loss', (s, budgetMs) => oursCell(s, { durability: 'sync', budgetMs })],
   ['ours/sync/process', 'ours `sync`', 'power loss', (s, budgetMs) => oursCell(s, { durability: 'sync', consumer: 'process', budgetMs })],
   ['ours/none/push', 'ours `none`', 'process crash', (s, budgetMs) => oursCell(s, { durability: 'none', budgetMs })],
