@@ -555,6 +555,49 @@ describe('process and iteration', () => {
     }
     expect(got).toEqual(['a', 'b', 'c']);
   });
+
+  it('forAwaitBreakEndsTheIterator_andTheRestStaysQueued', async () => {
+    const { tx, rx } = await openMem();
+    await tx.pushMany(['a', 'b', 'c']);
+    const it = rx[Symbol.asyncIterator]();
+    expect(it[Symbol.asyncIterator]()).toBe(it);
+    for await (const item of { [Symbol.asyncIterator]: () => it }) {
+      expect(dec(item.bytes)).toBe('a');
+      await item.ack();
+      break;
+    }
+    // After the break the iterator is done and reserves nothing more.
+    await expect(it.next()).resolves.toEqual({ value: undefined, done: true });
+    expect(rx.stats().ready).toBe(2);
+    expect(dec(rx.tryReserve()!.bytes)).toBe('b');
+    await rx.close();
+  });
+
+  it('forAwaitEndsWithTheErrorOfAFailedQueue_thenIsDone', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).open();
+    await tx.push('a');
+    const it = rx[Symbol.asyncIterator]();
+    const first = await it.next();
+    expect(first.done).toBe(false);
+    // The ack's store call fails: the queue fails (fail-stop), and the next step rejects with it.
+    store.failNextAck = new Error('disk gone');
+    await expect((first.value as Reserved).ack()).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+    await expect(it.next()).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+    await expect(it.next()).resolves.toEqual({ value: undefined, done: true });
+  });
+
+  it('forAwaitEndsWhenTheConsumerCloses_andLaterStepsAreDone', async () => {
+    const { tx, rx } = await openMem();
+    await tx.push('a');
+    const it = rx[Symbol.asyncIterator]();
+    const waiting = it.next();
+    await (await waiting).value!.ack();
+    const pending = it.next();
+    await rx.close();
+    await expect(pending).resolves.toEqual({ value: undefined, done: true });
+    await expect(it.next()).resolves.toEqual({ value: undefined, done: true });
+  });
 });
 
 describe('bad input throws a typed error and changes nothing', () => {

@@ -399,12 +399,41 @@ export class Consumer<T = Uint8Array> {
     return settleAll(items as Reserved[], isReserved, (item) => item.nack(options));
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<Reserved<T>, void, undefined> {
-    for (;;) {
-      const item = await this.#core.reserve(undefined, undefined, this.#holder);
-      if (!item) return;
-      if (this.#accept(item)) yield item as Reserved<T>;
-    }
+  /**
+   * `for await (const item of rx)`: each step is a `reserve()`; the loop ends when the consumer
+   * closes. A plain iterator rather than an async generator, whose `yield` adds an await and a
+   * request queue to every item (`bench/experiments/for-await.mjs`: the loop over a MemStore
+   * backlog 1.07–1.46× faster). Once a step rejects or `return()` is called (a `break`), every
+   * later step is done.
+   */
+  [Symbol.asyncIterator](): AsyncIterableIterator<Reserved<T>> {
+    const core = this.#core;
+    const holder = this.#holder;
+    const accept = this.#accept;
+    let done = false;
+    const end: IteratorReturnResult<undefined> = { value: undefined, done: true };
+    const step = (item: Reserved | null): IteratorResult<Reserved<T>, undefined> | Promise<IteratorResult<Reserved<T>, undefined>> => {
+      // An item reserved for a step is handed out even if return() came meanwhile, as a generator would.
+      if (item === null) {
+        done = true;
+        return end;
+      }
+      return accept(item) ? { value: item as Reserved<T>, done: false } : next();
+    };
+    const failed = (error: unknown): never => {
+      done = true;
+      throw error;
+    };
+    const next = (): Promise<IteratorResult<Reserved<T>, undefined>> => (done ? Promise.resolve(end) : core.reserve(undefined, undefined, holder).then(step, failed));
+    const iterator: AsyncIterableIterator<Reserved<T>> = {
+      next,
+      return: () => {
+        done = true;
+        return Promise.resolve(end);
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
   }
 
   stats(): QueueStats {
