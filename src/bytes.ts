@@ -10,6 +10,20 @@
  */
 
 const SLAB_BYTES = 64 * 1024;
+
+/**
+ * `bytes`, or a copy of them when they are a small view into a buffer larger than a slab (a
+ * store's read-ahead chunk, a client's receive buffer): for what the queue keeps for long (a
+ * delayed retry, a dead letter), so that one kept item does not keep a whole chunk alive. The
+ * queue's own slab copies and buffers of their own are kept as they are.
+ */
+export function unpinned(bytes: Uint8Array): Uint8Array {
+  const whole = bytes.buffer.byteLength;
+  if (whole <= SLAB_BYTES || whole === bytes.byteLength) return bytes;
+  const own = new Uint8Array(bytes.byteLength);
+  own.set(bytes);
+  return own;
+}
 /** Items at least this large get their own buffer: they would waste too much of a slab. */
 const SLAB_ITEM_BYTES_MAX = 4096;
 

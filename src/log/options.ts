@@ -53,7 +53,8 @@ export interface LogStoreOptions {
    * of copying each payload into a slab. A chunk is never overwritten once a view into it was
    * handed out (the next read gets a fresh one), so a view stays valid for as long as it is
    * referenced. A held item keeps its whole chunk (`readAheadBytes`) in memory; items with a
-   * priority or a not-before time, which the queue may hold for long, are always copied. `false`
+   * priority or a not-before time, which the queue may hold for long, are always copied, and the
+   * queue copies a delayed retry and a dead letter. `false`
    * copies every payload, as earlier releases did (README, "Zero-copy reads").
    * @default true
    */

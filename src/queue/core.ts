@@ -4,7 +4,7 @@
 // (read-ahead.ts), the schedule of priorities and not-before times (schedule.ts), the delivery
 // ledger (deliveries.ts) and the counters, channel messages and drained/idle waiters (monitor.ts)
 // are objects of their own that it drives. Producer and Consumer are thin handles on it.
-import { ByteArena } from '../bytes.js';
+import { ByteArena, unpinned } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys } from '../store.js';
@@ -670,6 +670,8 @@ export class QueueCore {
     }
     entry.inFlight = false;
     this.#inFlightCount--;
+    // Held for the delay: a view into a store's read chunk would keep the whole chunk alive.
+    entry.bytes = unpinned(entry.bytes);
     this.#delayed.add(entry, delayMs);
     this.#monitor.nacked(entry);
     // Its next delivery is counted now, during the wait, so that it is ready the moment the wait

@@ -14,6 +14,7 @@ import { QueueError } from '../errors.js';
 import type { DeadLetter, DeliveryMark, Store, StoreRecovery } from '../store.js';
 import { MAX_REASON_BYTES } from '../store.js';
 import { type Entry, encoder } from './entry.js';
+import { unpinned } from '../bytes.js';
 
 const DONE = Promise.resolve();
 
@@ -228,7 +229,8 @@ export class DeliveryLedger {
     return new Promise<void>((resolve, reject) => {
       const letter: DeadLetter = {
         seq: entry.seq,
-        bytes: entry.bytes,
+        // The store keeps a dead letter's bytes for as long as it is one: never a view into a chunk.
+        bytes: unpinned(entry.bytes),
         deliveries: entry.deliveries,
         firstDeliveredAt: entry.firstAt,
         lastDeliveredAt: entry.lastAt,

@@ -51,6 +51,8 @@ export interface Holder {
  * to: one allocation per item. Stores read only `seq` and `bytes`.
  */
 export interface Entry extends StoredItem {
+  /** The payload; a delayed retry replaces a view into a store's read chunk with a copy (`unpinned`). */
+  bytes: Uint8Array;
   /** Set when stored, never changed: 0 for a plain item. */
   readonly priority: number;
   readonly notBefore: number;

@@ -22,7 +22,7 @@ function payloadOf(i: number, bytes = 100): Uint8Array {
 }
 
 /** A store holding `count` items on disk, opened again so reads come from the segments (no tail cache). */
-async function backlog(dir: string, count: number, options: { zeroCopyReads?: boolean; priorityEvery?: number } = {}) {
+async function backlog(dir: string, count: number, options: { zeroCopyReads?: boolean; priorityEvery?: number; readAheadBytes?: number } = {}) {
   const [tx, rx] = await new Builder(await LogStore.open(dir)).open();
   for (let i = 0; i < count; i += 50) {
     const batch = Array.from({ length: Math.min(50, count - i) }, (_, k) => payloadOf(i + k));
@@ -30,7 +30,7 @@ async function backlog(dir: string, count: number, options: { zeroCopyReads?: bo
     else for (let k = 0; k < batch.length; k++) await tx.push(batch[k]!, (i + k) % options.priorityEvery === 0 ? { priority: 1 } : {});
   }
   await rx.close();
-  const store = await LogStore.open(dir, { tailCacheBytes: 0, readAheadBytes: 4096, ...(options.zeroCopyReads === undefined ? {} : { zeroCopyReads: options.zeroCopyReads }) });
+  const store = await LogStore.open(dir, { tailCacheBytes: 0, readAheadBytes: options.readAheadBytes ?? 4096, ...(options.zeroCopyReads === undefined ? {} : { zeroCopyReads: options.zeroCopyReads }) });
   return new Builder(store).open();
 }
 
@@ -103,6 +103,42 @@ describe('zero-copy reads', () => {
     expect(again.bytes).toEqual(payloadOf(0));
     await again.ack();
     for (const item of held.slice(1)) await item.ack();
+    await rx.close();
+  });
+
+  it('aDelayedRetryKeepsACopyNotTheWholeChunk', async () => {
+    const dir = freshDir();
+    const [, rx] = await backlog(dir, 50, { readAheadBytes: 256 * 1024 });
+    const item = (await rx.reserve())!;
+    // Read from disk: a view into the 256 KiB read-ahead chunk.
+    expect(item.bytes.buffer.byteLength).toBeGreaterThanOrEqual(256 * 1024);
+    await item.nack({ delayMs: 20 });
+    // Held for the delay as a copy of its own, so the chunk may go.
+    expect(item.bytes.buffer.byteLength).toBe(item.bytes.byteLength);
+    expect(item.bytes).toEqual(payloadOf(0));
+    const others: Reserved[] = [];
+    for (let i = 1; i < 50; i++) others.push((await rx.reserve())!);
+    const again = (await rx.reserve())!;
+    expect(again.seq).toBe(item.seq);
+    expect(again.bytes).toEqual(payloadOf(0));
+    // A plain nack hands it out again at once: nothing is copied there.
+    const plain = others[0]!;
+    const view = plain.bytes;
+    await plain.nack();
+    expect(plain.bytes).toBe(view);
+    await rx.close();
+  });
+
+  it('aDeadLetterKeepsACopyNotTheWholeChunk', async () => {
+    const dir = freshDir();
+    const [, rx] = await backlog(dir, 20, { readAheadBytes: 256 * 1024 });
+    const item = (await rx.reserve())!;
+    expect(item.bytes.buffer.byteLength).toBeGreaterThanOrEqual(256 * 1024);
+    await item.deadLetter('kept apart');
+    const letters = await rx.deadLetters.list();
+    expect(letters.map((l) => l.seq)).toEqual([item.seq]);
+    expect(letters[0]!.bytes).toEqual(payloadOf(0));
+    expect(letters[0]!.bytes.buffer.byteLength).toBe(letters[0]!.bytes.byteLength);
     await rx.close();
   });
 
