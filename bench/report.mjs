@@ -100,6 +100,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
   md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, jetstream, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
+  md.push('                                                  # (bench/results/partial.json; with --merge, into latest.json and this file)');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
   md.push('```');

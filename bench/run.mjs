@@ -3,6 +3,7 @@
 // open/memory measurements (fresh child processes), and writes one results file:
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
+//   --only without --merge: bench/results/partial.json (likewise)
 // Options: --quick, --report, --merge (with --only), --only=raw,baseline,jetstream,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
@@ -707,7 +708,9 @@ const output = {
   note: 'Figures are from one machine, measured in one run; compare ratios, not absolute numbers. Each figure is the median of the repetitions; `spread` is (max - min) / median.',
   results,
 };
-const file = join(here, 'results', quick ? 'quick.json' : 'latest.json');
+// A run of some sections only, not merged, is not the full run: it must not replace latest.json.
+const partial = Boolean(only) && !merged && !quick;
+const file = join(here, 'results', quick ? 'quick.json' : partial ? 'partial.json' : 'latest.json');
 if (merged) {
   // Keep the earlier run's figures of every other section; these sections' figures replace theirs.
   const earlier = JSON.parse(readFileSync(file, 'utf8'));
@@ -719,7 +722,7 @@ mkdirSync(dirname(file), { recursive: true });
 writeFileSync(file, `${JSON.stringify(output, null, 1)}\n`);
 console.log(`\nresults: ${file} (${output.durationSeconds} s)`);
 console.log(formatTargets(output.targets));
-if (!quick || args.includes('--report')) {
+if ((!quick && !partial) || args.includes('--report')) {
   const { writeReport } = await import('./report.mjs');
   const written = await writeReport(output);
   console.log(`report: ${written.join(', ')}`);

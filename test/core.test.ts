@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved } from '../src/index.js';
 import type { StoredItem } from '../src/store.js';
 import { RecordingStore, tick } from './support/stores.js';
+import { FlushScheduler, TURN_STORE_CALLS } from '../src/queue/flush.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -614,6 +615,7 @@ describe('bad input throws a typed error and changes nothing', () => {
     expect(() => b.storeCallsPerTurn(2.5)).toThrow(RangeError);
     expect(() => b.storeCallsPerTurn(-Infinity)).toThrow(RangeError);
     expect(() => b.storeCallsPerTurn('4' as never)).toThrow(/Expected `storeCallsPerTurn` to be a positive integer, got `"4"` \(string\)/);
+    expect(() => b.storeCallsPerTurn('Auto' as never)).toThrow(TypeError);
     expect(() => new MemStore({ maxItemBytes: 0 })).toThrow(RangeError);
     expect(() => new MemStore(5 as never)).toThrow(TypeError);
   });
@@ -884,5 +886,56 @@ describe('storeCallsPerTurn', () => {
     // (64 producers, no capacity bound).
     expect(one.acks).toBeGreaterThan(sixteen.acks * 2);
     expect(one.appends).toBeGreaterThanOrEqual(sixteen.appends);
+  });
+
+  it('theDefaultGathersLikeOneCallPerTurnUnderChainedCallers', async () => {
+    const auto = await chainedEndToEnd();
+    const sixteen = await chainedEndToEnd((b) => b.storeCallsPerTurn(16));
+    expect(auto.acks).toBeGreaterThan(sixteen.acks * 2);
+    // 'auto' named is the default.
+    const named = await chainedEndToEnd((b) => b.storeCallsPerTurn('auto'));
+    expect(named.acks).toBeGreaterThan(sixteen.acks * 2);
+  });
+});
+
+describe('FlushScheduler under auto', () => {
+  const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  /** Spend this turn's budget so that the next flush waits a turn; that flush hands over `handed` operations. */
+  async function deferredFlushHanding(scheduler: FlushScheduler, state: { handed: number }, handed: number): Promise<void> {
+    while (scheduler.admit()) {
+      // A call the budget allows.
+    }
+    state.handed = handed;
+    await turn();
+    await turn();
+  }
+
+  it('dropsToOneWhenAWaitGatheredSeveral_andGrowsBackForASerialCaller', async () => {
+    const state = { handed: 0 };
+    const scheduler = new FlushScheduler(() => state.handed, 'auto');
+    expect(scheduler.budget).toBe(TURN_STORE_CALLS);
+    // A lone operation per deferred flush at the start: the budget stays where it is.
+    await deferredFlushHanding(scheduler, state, 1);
+    expect(scheduler.budget).toBe(TURN_STORE_CALLS);
+    await deferredFlushHanding(scheduler, state, 5);
+    expect(scheduler.budget).toBe(1);
+    const seen: number[] = [];
+    for (let i = 0; i < 16; i++) {
+      await deferredFlushHanding(scheduler, state, 1);
+      seen.push(scheduler.budget);
+    }
+    // It doubles after four lone deferred flushes in a row, up to the cap.
+    expect(seen).toEqual([1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 16]);
+    // Several operations again: straight back to one.
+    await deferredFlushHanding(scheduler, state, 2);
+    expect(scheduler.budget).toBe(1);
+  });
+
+  it('aFixedBudgetNeverMoves', async () => {
+    const state = { handed: 0 };
+    const scheduler = new FlushScheduler(() => state.handed, 16);
+    await deferredFlushHanding(scheduler, state, 9);
+    expect(scheduler.budget).toBe(16);
   });
 });

@@ -1,7 +1,7 @@
-// The core's per-turn budget of store calls (`Builder.storeCallsPerTurn`, default 16) trades
+// The core's per-turn budget of store calls (`Builder.storeCallsPerTurn`, default 'auto') trades
 // batching under many concurrent callers against the latency of a serial caller. Runs the same
 // cells under each budget, `none`, 128 B, capacity 65 536 end to end.
-// Usage: npm run build && node bench/experiments/turn-budget.mjs [budgets=16,4,1] [ms=700] [reps=3]
+// Usage: npm run build && node bench/experiments/turn-budget.mjs [budgets=auto,16,4,1] [ms=700] [reps=3]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +9,7 @@ import { Builder, LogStore, MemStore } from '../../dist/index.js';
 import { endToEnd, pushOnly } from '../lib/queue-work.mjs';
 import { median } from '../lib/stats.mjs';
 
-const budgets = (process.argv[2] ?? '16,4,1').split(',').map(Number);
+const budgets = (process.argv[2] ?? 'auto,16,4,1').split(',').map((b) => (b === 'auto' ? b : Number(b)));
 const ms = Number(process.argv[3] ?? 700);
 const reps = Number(process.argv[4] ?? 3);
 const scratch = mkdtempSync(join(tmpdir(), 'pq-turn-'));
@@ -25,7 +25,7 @@ const cells = [
 
 const rows = [];
 for (const budget of budgets) {
-  const row = [`${budget}${budget === 16 ? ' (default)' : ''}`];
+  const row = [`${budget}${budget === 'auto' ? ' (default)' : ''}`];
   for (const [, kind, producers, workload] of cells) {
     const rates = [];
     for (let r = 0; r < reps; r++) {

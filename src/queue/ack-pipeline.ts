@@ -4,7 +4,7 @@
 import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { type AckBatch, type Entry, newAckBatch } from './entry.js';
-import { FlushScheduler } from './flush.js';
+import { FlushScheduler, type TurnBudget } from './flush.js';
 
 /** What the ack pipeline asks of the core. */
 export interface AckHost {
@@ -40,7 +40,7 @@ export class AckPipeline {
   /** Acks handed over but not yet resolved (queued or in flight). */
   #pending = 0;
 
-  constructor(store: Store, host: AckHost, options: { oneByOne: boolean; sync: boolean; storeCallsPerTurn: number }) {
+  constructor(store: Store, host: AckHost, options: { oneByOne: boolean; sync: boolean; storeCallsPerTurn: TurnBudget }) {
     this.#store = store;
     this.#host = host;
     this.#oneByOne = options.oneByOne;
@@ -88,13 +88,13 @@ export class AckPipeline {
     this.#open = undefined;
   }
 
-  /** Hand the next batch to the store. */
-  flush(): void {
+  /** Hand the next batch to the store. Returns how many acks it handed over (0: none now). */
+  flush(): number {
     if (this.#inFlight || this.#queue.length === 0 || this.#host.failure()) {
       this.#host.quiet();
-      return;
+      return 0;
     }
-    if (!this.#flush.admit()) return;
+    if (!this.#flush.admit()) return 0;
     const batch = this.#queue.shift()!;
     if (batch === this.#open) this.#open = undefined;
     this.#inFlight = batch;
@@ -105,6 +105,7 @@ export class AckPipeline {
       result = Promise.reject(error);
     }
     result.then(this.#done, this.#failed);
+    return batch.entries.length;
   }
 
   /** The batch the store finished (acked or failed), no longer in flight. */

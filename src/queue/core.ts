@@ -14,6 +14,7 @@ import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { AckPipeline } from './ack-pipeline.js';
+import type { TurnBudget } from './flush.js';
 import { ByteBudget } from './byte-budget.js';
 import { PushPipeline } from './push-pipeline.js';
 import { IdempotencyKeys, type KeyWindow } from './idempotency.js';
@@ -113,7 +114,7 @@ export class QueueCore {
     durability: Durability,
     acks: AckPolicy,
     recovery: StoreRecovery,
-    storeCallsPerTurn: number,
+    storeCallsPerTurn: TurnBudget,
     deliveries: { maxDeliveries: number; keep: boolean },
     leaseMs: number,
     time: TimeSource,

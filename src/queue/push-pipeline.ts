@@ -6,7 +6,7 @@ import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
 import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry } from './entry.js';
-import { FlushScheduler } from './flush.js';
+import { FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
 
@@ -65,7 +65,7 @@ export class PushPipeline {
   #appendScheduled = false;
   readonly #appendFlush: FlushScheduler;
 
-  constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: number }) {
+  constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget }) {
     this.#store = store;
     this.#host = host;
     this.#capacity = options.capacity;
@@ -223,13 +223,16 @@ export class PushPipeline {
     if (!this.#appendInFlight) this.#appendFlush.schedule();
   }
 
-  /** Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per operation). */
-  flush(): void {
+  /**
+   * Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per
+   * operation). Returns how many pushes it handed over (0: none now).
+   */
+  flush(): number {
     if (this.#appendInFlight || this.#admitted.length === 0 || this.#host.failure()) {
       this.#host.quiet();
-      return;
+      return 0;
     }
-    if (!this.#appendFlush.admit()) return;
+    if (!this.#appendFlush.admit()) return 0;
     let batch: PendingPush[];
     const redrive = this.#admitted[0]!.from !== undefined;
     if (this.#oneByOne || redrive) {
@@ -271,6 +274,7 @@ export class PushPipeline {
       result = Promise.reject(error);
     }
     result.then(this.#appendDone, this.#appendFailed);
+    return batch.length;
   }
 
   /** The batch the store finished (stored or failed), no longer in flight. */
