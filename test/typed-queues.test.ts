@@ -141,6 +141,12 @@ describe('typed queues', () => {
     await expect(tx.push(2)).rejects.toSatisfy(code('ERR_ENCODE'));
     await expect(rx.reserve()).rejects.toThrow(/answered asynchronously/);
     expect(rx.stats()).toMatchObject({ deadLetters: 0, inFlight: 0, ready: 1 });
+    // The for-await iterator rejects the same way and is done after it: it reserves nothing more.
+    const it = rx[Symbol.asyncIterator]();
+    await expect(it.next()).rejects.toThrow(/answered asynchronously/);
+    await expect(it.next()).resolves.toEqual({ value: undefined, done: true });
+    expect(rx.stats()).toMatchObject({ deadLetters: 0, ready: 1 });
+    expect(rx.stats().redelivered).toBeLessThanOrEqual(1);
     await tx.close();
   });
 

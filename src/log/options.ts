@@ -74,8 +74,9 @@ export interface LogStoreOptions {
    * and `group`; README, "Blocking syncs"), and the event loop stands still for every device flush:
    * for a CLI or a single-purpose worker, not for a process that must keep serving while the disk
    * works. Durability is the same: a synced operation resolves only after its flush returned.
-   * Directory fsyncs, recovery at open, the identity file and compaction's rewritten segments
-   * stay asynchronous.
+   * Under `none` the background flush of the active segment (one fdatasync per 8 MiB written)
+   * then blocks too. Directory fsyncs, the identity file, compaction's rewritten segments and the
+   * cut of a torn tail at open stay asynchronous.
    * @default false
    */
   blockingSync?: boolean;

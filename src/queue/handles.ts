@@ -418,7 +418,15 @@ export class Consumer<T = Uint8Array> {
         done = true;
         return end;
       }
-      return accept(item) ? { value: item as Reserved<T>, done: false } : next();
+      let accepted: boolean;
+      try {
+        accepted = accept(item);
+      } catch (error) {
+        // An unusable codec: the step rejects, and the iterator is done, as a generator would be.
+        done = true;
+        throw error;
+      }
+      return accepted ? { value: item as Reserved<T>, done: false } : next();
     };
     const failed = (error: unknown): never => {
       done = true;
