@@ -26,9 +26,9 @@ export type TurnBudget = number | 'auto';
  * Under `'auto'` (the default) the budget follows what waiting a turn gathered. A flush moved to
  * the next turn that hands over several operations shows callers that chain in parallel: the
  * budget drops to 1, so that each turn gathers one batch (measured under `none`, 64 producers end
- * to end: 2.9–4.1× a budget of 16). One that hands over a single operation shows a serial caller,
- * whom the wait only delays: the budget doubles, up to TURN_STORE_CALLS, where a serial caller pays
- * one turn per 16 calls (a budget of 1 costs it 30–70 %).
+ * to end: 1.7–3.0× a budget of 16). Such flushes that hand over a single operation, four in a row,
+ * show a serial caller, whom the wait only delays: the budget doubles, up to TURN_STORE_CALLS,
+ * where a serial caller pays one turn per 16 calls (a budget of 1 costs it 30–70 %).
  */
 export class FlushScheduler {
   readonly #flush: () => number;
