@@ -95,7 +95,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('');
   md.push('```sh');
   md.push('npm ci');
-  md.push('npm run bench              # full run (about 10 min): bench/results/latest.json, BENCHMARKS.md, bench/charts/*.svg');
+  md.push('npm run bench              # full run (about 15 min): bench/results/latest.json, BENCHMARKS.md, bench/charts/*.svg');
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
@@ -190,7 +190,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     const log = R.get('queue/logstore/none/p4/128/e2e-many');
     const turn = (store, p) => R.get(`queue/${store}/none/p${p}/128/e2e/turn1`);
     if (mem || log || turn('logstore', 64)) {
-      md.push('**`none` end to end, other ways to use the queue** (128 B). *Batch API*: 4 producers each pushing 64 items per `pushMany`, one consumer taking up to 1 024 ready items at a time, acking them all and waiting for those acks (`endToEndBatched` with `perPush: 64` in `bench/lib/queue-work.mjs`). *One store call per turn*: the e2e cell above with `Builder.storeCallsPerTurn(1)` (default 16), which batches everything chained in promise callbacks within one event-loop turn and costs a serial caller a turn per operation.', '');
+      md.push('**`none` end to end, other ways to use the queue** (128 B). *Batch API*: 4 producers each pushing 64 items per `pushMany`, one consumer taking up to 1 024 ready items at a time, acking them all and waiting for those acks (`endToEndBatched` with `perPush: 64` in `bench/lib/queue-work.mjs`). *One store call per turn*: the e2e cell above with `Builder.storeCallsPerTurn(1)` (default `auto`, which moves between 1 and 16), which batches everything chained in promise callbacks within one event-loop turn and costs a serial caller a turn per operation.', '');
       const rowsMany = [];
       const vsDefault = (r, p, store) => {
         const d = R.get(`queue/${store}/none/p${p}/128/e2e`);

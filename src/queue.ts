@@ -134,7 +134,7 @@ export class Builder<T = Uint8Array> {
    * `'auto'` (the default) lets each pipeline choose between 1 and 16 from what waiting a turn
    * gathered: 1 while many callers chain operations in promise callbacks (one batch per turn;
    * measured under `none`, 64 producers end to end, 1.7–3.0× a fixed 16), 16 for a serial caller,
-   * who then waits a turn every 16 operations (a fixed 1 costs it 30–70 %). A number fixes the
+   * who then waits a turn every 16 operations (a fixed 1 costs it 37–80 %). A number fixes the
    * budget; `Infinity` never defers. See README, "Batching under `none`".
    * @default 'auto'
    */

@@ -5,8 +5,9 @@
  * Reads, writes and metadata calls are synchronous: the engine writes whole batches with one
  * positional write(2) and serves `tryReserve()` with a synchronous read, and a threadpool hop per
  * call would cost more than the call itself. The calls that wait on the device (fsync,
- * fdatasync, directory fsync) are asynchronous and run off the event loop, unless a store is opened
- * with `blockingSync`, which asks for the optional synchronous `fdatasyncSync`/`fsyncSync`.
+ * fdatasync, directory fsync) are asynchronous and run off the event loop; a store opened with
+ * `blockingSync` calls the optional synchronous `fdatasyncSync`/`fsyncSync` for the syncs of its
+ * segments and cursor instead (directory fsyncs stay asynchronous).
  *
  * Paths are absolute. File descriptors are small integers owned by the implementation.
  * Errors are thrown (or rejected) as Node-style errors carrying `code` (`ENOENT`, `EIO`,

@@ -70,8 +70,9 @@ export interface LogStoreOptions {
   /**
    * Run the fsyncs and fdatasyncs of the segments and the cursor file on the calling thread (the
    * FileSystem's `fdatasyncSync`/`fsyncSync`) instead of the libuv threadpool. A synced push or ack then skips
-   * the threadpool round trip (measured 1.1–1.3× the pushes per second of the default under `sync`
-   * and `group`; README, "Blocking syncs"), and the event loop stands still for every device flush:
+   * the threadpool round trip (measured 1.3–1.6× the pushes per second of the default under `sync`
+   * and `group` in the last full run, and as little as 0.9× under `group` in a quick one; README,
+   * "Blocking syncs"), and the event loop stands still for every device flush:
    * for a CLI or a single-purpose worker, not for a process that must keep serving while the disk
    * works. Durability is the same: a synced operation resolves only after its flush returned.
    * Under `none` the background flush of the active segment (one fdatasync per 8 MiB written)

@@ -1,8 +1,9 @@
 // When the core hands its next batch to the store: group commit and the per-turn budget of store calls.
 
 /**
- * Store calls one pipeline may make in one turn of the event loop, at most (`Builder.storeCallsPerTurn`);
- * past that, the next call waits for the next turn. Operations chained in promise callbacks (a
+ * The most store calls one pipeline makes in one turn of the event loop under the default budget
+ * `'auto'` (`Builder.storeCallsPerTurn`; before `'auto'`, the fixed default); past the budget, the
+ * next call waits for the next turn. Operations chained in promise callbacks (a
  * consumer that acks as soon as it reserves, a producer that pushes as soon as its push resolved)
  * never leave the microtask queue, so without a budget a store that resolves at once (`none`,
  * MemStore) is handed one item per call: measured in `bench/profile.mjs logstore none 64 128 e2e`,
@@ -28,7 +29,7 @@ export type TurnBudget = number | 'auto';
  * budget drops to 1, so that each turn gathers one batch (measured under `none`, 64 producers end
  * to end: 1.7–3.0× a budget of 16). Such flushes that hand over a single operation, four in a row,
  * show a serial caller, whom the wait only delays: the budget doubles, up to TURN_STORE_CALLS,
- * where a serial caller pays one turn per 16 calls (a budget of 1 costs it 30–70 %).
+ * where a serial caller pays one turn per 16 calls (a budget of 1 costs it 37–80 %).
  */
 export class FlushScheduler {
   readonly #flush: () => number;
