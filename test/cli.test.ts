@@ -223,6 +223,33 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: '3\n' });
   });
 
+  it('pushWithAKeyStoresOnceAndPrintsTheFirstSeqAgain', () => {
+    expect(pq(['push', dir, 'job-a', '--create', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+    expect(pq(['push', dir, 'job-b'])).toMatchObject({ code: 0, stdout: '2\n' });
+    // The same key again, from another process: nothing is stored, the first push's seq is printed.
+    expect(pq(['push', dir, 'job-a again', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+    expect(JSON.parse(pq(['push', dir, 'x', '--key', 'order-17', '--json']).stdout)).toEqual({ count: 1, seqs: [1] });
+    // Still remembered once the item is acked.
+    expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0 });
+    expect(pq(['push', dir, 'job-a once more', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+    expect(pq(['push', dir, 'job-c', '--key', 'order-18'])).toMatchObject({ code: 0, stdout: '3\n' });
+    const rows = pq(['dump', dir]).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; text: string });
+    expect(rows.map((r) => [r.seq, r.text])).toEqual([[3, 'job-c']]);
+  });
+
+  it('aBadKeyOrAKeyWithoutExactlyOneDataIsAUsageErrorThatCreatesNothing', () => {
+    for (const args of [
+      ['push', dir, '--create', '--key', ''],
+      ['push', dir, 'a', 'b', '--create', '--key', 'k'],
+      ['push', dir, 'a', '--create', '--key', 'x'.repeat(256)],
+    ]) {
+      const r = pq(args, 'from stdin\n');
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/--key/);
+      expect(existsSync(dir), `${args.join(' ')} created nothing`).toBe(false);
+    }
+  });
+
   it('aPathThatIsNotAQueueIsErrStore', () => {
     const file = join(work, 'file.txt');
     writeFileSync(file, 'hello');

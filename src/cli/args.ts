@@ -127,9 +127,11 @@ export const COMMANDS: readonly CommandSpec[] = [
       priority: { type: 'string', value: 'N', help: 'priority of the items, -128 to 127 (default 0); higher goes first' },
       delay: { type: 'string', value: 'MS', help: 'hand the items out no sooner than MS milliseconds from now' },
       'not-before': { type: 'string', value: 'TIME', help: 'hand the items out no sooner than TIME (ISO 8601, or ms since the epoch)' },
+      key: { type: 'string', value: 'KEY', help: 'idempotency key of the one DATA: a key the store remembers stores nothing again' },
       wait: WAIT_OPTION,
     },
-    details: 'Prints the seq of each item. Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.',
+    details:
+      'Prints the seq of each item. Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
   },
   {
     name: 'pop',

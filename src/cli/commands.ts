@@ -4,6 +4,8 @@ import { createInterface } from 'node:readline';
 import { basename, resolve } from 'node:path';
 import { Builder, LogStore, PRIORITY_MAX, PRIORITY_MIN, QueueError, isQueueError, verifyStore, type Consumer, type Durability, type LogStoreOptions, type PushOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
+import { isValidKey } from '../key-records.js';
+import { MAX_KEY_BYTES } from '../store.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
 import { bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format } from './text.js';
@@ -292,6 +294,12 @@ export const push: Command = async (cli, { values, positionals }) => {
   const schedule = scheduleOptions(values);
   const wait = waitOption('push', values.wait);
   const create = values.create === true;
+  // Checked before the store is opened (or created): a refused key leaves nothing behind.
+  const key = values.key;
+  if (key !== undefined) {
+    if (typeof key !== 'string' || !isValidKey(key)) throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
+    if (data.length !== 1) throw new UsageError(`--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`, 'push');
+  }
   // Opened before stdin is read: a missing store is reported before anything is consumed.
   const store = await LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
     throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
@@ -299,7 +307,7 @@ export const push: Command = async (cli, { values, positionals }) => {
   const [tx] = await new Builder(store).durability(durability).open();
   const payloads = data.length > 0 ? data : await readStdinLines();
   try {
-    const seqs = await tx.pushMany(payloads, schedule);
+    const seqs = typeof key === 'string' ? [await tx.push(payloads[0]!, { ...schedule, key })] : await tx.pushMany(payloads, schedule);
     if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
     else for (const seq of seqs) await emit(cli.out, String(seq));
     return 0;
