@@ -162,6 +162,48 @@ maybe('JetStream: push options the stream cannot keep are refused with ERR_UNSUP
   }
 });
 
+maybe('JetStream: a push under a remembered idempotency key stores nothing and resolves with the first push\'s seq', async () => {
+  const { tx, rx } = await openQueue();
+  try {
+    const first = await tx.push('order 17', { key: 'order-17' });
+    expect(await tx.push('order 17 again', { key: 'order-17' })).toBe(first);
+    // One batch: a key already seen, a new one twice (the first of them is stored), and a plain item.
+    const seqs = await tx.pushMany(['a', 'b', 'b again', 'c'], { keys: ['order-17', 'order-18', 'order-18', 'order-19'] });
+    expect(seqs[0]).toBe(first);
+    expect(seqs[2]).toBe(seqs[1]);
+    expect(new Set(seqs).size).toBe(3);
+    const plain = await tx.push('no key');
+    // Still remembered once the item is acked (within the stream's duplicate window).
+    const got: string[] = [];
+    for (let item = await rx.tryReserve(); item; item = await rx.tryReserve()) {
+      got.push(new TextDecoder().decode(item.bytes));
+      await item.ack();
+    }
+    expect(got).toEqual(['order 17', 'b', 'c', 'no key']);
+    expect(await tx.push('order 17, after its ack', { key: 'order-17' })).toBe(first);
+    expect(await rx.tryReserve()).toBeNull();
+    expect((await tx.stats()).pushed).toBe(4);
+    expect(plain).toBeGreaterThan(seqs[3]!);
+  } finally {
+    await tx.close();
+  }
+});
+
+maybe('JetStream: a bad idempotency key, or key and keys mixed up, is a typed error that stores nothing', async () => {
+  const { tx, rx } = await openQueue();
+  try {
+    await expect(tx.push('x', { key: '' })).rejects.toThrow(RangeError);
+    await expect(tx.push('x', { key: 'k'.repeat(256) })).rejects.toThrow(RangeError);
+    await expect(tx.push('x', { key: 7 as never })).rejects.toThrow(TypeError);
+    await expect(tx.push('x', { keys: ['k'] })).rejects.toThrow(TypeError);
+    await expect(tx.pushMany(['x'], { key: 'k' })).rejects.toThrow(TypeError);
+    await expect(tx.pushMany(['x', 'y'], { keys: ['k'] })).rejects.toThrow(RangeError);
+    expect(await rx.tryReserve()).toBeNull();
+  } finally {
+    await tx.close();
+  }
+});
+
 maybe('JetStream: a typed queue moves a payload it cannot decode into the dead letters, and hands out the next item', async () => {
   const stream = uniqueStream();
   const raw = await openQueue({}, stream);

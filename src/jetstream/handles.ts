@@ -5,7 +5,7 @@
 import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
-import type { PushValue } from '../queue/handles.js';
+import { type PushValue, keyOption } from '../queue/handles.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
@@ -35,14 +35,28 @@ function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array 
 }
 
 /** The push options: those of the embedded queue, of which a JetStream stream keeps no schedule. */
-function pushSignal(options: PushOptions | undefined): AbortSignal | undefined {
+function pushSettings(options: PushOptions | undefined): { signal: AbortSignal | undefined; key: string | undefined; keys: string[] | undefined } {
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore']);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
   const signal = optionalSignal('options.signal', o.signal);
   for (const key of ['priority', 'delayMs', 'notBefore'] as const) {
     if (o[key] !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A JetStream queue keeps no ${key}: the stream delivers in the order it stored`);
   }
-  return signal;
+  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
+  let keys: string[] | undefined;
+  if (o.keys !== undefined) {
+    if (!Array.isArray(o.keys)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', o.keys));
+    keys = (o.keys as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
+  }
+  return { signal, key, keys };
+}
+
+/**
+ * The message id an idempotency key is published under. Its own prefix keeps it apart from the
+ * ids `forward()` publishes (`<store id>:<seq>`), which may go into the same stream.
+ */
+export function keyMessageId(key: string): string {
+  return `key:${key}`;
 }
 
 /** The producing handle. Any number of producers, in any number of processes, may push at once. */
@@ -60,7 +74,14 @@ export class JetStreamProducer<T = Uint8Array> {
    * answer does not come within the timeout rejects with `ERR_STORE`; it may have been stored.
    */
   push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
-    return this.pushMany([payload], options).then((seqs) => seqs[0]!);
+    let o: ReturnType<typeof pushSettings>;
+    try {
+      o = pushSettings(options);
+      if (o.keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', o.keys));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#publish([payload], o.signal, o.key === undefined ? undefined : [o.key]).then((seqs) => seqs[0]!);
   }
 
   /**
@@ -68,16 +89,33 @@ export class JetStreamProducer<T = Uint8Array> {
    * once: the batch is not atomic, and a failure rejects with the first error, the others stored.
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
-    let list: Uint8Array[];
-    let signal: AbortSignal | undefined;
+    let o: ReturnType<typeof pushSettings>;
     try {
-      signal = pushSignal(options);
+      o = pushSettings(options);
+      if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#publish(payloads, o.signal, o.keys);
+  }
+
+  /**
+   * Publish each payload; with `keys`, each under its key's message id, so that the server drops
+   * a key it has seen within its duplicate window and answers with the seq it stored the first
+   * time (README, "A JetStream queue": idempotency keys).
+   */
+  #publish(payloads: Iterable<PushValue<T>>, signal: AbortSignal | undefined, keys: readonly string[] | undefined): Promise<number[]> {
+    let list: Uint8Array[];
+    try {
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
         throw new TypeError(expectation('payloads', 'an iterable of values', payloads));
       }
       list = [];
       let i = 0;
       for (const p of payloads) list.push(bytesOf(this.#core, `payloads[${i++}]`, p));
+      if (keys !== undefined && keys.length !== list.length) {
+        throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, keys));
+      }
     } catch (error) {
       return Promise.reject(error);
     }
@@ -88,10 +126,11 @@ export class JetStreamProducer<T = Uint8Array> {
     const counters = this.#core.counters;
     counters.pendingPushes += list.length;
     const all = Promise.all(
-      list.map((bytes) =>
-        js.publish(names.subject, bytes, { timeout: timeoutMs }).then(
+      list.map((bytes, i) =>
+        js.publish(names.subject, bytes, keys === undefined ? { timeout: timeoutMs } : { timeout: timeoutMs, msgID: keyMessageId(keys[i]!) }).then(
           (ack) => {
-            counters.pushed++;
+            // A duplicate stored nothing: the server answers with the seq of the first publish.
+            if (!ack.duplicate) counters.pushed++;
             return ack.seq;
           },
           (cause: unknown) => {

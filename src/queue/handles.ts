@@ -181,7 +181,7 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
 }
 
 /** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
-function keyOption(name: string, value: unknown): string {
+export function keyOption(name: string, value: unknown): string {
   const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
   if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
   if (!isValidKey(value)) throw new RangeError(expectation(name, what, value));
