@@ -15,7 +15,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../src/codec.js';
 import { isQueueError } from '../src/errors.js';
 import { deadLetterId } from '../src/jetstream/core.js';
-import { JetStreamBuilder } from '../src/jetstream/index.js';
+import { JetStreamBuilder, type JetStreamProducer } from '../src/jetstream/index.js';
 import { consumerRefusal } from '../src/jetstream/setup.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
@@ -182,7 +182,7 @@ maybe('JetStream: a push under a remembered idempotency key stores nothing and r
     expect(got).toEqual(['order 17', 'b', 'c', 'no key']);
     expect(await tx.push('order 17, after its ack', { key: 'order-17' })).toBe(first);
     expect(await rx.tryReserve()).toBeNull();
-    expect((await tx.stats()).pushed).toBe(4);
+    expect((await (tx as unknown as JetStreamProducer).stats()).pushed).toBe(4);
     expect(plain).toBeGreaterThan(seqs[3]!);
   } finally {
     await tx.close();

@@ -5,7 +5,7 @@
 import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
-import { type PushValue, keyOption } from '../queue/handles.js';
+import { type PushValue, keyOption, keysOption } from '../queue/handles.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
@@ -43,11 +43,7 @@ function pushSettings(options: PushOptions | undefined): { signal: AbortSignal |
     if (o[key] !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A JetStream queue keeps no ${key}: the stream delivers in the order it stored`);
   }
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
-  let keys: string[] | undefined;
-  if (o.keys !== undefined) {
-    if (!Array.isArray(o.keys)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', o.keys));
-    keys = (o.keys as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
-  }
+  const keys = o.keys === undefined ? undefined : keysOption(o.keys);
   return { signal, key, keys };
 }
 
