@@ -242,6 +242,7 @@ describe('failures are one clear line and a non-zero exit', () => {
       ['push', dir, '--create', '--key', ''],
       ['push', dir, 'a', 'b', '--create', '--key', 'k'],
       ['push', dir, 'a', '--create', '--key', 'x'.repeat(256)],
+      ['push', dir, 'a', '--create', '--key', 'k1', '--key', 'k2'],
     ]) {
       const r = pq(args, 'from stdin\n');
       expect(r.code, args.join(' ')).toBe(2);

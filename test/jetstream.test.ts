@@ -184,6 +184,16 @@ maybe('JetStream: a push under a remembered idempotency key stores nothing and r
     expect(await rx.tryReserve()).toBeNull();
     expect((await (tx as unknown as JetStreamProducer).stats()).pushed).toBe(4);
     expect(plain).toBeGreaterThan(seqs[3]!);
+    // Keys that differ only in trailing white space or hold a line break are keys of their own
+    // (a header value alone would be trimmed, and could not hold the break).
+    const spaced = await tx.push('a', { key: 'k' });
+    expect(await tx.push('b', { key: 'k ' })).not.toBe(spaced);
+    expect(await tx.push('c', { key: 'k\u00a0' })).not.toBe(spaced);
+    const broken = await tx.push('d', { key: 'line\nbreak' });
+    expect(await tx.push('d again', { key: 'line\nbreak' })).toBe(broken);
+    // A key whose text looks like an id forward() publishes (<origin>:<seq>) is a key like any other.
+    const lookalike = await tx.push('e', { key: 'origin:5' });
+    expect(await tx.push('e again', { key: 'origin:5' })).toBe(lookalike);
   } finally {
     await tx.close();
   }

@@ -26,6 +26,8 @@ export interface OptionSpec {
   readonly value?: string;
   /** A string option that may be given more than once; its values are in `ParsedArgs.lists`. */
   readonly multiple?: boolean;
+  /** A string option given twice is a usage error, not the last value winning (an idempotency key). */
+  readonly once?: boolean;
   readonly help: string;
 }
 
@@ -127,7 +129,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       priority: { type: 'string', value: 'N', help: 'priority of the items, -128 to 127 (default 0); higher goes first' },
       delay: { type: 'string', value: 'MS', help: 'hand the items out no sooner than MS milliseconds from now' },
       'not-before': { type: 'string', value: 'TIME', help: 'hand the items out no sooner than TIME (ISO 8601, or ms since the epoch)' },
-      key: { type: 'string', value: 'KEY', help: 'idempotency key of the one DATA: a key the store remembers stores nothing again' },
+      key: { type: 'string', value: 'KEY', once: true, help: 'idempotency key of the one DATA: a key the store remembers stores nothing again' },
       wait: WAIT_OPTION,
     },
     details:
@@ -342,6 +344,7 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
       throw new UsageError(`option --${token.name} needs a value (${option.value ?? 'VALUE'})`, spec.name);
     }
     if (option.multiple === true) lists[token.name]!.push(token.value);
+    else if (option.once === true && values[token.name] !== undefined) throw new UsageError(`option --${token.name} may be given once`, spec.name);
     else values[token.name] = token.value;
   }
   return { values, lists, positionals };

@@ -47,12 +47,24 @@ function pushSettings(options: PushOptions | undefined): { signal: AbortSignal |
   return { signal, key, keys };
 }
 
+/** For each key, the index of its first occurrence in `keys`. */
+function firstIndexes(keys: readonly string[]): number[] {
+  const seen = new Map<string, number>();
+  return keys.map((key, i) => {
+    const first = seen.get(key);
+    if (first !== undefined) return first;
+    seen.set(key, i);
+    return i;
+  });
+}
+
 /**
- * The message id an idempotency key is published under. Its own prefix keeps it apart from the
- * ids `forward()` publishes (`<store id>:<seq>`), which may go into the same stream.
+ * The message id an idempotency key is published under: the key percent-encoded (a header value
+ * is trimmed and may not hold a line break, so `'a '` would otherwise be `'a'`), then `:key`. Ids
+ * that `forward()` publishes into a stream end in `:<seq>`, digits, so the two never meet.
  */
 export function keyMessageId(key: string): string {
-  return `key:${key}`;
+  return `${encodeURIComponent(key)}:key`;
 }
 
 /** The producing handle. Any number of producers, in any number of processes, may push at once. */
@@ -98,7 +110,9 @@ export class JetStreamProducer<T = Uint8Array> {
   /**
    * Publish each payload; with `keys`, each under its key's message id, so that the server drops
    * a key it has seen within its duplicate window and answers with the seq it stored the first
-   * time (README, "A JetStream queue": idempotency keys).
+   * time (README, "A JetStream queue": idempotency keys). A key repeated within the batch is
+   * published once and its later payloads get the first one's seq: a replicated stream refuses a
+   * message id while the first message under it is still being stored.
    */
   #publish(payloads: Iterable<PushValue<T>>, signal: AbortSignal | undefined, keys: readonly string[] | undefined): Promise<number[]> {
     let list: Uint8Array[];
@@ -121,8 +135,16 @@ export class JetStreamProducer<T = Uint8Array> {
     const { js, names, timeoutMs } = this.#core.s;
     const counters = this.#core.counters;
     counters.pendingPushes += list.length;
-    const all = Promise.all(
-      list.map((bytes, i) =>
+    // With keys: the index of the first payload of each key; a later one waits for that publish.
+    const firstOf = keys === undefined ? undefined : firstIndexes(keys);
+    const publishes: Promise<number>[] = [];
+    list.forEach((bytes, i) => {
+      const first = firstOf?.[i];
+      if (first !== undefined && first !== i) {
+        publishes.push(publishes[first]!);
+        return;
+      }
+      publishes.push(
         js.publish(names.subject, bytes, keys === undefined ? { timeout: timeoutMs } : { timeout: timeoutMs, msgID: keyMessageId(keys[i]!) }).then(
           (ack) => {
             // A duplicate stored nothing: the server answers with the seq of the first publish.
@@ -133,8 +155,9 @@ export class JetStreamProducer<T = Uint8Array> {
             throw new QueueError('ERR_STORE', `The server did not confirm the publish: ${errorMessage(cause)}; the item may or may not be stored`, { cause });
           },
         ),
-      ),
-    ).finally(() => {
+      );
+    });
+    const all = Promise.all(publishes).finally(() => {
       counters.pendingPushes -= list.length;
     });
     return this.#core.track(all);

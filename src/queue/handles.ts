@@ -176,13 +176,13 @@ function pushSettings(options: PushOptions | undefined): PushSettings {
   return { signal, priority, delayMs: ms, at, key, keys };
 }
 
-/** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
 /** `options.keys`: an array of idempotency keys, one per payload (its length is checked by the caller). */
 export function keysOption(value: unknown): string[] {
   if (!Array.isArray(value)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', value));
   return (value as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
 }
 
+/** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
 export function keyOption(name: string, value: unknown): string {
   const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
   if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
