@@ -34,8 +34,12 @@ function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array 
   throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
 }
 
-/** The push options: those of the embedded queue, of which a JetStream stream keeps no schedule. */
-function pushSettings(options: PushOptions | undefined): { signal: AbortSignal | undefined; key: string | undefined; keys: string[] | undefined } {
+/**
+ * The push options: those of the embedded queue, of which a JetStream stream keeps no schedule.
+ * `single`: for `push`, which takes one `key`; `pushMany` takes `keys`, one per payload. Returns
+ * the signal and the keys, one per payload, or undefined.
+ */
+function pushSettings(options: PushOptions | undefined, single: boolean): { signal: AbortSignal | undefined; keys: string[] | undefined } {
   const o = optionsObject('options', options);
   knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
   const signal = optionalSignal('options.signal', o.signal);
@@ -44,7 +48,9 @@ function pushSettings(options: PushOptions | undefined): { signal: AbortSignal |
   }
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   const keys = o.keys === undefined ? undefined : keysOption(o.keys);
-  return { signal, key, keys };
+  if (single && keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', keys));
+  if (!single && key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', key));
+  return { signal, keys: key === undefined ? keys : [key] };
 }
 
 /** For each key, the index of its first occurrence in `keys`. */
@@ -82,14 +88,7 @@ export class JetStreamProducer<T = Uint8Array> {
    * answer does not come within the timeout rejects with `ERR_STORE`; it may have been stored.
    */
   push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
-    let o: ReturnType<typeof pushSettings>;
-    try {
-      o = pushSettings(options);
-      if (o.keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', o.keys));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return this.#publish([payload], o.signal, o.key === undefined ? undefined : [o.key]).then((seqs) => seqs[0]!);
+    return this.#publish([payload], options, true).then((seqs) => seqs[0]!);
   }
 
   /**
@@ -97,14 +96,7 @@ export class JetStreamProducer<T = Uint8Array> {
    * once: the batch is not atomic, and a failure rejects with the first error, the others stored.
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
-    let o: ReturnType<typeof pushSettings>;
-    try {
-      o = pushSettings(options);
-      if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    return this.#publish(payloads, o.signal, o.keys);
+    return this.#publish(payloads, options, false);
   }
 
   /**
@@ -112,11 +104,14 @@ export class JetStreamProducer<T = Uint8Array> {
    * a key it has seen within its duplicate window and answers with the seq it stored the first
    * time (README, "A JetStream queue": idempotency keys). A key repeated within the batch is
    * published once and its later payloads get the first one's seq: a replicated stream refuses a
-   * message id while the first message under it is still being stored.
+   * message id while the first message under it is still being stored. `single`: for `push`.
    */
-  #publish(payloads: Iterable<PushValue<T>>, signal: AbortSignal | undefined, keys: readonly string[] | undefined): Promise<number[]> {
+  #publish(payloads: Iterable<PushValue<T>>, options: PushOptions | undefined, single: boolean): Promise<number[]> {
     let list: Uint8Array[];
+    let signal: AbortSignal | undefined;
+    let keys: string[] | undefined;
     try {
+      ({ signal, keys } = pushSettings(options, single));
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
         throw new TypeError(expectation('payloads', 'an iterable of values', payloads));
       }
