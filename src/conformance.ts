@@ -116,6 +116,33 @@ function storeMethodTests<S extends Store>(suite: Suite<S>): void {
     assert.equal(typeof store.features.crashSafe, 'boolean');
   });
 
+  suite.test('a store with done returns it only for a call already finished', async (context) => {
+    const store = await suite.make();
+    if (store.done === undefined) {
+      skipped(context, `${suite.name} has no done`);
+      return;
+    }
+    assert.ok(store.done instanceof Promise, 'done is a promise');
+    assert.equal(await store.done, undefined, 'done is fulfilled');
+    const { nextSeq: s } = await store.open();
+    const appended = store.append(items(s, ['a', 'b']), false);
+    if (appended === store.done) {
+      // Finished before returning: a synchronous read sees the batch now.
+      const seen = store.read({ after: s - 1, before: Number.MAX_SAFE_INTEGER, limit: 10 });
+      assert.ok(Array.isArray(seen), 'read answers synchronously after a finished append');
+      assert.deepEqual((seen as readonly StoredItem[]).map((i) => i.seq), [s, s + 1]);
+    }
+    await appended;
+    const acked = store.ack([s], false);
+    if (acked === store.done) {
+      const seen = store.read({ after: s - 1, before: Number.MAX_SAFE_INTEGER, limit: 10 });
+      assert.ok(Array.isArray(seen), 'read answers synchronously after a finished ack');
+      assert.deepEqual((seen as readonly StoredItem[]).map((i) => i.seq), [s + 1]);
+    }
+    await acked;
+    await store.close();
+  });
+
   suite.test('an empty store opens with nextSeq >= 1 and count 0', async () => {
     const store = await suite.make();
     const r = await store.open();

@@ -34,6 +34,8 @@ const EMPTY = new Uint8Array(0);
 export class MemStore implements Store {
   readonly maxItemBytes: number;
   readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true };
+  /** What `append` and `ack` return once they finished, which is during the call (`Store.done`). */
+  readonly done: Promise<void> = DONE;
 
   /** Items in seq order; entries before `#head` are acked and only wait to be compacted away. */
   #items: StoredItem[] = [];

@@ -256,6 +256,17 @@ export interface Store {
    */
   read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]>;
 
+  /**
+   * Optional, for a store that keeps its data in memory (MemStore): one settled promise that its
+   * `append` and `ack` return when the call finished before returning. The core, given it back,
+   * goes on at once instead of a microtask later and, while calls keep returning it, hands each
+   * push and ack over as it comes rather than gathering a batch over a microtask, since a call
+   * costs such a store less than the wait. Any other result (a rejection, another promise) is
+   * waited for as usual, and batches gather again. A store that writes to a file must not have
+   * it: every operation would then be a call, and a write.
+   */
+  readonly done?: Promise<void>;
+
   /** Release the backing resource. Called once, after every append, ack and sync has settled. */
   close(): Promise<void>;
 

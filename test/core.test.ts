@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved } from '../src/index.js';
 import type { StoredItem } from '../src/store.js';
@@ -839,6 +840,104 @@ describe('batching across a turn of the event loop', () => {
     // Measured: 7.8 acks per call with the per-turn budget, 4.2 without it (each store call
     // carried what one microtask produced).
     expect(perCall.acks).toBeGreaterThan(6);
+  });
+});
+
+describe('a store that finishes during the call (Store.done)', () => {
+  /** A MemStore whose append and ack calls are recorded; `wrap` may replace what a call returns. */
+  async function openDone(wrap: (call: () => Promise<void>, op: 'append' | 'ack') => Promise<void> = (call) => call()) {
+    const store = new MemStore();
+    const calls: { op: 'append' | 'ack'; seqs: number[] }[] = [];
+    const append = store.append.bind(store);
+    const ack = store.ack.bind(store);
+    store.append = (items, sync) => {
+      calls.push({ op: 'append', seqs: items.map((i) => i.seq) });
+      return wrap(() => append(items, sync), 'append');
+    };
+    store.ack = (seqs, sync) => {
+      calls.push({ op: 'ack', seqs: [...seqs] });
+      return wrap(() => ack(seqs, sync), 'ack');
+    };
+    const [tx, rx] = await new Builder(store).durability('none').open();
+    return { store, calls, tx, rx };
+  }
+
+  it('eachPushAndAckGoesToTheStoreDuringTheCall_onceAStoreCallReturnedDone', async () => {
+    const { calls, tx, rx } = await openDone();
+    // The first call waits a microtask: nothing is known of the store yet.
+    await tx.push('a');
+    expect(calls).toEqual([{ op: 'append', seqs: [1] }]);
+    const pushed = [tx.push('b'), tx.push('c')];
+    // Stored before any microtask ran: each its own call, each ready at once.
+    expect(calls.slice(1)).toEqual([
+      { op: 'append', seqs: [2] },
+      { op: 'append', seqs: [3] },
+    ]);
+    expect(await Promise.all(pushed)).toEqual([2, 3]);
+    const items = [rx.tryReserve()!, rx.tryReserve()!, rx.tryReserve()!];
+    expect(items.map((i) => dec(i.bytes))).toEqual(['a', 'b', 'c']);
+    await items[0]!.ack();
+    const acks = [items[1]!.ack(), items[2]!.ack()];
+    expect(calls.slice(3)).toEqual([
+      { op: 'ack', seqs: [1] },
+      { op: 'ack', seqs: [2] },
+      { op: 'ack', seqs: [3] },
+    ]);
+    await Promise.all(acks);
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await rx.close();
+  });
+
+  it('aCallThatReturnsAnotherPromiseIsWaitedFor_andBatchesGatherAgain', async () => {
+    let slow = false;
+    const { calls, tx, rx } = await openDone((call) => (slow ? call().then(() => undefined) : call()));
+    await tx.push('a');
+    slow = true;
+    const pushed = [tx.push('b'), tx.push('c'), tx.push('d')];
+    // b went at once; its call did not return done, so c and d wait for it and gather.
+    expect(calls.map((c) => c.seqs)).toEqual([[1], [2]]);
+    expect(rx.tryReserve()?.seq).toBe(1);
+    expect(rx.tryReserve()).toBeNull();
+    expect(await Promise.all(pushed)).toEqual([2, 3, 4]);
+    expect(calls.map((c) => c.seqs)).toEqual([[1], [2], [3, 4]]);
+    await rx.close();
+  });
+
+  it('aRefusedCallRejectsOnlyItsOperation_andNothingIsLost', async () => {
+    let refuse: 'append' | 'ack' | undefined;
+    const { tx, rx } = await openDone((call, op) => {
+      if (op !== refuse) return call();
+      refuse = undefined;
+      return Promise.reject(new QueueError('ERR_STORE_FULL', 'no room'));
+    });
+    await tx.push('a');
+    refuse = 'append';
+    await expect(tx.push('b')).rejects.toSatisfy(code('ERR_STORE_FULL'));
+    // The refused batch's seq is used again by the next push.
+    expect(await tx.push('c')).toBe(2);
+    const first = rx.tryReserve()!;
+    refuse = 'ack';
+    await expect(first.ack()).rejects.toSatisfy(code('ERR_STORE_FULL'));
+    // Not acked: the item is ready again, before the later one.
+    const again = rx.tryReserve()!;
+    expect([again.seq, dec(again.bytes), again.deliveries]).toEqual([1, 'a', 2]);
+    await again.ack();
+    const second = rx.tryReserve()!;
+    expect([second.seq, dec(second.bytes)]).toEqual([2, 'c']);
+    await second.ack();
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await rx.close();
+  });
+
+  it('aPushWithASignalLeavesNoListenerBehindOnceStored', async () => {
+    const { tx, rx } = await openDone();
+    await tx.push('a');
+    const controller = new AbortController();
+    expect(await tx.push('b', { signal: controller.signal })).toBe(2);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    controller.abort();
+    expect(rx.stats().ready).toBe(2);
+    await rx.close();
   });
 });
 

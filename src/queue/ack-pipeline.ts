@@ -37,6 +37,10 @@ export class AckPipeline {
   #open: AckBatch | undefined;
   #inFlight: AckBatch | undefined;
   readonly #flush: FlushScheduler;
+  /** The store's `done` (`Store.done`): an ack call that returns it is done already. */
+  readonly #storeDone: Promise<void> | undefined;
+  /** The last ack call returned the store's `done`: the next ack goes to the store at once. */
+  #atOnce = false;
   /** Acks handed over but not yet resolved (queued or in flight). */
   #pending = 0;
 
@@ -46,6 +50,7 @@ export class AckPipeline {
     this.#oneByOne = options.oneByOne;
     this.#sync = options.sync;
     this.#flush = new FlushScheduler(() => this.flush(), options.storeCallsPerTurn);
+    this.#storeDone = store.done instanceof Promise ? store.done : undefined;
   }
 
   /** Acks handed over and not yet resolved. */
@@ -75,7 +80,10 @@ export class AckPipeline {
     batch.entries.push(entry);
     batch.seqs.push(entry.seq);
     // While a batch is in flight, its completion flushes what gathered meanwhile.
-    if (!this.#inFlight) this.#flush.schedule();
+    if (this.#inFlight) return batch.promise;
+    // A store that acked the last batch at once gains nothing from a batch gathered over a microtask.
+    if (this.#atOnce) this.flush();
+    else this.#flush.schedule();
     return batch.promise;
   }
 
@@ -104,7 +112,9 @@ export class AckPipeline {
     } catch (error) {
       result = Promise.reject(error);
     }
-    result.then(this.#done, this.#failed);
+    this.#atOnce = result === this.#storeDone;
+    if (this.#atOnce) this.#done();
+    else result.then(this.#done, this.#failed);
     return batch.entries.length;
   }
 

@@ -64,6 +64,10 @@ export class PushPipeline {
   /** The batch in flight holds items with a priority or a not-before time. */
   #appendScheduled = false;
   readonly #appendFlush: FlushScheduler;
+  /** The store's `done` (`Store.done`): an append that returns it is stored already. */
+  readonly #done: Promise<void> | undefined;
+  /** The last append returned the store's `done`: the next push goes to the store at once. */
+  #atOnce = false;
 
   constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget }) {
     this.#store = store;
@@ -75,6 +79,7 @@ export class PushPipeline {
     this.#nextSeq = options.nextSeq;
     this.#committedBefore = options.nextSeq;
     this.#appendFlush = new FlushScheduler(() => this.flush(), options.storeCallsPerTurn);
+    this.#done = store.done instanceof Promise ? store.done : undefined;
   }
 
   /** Every item with a seq below this is stored (its push resolved). */
@@ -156,14 +161,16 @@ export class PushPipeline {
         pending.keys = keys;
         pending.keyedAt = keyedAt;
       }
+      // Listening before admitting: over a store that stores at once (`Store.done`) the push is
+      // stored, and its listener detached, within #admit.
+      if (signal) {
+        pending.onAbort = () => this.#abortPush(pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
       if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(pending)) {
         this.#admit(pending);
       } else {
         this.#capacityWaiters.push(pending);
-      }
-      if (signal) {
-        pending.onAbort = () => this.#abortPush(pending);
-        signal.addEventListener('abort', pending.onAbort, { once: true });
       }
     });
   }
@@ -220,7 +227,12 @@ export class PushPipeline {
 
   #scheduleAppend(): void {
     // While a batch is in flight, its completion flushes what gathered meanwhile.
-    if (!this.#appendInFlight) this.#appendFlush.schedule();
+    if (this.#appendInFlight) return;
+    // A store that stored the last batch at once gains nothing from a batch gathered over a
+    // microtask: the push goes to it now (the per-turn budget still hands the event loop its
+    // turn). One that made the core wait (a subclass of MemStore whose calls wait) gets batches.
+    if (this.#atOnce) this.flush();
+    else this.#appendFlush.schedule();
   }
 
   /**
@@ -273,7 +285,9 @@ export class PushPipeline {
     } catch (error) {
       result = Promise.reject(error);
     }
-    result.then(this.#appendDone, this.#appendFailed);
+    this.#atOnce = result === this.#done;
+    if (this.#atOnce) this.#appendDone();
+    else result.then(this.#appendDone, this.#appendFailed);
     return batch.length;
   }
 
