@@ -8,6 +8,9 @@
 //   per ack into arrays (MemStore's own work, inlined), a reservation object that settles once, and
 //   the promise `push()`, `reserve()` and `ack()` each return. No capacity, leases, delivery counts,
 //   drop guard, statistics, per-turn budget or failure handling.
+// - floor-no-copy, floor-no-ack-await: the floor without the copy (it keeps the caller's buffer,
+//   as the simplest queue does), and with the consumer not awaiting `ack()` (as the simplest
+//   queue's synchronous ack): what those two obligations cost.
 // - memstore: the queue over MemStore under `none`, as the per-item section runs it.
 //
 // Usage: npm run build && node bench/experiments/contract-floor.mjs [rounds=10] [ms=500]
@@ -62,6 +65,7 @@ class FloorReserved {
 
 /** The contract's least work (see the head of this file). */
 class FloorQueue {
+  #copy;
   #slab = new Uint8Array(SLAB_BYTES);
   #offset = 0;
   #nextSeq = 1;
@@ -72,15 +76,23 @@ class FloorQueue {
   #ready = [];
   #readyHead = 0;
   #waiters = [];
-  push(bytes) {
+  constructor(copy) {
+    this.#copy = copy;
+  }
+  #own(bytes) {
+    if (!this.#copy) return bytes;
     const length = bytes.byteLength;
     if (this.#offset + length > this.#slab.length) {
       this.#slab = new Uint8Array(SLAB_BYTES);
       this.#offset = 0;
     }
     this.#slab.set(bytes, this.#offset);
-    const entry = { seq: this.#nextSeq++, bytes: new Uint8Array(this.#slab.buffer, this.#offset, length) };
+    const own = new Uint8Array(this.#slab.buffer, this.#offset, length);
     this.#offset += length;
+    return own;
+  }
+  push(bytes) {
+    const entry = { seq: this.#nextSeq++, bytes: this.#own(bytes) };
     this.#stored.push(entry);
     const waiter = this.#waiters.shift();
     if (waiter) waiter(new FloorReserved(this, entry));
@@ -127,7 +139,7 @@ async function simpleLoop(q) {
   return consumed / ((performance.now() - t0) / 1000);
 }
 
-async function floorLoop(q) {
+async function floorLoop(q, awaitAck) {
   let consumed = 0;
   const t0 = performance.now();
   const deadline = t0 + budgetMs;
@@ -137,7 +149,8 @@ async function floorLoop(q) {
   })();
   for (;;) {
     const item = await q.reserve();
-    await item.ack();
+    if (awaitAck) await item.ack();
+    else item.ack();
     if (item.bytes.length === last.length) break;
     consumed++;
   }
@@ -165,7 +178,9 @@ async function queueLoop(tx, rx) {
 
 const cells = {
   simple: () => simpleLoop(new SimpleQueue()),
-  floor: () => floorLoop(new FloorQueue()),
+  floor: () => floorLoop(new FloorQueue(true), true),
+  'floor-no-copy': () => floorLoop(new FloorQueue(false), true),
+  'floor-no-ack-await': () => floorLoop(new FloorQueue(true), false),
   memstore: async () => {
     const [tx, rx] = await new Builder(new MemStore()).durability('none').open();
     const rate = await queueLoop(tx, rx);
@@ -175,7 +190,7 @@ const cells = {
 };
 const names = Object.keys(cells);
 const rates = Object.fromEntries(names.map((n) => [n, []]));
-const ratios = { 'floor/simple': [], 'memstore/simple': [], 'memstore/floor': [] };
+const ratios = { 'floor/simple': [], 'floor-no-copy/simple': [], 'floor-no-ack-await/simple': [], 'memstore/simple': [], 'memstore/floor': [] };
 for (let round = 0; round < rounds; round++) {
   const r = {};
   for (let k = 0; k < names.length; k++) {
@@ -185,9 +200,10 @@ for (let round = 0; round < rounds; round++) {
   }
   for (const key of Object.keys(ratios)) {
     const [a, b] = key.split('/');
+    if (r[a] === undefined || r[b] === undefined) throw new Error(`no cell for ${key}`);
     ratios[key].push(r[a] / r[b]);
   }
 }
 const k = (x) => `${(x / 1000).toFixed(0)} k/s`;
-for (const n of names) console.log(`${n.padEnd(9)} ${k(median(rates[n])).padStart(10)}  (${k(Math.min(...rates[n]))} – ${k(Math.max(...rates[n]))})`);
-for (const [key, xs] of Object.entries(ratios)) console.log(`${key.padEnd(16)} ${median(xs).toFixed(3)}  (${Math.min(...xs).toFixed(3)} – ${Math.max(...xs).toFixed(3)})`);
+for (const n of names) console.log(`${n.padEnd(18)} ${k(median(rates[n])).padStart(10)}  (${k(Math.min(...rates[n]))} – ${k(Math.max(...rates[n]))})`);
+for (const [key, xs] of Object.entries(ratios)) console.log(`${key.padEnd(25)} ${median(xs).toFixed(3)}  (${Math.min(...xs).toFixed(3)} – ${Math.max(...xs).toFixed(3)})`);
