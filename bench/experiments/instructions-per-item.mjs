@@ -1,0 +1,56 @@
+// Instructions per item of the README's serial loop (one producer's `await push`, a consumer's
+// `await reserve()` + `await item.ack()`, 128 B) over MemStore or LogStore under `none`, counted by
+// `valgrind --tool=callgrind`: unlike time on this shared machine, the count repeats to within a
+// few per cent whatever else runs. Each count is the difference between a run of `large` items and
+// one of `small`, divided by `large - small`, so that start-up and the warm-up cancel out.
+// Usage: npm run build && node bench/experiments/instructions-per-item.mjs [mem|log] [small=50000] [large=200000] [checkout with dist/=.]
+// (needs valgrind; the two runs go side by side and take a minute or two)
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const self = fileURLToPath(import.meta.url);
+
+if (process.argv[2] === '--child') {
+  const [, , , root, kind, nArg] = process.argv;
+  const m = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
+  const n = Number(nArg);
+  const payload = new Uint8Array(128).fill(7);
+  const dir = kind === 'log' ? mkdtempSync(join(tmpdir(), 'pq-ipi-')) : undefined;
+  const store = dir === undefined ? new m.MemStore() : await m.LogStore.open(dir);
+  const [tx, rx] = await new m.Builder(store).durability('none').open();
+  const run = async (count) => {
+    const producer = (async () => {
+      for (let i = 0; i < count; i++) await tx.push(payload);
+    })();
+    for (let i = 0; i < count; i++) {
+      const item = await rx.reserve();
+      await item.ack();
+    }
+    await producer;
+  };
+  await run(20_000); // the same warm-up in both runs
+  await run(n);
+  await rx.close();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+} else {
+  const kind = process.argv[2] ?? 'mem';
+  const small = Number(process.argv[3] ?? 50_000);
+  const large = Number(process.argv[4] ?? 200_000);
+  const root = resolve(process.argv[5] ?? join(self, '..', '..', '..'));
+  if (kind !== 'mem' && kind !== 'log') throw new TypeError(`store: mem or log, got ${kind}`);
+  if (!(Number.isSafeInteger(small) && Number.isSafeInteger(large) && small >= 0 && large > small)) throw new RangeError('expected 0 <= small < large');
+  const count = (n) =>
+    new Promise((done, fail) => {
+      execFile('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, self, '--child', root, kind, String(n)], { maxBuffer: 1 << 24 }, (error, _out, err) => {
+        if (error) return fail(new Error(`valgrind exited with ${error.code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+        const match = /Collected : (\d+)/.exec(err);
+        if (!match) return fail(new Error('no instruction count in valgrind output'));
+        done(Number(match[1]));
+      });
+    });
+  const [a, b] = await Promise.all([count(small), count(large)]);
+  console.log(`${kind === 'mem' ? 'MemStore' : 'LogStore'} none, serial loop, ${root}: ${Math.round((b - a) / (large - small)).toLocaleString('en-US')} instructions per item (${small} and ${large} items: ${a.toLocaleString('en-US')} and ${b.toLocaleString('en-US')})`);
+}
