@@ -56,6 +56,25 @@ describe('typed queues', () => {
     await tx.close();
   });
 
+  it('forAwaitSkipsALongRunOfUndecodableItemsAndHandsOutTheNextGoodOne', async () => {
+    // Ready items are taken within one step, refused ones skipped in a loop.
+    const store = new MemStore();
+    const [raw] = await new Builder(store).open();
+    const bad = new TextEncoder().encode('not json');
+    for (let i = 0; i < 30_000; i += 1000) await raw.pushMany(Array.from({ length: 1000 }, () => bad));
+    await raw.push(JSON.stringify({ id: 7, sku: 'ok' }));
+    await raw.close();
+    const [tx, rx] = await new Builder(store).codec(json<Order>()).open();
+    for await (const item of rx) {
+      expect(item.value).toEqual({ id: 7, sku: 'ok' });
+      await item.ack();
+      break;
+    }
+    await rx.onIdle();
+    expect(rx.stats()).toMatchObject({ deadLetters: 30_000, ready: 0, inFlight: 0 });
+    await tx.close();
+  });
+
   it('structuredAndTextCodecsRoundTripWhatTheyPromise', async () => {
     const [stx, srx] = await new Builder(new MemStore()).codec(structured<{ at: Date; tags: Map<string, bigint> }>()).open();
     const at = new Date(1_700_000_000_000);

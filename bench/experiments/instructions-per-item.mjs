@@ -1,9 +1,10 @@
 // Instructions per item of the README's serial loop (one producer's `await push`, a consumer's
-// `await reserve()` + `await item.ack()`, 128 B) over MemStore or LogStore under `none`, counted by
+// `await reserve()` + `await item.ack()`, 128 B; with `for-await`, the consumer is the README's
+// `for await (const item of rx)` + `await item.ack()`) over MemStore or LogStore under `none`, counted by
 // `valgrind --tool=callgrind`: unlike time on this shared machine, the count repeats to within a
 // few per cent whatever else runs. Each count is the difference between a run of `large` items and
 // one of `small`, divided by `large - small`, so that start-up and the warm-up cancel out.
-// Usage: npm run build && node bench/experiments/instructions-per-item.mjs [mem|log] [small=50000] [large=200000] [checkout with dist/=.]
+// Usage: npm run build && node bench/experiments/instructions-per-item.mjs [mem|log][,for-await] [small=50000] [large=200000] [checkout with dist/=.]
 // (needs valgrind; the two runs go side by side and take a minute or two)
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +15,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const self = fileURLToPath(import.meta.url);
 
 if (process.argv[2] === '--child') {
-  const [, , , root, kind, nArg] = process.argv;
+  const [, , , root, spec, nArg] = process.argv;
+  const [kind, consumer] = spec.split(',');
   const m = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
   const n = Number(nArg);
   const payload = new Uint8Array(128).fill(7);
@@ -25,9 +27,19 @@ if (process.argv[2] === '--child') {
     const producer = (async () => {
       for (let i = 0; i < count; i++) await tx.push(payload);
     })();
-    for (let i = 0; i < count; i++) {
-      const item = await rx.reserve();
-      await item.ack();
+    if (consumer === 'for-await') {
+      let i = 0;
+      if (count > 0) {
+        for await (const item of rx) {
+          await item.ack();
+          if (++i === count) break;
+        }
+      }
+    } else {
+      for (let i = 0; i < count; i++) {
+        const item = await rx.reserve();
+        await item.ack();
+      }
     }
     await producer;
   };
@@ -36,15 +48,17 @@ if (process.argv[2] === '--child') {
   await rx.close();
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 } else {
-  const kind = process.argv[2] ?? 'mem';
+  const spec = process.argv[2] ?? 'mem';
+  const [kind, consumer] = spec.split(',');
   const small = Number(process.argv[3] ?? 50_000);
   const large = Number(process.argv[4] ?? 200_000);
   const root = resolve(process.argv[5] ?? join(self, '..', '..', '..'));
   if (kind !== 'mem' && kind !== 'log') throw new TypeError(`store: mem or log, got ${kind}`);
+  if (consumer !== undefined && consumer !== 'for-await') throw new TypeError(`consumer: for-await or none, got ${consumer}`);
   if (!(Number.isSafeInteger(small) && Number.isSafeInteger(large) && small >= 0 && large > small)) throw new RangeError('expected 0 <= small < large');
   const count = (n) =>
     new Promise((done, fail) => {
-      execFile('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, self, '--child', root, kind, String(n)], { maxBuffer: 1 << 24 }, (error, _out, err) => {
+      execFile('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, self, '--child', root, spec, String(n)], { maxBuffer: 1 << 24 }, (error, _out, err) => {
         if (error) return fail(new Error(`valgrind exited with ${error.code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
         const match = /Collected : (\d+)/.exec(err);
         if (!match) return fail(new Error('no instruction count in valgrind output'));
@@ -52,5 +66,5 @@ if (process.argv[2] === '--child') {
       });
     });
   const [a, b] = await Promise.all([count(small), count(large)]);
-  console.log(`${kind === 'mem' ? 'MemStore' : 'LogStore'} none, serial loop, ${root}: ${Math.round((b - a) / (large - small)).toLocaleString('en-US')} instructions per item (${small} and ${large} items: ${a.toLocaleString('en-US')} and ${b.toLocaleString('en-US')})`);
+  console.log(`${kind === 'mem' ? 'MemStore' : 'LogStore'} none, serial loop${consumer ? ` (${consumer})` : ''}, ${root}: ${Math.round((b - a) / (large - small)).toLocaleString('en-US')} instructions per item (${small} and ${large} items: ${a.toLocaleString('en-US')} and ${b.toLocaleString('en-US')})`);
 }

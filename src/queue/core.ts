@@ -340,6 +340,19 @@ export class QueueCore {
     return entry ? this.#deliver(entry, leaseMs, holder) : null;
   }
 
+  /**
+   * What `reserve()` would resolve with at once, without a promise: a reservation, null when the
+   * consumer is closed, undefined when it would wait (nothing ready, or other reserves wait before
+   * it). Throws what `reserve()` would reject with at once.
+   */
+  reserveNow(holder?: Holder, leaseMs = this.leaseMs): Reserved | null | undefined {
+    if (this.#failure) throw this.#failure;
+    if (this.#state !== 'open' || holder?.closed) return null;
+    if (this.#reserveWaiters.length !== 0) return undefined;
+    const entry = this.#takeNext();
+    return entry === null ? undefined : this.#deliver(entry, leaseMs, holder);
+  }
+
   reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder): Promise<Reserved | null> {
     return this.#reserveAtOnce(signal, leaseMs, holder) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft));
   }

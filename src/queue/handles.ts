@@ -434,7 +434,26 @@ export class Consumer<T = Uint8Array> {
       done = true;
       throw error;
     };
-    const next = (): Promise<IteratorResult<Reserved<T>, undefined>> => (done ? Promise.resolve(end) : core.reserve(undefined, undefined, holder).then(step, failed));
+    const next = (): Promise<IteratorResult<Reserved<T>, undefined>> => {
+      // An item ready now is handed out in the step's own promise, without a reserve() promise and
+      // a reaction on it; items the codec refuses are skipped in a loop, not by recursion.
+      while (!done) {
+        let item: Reserved | null | undefined;
+        try {
+          item = core.reserveNow(holder);
+          if (item === undefined) return core.reserve(undefined, undefined, holder).then(step, failed);
+          if (item === null) {
+            done = true;
+            return Promise.resolve(end);
+          }
+          if (accept(item)) return Promise.resolve({ value: item as Reserved<T>, done: false });
+        } catch (error) {
+          done = true;
+          return Promise.reject(error);
+        }
+      }
+      return Promise.resolve(end);
+    };
     const iterator: AsyncIterableIterator<Reserved<T>> = {
       next,
       return: () => {
