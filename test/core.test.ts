@@ -929,6 +929,34 @@ describe('a store that finishes during the call (Store.done)', () => {
     await rx.close();
   });
 
+  it.each(['push', 'ack'] as const)('manyBatchesFinishedDuringTheCallCompleteInALoopNotByRecursion_%s', async (op) => {
+    // Under sync each operation is its own batch, and without a budget nothing defers: 20 000 of
+    // them queued behind the first call are completed one after another within one flush.
+    const n = 20_000;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (error: unknown) => void unhandled.push(error);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const [tx, rx] = await new Builder(new MemStore()).capacity(n).durability('sync').ackDurability('sync').storeCallsPerTurn(Infinity).open();
+      let ops: Promise<unknown>[];
+      if (op === 'push') {
+        ops = Array.from({ length: n }, (_, i) => tx.push(`${i}`));
+      } else {
+        await tx.pushMany(Array.from({ length: n }, (_, i) => `${i}`));
+        const items = Array.from({ length: n }, () => rx.tryReserve()!);
+        ops = items.map((item) => item.ack());
+      }
+      const settled = await Promise.allSettled(ops);
+      expect(settled.filter((r) => r.status === 'rejected')).toEqual([]);
+      await tick();
+      expect(unhandled).toEqual([]);
+      expect(rx.stats()).toMatchObject(op === 'push' ? { ready: n, pendingPushes: 0 } : { ready: 0, inFlight: 0 });
+      await rx.close();
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('aPushWithASignalLeavesNoListenerBehindOnceStored', async () => {
     const { tx, rx } = await openDone();
     await tx.push('a');

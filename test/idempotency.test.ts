@@ -1,6 +1,7 @@
 // Producer-side idempotency keys in the queue: push(value, { key }) stores nothing for a key the
 // queue remembers, refusals of bad input, the window and maxKeys, concurrent pushes of one key,
 // a failed or aborted first push, and stores without the feature.
+import diagnostics from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { Builder, MemStore, QueueError } from '../src/index.js';
 import { ManualClock } from '../src/testing/index.js';
@@ -76,6 +77,31 @@ describe('idempotency keys', () => {
     expect(sc).not.toBe(sa);
     expect(rx.stats().ready).toBe(2);
     await tx.close();
+  });
+
+  it('aPushOfTheKeyMadeWhileItsFirstPushIsStoredDuringTheCallStoresNothing', async () => {
+    // Over MemStore a push is stored within push() once a call returned Store.done, and the
+    // push event is published there: a subscriber pushing the same key must find it pending.
+    for (const many of [false, true]) {
+      const [tx, rx] = await new Builder(new MemStore()).open();
+      await tx.push('warm-up');
+      await rx.tryReserve()!.ack();
+      let again: Promise<number | number[]> | undefined;
+      const onPush = () => {
+        if (again !== undefined) return;
+        again = many ? tx.pushMany(['dup'], { keys: ['k'] }) : tx.push('dup', { key: 'k' });
+      };
+      diagnostics.subscribe('persistent-queue:push', onPush);
+      try {
+        const first = many ? tx.pushMany(['dup'], { keys: ['k'] }) : tx.push('dup', { key: 'k' });
+        const seqs = [await first, await again!];
+        expect(seqs).toEqual(many ? [[2], [2]] : [2, 2]);
+        expect(rx.stats().ready).toBe(1);
+      } finally {
+        diagnostics.unsubscribe('persistent-queue:push', onPush);
+      }
+      await tx.close();
+    }
   });
 
   it('aFailedFirstPushLetsTheWaitingPushOfItsKeyStoreItsOwnItem', async () => {

@@ -41,6 +41,8 @@ export class AckPipeline {
   readonly #storeDone: Promise<void> | undefined;
   /** The last ack call returned the store's `done`: the next ack goes to the store at once. */
   #atOnce = false;
+  /** A flush loop is running (see flush()). */
+  #flushing = false;
   /** Acks handed over but not yet resolved (queued or in flight). */
   #pending = 0;
 
@@ -96,8 +98,30 @@ export class AckPipeline {
     this.#open = undefined;
   }
 
-  /** Hand the next batch to the store. Returns how many acks it handed over (0: none now). */
+  /**
+   * Hand the next batch to the store. Returns how many acks it handed over in its first batch (0:
+   * none now). Batches the store finished during the call (`Store.done`) are completed in a loop,
+   * as the push pipeline's flush() does, so that the stack does not grow with their number.
+   */
   flush(): number {
+    if (this.#flushing) return 0;
+    this.#flushing = true;
+    let first = -1;
+    try {
+      for (;;) {
+        const handed = this.#handOver();
+        if (first < 0) first = handed;
+        if (handed === 0 || !this.#atOnce) break;
+        this.#complete();
+      }
+    } finally {
+      this.#flushing = false;
+    }
+    return first;
+  }
+
+  /** Hand the next batch to the store; returns how many acks it holds (0: none now). */
+  #handOver(): number {
     if (this.#inFlight || this.#queue.length === 0 || this.#host.failure()) {
       this.#host.quiet();
       return 0;
@@ -113,8 +137,7 @@ export class AckPipeline {
       result = Promise.reject(error);
     }
     this.#atOnce = result === this.#storeDone;
-    if (this.#atOnce) this.#done();
-    else result.then(this.#done, this.#failed);
+    if (!this.#atOnce) result.then(this.#done, this.#failed);
     return batch.entries.length;
   }
 
@@ -127,18 +150,23 @@ export class AckPipeline {
   }
 
   readonly #done = (): void => {
+    if (this.#complete()) this.flush();
+  };
+
+  /** The batch in flight is acked: count it out, resolve its acks. False when the queue failed meanwhile. */
+  #complete(): boolean {
     const batch = this.#take();
     const failure = this.#host.failure();
     if (failure) {
       batch.reject(failure);
       this.#host.quiet();
-      return;
+      return false;
     }
     this.#host.acked(batch.entries);
     batch.resolve();
     this.#host.freed();
-    this.flush();
-  };
+    return true;
+  }
 
   readonly #failed = (error: unknown): void => {
     const batch = this.#take();

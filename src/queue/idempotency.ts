@@ -49,6 +49,17 @@ export type KeyedStore = (keyedAt: number) => Promise<number>;
 export type KeyedStoreMany = (indices: number[], keyedAt: number) => Promise<number[]>;
 
 /** The keys of one open queue. @internal */
+/** A promise with the functions that settle it. */
+function outcome<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
 export class IdempotencyKeys {
   readonly #store: Store;
   readonly #windowMs: number;
@@ -110,21 +121,24 @@ export class IdempotencyKeys {
     if (this.size >= this.#maxKeys) {
       return Promise.reject(new QueueError('ERR_KEYS_FULL', `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: a new key is refused until one expires`));
     }
-    const stored = store(now).then(
+    // Pending before the store is asked: over a store that stores during the call (`Store.done`),
+    // a push of the same key made meanwhile (by a diagnostics subscriber) must find it.
+    const { promise: stored, resolve, reject } = outcome<number>();
+    this.#pending.set(key, stored);
+    store(now).then(
       (seq) => {
         this.#pending.delete(key);
         const entry = { key, seq, keyedAt: now };
         this.#known.set(key, entry);
         this.#order.push(entry);
-        return seq;
+        resolve(seq);
       },
       (error: unknown) => {
         // Nothing was stored under the key: it is free again.
         this.#pending.delete(key);
-        throw error;
+        reject(error);
       },
     );
-    this.#pending.set(key, stored);
     return stored;
   }
 
@@ -163,27 +177,33 @@ export class IdempotencyKeys {
       return Promise.reject(new QueueError('ERR_KEYS_FULL', `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: ${fresh.length} new keys do not fit`));
     }
     if (fresh.length > 0) {
-      const stored = store(fresh, now);
-      fresh.forEach((index, j) => {
-        const key = keys[index]!;
-        const one = stored.then(
-          (got) => {
+      // Every new key is pending before the store is asked, as in push().
+      const ones = fresh.map((index) => {
+        const one = outcome<number>();
+        // Its own rejection is the batch's: handled through `waits` below, never unhandled here.
+        one.promise.catch(() => undefined);
+        this.#pending.set(keys[index]!, one.promise);
+        waits.push(one.promise.then((seq) => void (seqs[index] = seq)));
+        return one;
+      });
+      store(fresh, now).then(
+        (got) => {
+          fresh.forEach((index, j) => {
+            const key = keys[index]!;
             this.#pending.delete(key);
             const entry = { key, seq: got[j]!, keyedAt: now };
             this.#known.set(key, entry);
             this.#order.push(entry);
-            return entry.seq;
-          },
-          (error: unknown) => {
-            this.#pending.delete(key);
-            throw error;
-          },
-        );
-        // Its own rejection is the batch's: handled through `stored` below, never unhandled here.
-        one.catch(() => undefined);
-        this.#pending.set(key, one);
-        waits.push(one.then((seq) => void (seqs[index] = seq)));
-      });
+            ones[j]!.resolve(entry.seq);
+          });
+        },
+        (error: unknown) => {
+          fresh.forEach((index, j) => {
+            this.#pending.delete(keys[index]!);
+            ones[j]!.reject(error);
+          });
+        },
+      );
     }
     return Promise.all(waits).then(() => {
       for (const [i, first] of copies) seqs[i] = seqs[first]!;

@@ -68,6 +68,8 @@ export class PushPipeline {
   readonly #done: Promise<void> | undefined;
   /** The last append returned the store's `done`: the next push goes to the store at once. */
   #atOnce = false;
+  /** A flush loop is running (see flush()). */
+  #flushing = false;
 
   constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget }) {
     this.#store = store;
@@ -237,9 +239,32 @@ export class PushPipeline {
 
   /**
    * Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per
-   * operation). Returns how many pushes it handed over (0: none now).
+   * operation). Returns how many pushes it handed over in its first batch (0: none now).
+   *
+   * A batch the store finished during the call (`Store.done`) is completed here and the next one
+   * handed over, in a loop: completing a batch may admit more pushes (capacity freed, a push made
+   * by a diagnostics subscriber), and a flush called meanwhile returns at once and leaves them to
+   * this loop, so the stack does not grow with the number of batches.
    */
   flush(): number {
+    if (this.#flushing) return 0;
+    this.#flushing = true;
+    let first = -1;
+    try {
+      for (;;) {
+        const handed = this.#handOver();
+        if (first < 0) first = handed;
+        if (handed === 0 || !this.#atOnce) break;
+        this.#completeAppend();
+      }
+    } finally {
+      this.#flushing = false;
+    }
+    return first;
+  }
+
+  /** Hand the next batch to the store; returns how many pushes it holds (0: none now). */
+  #handOver(): number {
     if (this.#appendInFlight || this.#admitted.length === 0 || this.#host.failure()) {
       this.#host.quiet();
       return 0;
@@ -285,9 +310,9 @@ export class PushPipeline {
     } catch (error) {
       result = Promise.reject(error);
     }
-    this.#atOnce = result === this.#done;
-    if (this.#atOnce) this.#appendDone();
-    else result.then(this.#appendDone, this.#appendFailed);
+    // A redrive is waited for as it always was; only append calls may finish at once.
+    this.#atOnce = !redrive && result === this.#done;
+    if (!this.#atOnce) result.then(this.#appendDone, this.#appendFailed);
     return batch.length;
   }
 
@@ -306,13 +331,18 @@ export class PushPipeline {
   }
 
   readonly #appendDone = (): void => {
+    if (this.#completeAppend()) this.flush();
+  };
+
+  /** The batch in flight is stored: count it, hand it on, resolve its pushes. False when the queue failed meanwhile. */
+  #completeAppend(): boolean {
     const { batch, items, firstSeq, count } = this.#takeAppendBatch();
     const failure = this.#host.failure();
     if (failure) {
       // The queue failed while this batch was being stored: report the failure, as for every pending operation.
       for (const pending of batch) pending.reject(failure);
       this.#host.quiet();
-      return;
+      return false;
     }
     this.#committedBefore = firstSeq + count;
     this.#host.stored(items, this.#appendScheduled, batch[0]!.from !== undefined);
@@ -327,8 +357,8 @@ export class PushPipeline {
       pending.resolve(seqs);
     }
     this.#host.serve();
-    this.flush();
-  };
+    return true;
+  }
 
   readonly #appendFailed = (error: unknown): void => {
     const { batch, firstSeq } = this.#takeAppendBatch();
