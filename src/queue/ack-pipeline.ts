@@ -4,7 +4,7 @@
 import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { type AckBatch, type Entry, newAckBatch } from './entry.js';
-import { FlushScheduler, type TurnBudget } from './flush.js';
+import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 
 /** What the ack pipeline asks of the core. */
 export interface AckHost {
@@ -41,8 +41,11 @@ export class AckPipeline {
   readonly #storeDone: Promise<void> | undefined;
   /** The last ack call returned the store's `done`: the next ack goes to the store at once. */
   #atOnce = false;
-  /** A flush loop is running (see flush()). */
-  #flushing = false;
+  readonly #flushLoop = new FlushLoop(
+    () => this.#handOver(),
+    () => this.#atOnce,
+    () => void this.#complete(),
+  );
   /** Acks handed over but not yet resolved (queued or in flight). */
   #pending = 0;
 
@@ -100,24 +103,10 @@ export class AckPipeline {
 
   /**
    * Hand the next batch to the store. Returns how many acks it handed over in its first batch (0:
-   * none now). Batches the store finished during the call (`Store.done`) are completed in a loop,
-   * as the push pipeline's flush() does, so that the stack does not grow with their number.
+   * none now). Batches the store finished during the call are completed in a loop (FlushLoop).
    */
   flush(): number {
-    if (this.#flushing) return 0;
-    this.#flushing = true;
-    let first = -1;
-    try {
-      for (;;) {
-        const handed = this.#handOver();
-        if (first < 0) first = handed;
-        if (handed === 0 || !this.#atOnce) break;
-        this.#complete();
-      }
-    } finally {
-      this.#flushing = false;
-    }
-    return first;
+    return this.#flushLoop.run();
   }
 
   /** Hand the next batch to the store; returns how many acks it holds (0: none now). */

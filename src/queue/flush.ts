@@ -105,3 +105,46 @@ export class FlushScheduler {
     return true;
   }
 }
+
+/**
+ * A pipeline's flush: hands batches to the store while each one is finished during the call
+ * (`Store.done`), completing it before handing over the next, in a loop. Completing a batch may
+ * admit more operations (capacity freed, a push made by a diagnostics subscriber); a flush asked
+ * for meanwhile returns at once and leaves them to the loop, so the stack does not grow with the
+ * number of batches.
+ */
+export class FlushLoop {
+  readonly #handOver: () => number;
+  readonly #finishedAtOnce: () => boolean;
+  readonly #complete: () => void;
+  #running = false;
+
+  /**
+   * `handOver` hands the next batch to the store and returns how many operations it holds (0:
+   * none now); `finishedAtOnce` says whether the store finished that batch during the call, which
+   * `complete` then completes.
+   */
+  constructor(handOver: () => number, finishedAtOnce: () => boolean, complete: () => void) {
+    this.#handOver = handOver;
+    this.#finishedAtOnce = finishedAtOnce;
+    this.#complete = complete;
+  }
+
+  /** Returns how many operations the first batch handed over held (0: none now, or a loop is running). */
+  run(): number {
+    if (this.#running) return 0;
+    this.#running = true;
+    let first = -1;
+    try {
+      for (;;) {
+        const handed = this.#handOver();
+        if (first < 0) first = handed;
+        if (handed === 0 || !this.#finishedAtOnce()) break;
+        this.#complete();
+      }
+    } finally {
+      this.#running = false;
+    }
+    return first;
+  }
+}

@@ -6,7 +6,7 @@ import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
 import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry } from './entry.js';
-import { FlushScheduler, type TurnBudget } from './flush.js';
+import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
 
@@ -68,8 +68,11 @@ export class PushPipeline {
   readonly #done: Promise<void> | undefined;
   /** The last append returned the store's `done`: the next push goes to the store at once. */
   #atOnce = false;
-  /** A flush loop is running (see flush()). */
-  #flushing = false;
+  readonly #flushLoop = new FlushLoop(
+    () => this.#handOver(),
+    () => this.#atOnce,
+    () => void this.#completeAppend(),
+  );
 
   constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget }) {
     this.#store = store;
@@ -239,28 +242,11 @@ export class PushPipeline {
 
   /**
    * Hand the next batch to the store. Under `sync` each push is its own batch (one fsync per
-   * operation). Returns how many pushes it handed over in its first batch (0: none now).
-   *
-   * A batch the store finished during the call (`Store.done`) is completed here and the next one
-   * handed over, in a loop: completing a batch may admit more pushes (capacity freed, a push made
-   * by a diagnostics subscriber), and a flush called meanwhile returns at once and leaves them to
-   * this loop, so the stack does not grow with the number of batches.
+   * operation). Returns how many pushes it handed over in its first batch (0: none now). Batches
+   * the store finished during the call are completed in a loop (FlushLoop).
    */
   flush(): number {
-    if (this.#flushing) return 0;
-    this.#flushing = true;
-    let first = -1;
-    try {
-      for (;;) {
-        const handed = this.#handOver();
-        if (first < 0) first = handed;
-        if (handed === 0 || !this.#atOnce) break;
-        this.#completeAppend();
-      }
-    } finally {
-      this.#flushing = false;
-    }
-    return first;
+    return this.#flushLoop.run();
   }
 
   /** Hand the next batch to the store; returns how many pushes it holds (0: none now). */
