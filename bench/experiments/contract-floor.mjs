@@ -15,32 +15,13 @@
 //
 // Usage: npm run build && node bench/experiments/contract-floor.mjs [rounds=10] [ms=500]
 import { Builder, MemStore } from '../../dist/index.js';
+import { SimpleQueue } from '../lib/baseline.mjs';
 import { median } from '../lib/stats.mjs';
 
 const rounds = Number(process.argv[2] ?? 10);
 const budgetMs = Number(process.argv[3] ?? 500);
 const payload = new Uint8Array(128).fill(7);
 const last = new Uint8Array(1);
-
-class SimpleQueue {
-  #items = [];
-  #head = 0;
-  #waiters = [];
-  async push(bytes) {
-    const waiter = this.#waiters.shift();
-    if (waiter) waiter({ bytes, ack() {} });
-    else this.#items.push(bytes);
-  }
-  reserve() {
-    if (this.#head === this.#items.length) return new Promise((resolve) => this.#waiters.push(resolve));
-    const bytes = this.#items[this.#head++];
-    if (this.#head === this.#items.length) {
-      this.#items = [];
-      this.#head = 0;
-    }
-    return Promise.resolve({ bytes, ack() {} });
-  }
-}
 
 const SLAB_BYTES = 256 * 1024;
 const DONE = Promise.resolve();

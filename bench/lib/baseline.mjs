@@ -21,7 +21,7 @@ import { Builder, LogStore, MemStore } from '../../dist/index.js';
 export const BASELINE_PAYLOAD_BYTES = 128;
 
 /** The fastest simple async queue: the baseline the in-memory queue is measured against. */
-class SimpleQueue {
+export class SimpleQueue {
   #items = [];
   #head = 0;
   #waiters = [];

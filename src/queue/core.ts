@@ -343,11 +343,13 @@ export class QueueCore {
   /**
    * What `reserve()` would resolve with at once, without a promise: a reservation, null when the
    * consumer is closed, undefined when it would wait (nothing ready, or other reserves wait before
-   * it). Throws what `reserve()` would reject with at once.
+   * it). Throws what `reserve()` would reject with at once (the queue's failure, an aborted
+   * `signal`, damage met reading). `reserve()` itself answers through this.
    */
-  reserveNow(holder?: Holder, leaseMs = this.leaseMs): Reserved | null | undefined {
+  reserveNow(holder?: Holder, leaseMs = this.leaseMs, signal?: AbortSignal): Reserved | null | undefined {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open' || holder?.closed) return null;
+    if (signal?.aborted) throw abortReason(signal);
     if (this.#reserveWaiters.length !== 0) return undefined;
     const entry = this.#takeNext();
     return entry === null ? undefined : this.#deliver(entry, leaseMs, holder);
@@ -406,18 +408,13 @@ export class QueueCore {
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
   #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined): Promise<Reserved | null> | undefined {
-    if (this.#failure) return Promise.reject(this.#failure);
-    if (this.#state !== 'open' || holder?.closed) return Promise.resolve(null);
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    if (this.#reserveWaiters.length === 0) {
-      try {
-        const entry = this.#takeNext();
-        if (entry) return Promise.resolve(this.#deliver(entry, leaseMs, holder));
-      } catch (error) {
-        return Promise.reject(error);
-      }
+    let now: Reserved | null | undefined;
+    try {
+      now = this.reserveNow(holder, leaseMs, signal);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return undefined;
+    return now === undefined ? undefined : Promise.resolve(now);
   }
 
   /**

@@ -414,21 +414,20 @@ export class Consumer<T = Uint8Array> {
     const accept = this.#accept;
     let done = false;
     const end: IteratorReturnResult<undefined> = { value: undefined, done: true };
-    const step = (item: Reserved | null): IteratorResult<Reserved<T>, undefined> | Promise<IteratorResult<Reserved<T>, undefined>> => {
+    /** The step's result for `item`, or undefined when the codec refused it (the next item is taken). */
+    const settle = (item: Reserved | null): IteratorResult<Reserved<T>, undefined> | undefined => {
       // An item reserved for a step is handed out even if return() came meanwhile, as a generator would.
       if (item === null) {
         done = true;
         return end;
       }
-      let accepted: boolean;
       try {
-        accepted = accept(item);
+        return accept(item) ? { value: item as Reserved<T>, done: false } : undefined;
       } catch (error) {
         // An unusable codec: the step rejects, and the iterator is done, as a generator would be.
         done = true;
         throw error;
       }
-      return accepted ? { value: item as Reserved<T>, done: false } : next();
     };
     const failed = (error: unknown): never => {
       done = true;
@@ -438,19 +437,16 @@ export class Consumer<T = Uint8Array> {
       // An item ready now is handed out in the step's own promise, without a reserve() promise and
       // a reaction on it; items the codec refuses are skipped in a loop, not by recursion.
       while (!done) {
-        let item: Reserved | null | undefined;
+        let result: IteratorResult<Reserved<T>, undefined> | undefined;
         try {
-          item = core.reserveNow(holder);
-          if (item === undefined) return core.reserve(undefined, undefined, holder).then(step, failed);
-          if (item === null) {
-            done = true;
-            return Promise.resolve(end);
-          }
-          if (accept(item)) return Promise.resolve({ value: item as Reserved<T>, done: false });
+          const item = core.reserveNow(holder);
+          if (item === undefined) return core.reserve(undefined, undefined, holder).then((got) => settle(got) ?? next(), failed);
+          result = settle(item);
         } catch (error) {
           done = true;
           return Promise.reject(error);
         }
+        if (result !== undefined) return Promise.resolve(result);
       }
       return Promise.resolve(end);
     };
