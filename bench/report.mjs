@@ -288,6 +288,8 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
         level: 'classic-level, sync: true',
         'raw-overwrite-main-thread': 'raw write + fdatasyncSync (main thread), overwriting',
         'logstore-blocking': 'LogStore (queue) with blockingSync (opt-in)',
+        floor: "the contract's floor (bench/lib/floor.mjs), async fdatasync",
+        'floor-main-thread': "the contract's floor, fdatasyncSync (main thread)",
       };
       for (const g of groups) {
         const titles = { sync1: 'One record per fdatasync (LogStore `sync`, 1 producer, push only; peers: one insert / put per commit)', group64: '64 records per fdatasync (LogStore `group`, 64 producers, push only; peers: 64 per commit)', e2e64: 'End to end (LogStore `group`, 64 producers, consumer acking 64 per batch; peers: 64 in + 64 out per commit pair)' };

@@ -8,6 +8,7 @@ import { Builder, LogStore, nodeFileSystem } from '../../dist/index.js';
 import { levelPeer, sqlitePeer } from './peers.mjs';
 import { rawSyncLoop } from './raw.mjs';
 import { endToEndBatched, pushOnly } from './queue-work.mjs';
+import { floorRate } from './floor.mjs';
 
 const FRAME_BYTES = 20 + 128;
 
@@ -79,6 +80,7 @@ function fsyncGroup({ id, title, batch, records, policy, producers }) {
   const raw = (extra) => (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records, batch, budgetMs: ms, ...extra });
   const logstore = (blockingSync, name) => (s, ms) => logStoreRun(s, { policy, producers, workload: 'push', budgetMs: ms, blockingSync }, track(id, name));
   const payload = Buffer.alloc(128, 7);
+  const floor = (mainThread) => (s, ms) => floorRate(s, { producers, payload, records, budgetMs: ms, mainThread });
   return {
     id,
     title,
@@ -90,6 +92,10 @@ function fsyncGroup({ id, title, batch, records, policy, producers }) {
       level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
       'raw-overwrite-main-thread': raw({ preallocate: true, mainThread: true }),
       'logstore-blocking': logstore(true, 'logstore-blocking'),
+      // The least work the contract asks for (bench/lib/floor.mjs): what any queue with these
+      // promises could reach in this round, with the fdatasync off or on the main thread.
+      floor: floor(false),
+      'floor-main-thread': floor(true),
     },
     ratios: {
       // The limit: the fastest raw loop of the round, main-thread fdatasync included.
@@ -104,6 +110,14 @@ function fsyncGroup({ id, title, batch, records, policy, producers }) {
       'logstore-blocking/raw-main-thread': ['logstore-blocking', 'raw-overwrite-main-thread'],
       'logstore-blocking/sqlite': ['logstore-blocking', 'sqlite'],
       'logstore-blocking/level': ['logstore-blocking', 'level'],
+      'floor/raw': ['floor', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
+      'floor-main-thread/raw': ['floor-main-thread', ['raw-append', 'raw-overwrite', 'raw-overwrite-main-thread']],
+      'logstore/floor': ['logstore', 'floor'],
+      'logstore-blocking/floor-main-thread': ['logstore-blocking', 'floor-main-thread'],
+      'floor/sqlite': ['floor', 'sqlite'],
+      'floor-main-thread/sqlite': ['floor-main-thread', 'sqlite'],
+      'floor/level': ['floor', 'level'],
+      'floor-main-thread/level': ['floor-main-thread', 'level'],
     },
   };
 }
