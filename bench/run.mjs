@@ -94,7 +94,7 @@ if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ s
 // `none` end to end with one store call per pipeline per turn (Builder.storeCallsPerTurn(1)).
 if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers, workload: 'e2e', storeCallsPerTurn: 1, weight: config.reps * 1.1 });
 // The README's consumer code as written, default options, against push only, in rounds.
-if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 3 * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 6 * config.abBudgetMs * 1.2) / config.budgetMs });
 // One poison item among good ones under process() and default options, with and without maxDeliveries.
 if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
 // Priorities, delays and two competing consumers beside the plain cells; a million delayed items at open.
@@ -339,15 +339,23 @@ async function runAb(group) {
 // ------------------------------------------------------------------ the README's consumer code, default options
 
 async function runReadme() {
-  const { rates, ratios } = await runReadmeRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  const { rates, ratios } = await runReadmeRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs, floor: true });
   const cell = `p${README_PRODUCERS}/${README_PAYLOAD_BYTES}`;
-  const names = { push: 'push only', loop: 'for await + await item.ack()', process: 'process(handler, { concurrency: 64 })' };
+  const names = {
+    push: 'push only',
+    loop: 'for await + await item.ack()',
+    process: 'process(handler, { concurrency: 64 })',
+    'floor-push': "the contract's floor, push only",
+    'floor-loop': "the contract's floor, a serial consumer (reserve, ack)",
+    'floor-process': "the contract's floor, 64 workers (reserve, handler, ack)",
+  };
   for (const [kind, samples] of Object.entries(rates)) {
     record({ id: `readme/logstore/${cell}/${kind}`, kind: 'readme-rate', name: names[kind], store: 'logstore', producers: README_PRODUCERS, payloadBytes: README_PAYLOAD_BYTES, unit: 'msgs/s', samples });
   }
   const out = [];
   for (const [kind, samples] of Object.entries(ratios)) {
-    const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names.push}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates.push) });
+    const push = kind.startsWith('floor-') ? 'floor-push' : 'push';
+    const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names[push]}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[push]) });
     out.push(`${kind} ${(e.value * 100).toFixed(0)} % of push`);
   }
   return out.join(', ');

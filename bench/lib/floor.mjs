@@ -8,11 +8,17 @@
 //   - the batch gathered over a microtask while no sync is in flight, then one write(2) and one
 //     fdatasync; what is pushed while it syncs is the next batch (`group`);
 //   - a file zero-filled and synced before the clock starts (LogStore preallocates 4 MiB ahead).
-// No seq bookkeeping beyond a counter, no capacity, no consumer side, no failure handling.
+// No seq bookkeeping beyond a counter, no capacity, no failure handling.
+//
+// FloorQueue adds the least consumer side of the README's loop under the default ack policy
+// (`lazy`): items become reservable once their batch is durable; `reserve()` returns a promise of
+// an item; `ack()` writes one CRC-framed ACK record (36 bytes, as LogStore's for one seq) to a
+// second file before it resolves, and every 4096 acks starts an fdatasync of that file that no
+// ack waits for. No leases, delivery counts, read-ahead bound or tail cache.
 import { closeSync, fdatasync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeFrame } from '../../dist/log/frame.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM } from '../../dist/log/format.js';
+import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RECORD_ACK, RECORD_ITEM, readU32, writeU64 } from '../../dist/log/format.js';
 import { pushOnly } from './queue-work.mjs';
 
 const SETTLED = Promise.resolve();
@@ -21,6 +27,8 @@ export class FloorLog {
   #fd;
   #mainThread;
   #buf = Buffer.allocUnsafe(1 << 20);
+  /** The batch being gathered is buf[start, len). */
+  #start = 0;
   #len = 0;
   #pos = 0;
   #seq = 1;
@@ -28,6 +36,8 @@ export class FloorLog {
   #seqs = [];
   #inFlight = false;
   #scheduled = false;
+  /** Told of every durable batch: its buffer, where it starts and ends there, and its seqs (FloorQueue). */
+  durable;
 
   /** `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 and `blockingSync` do. */
   constructor(fd, mainThread) {
@@ -55,12 +65,24 @@ export class FloorLog {
     const seqs = this.#seqs;
     this.#resolves = [];
     this.#seqs = [];
-    writeSync(this.#fd, this.#buf, 0, this.#len, this.#pos);
-    this.#pos += this.#len;
-    this.#len = 0;
+    const buf = this.#buf;
+    const start = this.#start;
+    const end = this.#len;
+    writeSync(this.#fd, buf, start, end - start, this.#pos);
+    this.#pos += end - start;
+    if (this.durable === undefined) {
+      this.#len = 0;
+    } else if (buf.length - end < 1 << 19) {
+      // A FloorQueue's items are views into the buffer: a new one once this one runs low.
+      this.#buf = Buffer.allocUnsafe(1 << 20);
+      this.#start = this.#len = 0;
+    } else {
+      this.#start = end;
+    }
     const done = () => {
       this.#inFlight = false;
       for (let i = 0; i < resolves.length; i++) resolves[i](seqs[i]);
+      this.durable?.(buf, start, end, seqs);
       this.#flush();
     };
     this.#inFlight = true;
@@ -93,5 +115,173 @@ export async function floorRate(scratch, { producers, payload, records, budgetMs
   } finally {
     closeSync(fd);
     rmSync(path, { force: true });
+  }
+}
+
+const ACK_RECORD_BYTES = FRAME_HEADER_BYTES + 16;
+const ACK_SYNC_EVERY = 4096;
+
+class FloorItem {
+  constructor(queue, seq, bytes) {
+    this.queue = queue;
+    this.seq = seq;
+    this.bytes = bytes;
+  }
+
+  ack() {
+    return this.queue.ack(this.seq);
+  }
+}
+
+/** FloorLog's pushes plus the least consumer side of the README's loop (see the header). */
+export class FloorQueue {
+  #log;
+  #ackFd;
+  #ackBuf = Buffer.alloc(ACK_RECORD_BYTES);
+  #payload = new Uint8Array(16);
+  #ackPos = 0;
+  #recordSeq = 0;
+  #acks = 0;
+  #ready = [];
+  #head = 0;
+  #waiters = [];
+  /** Acks of this turn waiting for their one write (`ackInTurn`), and the promise they share. */
+  #turnSeqs = [];
+  #turnDone;
+  #turnResolve;
+
+  constructor(fd, ackFd) {
+    this.#ackFd = ackFd;
+    this.#log = new FloorLog(fd, false);
+    this.#log.durable = (buf, start, end, seqs) => {
+      for (let i = 0, at = start; at < end; i++) {
+        const n = PAYLOAD_OF(buf, at);
+        this.#ready.push(new FloorItem(this, seqs[i], new Uint8Array(buf.buffer, buf.byteOffset + at + FRAME_HEADER_BYTES, n)));
+        at += FRAME_HEADER_BYTES + n;
+      }
+      while (this.#waiters.length > 0 && this.#head < this.#ready.length) this.#waiters.shift()(this.#take());
+    };
+  }
+
+  push(payload) {
+    return this.#log.push(payload);
+  }
+
+  #take() {
+    const item = this.#ready[this.#head];
+    this.#ready[this.#head++] = undefined;
+    if (this.#head === this.#ready.length) {
+      this.#ready = [];
+      this.#head = 0;
+    }
+    return item;
+  }
+
+  reserve() {
+    if (this.#head < this.#ready.length) return Promise.resolve(this.#take());
+    return new Promise((resolve) => {
+      this.#waiters.push(resolve);
+    });
+  }
+
+  /** As `ack`, for many consumers at once: the acks of one turn share one write and one promise. */
+  ackInTurn(seq) {
+    this.#turnSeqs.push(seq);
+    if (this.#turnDone === undefined) {
+      this.#turnDone = new Promise((resolve) => {
+        this.#turnResolve = resolve;
+      });
+      void SETTLED.then(this.#writeTurn);
+    }
+    return this.#turnDone;
+  }
+
+  #writeTurn = () => {
+    const seqs = this.#turnSeqs;
+    const resolve = this.#turnResolve;
+    this.#turnSeqs = [];
+    this.#turnDone = undefined;
+    const buf = Buffer.allocUnsafe(seqs.length * ACK_RECORD_BYTES);
+    const p = this.#payload;
+    let at = 0;
+    for (const seq of seqs) {
+      writeU64(p, 0, seq);
+      writeU64(p, 8, seq + 1);
+      at = encodeFrame(buf, at, ++this.#recordSeq, RECORD_ACK, p);
+    }
+    writeSync(this.#ackFd, buf, 0, at, this.#ackPos);
+    this.#ackPos += at;
+    const before = this.#acks;
+    this.#acks += seqs.length;
+    if (Math.floor(this.#acks / ACK_SYNC_EVERY) !== Math.floor(before / ACK_SYNC_EVERY)) fdatasync(this.#ackFd, () => {});
+    resolve();
+  };
+
+  ack(seq) {
+    const p = this.#payload;
+    writeU64(p, 0, seq);
+    writeU64(p, 8, seq + 1);
+    encodeFrame(this.#ackBuf, 0, ++this.#recordSeq, RECORD_ACK, p);
+    writeSync(this.#ackFd, this.#ackBuf, 0, ACK_RECORD_BYTES, this.#ackPos);
+    this.#ackPos += ACK_RECORD_BYTES;
+    if (++this.#acks % ACK_SYNC_EVERY === 0) fdatasync(this.#ackFd, () => {});
+    return SETTLED;
+  }
+}
+
+/** The payload length of the frame at `at` (FORMAT §3). */
+function PAYLOAD_OF(buf, at) {
+  return readU32(buf, at + FRAME_OFF_LENGTH);
+}
+
+/**
+ * The README's consumers over a FloorQueue, for `budgetMs`, while `producers` callers await push
+ * in a loop: `consumer` 'loop' (one consumer awaiting reserve() and ack()), 'process' (64 workers,
+ * each awaiting reserve(), an async handler and an ack whose write it shares with the other acks
+ * of its turn), or undefined (push only). Returns { pushed, handled } per second.
+ */
+export async function floorReadmeRates(scratch, { producers, payload, budgetMs, consumer }) {
+  const base = join(scratch, `floor-q-${process.pid}-${Math.floor(performance.now() * 1000)}`);
+  const fd = openSync(`${base}.log`, 'w+', 0o600);
+  const ackFd = openSync(`${base}.ack`, 'w+', 0o600);
+  try {
+    const bytes = Math.ceil((400_000 * budgetMs) / 1000) * (FRAME_HEADER_BYTES + payload.length);
+    const zeros = Buffer.alloc(1 << 20);
+    for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
+    fdatasyncSync(fd);
+    const q = new FloorQueue(fd, ackFd);
+    let handled = 0;
+    let running = true;
+    const handle = async () => {
+      handled++;
+    };
+    if (consumer === 'loop') {
+      void (async () => {
+        while (running) {
+          const item = await q.reserve();
+          handled++;
+          await item.ack();
+        }
+      })();
+    } else if (consumer === 'process') {
+      for (let w = 0; w < 64; w++) {
+        void (async () => {
+          while (running) {
+            const item = await q.reserve();
+            await handle(item.bytes);
+            await q.ackInTurn(item.seq);
+          }
+        })();
+      }
+    }
+    // Consumers still waiting for an item when the producers stop are left behind with the queue.
+    const r = await pushOnly(q, { producers, payload, count: Infinity, budgetMs });
+    running = false;
+    return { pushed: r.msgs / r.seconds, handled: handled / r.seconds };
+  } finally {
+    closeSync(fd);
+    closeSync(ackFd);
+    rmSync(`${base}.log`, { force: true });
+    rmSync(`${base}.ack`, { force: true });
   }
 }

@@ -9,6 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Builder, LogStore } from '../../dist/index.js';
+import { floorReadmeRates } from './floor.mjs';
 import { median } from './stats.mjs';
 
 export const README_PRODUCERS = 64;
@@ -37,7 +38,7 @@ const CONSUMERS = {
  * `configure(builder)` applies the options under test; the default leaves the Builder's defaults.
  * `wrap(store)` stands in a wrapper for the store (experiments only).
  */
-async function runOne(kind, dir, { budgetMs, configure, wrap }) {
+export async function runOne(kind, dir, { budgetMs, configure, wrap }) {
   const opened = await LogStore.open(join(dir, 'q'));
   const store = wrap ? wrap(opened) : opened;
   const builder = new Builder(store);
@@ -77,24 +78,34 @@ async function runOne(kind, dir, { budgetMs, configure, wrap }) {
 
 /**
  * `rounds` rounds of push / loop / process; returns the rates per cell and the per-round ratios
- * of each consumer to the push-only cell of the same round.
+ * of each consumer to the push-only cell of the same round. With `floor`, each round also runs
+ * the contract's floor (bench/lib/floor.mjs) push only, with the loop and with 64 workers, and
+ * reports their ratios the same way (`floor-loop`, `floor-process`).
  */
-export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wrap }) {
-  const rates = { push: [], loop: [], process: [] };
-  const ratios = { loop: [], process: [] };
+export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wrap, floor = false }) {
+  const kinds = floor ? ['push', 'loop', 'process', 'floor-push', 'floor-loop', 'floor-process'] : ['push', 'loop', 'process'];
+  const rates = Object.fromEntries(kinds.map((k) => [k, []]));
+  const ratios = Object.fromEntries(kinds.filter((k) => !k.endsWith('push')).map((k) => [k, []]));
+  const payload = new Uint8Array(README_PAYLOAD_BYTES).fill(7);
   for (let r = 0; r < rounds; r++) {
     const round = {};
-    for (const kind of ['push', 'loop', 'process']) {
+    for (const kind of kinds) {
       const dir = mkdtempSync(join(scratch, `readme-${kind}-`));
       try {
-        const res = await runOne(kind, dir, { budgetMs, configure, wrap });
-        round[kind] = res.msgs / res.seconds;
+        if (kind.startsWith('floor-')) {
+          const consumer = kind === 'floor-push' ? undefined : kind.slice('floor-'.length);
+          const res = await floorReadmeRates(dir, { producers: README_PRODUCERS, payload, budgetMs, consumer });
+          round[kind] = consumer === undefined ? res.pushed : res.handled;
+        } else {
+          const res = await runOne(kind, dir, { budgetMs, configure, wrap });
+          round[kind] = res.msgs / res.seconds;
+        }
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
       rates[kind].push(round[kind]);
     }
-    for (const kind of ['loop', 'process']) ratios[kind].push(round[kind] / round.push);
+    for (const kind of Object.keys(ratios)) ratios[kind].push(round[kind] / round[kind.startsWith('floor-') ? 'floor-push' : 'push']);
   }
   return { rates, ratios, medians: Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, median(v)])) };
 }
