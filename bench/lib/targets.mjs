@@ -71,13 +71,19 @@ export function computeTargets(output) {
       add({ ...t, what: `${t.what} (${bestId?.split('/')[2]})`, measured, baseline: best });
     }
   };
+  // Reference rows: the contract's floor (bench/lib/floor.mjs) against the same denominator in the
+  // same rounds, the most any queue with these promises reached there; and LogStore against it.
+  const floorRef = (key, group, floorName, den, what) => fromAb({ key, reference: true, what: `(reference, not a target) ${what}`, goal: 1, unit: 'msgs/s' }, group, `${floorName}/${den}`, floorName);
   const group64 = v('queue/logstore/group/p64/128/push');
   rawTarget({ key: 'group-vs-raw64', what: 'LogStore group, 64 producers, push only vs best raw 64 frames + fdatasync', goal: 0.75, unit: 'msgs/s' }, 'group64', group64, ['raw/sync64/append/128', 'raw/sync64/overwrite/128']);
+  floorRef('group-vs-raw64-floor', 'group64', 'floor', 'raw', "the contract's floor, async fdatasync, vs the same best raw loop: what any queue with these promises that keeps the event loop free reached");
+  fromAb({ key: 'group-vs-floor', reference: true, what: "(reference, not a target) LogStore group, 64 producers, push only vs the contract's floor (async fdatasync), same rounds", goal: 1, unit: 'msgs/s' }, 'group64', 'logstore/floor', 'logstore');
   if (group64 !== undefined) {
     add({ key: 'group-vs-sync', what: 'LogStore group vs sync, 64 producers, push only (matrix cells, measured minutes apart)', measured: group64, baseline: v('queue/logstore/sync/p64/128/push'), goal: 20, unit: 'msgs/s' });
   }
   const sync1 = v('queue/logstore/sync/p1/128/push');
   rawTarget({ key: 'sync-vs-raw1', what: 'LogStore sync, 1 producer, push only vs best raw write + fdatasync per record', goal: 0.8, unit: 'msgs/s' }, 'sync1', sync1, ['raw/sync1/append/128', 'raw/sync1/overwrite/128']);
+  floorRef('sync-vs-raw1-floor', 'sync1', 'floor', 'raw', "the contract's floor, async fdatasync, 1 producer, vs the same best raw loop");
   const ts1 = { key: 'vs-sqlite-1', what: 'LogStore sync, 1 producer, push only vs better-sqlite3 FULL, 1 insert per commit', goal: 1, unit: 'msgs/s' };
   if (!fromAb(ts1, 'sync1', 'logstore/sqlite', 'logstore') && sync1 !== undefined) {
     add({ ...ts1, measured: sync1, baseline: v('peer/sqlite/durable/perCommit1/128') });
@@ -86,6 +92,7 @@ export function computeTargets(output) {
   if (!fromAb(ts64, 'group64', 'logstore/sqlite', 'logstore') && group64 !== undefined) {
     add({ ...ts64, measured: group64, baseline: v('peer/sqlite/durable/perCommit64/128') });
   }
+  floorRef('vs-sqlite-64-floor', 'group64', 'floor', 'sqlite', "the contract's floor, async fdatasync, vs the same better-sqlite3 commits");
   const tse = { key: 'vs-sqlite-e2e', what: 'LogStore group end to end, 64 producers, consumer acking 64 per batch vs better-sqlite3 FULL, 64 in + 64 out per commit pair', goal: 1.5, unit: 'msgs/s' };
   const groupE2e = v('queue/logstore/group/p64/128/e2e');
   if (!fromAb(tse, 'e2e64', 'logstore/sqlite', 'logstore') && groupE2e !== undefined) {
@@ -95,12 +102,15 @@ export function computeTargets(output) {
   if (!fromAb(tl, 'group64', 'logstore/level', 'logstore') && group64 !== undefined) {
     add({ ...tl, measured: group64, baseline: v('peer/level/durable/perCommit64/128') });
   }
+  floorRef('vs-level-64-floor', 'group64', 'floor', 'level', "the contract's floor, async fdatasync, vs the same classic-level batches");
   // The same fsync-bound targets with the opt-in blockingSync (README, "Blocking syncs"): the
   // syncs on the main thread, as the peers' and the main-thread raw loop's are. A/B rounds only.
   const blocking = 'with blockingSync (opt-in: the event loop stands still during each flush)';
   fromAb({ key: 'sync-vs-raw1-blocking', what: `LogStore sync, 1 producer, push only, ${blocking}, vs best raw write + fdatasync per record (of: append, overwrite, overwrite with fdatasyncSync on the main thread)`, goal: 0.8, unit: 'msgs/s' }, 'sync1', 'logstore-blocking/raw', 'logstore-blocking');
   fromAb({ key: 'vs-sqlite-1-blocking', what: `LogStore sync, 1 producer, push only, ${blocking}, vs better-sqlite3 FULL, 1 insert per commit`, goal: 1, unit: 'msgs/s' }, 'sync1', 'logstore-blocking/sqlite', 'logstore-blocking');
   fromAb({ key: 'group-vs-raw64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs best raw 64 frames + fdatasync (of: append, overwrite, overwrite with fdatasyncSync on the main thread)`, goal: 0.75, unit: 'msgs/s' }, 'group64', 'logstore-blocking/raw', 'logstore-blocking');
+  floorRef('group-vs-raw64-blocking-floor', 'group64', 'floor-main-thread', 'raw', "the contract's floor with fdatasyncSync on the main thread vs the same best raw loop");
+  fromAb({ key: 'group-blocking-vs-floor', reference: true, what: "(reference, not a target) LogStore group, 64 producers, push only, with blockingSync, vs the contract's floor with fdatasyncSync, same rounds", goal: 1, unit: 'msgs/s' }, 'group64', 'logstore-blocking/floor-main-thread', 'logstore-blocking');
   fromAb({ key: 'vs-sqlite-64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs better-sqlite3 FULL, 64 inserts per commit`, goal: 1.3, unit: 'msgs/s' }, 'group64', 'logstore-blocking/sqlite', 'logstore-blocking');
   fromAb({ key: 'vs-level-64-blocking', what: `LogStore group, 64 producers, push only, ${blocking}, vs classic-level sync: true, batches of 64`, goal: 3, unit: 'msgs/s' }, 'group64', 'logstore-blocking/level', 'logstore-blocking');
 
@@ -111,6 +121,8 @@ export function computeTargets(output) {
   ]) {
     const r = R.get(`readme/logstore/p64/128/ratio/${kind}`);
     if (r) add({ key: `readme-${kind}`, what, measured: v(`readme/logstore/p64/128/${kind}`), baseline: r.denominatorMedian, ratio: r.value, rounds: r.samples.length, ratioMin: r.min, ratioMax: r.max, source: 'ab', goal, unit: 'msgs/s' });
+    const f = R.get(`readme/logstore/p64/128/ratio/floor-${kind}`);
+    if (f) add({ key: `readme-${kind}-floor`, reference: true, what: `(reference, not a target) the contract's floor (bench/lib/floor.mjs) with the same consumer, vs its own push only, same rounds`, measured: v(`readme/logstore/p64/128/floor-${kind}`), baseline: f.denominatorMedian, ratio: f.value, rounds: f.samples.length, ratioMin: f.min, ratioMax: f.max, source: 'ab', goal, unit: 'msgs/s' });
   }
 
   const sizes = [...new Set(output.results.filter((r) => r.kind === 'open').map((r) => r.items))].sort((a, b) => a - b);
