@@ -18,7 +18,7 @@ import type { TurnBudget } from './flush.js';
 import { ByteBudget } from './byte-budget.js';
 import { PushPipeline } from './push-pipeline.js';
 import { IdempotencyKeys, type KeyWindow } from './idempotency.js';
-import { Reserved } from './handles.js';
+import { Reserved } from './reserved.js';
 import { type AckPolicy, LazyAcks } from './lazy-acks.js';
 import { QueueMonitor, QueueWatches } from './monitor.js';
 import { READ_PENDING, ReadAhead } from './read-ahead.js';
