@@ -5,9 +5,9 @@ import { AsyncSchemaError, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { leaseLength } from '../queue/leases.js';
-import { delayMs } from '../queue/retry.js';
+import { nackDelay } from '../queue/retry.js';
 import type { NackOptions } from '../queue/types.js';
-import { expectation, knownKeys, optionsObject } from '../validate.js';
+import { expectation } from '../validate.js';
 import { type JetStreamCore, unconfirmed } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 import type { Delivery } from './message.js';
@@ -176,11 +176,9 @@ export class JetStreamReserved<T = Uint8Array> {
 
   /** Return the item, delivered again at once or, with `delayMs`, once that time has passed (the server's clock). */
   nack(options?: NackOptions): Promise<void> {
-    let delay = 0;
+    let delay: number;
     try {
-      const o = optionsObject('options', options);
-      knownKeys('options', o, ['delayMs']);
-      if (o.delayMs !== undefined) delay = delayMs('options.delayMs', o.delayMs);
+      delay = nackDelay(options);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -1,11 +1,11 @@
 // A reserved item users hold: Reserved, a thin layer over QueueCore that settles one delivery.
 import { AsyncSchemaError, type Codec, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
-import { expectation, knownKeys, optionsObject } from '../validate.js';
+import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder } from './entry.js';
 import { type Lease, leaseLength } from './leases.js';
-import { delayMs } from './retry.js';
+import { nackDelay } from './retry.js';
 import type { NackOptions } from './types.js';
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
@@ -150,11 +150,9 @@ export class Reserved<T = Uint8Array> {
    * kept in memory only.
    */
   nack(options?: NackOptions): Promise<void> {
-    let delay = 0;
+    let delay: number;
     try {
-      const o = optionsObject('options', options);
-      knownKeys('options', o, ['delayMs']);
-      if (o.delayMs !== undefined) delay = delayMs('options.delayMs', o.delayMs);
+      delay = nackDelay(options);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -1,6 +1,7 @@
 // The retry policy `process()` applies when a handler fails: how long a failed item waits before
 // it is ready again. Pure functions of (deliveries, error); the waiting itself is delayed.ts's.
 import { expectation, knownKeys, optionsObject } from '../validate.js';
+import type { NackOptions } from './types.js';
 
 /** Why a handler failed: what it threw, or the `TimeoutError` of `timeoutMs`. */
 export type RetryDelayFunction = (deliveries: number, error: unknown) => number;
@@ -56,6 +57,13 @@ export function delayMs(name: string, value: unknown): number {
   if (typeof value !== 'number') throw new TypeError(expectation(name, 'a finite number of ms, 0 or more', value));
   if (!Number.isFinite(value) || value < 0) throw new RangeError(expectation(name, 'a finite number of ms, 0 or more', value));
   return value;
+}
+
+/** The delay `nack(options)` asks for, in ms (0: none); throws on options it does not take. */
+export function nackDelay(options: NackOptions | undefined): number {
+  const o = optionsObject('options', options);
+  knownKeys('options', o, ['delayMs']);
+  return o.delayMs === undefined ? 0 : delayMs('options.delayMs', o.delayMs);
 }
 
 function numberIn(name: string, value: unknown, fallback: number, min: number, max: number, what: string): number {
