@@ -10,7 +10,7 @@ import type { FileSystem } from '../fs/file-system.js';
 import type { ReadRange, StoredItem } from '../store.js';
 import { invariantViolated } from './assert.js';
 import type { AckSet } from './cursor.js';
-import { RECORD_SEAL, SEGMENT_HEADER_BYTES } from './format.js';
+import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, RECORD_SEAL, SEGMENT_HEADER_BYTES, readU32, readU64 } from './format.js';
 import { payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
@@ -22,26 +22,61 @@ export function damaged(seg: Segment, offset: number, reason: string): QueueErro
   return new QueueError('ERR_CORRUPT', `Store file ${seg.name} is damaged at offset ${offset}: ${reason}`, { file: seg.path, offset });
 }
 
+/**
+ * A batch of plain items kept as the frames it was written as (FORMAT §3): one buffer per batch
+ * instead of an object and a view per item. Objects kept for a while outlive the young-generation
+ * collections and are copied and promoted; when the cache kept the core's own entries that was
+ * most of the collector's time in a `group` push with 64 producers, and about a tenth of its
+ * throughput (`bench/experiments/tail-cache.mjs`). A read makes the items it returns, short-lived,
+ * as a disk read does.
+ */
+class FrameBatch {
+  constructor(
+    readonly first: number,
+    readonly count: number,
+    readonly frames: Uint8Array,
+  ) {}
+}
+
+type CachedBatch = readonly StoredItem[] | FrameBatch;
+
+/** The largest run of frames the cache keeps in one buffer (a larger frame is a run of its own). */
+const FRAME_RUN_BYTES = 64 * 1024;
+
+function firstSeqOf(batch: CachedBatch): number {
+  return batch instanceof FrameBatch ? batch.first : batch[0]!.seq;
+}
+
 /** Appended batches kept in memory, oldest first, up to `tailCacheBytes`. */
 class TailCache {
-  #batches: (readonly StoredItem[] | null)[] = [];
+  #batches: (CachedBatch | null)[] = [];
   #batchBytes: number[] = [];
   #head = 0;
   #bytes = 0;
+  /** Copies of the frames of plain batches, in slabs of the cache's own. */
+  readonly #arena = new ByteArena();
 
   constructor(private readonly maxBytes: number) {}
 
   /** First cached seq, or Infinity. */
   get firstSeq(): number {
-    return this.#head < this.#batches.length ? this.#batches[this.#head]![0]!.seq : Infinity;
+    return this.#head < this.#batches.length ? firstSeqOf(this.#batches[this.#head]!) : Infinity;
   }
 
-  add(items: readonly StoredItem[], bytes: number): void {
+  /**
+   * Keep `items` (`bytes` of frames). `frames`, when given, is that batch as written, every item
+   * a plain one: the cache keeps a copy of it instead of the items.
+   */
+  add(items: readonly StoredItem[], bytes: number, frames: Uint8Array | null): void {
     if (this.maxBytes === 0) return;
-    // Whole batches: O(1) per append instead of per item. The core may reuse its array.
-    this.#batches.push(items.slice());
-    this.#batchBytes.push(bytes);
-    this.#bytes += bytes;
+    if (frames === null) {
+      // Whole batches: O(1) per append instead of per item. The core may reuse its array.
+      this.#batches.push(items.slice());
+      this.#batchBytes.push(bytes);
+      this.#bytes += bytes;
+    } else {
+      this.#addFrames(items[0]!.seq, frames);
+    }
     while (this.#bytes > this.maxBytes && this.#head < this.#batches.length) {
       this.#bytes -= this.#batchBytes[this.#head]!;
       this.#batches[this.#head] = null;
@@ -54,6 +89,37 @@ class TailCache {
     }
   }
 
+  /**
+   * Keep `frames` (plain items from `first` on) in runs of whole frames of at most
+   * FRAME_RUN_BYTES (or one frame, when larger), each copied into a buffer of its own or a shared
+   * slab: an item handed out keeps at most its run alive, as a slab copy would.
+   */
+  #addFrames(first: number, frames: Uint8Array): void {
+    let start = 0;
+    let at = 0;
+    let seq = first;
+    let count = 0;
+    while (at < frames.length) {
+      const next = at + FRAME_HEADER_BYTES + readU32(frames, at + FRAME_OFF_LENGTH);
+      if (count > 0 && next - start > FRAME_RUN_BYTES) {
+        this.#keepRun(seq, count, frames.subarray(start, at));
+        seq += count;
+        count = 0;
+        start = at;
+      }
+      count++;
+      at = next;
+    }
+    if (at !== frames.length) invariantViolated(`tail cache: frames end at ${at}, the batch at ${frames.length}`);
+    this.#keepRun(seq, count, frames.subarray(start, at));
+  }
+
+  #keepRun(first: number, count: number, frames: Uint8Array): void {
+    this.#batches.push(new FrameBatch(first, count, this.#arena.copy(frames)));
+    this.#batchBytes.push(frames.length);
+    this.#bytes += frames.length;
+  }
+
   /** Unacked items with `from <= seq < before` into `out`, up to `limit` in total. */
   read(from: number, before: number, limit: number, acks: AckSet, out: StoredItem[]): void {
     if (this.#head >= this.#batches.length) return;
@@ -63,11 +129,15 @@ class TailCache {
     let hi = this.#batches.length - 1;
     while (lo < hi) {
       const mid = (lo + hi + 1) >>> 1;
-      if (this.#batches[mid]![0]!.seq <= from) lo = mid;
+      if (firstSeqOf(this.#batches[mid]!) <= from) lo = mid;
       else hi = mid - 1;
     }
     for (let b = lo; b < this.#batches.length; b++) {
       const batch = this.#batches[b]!;
+      if (batch instanceof FrameBatch) {
+        if (!readFrames(batch, from, before, limit, acks, out)) return;
+        continue;
+      }
       for (let i = Math.max(0, from - batch[0]!.seq); i < batch.length; i++) {
         const item = batch[i]!;
         if (item.seq >= before || out.length >= limit) return;
@@ -75,6 +145,26 @@ class TailCache {
       }
     }
   }
+}
+
+/**
+ * The unacked items of `batch` with `from <= seq < before` into `out`, up to `limit` in total,
+ * each a view into the batch's frames. False once the range or the limit is reached.
+ */
+function readFrames(batch: FrameBatch, from: number, before: number, limit: number, acks: AckSet, out: StoredItem[]): boolean {
+  const frames = batch.frames;
+  let at = 0;
+  for (let i = 0; i < batch.count; i++) {
+    const seq = batch.first + i;
+    const length = readU32(frames, at + FRAME_OFF_LENGTH);
+    if (seq >= from) {
+      if (seq >= before || out.length >= limit) return false;
+      if (readU64(frames, at + FRAME_OFF_SEQ) !== seq) invariantViolated(`tail cache frame of seq ${readU64(frames, at + FRAME_OFF_SEQ)} where ${seq} was kept`);
+      if (!acks.has(seq)) out.push({ seq, bytes: new Uint8Array(frames.buffer, frames.byteOffset + at + FRAME_HEADER_BYTES, length) });
+    }
+    at += FRAME_HEADER_BYTES + length;
+  }
+  return true;
 }
 
 export class LogReader {
@@ -95,9 +185,12 @@ export class LogReader {
     this.#cache = new TailCache(opts.tailCacheBytes);
   }
 
-  /** Just-appended items, kept so a caught-up consumer reads them without disk I/O. */
-  appended(items: readonly StoredItem[], bytes: number): void {
-    this.#cache.add(items, bytes);
+  /**
+   * Just-appended items, kept so a caught-up consumer reads them without disk I/O. `frames` is the
+   * batch as written when every item in it is a plain one (no metadata), else null.
+   */
+  appended(items: readonly StoredItem[], bytes: number, frames: Uint8Array | null): void {
+    this.#cache.add(items, bytes, frames);
   }
 
   read(range: ReadRange, acks: AckSet, nextSeq: number): StoredItem[] {

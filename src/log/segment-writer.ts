@@ -163,6 +163,11 @@ export class SegmentWriter {
     return null;
   }
 
+  /** The frames of the batch `write()` wrote last (`bytes` long), until the next write. */
+  written(bytes: number): Uint8Array {
+    return this.#buf.subarray(0, bytes);
+  }
+
   #writeFailed(e: unknown, at: number, what: string): Promise<never> {
     if (errnoCode(e) !== 'ENOSPC') return this.durability.fail(e);
     this.#fileBytes = at;
