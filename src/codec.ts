@@ -170,6 +170,16 @@ export function isRaw(codec: Codec<unknown>): boolean {
   return codec === RAW;
 }
 
+/**
+ * Why `codec` could not decode a payload, from what its `decode` threw. An AsyncSchemaError is
+ * thrown on: it is a mistake in the queue's setup, not in the payload. @internal
+ */
+export function decodeFailure(codec: Codec<unknown>, error: unknown): string {
+  if (error instanceof AsyncSchemaError) throw error;
+  const message = (error as Error)?.message ?? String(error);
+  return error instanceof QueueError && error.code === 'ERR_INVALID' ? `${codec.name}: ${message}` : `${codec.name} could not decode the payload: ${message}`;
+}
+
 /** The bytes `value` encodes to, or the error the push rejects with (nothing is stored then). */
 export function encodeValue<T>(codec: Codec<T>, value: T): Uint8Array | string | QueueError {
   try {

@@ -1,7 +1,7 @@
 // A reservation of the JetStream queue: the delivered message, its lease on the queue's clock,
 // and the in-progress replies that keep the server's ack wait from running out while this
 // process holds it.
-import { AsyncSchemaError, isRaw } from '../codec.js';
+import { decodeFailure, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { leaseLength } from '../queue/leases.js';
@@ -88,9 +88,7 @@ export class JetStreamReserved<T = Uint8Array> {
       this.#value = codec.decode(this.#delivery.bytes);
       return undefined;
     } catch (error) {
-      if (error instanceof AsyncSchemaError) throw error;
-      const message = (error as Error)?.message ?? String(error);
-      return error instanceof QueueError && error.code === 'ERR_INVALID' ? `${codec.name}: ${message}` : `${codec.name} could not decode the payload: ${message}`;
+      return decodeFailure(codec, error);
     }
   }
 

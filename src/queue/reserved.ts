@@ -1,6 +1,5 @@
 // A reserved item users hold: Reserved, a thin layer over QueueCore that settles one delivery.
-import { AsyncSchemaError, type Codec, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
+import { type Codec, decodeFailure, isRaw } from '../codec.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder } from './entry.js';
@@ -57,9 +56,7 @@ export class Reserved<T = Uint8Array> {
       this.#value = codec.decode(this.#entry.bytes);
       return undefined;
     } catch (error) {
-      if (error instanceof AsyncSchemaError) throw error;
-      const message = (error as Error)?.message ?? String(error);
-      return error instanceof QueueError && error.code === 'ERR_INVALID' ? `${codec.name}: ${message}` : `${codec.name} could not decode the payload: ${message}`;
+      return decodeFailure(codec, error);
     }
   }
 
