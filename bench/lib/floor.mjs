@@ -184,6 +184,13 @@ export class FloorQueue {
     });
   }
 
+  /** The ACK record of `seq` (one range, as LogStore writes for one seq) at `at` of `buf`; returns the offset past it. */
+  #encodeAck(buf, at, seq) {
+    writeU64(this.#payload, 0, seq);
+    writeU64(this.#payload, 8, seq + 1);
+    return encodeFrame(buf, at, ++this.#recordSeq, RECORD_ACK, this.#payload);
+  }
+
   /** As `ack`, for many consumers at once: the acks of one turn share one write and one promise. */
   ackInTurn(seq) {
     this.#turnSeqs.push(seq);
@@ -202,13 +209,8 @@ export class FloorQueue {
     this.#turnSeqs = [];
     this.#turnDone = undefined;
     const buf = Buffer.allocUnsafe(seqs.length * ACK_RECORD_BYTES);
-    const p = this.#payload;
     let at = 0;
-    for (const seq of seqs) {
-      writeU64(p, 0, seq);
-      writeU64(p, 8, seq + 1);
-      at = encodeFrame(buf, at, ++this.#recordSeq, RECORD_ACK, p);
-    }
+    for (const seq of seqs) at = this.#encodeAck(buf, at, seq);
     writeSync(this.#ackFd, buf, 0, at, this.#ackPos);
     this.#ackPos += at;
     const before = this.#acks;
@@ -218,10 +220,7 @@ export class FloorQueue {
   };
 
   ack(seq) {
-    const p = this.#payload;
-    writeU64(p, 0, seq);
-    writeU64(p, 8, seq + 1);
-    encodeFrame(this.#ackBuf, 0, ++this.#recordSeq, RECORD_ACK, p);
+    this.#encodeAck(this.#ackBuf, 0, seq);
     writeSync(this.#ackFd, this.#ackBuf, 0, ACK_RECORD_BYTES, this.#ackPos);
     this.#ackPos += ACK_RECORD_BYTES;
     if (++this.#acks % ACK_SYNC_EVERY === 0) fdatasync(this.#ackFd, () => {});
