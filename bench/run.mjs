@@ -23,7 +23,7 @@ import { Latencies, median, spread } from './lib/stats.mjs';
 import { computeTargets, formatTargets } from './lib/targets.mjs';
 import { runCell } from './lib/cell.mjs';
 import { AB_GROUPS, runAbGroup, syncStats } from './lib/ab.mjs';
-import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from './lib/readme-consumer.mjs';
+import { README_PAYLOAD_BYTES, README_PRODUCERS, pushCellOf, runReadmeRounds } from './lib/readme-consumer.mjs';
 import { runPoison } from './lib/poison.mjs';
 import { SCHEDULING_CELLS, SCHEDULING_PAYLOAD_BYTES, SCHEDULING_PRODUCERS, runSchedulingRounds } from './lib/scheduling.mjs';
 import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
@@ -354,7 +354,7 @@ async function runReadme() {
   }
   const out = [];
   for (const [kind, samples] of Object.entries(ratios)) {
-    const push = kind.startsWith('floor-') ? 'floor-push' : 'push';
+    const push = pushCellOf(kind);
     const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names[push]}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[push]) });
     out.push(`${kind} ${(e.value * 100).toFixed(0)} % of push`);
   }

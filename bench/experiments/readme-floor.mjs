@@ -12,7 +12,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { README_PAYLOAD_BYTES, README_PRODUCERS, runReadmeRounds } from '../lib/readme-consumer.mjs';
+import { README_PAYLOAD_BYTES, README_PRODUCERS, pushCellOf, runReadmeRounds } from '../lib/readme-consumer.mjs';
 import { median } from '../lib/stats.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
@@ -27,7 +27,7 @@ try {
   console.log(`README consumers, ${README_PRODUCERS} producers, ${README_PAYLOAD_BYTES} B: ${rounds} rounds of ${budgetMs} ms (median, min–max)`);
   for (const [name, v] of Object.entries(rates)) console.log(`  ${name.padEnd(24)} ${range(v, k)}`);
   for (const [name, v] of Object.entries(ratios)) {
-    const of = name.includes('/') ? '' : ` / ${name.startsWith('floor-') ? 'floor-push' : 'push'}`;
+    const of = name.includes('/') ? '' : ` / ${pushCellOf(name)}`;
     console.log(`  ${(name + of).padEnd(24)} ${range(v, (x) => x.toFixed(2))}`);
   }
 } finally {

@@ -76,6 +76,9 @@ export async function runOne(kind, dir, { budgetMs, configure, wrap }) {
   return { msgs, seconds, pushed };
 }
 
+/** The push-only cell a consumer cell is taken against: the floor's for the floor's cells. */
+export const pushCellOf = (kind) => (kind.startsWith('floor-') ? 'floor-push' : 'push');
+
 /**
  * `rounds` rounds of push / loop / process; returns the rates per cell and the per-round ratios
  * of each consumer to the push-only cell of the same round. With `floor`, each round also runs
@@ -105,7 +108,7 @@ export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wr
       }
       rates[kind].push(round[kind]);
     }
-    for (const kind of Object.keys(ratios)) ratios[kind].push(round[kind] / round[kind.startsWith('floor-') ? 'floor-push' : 'push']);
+    for (const kind of Object.keys(ratios)) ratios[kind].push(round[kind] / round[pushCellOf(kind)]);
   }
   return { rates, ratios, medians: Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, median(v)])) };
 }
