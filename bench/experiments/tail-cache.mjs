@@ -1,56 +1,62 @@
-// What LogStore's tail cache costs a `group` push: 64 producers awaiting push in a loop, 128 B, with
-// the default `tailCacheBytes` (8 MiB) and with 0 (no cache), in interleaved rounds, each cell on a
-// fresh store; with a baseline checkout, its build runs the same two cells in the same rounds.
-// Garbage-collection time is summed per cell (PerformanceObserver 'gc'). Items the cache keeps
-// outlive the young-generation collections and are promoted; the cache keeps plain batches as
-// their written frames (src/log/reader.ts), so that this costs about as much as no cache at all.
-// Usage: npm run build && node bench/experiments/tail-cache.mjs [rounds=8] [ms=1000] [baseline checkout with dist/]
+// What LogStore's tail cache buys, and costs: the README's cells (64 producers, 128 B, push only,
+// the `for await` loop, `process({ concurrency: 64 })`; bench/lib/readme-consumer.mjs) under the
+// Builder's defaults (`group`) and under `none`, each with `tailCacheBytes` 8 MiB and with 0 (the
+// default), in interleaved rounds, each cell on a fresh store. Garbage-collection time is summed
+// per cell (PerformanceObserver 'gc'). A consumer that is caught up is handed new items without a
+// read either way; the cache serves one a little behind, which otherwise reads the page cache.
+// Usage: npm run build && node bench/experiments/tail-cache.mjs [rounds=8] [ms=800]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
-import { pushOnly } from '../lib/queue-work.mjs';
+import { runOne } from '../lib/readme-consumer.mjs';
 import { median } from '../lib/stats.mjs';
 
 const rounds = Number(process.argv[2] ?? 8);
-const ms = Number(process.argv[3] ?? 1000);
-const baseline = process.argv[4];
-const builds = { current: await import(new URL('../../dist/index.js', import.meta.url).href) };
-if (baseline !== undefined) builds.baseline = await import(pathToFileURL(join(resolve(baseline), 'dist', 'index.js')).href);
-const payload = new Uint8Array(128).fill(7);
-const cells = [];
-for (const build of Object.keys(builds)) for (const cache of ['8 MiB', 'none']) cells.push({ name: `${build}, cache ${cache}`, build, tailCacheBytes: cache === 'none' ? 0 : undefined });
-const rates = Object.fromEntries(cells.map((c) => [c.name, []]));
-const gcMs = Object.fromEntries(cells.map((c) => [c.name, 0]));
+const ms = Number(process.argv[3] ?? 800);
+const CACHES = { '8 MiB': { tailCacheBytes: 8 * 1024 * 1024 }, none: { tailCacheBytes: 0 } };
+const POLICIES = { group: undefined, none: (b) => b.durability('none') };
+const KINDS = ['push', 'loop', 'process'];
+const rates = {};
+const gcMs = {};
 let current;
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) if (current !== undefined) gcMs[current] += e.duration;
+  for (const e of list.getEntries()) if (current !== undefined) gcMs[current] = (gcMs[current] ?? 0) + e.duration;
 }).observe({ entryTypes: ['gc'] });
 
 const scratch = mkdtempSync(join(tmpdir(), 'pq-tail-cache-'));
 try {
   for (let r = 0; r < rounds; r++) {
-    for (let i = 0; i < cells.length; i++) {
-      const c = cells[(i + r) % cells.length];
-      const { Builder, LogStore } = builds[c.build];
-      const dir = mkdtempSync(join(scratch, 'q-'));
-      const opts = c.tailCacheBytes === undefined ? {} : { tailCacheBytes: c.tailCacheBytes };
-      const [tx] = await new Builder(await LogStore.open(join(dir, 'q'), opts)).durability('group').open();
-      current = c.name;
-      const res = await pushOnly(tx, { producers: 64, payload, count: 2_000_000, budgetMs: ms });
-      current = undefined;
-      rates[c.name].push(res.msgs / res.seconds);
-      await tx.close();
-      rmSync(dir, { recursive: true, force: true });
+    // Each round runs every cell; the order of the two caches alternates between rounds.
+    const caches = Object.keys(CACHES);
+    if (r % 2 === 1) caches.reverse();
+    for (const [policy, configure] of Object.entries(POLICIES)) {
+      for (const kind of KINDS) {
+        for (const cache of caches) {
+          const name = `${policy} ${kind}, cache ${cache}`;
+          const dir = mkdtempSync(join(scratch, 'q-'));
+          current = name;
+          const res = await runOne(kind, dir, { budgetMs: ms, configure, storeOptions: CACHES[cache] });
+          current = undefined;
+          (rates[name] ??= []).push(res.msgs / res.seconds);
+          rmSync(dir, { recursive: true, force: true });
+        }
+      }
     }
+    process.stderr.write(`round ${r + 1}/${rounds}\n`);
   }
-  const first = cells[0].name;
-  console.log(`group, 64 producers, push only, 128 B: ${rounds} rounds of ${ms} ms (median of rounds; ratio to "${first}", median of per-round ratios)`);
-  for (const c of cells) {
-    const v = rates[c.name];
-    const ratios = v.map((x, i) => x / rates[first][i]);
-    console.log(`  ${c.name.padEnd(24)} ${(median(v) / 1000).toFixed(1).padStart(7)} k/s  ratio ${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})  GC ${(gcMs[c.name] / rounds).toFixed(0)} ms per cell`);
+  console.log(`tail cache, 64 producers, 128 B: ${rounds} rounds of ${ms} ms (median of rounds; ratio of no cache to 8 MiB, median of per-round ratios)`);
+  for (const policy of Object.keys(POLICIES)) {
+    for (const kind of KINDS) {
+      const on = rates[`${policy} ${kind}, cache 8 MiB`];
+      const off = rates[`${policy} ${kind}, cache none`];
+      const ratios = off.map((x, i) => x / on[i]);
+      const gc = (c) => (gcMs[`${policy} ${kind}, cache ${c}`] ?? 0) / rounds;
+      console.log(
+        `  ${`${policy} ${kind}`.padEnd(14)} 8 MiB ${(median(on) / 1000).toFixed(1).padStart(7)} k/s  none ${(median(off) / 1000).toFixed(1).padStart(7)} k/s  ` +
+          `none / 8 MiB ${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})  GC per cell ${gc('8 MiB').toFixed(0)} / ${gc('none').toFixed(0)} ms`,
+      );
+    }
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true });

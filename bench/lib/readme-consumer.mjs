@@ -36,10 +36,10 @@ const CONSUMERS = {
 
 /**
  * `configure(builder)` applies the options under test; the default leaves the Builder's defaults.
- * `wrap(store)` stands in a wrapper for the store (experiments only).
+ * `wrap(store)` stands in a wrapper for the store, `storeOptions` are LogStore's (experiments only).
  */
-export async function runOne(kind, dir, { budgetMs, configure, wrap }) {
-  const opened = await LogStore.open(join(dir, 'q'));
+export async function runOne(kind, dir, { budgetMs, configure, wrap, storeOptions }) {
+  const opened = await LogStore.open(join(dir, 'q'), storeOptions);
   const store = wrap ? wrap(opened) : opened;
   const builder = new Builder(store);
   configure?.(builder);

@@ -33,8 +33,11 @@ export interface LogStoreOptions {
    */
   cursorCheckpointBytes?: number;
   /**
-   * Bytes of just-appended payloads kept in memory so a caught-up consumer reads without disk I/O.
-   * @default 8388608 (8 MiB)
+   * Bytes of just-appended batches kept in memory, so that a consumer a little behind reads them
+   * without a read from the file. Off by default: a consumer that is caught up is handed new items
+   * directly, one further behind reads them from the page cache, and keeping megabytes of young
+   * buffers alive costs the garbage collector more than those reads (DESIGN.md, "Reads").
+   * @default 0
    */
   tailCacheBytes?: number;
   /**
@@ -218,7 +221,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     fs,
     cursorCheckpointBytes:
       o.cursorCheckpointBytes === undefined ? MiB : positiveInteger('cursorCheckpointBytes', o.cursorCheckpointBytes),
-    tailCacheBytes: o.tailCacheBytes === undefined ? 8 * MiB : nonNegativeInteger('tailCacheBytes', o.tailCacheBytes),
+    tailCacheBytes: o.tailCacheBytes === undefined ? 0 : nonNegativeInteger('tailCacheBytes', o.tailCacheBytes),
     readAheadBytes: o.readAheadBytes === undefined ? 256 * 1024 : positiveInteger('readAheadBytes', o.readAheadBytes),
     autoCompact: o.autoCompact === undefined ? true : bool('autoCompact', o.autoCompact),
     zeroCopyReads: o.zeroCopyReads === undefined ? true : bool('zeroCopyReads', o.zeroCopyReads),

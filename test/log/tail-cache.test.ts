@@ -1,6 +1,6 @@
-// The tail cache (src/log/reader.ts) keeps plain batches as copies of their frames, in runs of at
-// most 64 KiB, and batches with metadata as their items. Whatever it holds, a read from it must
-// return what a read of the same range from disk returns.
+// The tail cache (src/log/reader.ts), off by default, keeps plain batches as copies of their
+// frames, in runs of at most 64 KiB, and batches with metadata as their items. Whatever it holds,
+// a read from it must return what a read of the same range from disk returns.
 import { afterAll, describe, expect, test } from 'vitest';
 import type { StoredItem } from '../../src/store.js';
 import { cleanupDirs, freshDir, openStore, WrappedFs } from './helpers.js';
@@ -25,7 +25,7 @@ function shape(items: readonly StoredItem[]): unknown[] {
  * run, and small plain batches; then some acks.
  */
 async function fill(dir: string, fs: WrappedFs) {
-  const { store, nextSeq } = await openStore(dir, { fs });
+  const { store, nextSeq } = await openStore(dir, { fs, tailCacheBytes: 8 * 1024 * 1024 });
   let seq = nextSeq;
   const batch = (lengths: number[], priority = 0): StoredItem[] =>
     lengths.map((length) => {
@@ -91,6 +91,20 @@ describe('the tail cache', () => {
     for (const item of held) expect([...item.bytes]).toEqual([...payloadOf(item.seq, 200)]);
     // The first batch is out of the cache now: a read of it goes to disk and returns the same.
     expect(shape(store.read({ after: 0, before: 301, limit: 300 }) as StoredItem[])).toEqual(shape(held));
+    await store.close();
+  });
+
+  test('isOffByDefault', async () => {
+    // Without the option, what was just appended is read from the segment, and reads the same.
+    const dir = freshDir();
+    const fs = new WrappedFs();
+    const { store } = await openStore(dir, { fs });
+    const items = Array.from({ length: 50 }, (_, i) => ({ seq: i + 1, bytes: payloadOf(i + 1, 100) }));
+    await store.append(items, false);
+    const readBefore = fs.bytesRead;
+    const got = store.read({ after: 0, before: 51, limit: 50 }) as StoredItem[];
+    expect(fs.bytesRead - readBefore).toBeGreaterThanOrEqual(50 * 100);
+    expect(shape(got)).toEqual(shape(items));
     await store.close();
   });
 });
