@@ -546,6 +546,34 @@ describe('process and iteration', () => {
     expect(handled).toBe(20);
   });
 
+  it('stoppingOneProcessWithdrawsOnlyItsOwnWaitingWorkers', async () => {
+    // Three waiters' groups share the queue's waiting list: process A's workers, process B's,
+    // and a plain reserve() behind them. Stopping A takes out its workers alone, in place.
+    const { tx, rx } = await openMem();
+    const a = new AbortController();
+    const b = new AbortController();
+    const seenByA: string[] = [];
+    const seenByB: string[] = [];
+    const doneA = rx.process(async (item: Reserved) => void seenByA.push(dec(item.bytes)), { concurrency: 3, signal: a.signal });
+    const doneB = rx.process(async (item: Reserved) => void seenByB.push(dec(item.bytes)), { concurrency: 2, signal: b.signal });
+    await tick();
+    const plain = rx.reserve();
+    a.abort();
+    await doneA;
+    await tx.pushMany(['x', 'y', 'z']);
+    const item = await plain;
+    expect(item).not.toBeNull();
+    expect(dec(item!.bytes)).toBe('z');
+    await item!.ack();
+    await tick();
+    expect(seenByA).toEqual([]);
+    expect(seenByB.sort()).toEqual(['x', 'y']);
+    b.abort();
+    await doneB;
+    expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+    await tx.close();
+  });
+
   it('forAwaitYieldsItemsUntilClose', async () => {
     const { tx, rx } = await openMem();
     await tx.pushMany(['a', 'b', 'c']);

@@ -6,7 +6,7 @@
 import { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
-import type { Holder, Waiter } from './entry.js';
+import { type Holder, WaitGroup } from './entry.js';
 import type { BatchHandler, Reserved } from './handles.js';
 import { ITEMS_PER_TURN, type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './process.js';
 
@@ -17,7 +17,7 @@ export interface Taker {
    * closed or withdrawn, or once `stopped()` holds (checked before each wait: an item that failed
    * to decode sends it back to wait, and a withdraw may have come meanwhile).
    */
-  waitIn(group: Set<Waiter<Reserved | null>>, stopped: () => boolean): Promise<Reserved | null>;
+  waitIn(group: WaitGroup, stopped: () => boolean): Promise<Reserved | null>;
   /** The next ready item, or null. */
   now(): Reserved | null;
 }
@@ -27,7 +27,7 @@ export interface GatherStop {
   /** The caller's signal: an abort ends the wait, with the items in hand. */
   readonly signal?: AbortSignal | undefined;
   /** The waits in progress, for whoever stops them all (a `process()` call's stop). */
-  readonly groups?: Set<Set<Waiter<Reserved | null>>>;
+  readonly groups?: Set<WaitGroup>;
   /** Stop waiting when this holds (a `process()` call stopped). */
   readonly stopped?: () => boolean;
 }
@@ -42,7 +42,7 @@ export interface GatherStop {
  */
 export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number, stop: GatherStop = {}): Promise<Reserved[]> {
   const items = [first];
-  const group = new Set<Waiter<Reserved | null>>();
+  const group = new WaitGroup();
   let timedOut = false;
   let timer: unknown;
   const end = (): void => {
@@ -112,11 +112,11 @@ export function settleAll(items: Reserved[], isReserved: (item: unknown) => bool
 
 /** What a batch worker shares with the other workers of its `process()` call. @internal */
 export interface Workers {
-  readonly waiting: Set<Waiter<Reserved | null>>;
+  readonly waiting: WaitGroup;
   readonly running: (RunContext | undefined)[];
   readonly halt: { stopped: boolean; reason: unknown };
   /** The gathers waiting for more items: a stop withdraws them with the first-item waits. */
-  readonly gathering: Set<Set<Waiter<Reserved | null>>>;
+  readonly gathering: Set<WaitGroup>;
 }
 
 /** Run the batch handler, bounded by `timeoutMs`; resolves or rejects as the handler does. */

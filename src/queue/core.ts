@@ -8,7 +8,7 @@ import { ByteArena, unpinned } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys } from '../store.js';
-import { type Entry, type Holder, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import type { TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
@@ -360,7 +360,7 @@ export class QueueCore {
   }
 
   /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
-  reserveIn(group: Set<Waiter<Reserved | null>>, holder?: Holder, leaseMs = this.leaseMs): Promise<Reserved | null> {
+  reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs): Promise<Reserved | null> {
     return this.#reserveAtOnce(undefined, leaseMs, holder) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder));
   }
 
@@ -387,7 +387,7 @@ export class QueueCore {
     this.#returnEntries(held);
   }
 
-  stopWaiting(group: Set<Waiter<Reserved | null>>): void {
+  stopWaiting(group: WaitGroup): void {
     withdrawGroup(this.#reserveWaiters, group, null);
     this.#schedule.hold(this.#reserveWaiters.length > 0);
   }

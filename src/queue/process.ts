@@ -5,7 +5,7 @@ import { type TimeSource, unrefTimer } from './clock.js';
 import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
-import type { Holder, Waiter } from './entry.js';
+import { type Holder, WaitGroup } from './entry.js';
 import { batchWorker } from './batches.js';
 import type { BatchHandler, ProcessHandler, Reserved } from './handles.js';
 import type { RetryDelayFunction } from './retry.js';
@@ -184,13 +184,13 @@ export const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setI
 /** @internal */
 export async function runProcess(core: QueueCore, handler: ProcessHandler, settings: ProcessSettings): Promise<void> {
   // Workers waiting for an item; stop() withdraws them all at once, with one listener on the caller's signal.
-  const waiting = new Set<Waiter<Reserved | null>>();
+  const waiting = new WaitGroup();
   // The context of each worker's running handler, by worker: a slot write per item, not a set.
   const running: (RunContext | undefined)[] = new Array(settings.concurrency);
   // An object, not a `let`: the workers read it after awaits, where a narrowed local would mislead.
   const halt: { stopped: boolean; reason: unknown } = { stopped: false, reason: undefined };
   // Batch workers' waits for more items (./batches.ts): withdrawn by stop() too.
-  const gathering = new Set<Set<Waiter<Reserved | null>>>();
+  const gathering = new Set<WaitGroup>();
   let fatal: { error: unknown } | undefined;
   const stop = (reason: unknown): void => {
     if (halt.stopped) return;
