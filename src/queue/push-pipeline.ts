@@ -34,6 +34,9 @@ export interface PushHost {
   now(): number;
 }
 
+/** What a push's resolve and reject are until its promise's executor has run. */
+const unset = (): void => {};
+
 export class PushPipeline {
   readonly #store: Store;
   readonly #host: PushHost;
@@ -159,25 +162,29 @@ export class PushPipeline {
         return Promise.reject(new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes)));
       }
     }
-    return new Promise<number | number[]>((resolve, reject) => {
-      const pending: PendingPush = { payloads, single, priority, notBefore, resolve, reject, signal, onAbort: undefined };
-      if (from !== undefined) pending.from = from;
-      if (keys !== undefined) {
-        pending.keys = keys;
-        pending.keyedAt = keyedAt;
-      }
-      // Listening before admitting: over a store that stores at once (`Store.done`) the push is
-      // stored, and its listener detached, within #admit.
-      if (signal) {
-        pending.onAbort = () => this.#abortPush(pending);
-        signal.addEventListener('abort', pending.onAbort, { once: true });
-      }
-      if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(pending)) {
-        this.#admit(pending);
-      } else {
-        this.#capacityWaiters.push(pending);
-      }
+    const pending: PendingPush = { payloads, single, priority, notBefore, resolve: unset, reject: unset, signal, onAbort: undefined };
+    if (from !== undefined) pending.from = from;
+    if (keys !== undefined) {
+      pending.keys = keys;
+      pending.keyedAt = keyedAt;
+    }
+    // An executor that closes over `pending` alone: one per push, so its context stays small.
+    const promise = new Promise<number | number[]>((resolve, reject) => {
+      pending.resolve = resolve;
+      pending.reject = reject;
     });
+    // Listening before admitting: over a store that stores at once (`Store.done`) the push is
+    // stored, and its listener detached, within #admit.
+    if (signal) {
+      pending.onAbort = () => this.#abortPush(pending);
+      signal.addEventListener('abort', pending.onAbort, { once: true });
+    }
+    if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(pending)) {
+      this.#admit(pending);
+    } else {
+      this.#capacityWaiters.push(pending);
+    }
+    return promise;
   }
 
   #fits(pending: PendingPush): boolean {
