@@ -40,7 +40,7 @@ export function encodeFrame(buf: Uint8Array, offset: number, seq: number, type: 
 export function encodeFrameInPlace(buf: Uint8Array, offset: number, seq: number, type: number, length: number): number {
   writeHeaderFields(buf, offset, seq, type, length);
   const end = offset + FRAME_HEADER_BYTES + length;
-  writeU32(buf, offset + FRAME_OFF_CRC, crc32c32(buf.subarray(offset + FRAME_CRC_START, end)));
+  writeU32(buf, offset + FRAME_OFF_CRC, crc32cRange(buf, offset + FRAME_CRC_START, end));
   return end;
 }
 
@@ -56,7 +56,7 @@ export function encodeScheduledItemFrame(buf: Uint8Array, offset: number, item: 
   if (payloadStart !== metaStart + metaBytes) invariantViolated(`item ${item.seq}: metadata of ${payloadStart - metaStart} bytes, expected ${metaBytes}`);
   buf.set(item.bytes, payloadStart);
   const end = payloadStart + length;
-  writeU32(buf, offset + FRAME_OFF_CRC, crc32c32(buf.subarray(offset + FRAME_CRC_START, end)));
+  writeU32(buf, offset + FRAME_OFF_CRC, crc32cRange(buf, offset + FRAME_CRC_START, end));
   return end;
 }
 
@@ -100,7 +100,7 @@ export function frameBytes(h: FrameHeader): number {
 
 /** True when the frame at `offset` (whole frame present in `buf`) has a matching CRC. */
 export function frameCrcOk(buf: Uint8Array, offset: number, h: FrameHeader): boolean {
-  return crc32c32(buf.subarray(offset + FRAME_CRC_START, offset + frameBytes(h))) === h.crc;
+  return crc32cRange(buf, offset + FRAME_CRC_START, offset + frameBytes(h)) === h.crc;
 }
 
 /** Offset of the payload of a frame that starts at `offset`. */
