@@ -78,12 +78,13 @@ export class AckPipeline {
     this.#pending++;
     let batch = this.#open;
     if (!batch) {
-      batch = newAckBatch();
+      batch = newAckBatch(entry);
       this.#queue.push(batch);
       if (!this.#oneByOne) this.#open = batch;
+    } else {
+      batch.entries.push(entry);
+      batch.seqs.push(entry.seq);
     }
-    batch.entries.push(entry);
-    batch.seqs.push(entry.seq);
     // While a batch is in flight, its completion flushes what gathered meanwhile.
     if (this.#inFlight) return batch.promise;
     // A store that acked the last batch at once gains nothing from a batch gathered over a microtask.

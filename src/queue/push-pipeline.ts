@@ -194,7 +194,10 @@ export class PushPipeline {
 
   #admit(pending: PendingPush): void {
     if (pending.from !== undefined) this.#redrivesAdmitted++;
-    this.#admitted.push(pending);
+    // A literal of one, not a push into an empty array, which allocates room for seventeen: a
+    // serial producer's batch holds one push.
+    if (this.#admitted.length === 0) this.#admitted = [pending];
+    else this.#admitted.push(pending);
     this.#admittedCount += pending.payloads.length;
     if (this.#capacityBytes !== Infinity) this.#admittedBytes += payloadBytes(pending.payloads);
     this.#scheduleAppend();
@@ -275,16 +278,21 @@ export class PushPipeline {
     }
     if (redrive) this.#redrivesAdmitted--;
     const firstSeq = this.#nextSeq;
-    const items: Entry[] = [];
+    // Sized up front: pushes into an empty array would allocate room for seventeen for a batch of one.
+    let count = 0;
+    for (let p = 0; p < batch.length; p++) count += batch[p]!.payloads.length;
+    const items = new Array<Entry>(count);
     let seq = firstSeq;
     let scheduled = false;
-    for (const pending of batch) {
+    for (let p = 0, k = 0; p < batch.length; p++) {
+      const pending = batch[p]!;
       detachAbort(pending);
       const { priority, notBefore } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
       const keys = pending.keys;
-      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items.push(keyedEntry(seq++, pending.payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!));
-      else for (const bytes of pending.payloads) items.push(newEntry(seq++, bytes, priority, notBefore));
+      const payloads = pending.payloads;
+      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!);
+      else for (let i = 0; i < payloads.length; i++) items[k++] = newEntry(seq++, payloads[i]!, priority, notBefore);
     }
     this.#appendScheduled = scheduled;
     this.#nextSeq = seq;
