@@ -27,8 +27,8 @@ export function damaged(seg: Segment, offset: number, reason: string): QueueErro
  * instead of an object and a view per item. Objects kept for a while outlive the young-generation
  * collections and are copied and promoted; when the cache kept the core's own entries that was
  * most of the collector's time in a `group` push with 64 producers, and about a tenth of its
- * throughput (`bench/experiments/tail-cache.mjs`). A read makes the items it returns, short-lived,
- * as a disk read does.
+ * throughput. A read makes the items it returns, short-lived, as a disk read does. (Even so the
+ * cache is off by default: see `tailCacheBytes`.)
  */
 class FrameBatch {
   constructor(
