@@ -4,7 +4,7 @@
 import { decodeFailure, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
-import { leaseLength } from '../queue/leases.js';
+import { extendLength } from '../queue/leases.js';
 import { nackDelay } from '../queue/retry.js';
 import type { NackOptions } from '../queue/types.js';
 import { expectation } from '../validate.js';
@@ -200,7 +200,7 @@ export class JetStreamReserved<T = Uint8Array> {
   extend(ms?: number): Promise<void> {
     let lengthMs: number | undefined;
     try {
-      if (ms !== undefined) lengthMs = leaseLength('ms', ms, false);
+      lengthMs = extendLength(ms);
     } catch (error) {
       return Promise.reject(error);
     }

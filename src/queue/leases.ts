@@ -33,6 +33,11 @@ export function leaseLength(name: string, value: unknown, allowInfinity: boolean
   return value;
 }
 
+/** The lease length `extend(ms)` asks for: undefined for none given; throws on a bad one. */
+export function extendLength(ms: unknown): number | undefined {
+  return ms === undefined ? undefined : leaseLength('ms', ms, false);
+}
+
 /**
  * The unsettled leases of a queue, sorted by due time (ties keep grant order), behind one timer
  * (due-list.ts). The list holds only reservations in flight (every settle ends its lease), so it

@@ -3,7 +3,7 @@ import { type Codec, decodeFailure, isRaw } from '../codec.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder } from './entry.js';
-import { type Lease, leaseLength } from './leases.js';
+import { type Lease, extendLength } from './leases.js';
 import { nackDelay } from './retry.js';
 import type { NackOptions } from './types.js';
 
@@ -114,7 +114,7 @@ export class Reserved<T = Uint8Array> {
   extend(ms?: number): Promise<void> {
     let lengthMs: number | undefined;
     try {
-      if (ms !== undefined) lengthMs = leaseLength('ms', ms, false);
+      lengthMs = extendLength(ms);
     } catch (error) {
       return Promise.reject(error);
     }
