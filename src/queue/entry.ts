@@ -115,7 +115,8 @@ export interface AckBatch {
   reject: (error: unknown) => void;
 }
 
-const unset = (): void => {};
+/** What a pending push's or an ack batch's resolve and reject are until its promise's executor has run. */
+export const unset = (): void => {};
 
 /**
  * A batch holding the ack of `first`. Its arrays start as literals of one element: an empty array's
@@ -184,13 +185,10 @@ export function waitInGroup<T>(list: Waiter<T>[], group: WaitGroup, leaseMs?: nu
 /** Take every member of `group` out of `list` and resolve it with `value`, in the order they waited. */
 export function withdrawGroup<T>(list: Waiter<T>[], group: WaitGroup, value: T): void {
   const members: Waiter<T>[] = [];
-  for (let i = 0; i < list.length; i++) {
-    if (list[i]!.group === group) members.push(list[i]!);
-  }
-  if (members.length === 0) return;
   let kept = 0;
-  for (let i = 0; i < list.length; i++) {
-    if (list[i]!.group !== group) list[kept++] = list[i]!;
+  for (const waiter of list) {
+    if (waiter.group === group) members.push(waiter);
+    else list[kept++] = waiter;
   }
   list.length = kept;
   for (const waiter of members) waiter.resolve(value);

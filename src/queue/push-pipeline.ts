@@ -5,7 +5,7 @@
 import { QueueError } from '../errors.js';
 import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry } from './entry.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -33,9 +33,6 @@ export interface PushHost {
   /** The queue clock's wall time, in ms since the epoch. */
   now(): number;
 }
-
-/** What a push's resolve and reject are until its promise's executor has run. */
-const unset = (): void => {};
 
 export class PushPipeline {
   readonly #store: Store;
