@@ -261,7 +261,7 @@ export class LogStore implements Store {
     // The keys are known once their frames are written: a checkpoint holds those below its next
     // seq, which it makes durable first (FORMAT §4.6).
     if (keyed > 0) this.#cursor.keys.addItems(items);
-    this.#reader.appended(items, bytes, scheduled === 0 && keyed === 0 ? this.#writer.written(bytes) : null);
+    if (this.#reader.caching) this.#reader.appended(items, bytes, scheduled === 0 && keyed === 0 ? this.#writer.written(bytes) : null);
     const offset = this.#layout.active.bytes;
     if (!sync) {
       this.#durability.afterUnsyncedWrite(this.#writer.fd, offset);

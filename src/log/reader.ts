@@ -189,6 +189,11 @@ export class LogReader {
    * Just-appended items, kept so a caught-up consumer reads them without disk I/O. `frames` is the
    * batch as written when every item in it is a plain one (no metadata), else null.
    */
+  /** Whether the store keeps a tail cache (`tailCacheBytes` > 0): without one, `appended` need not be called. */
+  get caching(): boolean {
+    return this.opts.tailCacheBytes > 0;
+  }
+
   appended(items: readonly StoredItem[], bytes: number, frames: Uint8Array | null): void {
     this.#cache.add(items, bytes, frames);
   }
