@@ -37,8 +37,14 @@ export type { BatchHandler, ProcessHandler } from './queue/handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue/dead-letters.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';
 
-/** The ack policy of a Builder that was not told one; chosen from measurements (DESIGN.md, "Lazy acks"). */
-const DEFAULT_ACK_DURABILITY: AckDurability = 'lazy';
+/**
+ * The ack policy of a Builder that was not told one: it follows the push policy. `sync` syncs every
+ * ack, as it syncs every push (a user who picks it picks it for exactly that); `group` keeps its
+ * acks `lazy`, chosen from measurements (DESIGN.md, "Lazy acks"); `none` syncs nothing.
+ */
+function defaultAckDurability(durability: Durability): AckDurability {
+  return durability === 'sync' ? 'sync' : 'lazy';
+}
 const DEFAULT_LAZY_BOUND: LazyAckBound = { maxDelayMs: 100, maxPending: 4096 };
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -52,7 +58,8 @@ export class Builder<T = Uint8Array> {
   #capacityBytes = Infinity;
   #durability: Durability = 'group';
   #storeCallsPerTurn: TurnBudget = 'auto';
-  #ackDurability: AckDurability = DEFAULT_ACK_DURABILITY;
+  /** Undefined until `ackDurability()` is called: the ack policy then follows `durability()`. */
+  #ackDurability: AckDurability | undefined;
   #lazyBound: LazyAckBound = DEFAULT_LAZY_BOUND;
   #retryDelays: RetryDelayFunction = defaultRetryDelays;
   #maxDeliveries = Infinity;
@@ -108,7 +115,8 @@ export class Builder<T = Uint8Array> {
    * sync can only redeliver those items, never lose one. Under `durability('none')` no ack is
    * synced whatever this says; a store without `sync()` keeps acks under `'group'`.
    * See README, "Durability".
-   * @default 'lazy' (maxDelayMs 100, maxPending 4096)
+   * @default follows `durability()`: `'sync'` under `'sync'`, `'lazy'` (maxDelayMs 100, maxPending
+   * 4096) under `'group'`, nothing synced under `'none'`
    */
   ackDurability(policy: AckDurability, options?: LazyAckOptions): this {
     const what = "'sync', 'group' or 'lazy'";
@@ -290,7 +298,7 @@ export class Builder<T = Uint8Array> {
       }
       bytes = { capacity: this.#capacityBytes, recovered };
     }
-    const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability, this.#lazyBound);
+    const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability ?? defaultAckDurability(this.#durability), this.#lazyBound);
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,

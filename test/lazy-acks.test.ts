@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AckDurability, Builder, LogStore, MemStore, QueueError } from '../src/index.js';
+import type { AckDurability as AckPolicy, Durability } from '../src/queue/types.js';
 import type { Store } from '../src/store.js';
 import { RecordingStore } from './support/stores.js';
 
@@ -70,6 +71,44 @@ describe('Builder.ackDurability arguments', () => {
     expect(Object.values(AckDurability)).toEqual(['sync', 'group', 'lazy']);
     const [tx] = await new Builder(new MemStore()).open();
     expect(tx.stats().ackDurability).toBe('lazy');
+    expect(tx.stats().unsyncedAcks).toBe(0);
+    await tx.close();
+  });
+
+  it('theUnsetAckPolicyFollowsThePushPolicyAndAnExplicitOneWins', async () => {
+    const cases: [Durability, AckPolicy | undefined, string][] = [
+      ['sync', undefined, 'sync'],
+      ['group', undefined, 'lazy'],
+      ['none', undefined, 'none'],
+      ['sync', 'lazy', 'lazy'],
+      ['sync', 'group', 'group'],
+      ['group', 'sync', 'sync'],
+    ];
+    for (const [durability, acks, expected] of cases) {
+      const b = new Builder(new MemStore()).durability(durability);
+      if (acks !== undefined) b.ackDurability(acks);
+      const [tx] = await b.open();
+      expect(tx.stats().ackDurability, `durability ${durability}, ackDurability ${acks}`).toBe(expected);
+      await tx.close();
+    }
+    // Setting the push policy after the ack policy does not undo the explicit choice.
+    const [tx] = await new Builder(new MemStore()).ackDurability('lazy').durability('sync').open();
+    expect(tx.stats().ackDurability).toBe('lazy');
+    await tx.close();
+  });
+
+  it('underSyncEachAckIsItsOwnSyncedStoreCall', async () => {
+    const store = new RecordingStore();
+    const [tx, rx] = await new Builder(store).durability('sync').open();
+    await tx.push('a');
+    await tx.push('b');
+    store.calls = [];
+    await rx.tryReserve()!.ack();
+    await rx.tryReserve()!.ack();
+    expect(store.calls).toEqual([
+      { op: 'ack', seqs: [1], sync: true },
+      { op: 'ack', seqs: [2], sync: true },
+    ]);
     expect(tx.stats().unsyncedAcks).toBe(0);
     await tx.close();
   });
