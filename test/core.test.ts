@@ -1094,3 +1094,49 @@ describe('FlushScheduler under auto', () => {
     expect(scheduler.budget).toBe(16);
   });
 });
+
+describe('a waiting consumer keeps the process alive', () => {
+  /** Timers that keep the event loop alive now (unref'd ones are not listed). */
+  const heldTimers = (): number => process.getActiveResourcesInfo().filter((t) => t === 'Timeout').length;
+
+  it('aWaitingReserveForAwaitOrProcessHoldsTheProcessAndNothingElseDoes', async () => {
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    const base = heldTimers();
+    // reserve(): held while it waits, released once served.
+    const waiting = rx.reserve();
+    expect(heldTimers(), 'a waiting reserve() holds the process').toBe(base + 1);
+    await tx.push('a');
+    await (await waiting)!.ack();
+    expect(heldTimers(), 'served: nothing holds the process').toBe(base);
+    // A reserve withdrawn by its signal releases it too.
+    const stop = new AbortController();
+    const aborted = rx.reserve({ signal: stop.signal });
+    expect(heldTimers()).toBe(base + 1);
+    stop.abort();
+    await expect(aborted).rejects.toThrow();
+    expect(heldTimers(), 'aborted: nothing holds the process').toBe(base);
+    // for await: held while the loop waits for the next item.
+    const iterator = rx[Symbol.asyncIterator]();
+    const next = iterator.next();
+    expect(heldTimers(), 'a waiting for-await step holds the process').toBe(base + 1);
+    await tx.push('b');
+    const step = await next;
+    await step.value!.ack();
+    await iterator.return!();
+    expect(heldTimers()).toBe(base);
+    // process(): held while its workers wait, released when its signal aborts.
+    const end = new AbortController();
+    const running = rx.process(async () => {}, { concurrency: 4, signal: end.signal });
+    await tick();
+    expect(heldTimers(), 'process() workers waiting hold the process').toBe(base + 1);
+    end.abort();
+    await running;
+    expect(heldTimers(), 'process() stopped: nothing holds the process').toBe(base);
+    // close() releases it for good, with a reserve still waiting.
+    const last = rx.reserve();
+    expect(heldTimers()).toBe(base + 1);
+    await tx.close();
+    expect(await last).toBeNull();
+    expect(heldTimers(), 'closed: nothing holds the process').toBe(base);
+  });
+});

@@ -1,5 +1,5 @@
 /** The README's code runs as written, and its "Implement Store yourself" example passes the conformance suite. */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -346,5 +346,40 @@ it.skipIf(natsBinary === null)('theReadmeStoreAndForwardExampleRunsAsWritten', a
   } finally {
     rmSync(dir, { recursive: true, force: true });
     await server.stop();
+  }
+});
+
+// The worker daemon: it must still be running after its queue has been idle for a second, and stop
+// cleanly on SIGTERM. The probe is an unref'd timer loaded before the example: it fires only if
+// something else keeps the event loop alive, so its line proves the worker did not exit while idle.
+it('theReadmeWorkerDaemonStaysUpWhileIdleAndStopsCleanlyOnSigterm', async () => {
+  const block = blocks('js').find((b) => b.includes("process.once('SIGTERM'") && b.includes('worker stopped cleanly'));
+  expect(block, 'README has the worker daemon example').toBeDefined();
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  try {
+    const file = join(dir, 'worker.mjs');
+    writeFileSync(file, block!.replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`));
+    const probe = 'data:text/javascript,' + encodeURIComponent("setTimeout(() => console.log('idle for a second, still running'), 1000).unref();");
+    const child = spawn(process.execPath, ['--import', probe, file], { cwd: dir, env: { ...process.env, QUEUE_DIR: join(dir, 'jobs') } });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+    await new Promise<void>((done, fail) => {
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d;
+        if (stdout.includes('still running')) done();
+      });
+      void exited.then((code) => fail(new Error(`the worker exited (${code}) while idle: ${stdout}${stderr}`)));
+    });
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+    expect(stdout).toBe('handled first job\nidle for a second, still running\nworker stopped cleanly\n');
+    const stats = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', '--json', join(dir, 'jobs')], { encoding: 'utf8' });
+    expect(stats.status, stats.stderr).toBe(0);
+    expect(JSON.parse(stats.stdout).lastShutdownClean, 'the store was closed cleanly').toBe(true);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

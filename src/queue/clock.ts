@@ -65,3 +65,36 @@ export function unrefTimer(handle: unknown): void {
 export function refTimer(handle: unknown): void {
   (handle as { ref?: () => void } | null)?.ref?.();
 }
+
+/** setInterval's longest period: the keep-alive timer never needs to fire. */
+const KEEP_ALIVE_MS = 2_147_483_647;
+
+/**
+ * Keeps the process alive while a consumer waits for an item (`reserve()`, `for await`,
+ * `process()`), as a worker of a job queue does: a daemon whose queue is idle must not exit with
+ * the store unclosed. One timer of the system's, made at the first wait and toggled with
+ * ref/unref after that (cheaper than a timer per wait); `close()` and a failure release it. It is
+ * the system's timer whatever clock the queue reads: it holds the event loop, it measures nothing.
+ */
+export class KeepAlive {
+  #handle: ReturnType<typeof setInterval> | undefined;
+  #held = false;
+
+  hold(held: boolean): void {
+    if (held === this.#held) return;
+    this.#held = held;
+    if (held) {
+      if (this.#handle === undefined) this.#handle = setInterval(noop, KEEP_ALIVE_MS);
+      else refTimer(this.#handle);
+    } else if (this.#handle !== undefined) unrefTimer(this.#handle);
+  }
+
+  /** For good: the queue closed or failed. */
+  release(): void {
+    this.#held = false;
+    if (this.#handle !== undefined) clearInterval(this.#handle);
+    this.#handle = undefined;
+  }
+}
+
+function noop(): void {}

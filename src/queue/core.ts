@@ -9,7 +9,7 @@ import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys } from '../store.js';
 import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
-import type { TimeSource } from './clock.js';
+import { KeepAlive, type TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
@@ -84,6 +84,7 @@ export class QueueCore {
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
+  readonly #keepAlive = new KeepAlive();
   #nextToken = 1;
   /** The lease a reservation gets unless its reserve() says otherwise; Infinity: none. */
   readonly leaseMs: number;
@@ -389,7 +390,7 @@ export class QueueCore {
 
   stopWaiting(group: WaitGroup): void {
     withdrawGroup(this.#reserveWaiters, group, null);
-    this.#schedule.hold(this.#reserveWaiters.length > 0);
+    this.#hold(this.#reserveWaiters.length > 0);
   }
 
   /**
@@ -397,14 +398,24 @@ export class QueueCore {
    * does. Without a waiter it does not (a process that only pushes delayed items may exit).
    */
   #wait(waiting: Promise<Reserved | null>): Promise<Reserved | null> {
-    this.#schedule.hold(true);
+    this.#hold(true);
     return waiting;
   }
 
   /** Reserve waiters left the list (served, aborted, withdrawn): the schedule's timer holds the process only while one waits. */
   readonly #waitersLeft = (): void => {
-    this.#schedule.hold(this.#reserveWaiters.length > 0);
+    this.#hold(this.#reserveWaiters.length > 0);
   };
+
+  /**
+   * Whether a consumer waits: while one does, the process stays alive (a worker daemon over an
+   * idle queue must not exit with its store unclosed), and so does the timer of an item still to
+   * fall due.
+   */
+  #hold(waiting: boolean): void {
+    this.#schedule.hold(waiting);
+    this.#keepAlive.hold(waiting);
+  }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
   #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined): Promise<Reserved | null> | undefined {
@@ -585,7 +596,7 @@ export class QueueCore {
       detachAbort(waiter);
       waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
     }
-    this.#schedule.hold(false);
+    this.#hold(false);
   }
 
   /** Settle check shared by ack, nack, deadLetter and extend: the error, or undefined when `reserved` may still settle. */
@@ -790,8 +801,9 @@ export class QueueCore {
       detachAbort(w);
       w.reject(failure);
     }
-    // Nothing will be handed out: no item still to fall due holds the process.
+    // Nothing will be handed out: no item still to fall due holds the process, nor any consumer.
     this.#schedule.clear();
+    this.#keepAlive.release();
     this.#watches.rejectAll(failure);
     this.#checkQuiet();
     this.#monitor.failed(failure);
@@ -838,6 +850,7 @@ export class QueueCore {
       detachAbort(w);
       w.resolve(null);
     }
+    this.#keepAlive.release();
     const exact = this.ledger === undefined ? undefined : this.#exactCounts();
     // Unsettled reservations go back to the store as not acked; their ack or nack now rejects ERR_CLOSED.
     // (Reserved.settled reports them settled because the queue is closed.)
