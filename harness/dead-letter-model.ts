@@ -32,7 +32,9 @@
  *   count is at least what the item had after a process crash; a power loss may lose unsynced
  *   marks and bounds, so the count is then at least what the last completed sync held (a synced
  *   mark, or 1 below a synced bound); it is never more than the highest record ever written for
- *   it, nor more than one above what it had; after a clean close it is exact;
+ *   it, nor more than one above what it had (an item resolved to a consumer whose handler had
+ *   not started when the crash came counts the delivery it was given); after a clean close it
+ *   is exact;
  * - every dead letter carries the count the queue held for the item when it was moved;
  * - liveness: after the program a clean reopen delivers everything, redrives every dead letter,
  *   delivers those, and a last reopen finds nothing left.
@@ -92,7 +94,7 @@ export interface DlqStats {
   lazyRedelivered: number;
   /** Recovered counts below what the item had (lazy acks, power loss only). */
   countsLowered: number;
-  /** Recovered counts one above what the item had (the crash rule, or a mark stored ahead). */
+  /** Recovered counts one above what the workload saw (an item resolved to a consumer whose handler had not started yet). */
   countsRaised: number;
 }
 
@@ -329,8 +331,10 @@ class DlqRunner {
       }
       const stored = (): void =>
         durable(flag, (level) => {
-          if (level === WRITTEN) this.boundWritten = below;
-          else this.boundSynced = this.boundWritten = below;
+          // A record synced later (by the next sync of the store) is no longer the last one
+          // written when another bound was written since: only what is synced moves then.
+          if (level === WRITTEN || flag) this.boundWritten = below;
+          if (level === SYNCED) this.boundSynced = below;
           for (const m of marks) {
             const info = this.info(m.seq);
             if (level === SYNCED) info.markSynced = Math.max(info.markSynced, m.deliveries);

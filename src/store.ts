@@ -76,7 +76,8 @@ export interface StoreRecovery {
   readonly count: number;
   /**
    * Stores with `features.deliveries`: the last `below` given to {@link Store.markDelivered}
-   * (1 when none was): every unacked item with a smaller seq may have been handed out once.
+   * (1 when none was): every unacked item with a smaller seq was handed out once (a queue stores
+   * it one past the item it hands out, never ahead).
    */
   readonly deliveredBelow?: number;
   /** Stores with `features.deliveries`: the newest delivery mark of each unacked item that has one, in seq order. */
@@ -320,7 +321,10 @@ export interface Store {
    * May finish synchronously, as `read` may: returning `undefined` (rather than a promise) says
    * the marks are stored, as the promise resolving would, by the time the call returns (it then
    * throws instead of rejecting). The queue then hands the item out in the same call (a
-   * `tryReserve()` finds a redelivered item at once); a promise makes the item wait for it.
+   * `tryReserve()` finds the item at once); a promise makes the item wait for it. It is on the
+   * consumer's path, called before each hand-out (or each run of hand-outs made together), so a
+   * store should finish it synchronously when it can. A refusal with `ERR_STORE_FULL` stores
+   * nothing and fails nothing: the queue hands the item out and counts it in memory.
    */
   markDelivered?(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void>;
 

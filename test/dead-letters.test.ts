@@ -195,9 +195,44 @@ for (const [name, make] of kinds) {
       expect(rx.deadLetters.count()).toBe(1);
       await rx.close();
       await expect(rx.deadLetters.list()).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+      // count() answers as list() does: the closed queue holds no dead letters it can tell of.
+      expect(() => rx.deadLetters.count()).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
+      expect(rx.stats().deadLetters, 'stats() keeps the last figure').toBe(1);
     });
   });
 }
+
+describe('an item on its way into the dead letters', () => {
+  /** A store whose dead-letter moves land only when the test lets them. */
+  class GatedMoves extends MemStore {
+    readonly gates: (() => void)[] = [];
+    override deadLetter(letters: Parameters<MemStore['deadLetter']>[0]): Promise<void> {
+      return new Promise<void>((resolve) => this.gates.push(resolve)).then(() => super.deadLetter(letters));
+    }
+  }
+
+  it('isCountedAsDeadLetteringAtEveryMomentAndDrainedWaitsForItsMoveToLand', async () => {
+    const store = new GatedMoves();
+    const [tx, rx] = await new Builder(store).maxDeliveries(1).open();
+    await tx.pushMany(['a', 'b']);
+    await (await rx.reserve())!.nack();
+    // 'a' is past maxDeliveries: the take moves it and hands out 'b'.
+    const b = rx.tryReserve()!;
+    expect(dec(b.bytes)).toBe('b');
+    await b.ack();
+    let drained = false;
+    void rx.drained().then(() => (drained = true));
+    while (store.gates.length === 0) await new Promise((r) => setImmediate(r));
+    const during = rx.stats();
+    expect({ ready: during.ready, inFlight: during.inFlight, deadLettering: during.deadLettering, deadLetters: during.deadLetters }).toEqual({ ready: 0, inFlight: 0, deadLettering: 1, deadLetters: 0 });
+    await new Promise((r) => setImmediate(r));
+    expect(drained, 'drained() waits while the move is in flight').toBe(false);
+    store.gates.shift()!();
+    await rx.drained();
+    expect(rx.stats()).toMatchObject({ deadLettering: 0, deadLetters: 1 });
+    await tx.close();
+  });
+});
 
 describe('a store whose delivery marks finish asynchronously', () => {
   /** Stores a mark at once and resolves a turn later, as a store that writes through a thread pool. */
@@ -232,8 +267,11 @@ describe('a store whose delivery marks finish asynchronously', () => {
     // Not 'b': 'a' is first in line and waits for its mark.
     expect(rx.tryReserve()).toBeNull();
     await nacked;
-    const again = rx.tryReserve()!;
+    // Its mark is stored when it is next in line, not at the nack (a nack counts no delivery ahead):
+    // a reserve waits for it, and 'a' still comes before 'b'.
+    const again = (await rx.reserve())!;
     expect([dec(again.bytes), again.deliveries]).toEqual(['a', 2]);
+    expect(dec((await rx.reserve())!.bytes)).toBe('b');
     await rx.close();
   });
 });

@@ -8,7 +8,7 @@
 // rounds' ratios. The rate of a consumer cell counts items handled while the producers ran.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Builder, LogStore } from '../../dist/index.js';
+import * as dist from '../../dist/index.js';
 import { floorReadmeRates } from './floor.mjs';
 import { median } from './stats.mjs';
 
@@ -37,8 +37,10 @@ const CONSUMERS = {
 /**
  * `configure(builder)` applies the options under test; the default leaves the Builder's defaults.
  * `wrap(store)` stands in a wrapper for the store, `storeOptions` are LogStore's (experiments only).
+ * `lib` is the build of the package to run (this checkout's `dist/` unless given: builds-ab).
  */
-export async function runOne(kind, dir, { budgetMs, configure, wrap, storeOptions }) {
+export async function runOne(kind, dir, { budgetMs, configure, wrap, storeOptions, lib = dist }) {
+  const { Builder, LogStore } = lib;
   const opened = await LogStore.open(join(dir, 'q'), storeOptions);
   const store = wrap ? wrap(opened) : opened;
   const builder = new Builder(store);

@@ -19,12 +19,16 @@ import {
   CURSOR_VERSION_PLAIN,
   FRAME_HEADER_BYTES,
   FRAME_OFF_LENGTH,
+  MARK_RECORD_HEADER_BYTES,
   RANGE_BYTES,
   RECORD_ACK,
+  RECORD_MARK,
   RECORD_OPENED,
   TMP_SUFFIX,
   readU32,
   readU64,
+  writeU32,
+  writeU64,
 } from './format.js';
 import { encodeFrame, encodeFrameInPlace } from './frame.js';
 import { closeQuietly } from './layout.js';
@@ -127,6 +131,30 @@ export class CursorLog {
     records.forEach((r, i) => {
       end = encodeFrame(buf, end, this.#recordSeq + i + 1, r.type, r.payload);
     });
+    return this.#writeFrames(buf, end, records.length, what);
+  }
+
+  /**
+   * Write one MARK record that holds only the delivered-below bound (FORMAT §4.2), as
+   * `writeRecords([markPayloads(below, [])])` would, into a frame kept for it: a first delivery
+   * writes one, and the consumer's path allocates nothing for it.
+   */
+  writeBound(below: number): Promise<never> | null {
+    if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
+    if (this.version < CURSOR_VERSION_DELIVERIES) {
+      return this.durability.fail(new StoreInvariantError(`delivery mark record written into a version-${this.version} cursor`));
+    }
+    const frame = this.#boundFrame;
+    writeU64(frame, FRAME_HEADER_BYTES, below);
+    writeU32(frame, FRAME_HEADER_BYTES + 8, 0);
+    const end = encodeFrameInPlace(frame, 0, this.#recordSeq + 1, RECORD_MARK, MARK_RECORD_HEADER_BYTES);
+    return this.#writeFrames(frame, end, 1, 'delivery mark');
+  }
+
+  readonly #boundFrame = new Uint8Array(FRAME_HEADER_BYTES + MARK_RECORD_HEADER_BYTES);
+
+  /** Write `count` encoded frames (`buf` up to `end`) after the last record: null when written. */
+  #writeFrames(buf: Uint8Array, end: number, count: number, what: string): Promise<never> | null {
     const at = this.#offset;
     try {
       this.fs.write(this.#fd, buf, 0, end, at);
@@ -135,7 +163,7 @@ export class CursorLog {
       return this.durability.fail(e);
     }
     this.#offset = at + end;
-    this.#recordSeq += records.length;
+    this.#recordSeq += count;
     return null;
   }
 

@@ -54,6 +54,15 @@ export class Deliveries {
   markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
     const { cursor, durability } = this.d;
     if (!Number.isSafeInteger(below) || below < 1 || !Array.isArray(marks)) return durability.fail(bad(`markDelivered(${String(below)}) with a bad bound or marks`));
+    // A bound alone, unsynced, on a version-2 cursor no checkpoint is replacing: what a first
+    // delivery writes, with nothing made for it.
+    if (marks.length === 0 && !sync && cursor.version >= CURSOR_VERSION_DELIVERIES && cursor.free) {
+      const rejected = cursor.writeBound(below);
+      if (rejected !== null) return rejected;
+      cursor.deliveries.deliveredBelow = below;
+      this.d.written();
+      return undefined;
+    }
     const encoded: EncodedMark[] = [];
     const seen = new Set<number>();
     for (const m of marks) {
@@ -64,11 +73,10 @@ export class Deliveries {
       const mark: DeliveryMark = { seq: m.seq, deliveries: m.deliveries, firstDeliveredAt: m.firstDeliveredAt, lastDeliveredAt: m.lastDeliveredAt, lastError: m.lastError };
       encoded.push({ mark, error });
     }
-    // Nothing to store while the cursor holds no delivery state: a store that never marks a
-    // delivery keeps writing version 1.
-    if (cursor.version < CURSOR_VERSION_DELIVERIES && encoded.length === 0 && below === cursor.deliveries.deliveredBelow) {
-      return sync ? cursor.syncWritten() : Promise.resolve();
-    }
+    // Any call, even one whose bound changes nothing, moves a version-1 cursor to version 2: a queue
+    // keeping delivery counts makes one at open, so that the records of its first deliveries are
+    // written within the call (an upgrade is a checkpoint: a file replaced, and waited for). A
+    // store never asked for delivery records keeps writing version 1.
     const payloads = markPayloads(below, encoded);
     const apply = () => cursor.deliveries.mark(below, encoded.map((e) => e.mark));
     // Unsynced, on a version-2 cursor no checkpoint is replacing: written now, nothing to wait for.

@@ -49,12 +49,19 @@ export async function gather(core: QueueCore, take: Taker, first: Reserved, size
     timedOut = true;
     core.stopWaiting(group);
   };
+  // The items ready now are taken together: their delivery records share one store call, and the
+  // batch is handed over once they are stored.
+  const takeReady = (): Promise<void> | undefined =>
+    core.takeTogether(() => {
+      while (items.length < size) {
+        const item = take.now();
+        if (item === null) break;
+        items.push(item);
+      }
+    }).stored;
   try {
-    while (items.length < size) {
-      const item = take.now();
-      if (item === null) break;
-      items.push(item);
-    }
+    let stored = takeReady();
+    if (stored !== undefined) await stored;
     if (items.length < size && waitMs > 0 && !stop.signal?.aborted && stop.stopped?.() !== true) {
       timer = core.time.setTimeout(end, waitMs);
       stop.signal?.addEventListener('abort', end, { once: true });
@@ -64,11 +71,8 @@ export async function gather(core: QueueCore, take: Taker, first: Reserved, size
         const item = await take.waitIn(group, stopped);
         if (item === null) break;
         items.push(item);
-        while (items.length < size) {
-          const more = take.now();
-          if (more === null) break;
-          items.push(more);
-        }
+        stored = takeReady();
+        if (stored !== undefined) await stored;
       }
     }
   } catch (error) {

@@ -33,6 +33,16 @@ function leaseExpiredError(entry: Entry): QueueError {
   return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${entry.seq} ran out: it was returned to the queue`);
 }
 
+/** What a run whose records were stored within the call resolves with. */
+const STORED = Promise.resolve();
+
+function rejectAll(waiters: Waiter<Reserved | null>[], error: unknown): void {
+  for (const w of waiters) {
+    detachAbort(w);
+    w.reject(error);
+  }
+}
+
 function unsupported(what: string): QueueError {
   return new QueueError('ERR_UNSUPPORTED', `${what} needs a store that keeps delivery counts and dead letters (features.deliveries)`);
 }
@@ -255,6 +265,8 @@ export class QueueCore {
       deadLettered: m.deadLetteredCount,
       deadLetters: this.ledger?.deadLetters ?? 0,
       leaseExpired: this.#leaseExpiredCount,
+      uncountedDeliveries: this.ledger?.uncounted ?? 0,
+      deadLettering: this.ledger?.moving ?? 0,
     };
     if (this.#bytes !== undefined) {
       stats.capacityBytes = this.#bytes.capacity;
@@ -529,11 +541,11 @@ export class QueueCore {
     return this.ledger.drop(seqs);
   }
 
-  /** Resolves once the entry's next delivery is counted in the store; rejects as the queue failed. */
+  /** Resolves once the entry's count and last error are stored, when it has an error to keep; rejects as the queue failed. */
   #marked(entry: Entry): Promise<void> {
     // It had its last delivery: the next take moves it, it is never handed out again.
     if (entry.deliveries >= this.#maxDeliveries) return Promise.resolve();
-    return this.ledger!.markNext(entry).catch((error: unknown) => {
+    return this.ledger!.noteNack(entry).catch((error: unknown) => {
       throw this.#failure ?? error;
     });
   }
@@ -580,23 +592,101 @@ export class QueueCore {
 
   #serveWaiters(): void {
     const waiters = this.#reserveWaiters;
+    if (waiters.length === 0) return this.#hold(false);
+    const ledger = this.ledger;
+    if (ledger === undefined) {
+      while (waiters.length > 0) {
+        let entry: Entry | null;
+        try {
+          entry = this.#takeNext();
+        } catch (error) {
+          rejectAll(waiters.splice(0), error);
+          return;
+        }
+        if (!entry) return;
+        const waiter = waiters.shift()!;
+        detachAbort(waiter);
+        waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
+      }
+      return this.#hold(false);
+    }
+    // Over a ledger, the waiters served in this pass share one store call for their records, and
+    // are handed their items once it has stored them.
+    const served: Waiter<Reserved | null>[] = [];
+    const handed: Reserved[] = [];
+    let failure: { error: unknown } | undefined;
+    ledger.beginRun();
     while (waiters.length > 0) {
       let entry: Entry | null;
       try {
         entry = this.#takeNext();
       } catch (error) {
-        for (const w of waiters.splice(0)) {
-          detachAbort(w);
-          w.reject(error);
-        }
-        return;
+        failure = { error };
+        break;
       }
-      if (!entry) return;
+      if (!entry) break;
       const waiter = waiters.shift()!;
       detachAbort(waiter);
-      waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
+      served.push(waiter);
+      handed.push(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
     }
-    this.#hold(false);
+    this.#handOver(served, handed);
+    if (failure !== undefined) rejectAll(waiters.splice(0), failure.error);
+    if (waiters.length === 0) this.#hold(false);
+  }
+
+  /** End the ledger's run: each waiter gets its item once the records of the run are stored. */
+  #handOver(served: Waiter<Reserved | null>[], handed: Reserved[]): void {
+    const give = (error?: unknown): void => {
+      if (error !== undefined) return rejectAll(served, this.#failure ?? error);
+      // Closed while the records were being stored: the items went back with the close.
+      const open = this.#state === 'open' && !this.#failure;
+      for (let i = 0; i < served.length; i++) served[i]!.resolve(open ? handed[i]! : null);
+    };
+    let now: boolean;
+    try {
+      now = this.ledger!.endRun(give);
+    } catch (error) {
+      return give(error);
+    }
+    if (now) give();
+  }
+
+  /**
+   * Take items with `take` (`tryReserve` calls, for a batch), their delivery records stored in one
+   * store call. Returns what `take` returned, and a promise that resolves once the records are
+   * stored, or undefined when they are already: the items may be given to user code only then.
+   */
+  takeTogether<T>(take: () => T): { taken: T; stored: Promise<void> | undefined } {
+    if (this.ledger === undefined) return { taken: take(), stored: undefined };
+    this.ledger.beginRun();
+    let taken: T;
+    try {
+      taken = take();
+    } catch (error) {
+      // The items taken are the caller's to put back; their records are stored all the same.
+      this.#endRun().catch(() => {});
+      throw error;
+    }
+    const stored = this.#endRun();
+    return { taken, stored: stored === STORED ? undefined : stored };
+  }
+
+  /** End the ledger's run: undefined when its records are stored already, else a promise of their storing. */
+  #endRun(): Promise<void> {
+    let outcome: { error?: unknown } | undefined;
+    let settle: ((error?: unknown) => void) | undefined;
+    let now: boolean;
+    try {
+      now = this.ledger!.endRun((error) => (settle !== undefined ? settle(error) : (outcome = { error })));
+    } catch (error) {
+      return Promise.reject(this.#failure ?? error);
+    }
+    if (now) return STORED;
+    return new Promise<void>((resolve, reject) => {
+      settle = (error) => (error === undefined ? resolve() : reject(this.#failure ?? error));
+      if (outcome !== undefined) settle(outcome.error);
+    });
   }
 
   /** Settle check shared by ack, nack, deadLetter and extend: the error, or undefined when `reserved` may still settle. */
@@ -649,7 +739,10 @@ export class QueueCore {
    * close stores (`#exactCounts`); until then, a plain delivery pays nothing for it.
    */
   #addScheduled(entry: Entry): void {
-    if (this.ledger !== undefined) this.#inFlightEntries ??= new Set();
+    if (this.ledger !== undefined && this.#inFlightEntries === undefined) {
+      this.#inFlightEntries = new Set();
+      this.ledger.scheduled();
+    }
     this.#schedule.add(entry);
   }
 
@@ -764,7 +857,8 @@ export class QueueCore {
 
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
   #isDrained(): boolean {
-    return this.#ready() === 0 && this.#delayed.size === 0 && this.#schedule.waitingCount === 0 && this.#pendingPushes() === 0;
+    // An item on its way into the dead letters is still in the queue until its move lands.
+    return this.#ready() === 0 && this.#delayed.size === 0 && this.#schedule.waitingCount === 0 && this.#pendingPushes() === 0 && (this.ledger?.moving ?? 0) === 0;
   }
 
   /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */

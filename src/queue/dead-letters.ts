@@ -60,8 +60,15 @@ export class DeadLetterQueue<T = Uint8Array> {
     this.#core = core;
   }
 
-  /** How many dead letters the store holds (kept in memory: no store read). */
+  /**
+   * How many dead letters the store holds (kept in memory: no store read). Throws what `list()`
+   * rejects with once the queue is closed or failed (`ERR_CLOSED`, `ERR_STORE_FAILED`): the two
+   * answer about the same store, and a closed queue holds none; `stats().deadLetters` keeps the
+   * last figure.
+   */
   count(): number {
+    const error = this.#core.operationalError();
+    if (error) throw error;
     return this.#core.ledger?.deadLetters ?? 0;
   }
 

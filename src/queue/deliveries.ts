@@ -4,12 +4,12 @@
 //
 // The rule it keeps: an item is never handed out for the n-th time before the store holds a record
 // that counts n deliveries of it, so a handler that kills the process cannot make its item lose a
-// delivery. Recording every first delivery one by one would cost a store call per item, so first
-// deliveries are covered by a bound stored ahead of them: `deliveredBelow`, raised a block of seqs
-// at a time, before the consumer reaches it. After a crash every unacked item below the stored
-// bound counts as delivered once (at most one more than it had); a clean close stores the exact
-// bound. A redelivery (after a nack, a retry, a dropped reservation or a restart) stores a mark of
-// its own before the item is handed out again.
+// delivery; and no record counts a delivery that has not happened, so an item never handed out
+// comes back after any exit with no delivery counted. First deliveries in seq order are covered by
+// one bound, `deliveredBelow`, raised to exactly one past the item handed out; a first delivery out
+// of seq order (once items with a priority or a not-before time exist) and every later delivery
+// stores a mark of its own. Hand-outs made together (the waiters served in one pass, the items a
+// batch gathers) share one store call.
 import { QueueError } from '../errors.js';
 import type { DeadLetter, DeliveryMark, Store, StoreRecovery } from '../store.js';
 import { MAX_REASON_BYTES } from '../store.js';
@@ -17,9 +17,6 @@ import { type Entry, encoder } from './entry.js';
 import { unpinned } from '../bytes.js';
 
 const DONE = Promise.resolve();
-
-/** How many seqs one stored `deliveredBelow` covers ahead of the consumer. */
-export const DELIVERY_BLOCK = 4096;
 
 /** What a clean close knows of the counts it must store (`DeliveryLedger.storeExactBound`). */
 export interface ExactCounts {
@@ -68,6 +65,20 @@ export function errorMessage(error: unknown): string {
   return boundedReason(String(error));
 }
 
+/** A delivery count asked of the store for an entry. */
+interface WantedMark {
+  readonly entry: Entry;
+  /** The count the mark stores. */
+  readonly count: number;
+}
+
+/** Called once the store call carrying what was asked has finished: with no error when stored (or refused for a full disk). */
+type Stored = (error?: unknown) => void;
+
+const NOTHING_WAITS: Stored[] = [];
+const NO_MARKS: readonly DeliveryMark[] = [];
+const NO_WANTED: WantedMark[] = [];
+
 export class DeliveryLedger {
   readonly #store: Store;
   readonly #host: LedgerHost;
@@ -84,6 +95,8 @@ export class DeliveryLedger {
   readonly #recovered: Map<number, DeliveryMark>;
   /** Unacked items below this (and below `#openNextSeq`) were handed out once before this open. */
   readonly #recoveredBelow: number;
+  /** The bound the store held at open: above `#recoveredBelow` when items it covered were lost. */
+  readonly #storedBelowAtOpen: number;
   /** When the recovered counts were read: the best known time of a delivery before this open. */
   readonly #openedAt = Date.now();
 
@@ -93,16 +106,28 @@ export class DeliveryLedger {
   #asked: number;
   /** One more than the highest seq handed out for the first time: the exact bound. */
   #firstDeliveredBelow: number;
+  /**
+   * Items with a priority or a not-before time exist: first deliveries may come out of seq order,
+   * and a bound raised past an item not handed out yet would count a delivery it never had, so
+   * each first delivery stores a mark of its own.
+   */
+  #outOfOrder = false;
+  /** Hand-outs are being gathered into one store call (`beginRun`/`endRun`). */
+  #inRun = false;
+  /** The bound the hand-outs of the run need. */
+  #runBelow = 0;
+  /** Marks the hand-outs of the run need. */
+  #runMarks = 0;
+  /** The bound stored at open was refused for a full disk: the next call must store one. */
+  #lowerOwed = false;
   /** Dead letters the store holds. */
   deadLetters: number;
+  /** Deliveries whose record the store refused for want of space (`ERR_STORE_FULL`): counted in memory only. */
+  uncounted = 0;
 
-  #pendingMarks: Entry[] = [];
-  /** Settles once the marks asked for so far are stored (or fail the queue). */
-  #markWaiter: Promise<void> | undefined;
-  #markResolve: (() => void) | undefined;
-  #markReject: ((error: unknown) => void) | undefined;
-  /** Settles once the marks call in flight is stored. */
-  #sentMarks: Promise<void> | undefined;
+  #pendingMarks: WantedMark[] = [];
+  /** Called once the next marks-and-bound call finishes. */
+  #waiting: Stored[] = NOTHING_WAITS;
   #pendingMoves: Move[] = [];
   #pendingDrops: { seqs: number[]; resolve: () => void; reject: (error: unknown) => void }[] = [];
   #busy = false;
@@ -116,8 +141,8 @@ export class DeliveryLedger {
     this.#host = host;
     this.#openNextSeq = recovery.nextSeq;
     this.#recovered = new Map((recovery.marks ?? []).map((m) => [m.seq, m]));
-    this.#recoveredBelow = Math.min(recovery.deliveredBelow ?? 1, recovery.nextSeq);
-    // The open stored `recoveredBelow` before the queue was handed out (see `openLedger`).
+    this.#storedBelowAtOpen = recovery.deliveredBelow ?? 1;
+    this.#recoveredBelow = Math.min(this.#storedBelowAtOpen, recovery.nextSeq);
     this.#below = this.#recoveredBelow;
     this.#asked = this.#below;
     this.#firstDeliveredBelow = this.#recoveredBelow;
@@ -125,25 +150,38 @@ export class DeliveryLedger {
   }
 
   /**
-   * Store the first bound before the queue is handed out, so that the first items are handed out
-   * without waiting (`tryReserve()` finds them at once).
+   * At open, before the queue is handed out: store the recovered bound, which counts no delivery
+   * that had not happened. It lowers a bound above the store's next seq (the items it covered were
+   * lost to a crash), so that items pushed from now on at those seqs are not counted as delivered
+   * after a later crash; and it readies a store that has a format step to take before its first
+   * delivery record (LogStore's cursor version 2), so that the records of the first deliveries are
+   * written within the call. A full disk does not refuse the open (draining the queue is how space
+   * comes back): the bound is then stored with the first record that fits.
    */
   async start(): Promise<void> {
-    const below = this.#below + DELIVERY_BLOCK;
-    await this.#store.markDelivered!(below, [], this.#sync);
-    this.#below = below;
-    this.#asked = below;
+    try {
+      await this.#store.markDelivered!(this.#recoveredBelow, [], this.#sync);
+    } catch (error) {
+      if (!isStoreFull(error)) throw error;
+      // Sent again with the next call of marks or bounds, whose bound is at most `#asked`.
+      if (this.#storedBelowAtOpen > this.#recoveredBelow) this.#lowerOwed = true;
+    }
   }
 
   /** Busy with a store call or with work waiting for one. */
   get busy(): boolean {
-    return this.#busy || this.#pendingMarks.length > 0 || this.#pendingMoves.length > 0 || this.#pendingDrops.length > 0;
+    return this.#busy || this.#pendingMarks.length > 0 || this.#pendingMoves.length > 0 || this.#pendingDrops.length > 0 || this.#asked > this.#below;
   }
 
   /** Resolves once no store call of the ledger is in flight or waiting. */
   idle(): Promise<void> {
     if (!this.busy) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** Items with a priority or a not-before time joined the queue: first deliveries are marked one by one from now on. */
+  scheduled(): void {
+    this.#outOfOrder = true;
   }
 
   /** Give an item read from the store the counts recovered for it; once, before its first delivery here. */
@@ -168,53 +206,126 @@ export class DeliveryLedger {
   /**
    * True when `entry` may be handed out now. Otherwise what it waits for has been asked of the
    * store, and `host.covered` is called once it is stored: the entry waits first in line, so
-   * items keep their order.
+   * items keep their order. During a run (`beginRun`) it is always true: the record is asked for,
+   * and the run's caller hands the entry over only once `endRun` says it is stored.
    */
   ready(entry: Entry): boolean {
     const next = entry.deliveries + 1;
-    if (next === 1) {
-      // Asked ahead: the consumer should find the next block stored before it gets there.
-      if (entry.seq + DELIVERY_BLOCK / 2 >= this.#asked) this.#ask(entry.seq + DELIVERY_BLOCK);
+    if (entry.marked >= next) return true;
+    if (next === 1 && !this.#outOfOrder) {
+      if (entry.seq < this.#below) return true;
+      if (this.#inRun) {
+        if (entry.seq >= this.#runBelow) this.#runBelow = entry.seq + 1;
+        return true;
+      }
+      if (this.#bound(entry.seq + 1)) return true;
+      this.#ask(entry.seq + 1);
       return entry.seq < this.#below;
     }
-    if (entry.marked >= next) return true;
-    // A failed mark fails the queue through `host.fail`; nobody may hold this promise, and an
-    // unhandled rejection would end the process.
-    this.markNext(entry).catch(() => undefined);
+    if (entry.marked === -next) {
+      // Asked for already, not stored yet: a run waits for the call that stores it.
+      if (this.#inRun) this.#runMarks++;
+      return this.#inRun;
+    }
+    this.#want(entry, next);
+    if (this.#inRun) {
+      this.#runMarks++;
+      return true;
+    }
+    this.#flush();
     // A store that finishes synchronously has stored it already.
     return entry.marked >= next;
   }
 
   /**
-   * Store the mark of `entry`'s next delivery, if not stored or asked for yet; resolves once it is
-   * stored (a nack resolves then, so a reserve right after it finds the item ready).
+   * The serial consumer's path: with nothing else asked of the store and no call in flight, store
+   * the bound `below` directly. True when the store finished within the call; otherwise the call
+   * goes on as one made by `#flushOne` (its end wakes whoever waits), and this returns false.
    */
-  markNext(entry: Entry): Promise<void> {
-    const next = entry.deliveries + 1;
-    if (entry.marked >= next) return DONE;
-    if (entry.marked === -next) {
-      // Asked for already: in the call in flight, or in the next one.
-      return this.#pendingMarks.includes(entry) ? this.#marksStored() : (this.#sentMarks ?? DONE);
+  #bound(below: number): boolean {
+    if (this.#busy || this.#failed || this.#pendingMarks.length > 0 || this.#asked > this.#below || this.#lowerOwed || this.#waiting !== NOTHING_WAITS) return false;
+    let call: void | Promise<void>;
+    try {
+      call = this.#store.markDelivered!(below, NO_MARKS, this.#sync);
+    } catch (error) {
+      this.#host.fail(error);
+      return false;
     }
-    // Negative: asked for, not stored yet.
-    entry.marked = -next;
-    this.#pendingMarks.push(entry);
-    const stored = this.#marksStored();
+    this.#asked = below;
+    if (call === undefined) {
+      this.#below = below;
+      return true;
+    }
+    this.#busy = true;
+    call.then(
+      () => this.#after(() => this.#marked(NO_WANTED, below, undefined)),
+      (error: unknown) => this.#after(() => this.#marked(NO_WANTED, below, error ?? new Error('store call failed'))),
+    );
+    return false;
+  }
+
+  /** Gather the records of the hand-outs from here to `endRun` into one store call. */
+  beginRun(): void {
+    this.#inRun = true;
+    this.#runBelow = 0;
+    this.#runMarks = 0;
+  }
+
+  /**
+   * End a run: ask the store for what its hand-outs need, in one call. True when nothing was
+   * needed or the store finished within the call: the entries may be handed over now. Otherwise
+   * `stored` is called once the call has finished (with the error that failed the queue, if so).
+   */
+  endRun(stored: Stored): boolean {
+    this.#inRun = false;
+    const below = this.#runBelow;
+    if (below <= this.#below && this.#runMarks === 0) return true;
+    if (this.#runMarks === 0 && this.#bound(below)) return true;
+    if (below > this.#asked) this.#asked = below;
+    let done = false;
+    let failure: unknown;
+    this.#onStored((error) => {
+      done = true;
+      failure = error;
+      stored(error);
+    });
+    this.#flush();
+    if (!done) return false;
+    // Finished within the call: the caller goes on at once, and was not told twice.
+    if (failure !== undefined) throw failure;
+    return true;
+  }
+
+  /**
+   * Store the mark of `entry`'s current count with its last error, when it has an error worth
+   * keeping (a nack after a handler failure); resolves once stored. The count itself needs no
+   * mark: the record stored before this delivery holds it.
+   */
+  noteNack(entry: Entry): Promise<void> {
+    if (entry.lastError === '' || entry.deliveries === 0) return DONE;
+    this.#want(entry, entry.deliveries);
+    const stored = this.#storedPromise();
     this.#flush();
     return stored;
   }
 
-  /** Resolves once every mark asked for so far is stored. */
-  #marksStored(): Promise<void> {
-    if (this.#markWaiter === undefined) {
-      this.#markWaiter = new Promise<void>((resolve, reject) => {
-        this.#markResolve = resolve;
-        this.#markReject = reject;
-      });
-      // Often nobody waits (a redelivery asked for by the core): a failure is the queue's, reported there.
-      this.#markWaiter.catch(() => {});
-    }
-    return this.#markWaiter;
+  /** A mark counting `count` deliveries of `entry`, for the next call (`entry.marked` negative: asked, not stored yet). */
+  #want(entry: Entry, count: number): void {
+    entry.marked = -count;
+    this.#pendingMarks.push({ entry, count });
+  }
+
+  #onStored(stored: Stored): void {
+    if (this.#waiting === NOTHING_WAITS) this.#waiting = [];
+    this.#waiting.push(stored);
+  }
+
+  /** Resolves once everything asked so far is stored. */
+  #storedPromise(): Promise<void> {
+    const promise = new Promise<void>((resolve, reject) => this.#onStored((error) => (error === undefined ? resolve() : reject(error))));
+    // Often nobody waits: a failure is the queue's, reported there.
+    promise.catch(() => {});
+    return promise;
   }
 
   /** `entry` is being handed out; `entry.deliveries` already counts it. */
@@ -239,9 +350,21 @@ export class DeliveryLedger {
       };
       this.#pendingMoves.push({ entry, letter, resolve, reject });
       this.moving++;
-      this.#flush();
+      // Sent a microtask later: a move often comes from inside a hand-out (an item past
+      // maxDeliveries, a payload that does not decode), and the record of the item handed out
+      // next must not wait behind it.
+      if (!this.#moveQueued) {
+        this.#moveQueued = true;
+        queueMicrotask(this.#flushMoves);
+      }
     });
   }
+
+  #moveQueued = false;
+  readonly #flushMoves = (): void => {
+    this.#moveQueued = false;
+    this.#flush();
+  };
 
   /** Delete dead letters the store holds. */
   drop(seqs: number[]): Promise<void> {
@@ -271,6 +394,11 @@ export class DeliveryLedger {
     this.#busy = true;
     try {
       await this.#store.markDelivered!(below, marks, this.#sync);
+      this.#below = below;
+    } catch (error) {
+      // A full disk at close: the records stored before hold counts at least as high as the truth
+      // wherever a delivery happened, so nothing is lost by leaving them as they are.
+      if (!isStoreFull(error)) throw error;
     } finally {
       this.#busy = false;
       this.#settleIdle();
@@ -283,24 +411,26 @@ export class DeliveryLedger {
     for (const move of this.#pendingMoves.splice(0)) move.reject(error);
     for (const drop of this.#pendingDrops.splice(0)) drop.reject(error);
     this.#pendingMarks.length = 0;
-    this.#settleMarks(error);
+    this.#asked = this.#below;
+    this.#settleWaiting(error);
     this.moving = 0;
     if (!this.#busy) this.#settleIdle();
   }
 
   /** Forget what waits (close): entries waiting for a mark return to the store as they are. */
   clear(): void {
-    for (const entry of this.#pendingMarks) entry.marked = 0;
+    for (const { entry } of this.#pendingMarks) entry.marked = 0;
     this.#pendingMarks.length = 0;
-    if (!this.#busy) this.#settleMarks(undefined);
+    if (!this.#busy) {
+      this.#asked = this.#below;
+      this.#settleWaiting(undefined);
+    }
   }
 
-  #settleMarks(error: unknown): void {
-    const resolve = this.#markResolve;
-    const reject = this.#markReject;
-    this.#markWaiter = this.#markResolve = this.#markReject = undefined;
-    if (error === undefined) resolve?.();
-    else reject?.(error);
+  #settleWaiting(error: unknown): void {
+    const waiting = this.#waiting;
+    this.#waiting = NOTHING_WAITS;
+    for (const stored of waiting) stored(error);
   }
 
   #ask(below: number): void {
@@ -309,7 +439,10 @@ export class DeliveryLedger {
     this.#flush();
   }
 
-  /** One store call at a time: moves first (they free capacity), then marks and bounds, then drops. */
+  /**
+   * One store call at a time: marks and bounds first (a hand-out waits for them), then moves (they
+   * free capacity), then drops.
+   */
   #flush(): void {
     while (!this.#busy) {
       if (this.#failed) {
@@ -325,28 +458,29 @@ export class DeliveryLedger {
     let call: void | Promise<void>;
     let done: (error?: unknown) => void;
     try {
-      if (this.#pendingMoves.length > 0) {
+      if (this.#pendingMarks.length > 0 || this.#asked > this.#below || this.#lowerOwed) {
+        const wanted = this.#pendingMarks;
+        this.#pendingMarks = [];
+        const below = this.#asked;
+        // Whoever waits for these: later ones wait for the next call.
+        const waiting = this.#waiting;
+        this.#waiting = NOTHING_WAITS;
+        const now = Date.now();
+        const marks = wanted.map(({ entry: e, count }): DeliveryMark => {
+          // A mark ahead of its delivery (the entry waits for it) carries the delivery's time.
+          const ahead = count > e.deliveries;
+          return { seq: e.seq, deliveries: count, firstDeliveredAt: e.firstAt === 0 ? now : e.firstAt, lastDeliveredAt: ahead ? now : e.lastAt, lastError: e.lastError };
+        });
+        call = this.#store.markDelivered!(below, dedupe(marks), this.#sync);
+        done = (error) => {
+          this.#marked(wanted, below, error);
+          const failure = this.#failed ? error : undefined;
+          for (const stored of waiting) stored(failure);
+        };
+      } else if (this.#pendingMoves.length > 0) {
         const moves = this.#pendingMoves.splice(0);
         call = this.#store.deadLetter!(moves.map((m) => m.letter));
         done = (error) => this.#moved(moves, error);
-      } else if (this.#pendingMarks.length > 0 || this.#asked > this.#below) {
-        const entries = this.#pendingMarks.splice(0);
-        const below = this.#asked;
-        // Whoever waits for these marks: later ones wait for the next call.
-        const resolve = this.#markResolve;
-        const reject = this.#markReject;
-        this.#sentMarks = this.#markWaiter;
-        this.#markWaiter = this.#markResolve = this.#markReject = undefined;
-        const marks = entries.map(
-          (e): DeliveryMark => ({ seq: e.seq, deliveries: e.deliveries + 1, firstDeliveredAt: e.firstAt, lastDeliveredAt: e.lastAt, lastError: e.lastError }),
-        );
-        call = this.#store.markDelivered!(below, marks, this.#sync);
-        done = (error) => {
-          this.#sentMarks = undefined;
-          this.#marked(entries, below, error);
-          if (error === undefined) resolve?.();
-          else reject?.(error);
-        };
       } else if (this.#pendingDrops.length > 0) {
         const drops = this.#pendingDrops.splice(0);
         // Synced: a purge that resolved is never undone by a power loss.
@@ -354,9 +488,12 @@ export class DeliveryLedger {
         done = (error) => {
           if (error === undefined) this.deadLetters -= drops.reduce((n, d) => n + d.seqs.length, 0);
           for (const d of drops) error === undefined ? d.resolve() : d.reject(error);
-          if (error !== undefined) this.#host.fail(error);
+          // A full disk refuses the purge, and only the purge.
+          if (error !== undefined && !isStoreFull(error)) this.#host.fail(error);
         };
       } else {
+        // What they waited for was in the call that just finished.
+        if (this.#waiting !== NOTHING_WAITS) this.#settleWaiting(undefined);
         this.#settleIdle();
         return false;
       }
@@ -383,14 +520,21 @@ export class DeliveryLedger {
     this.#flush();
   }
 
-  #marked(entries: Entry[], below: number, error: unknown): void {
+  #marked(wanted: WantedMark[], below: number, error: unknown): void {
     if (this.#failed) return;
     if (error !== undefined) {
-      this.#host.fail(error);
-      return;
+      if (!isStoreFull(error)) {
+        this.#host.fail(error);
+        return;
+      }
+      // The disk is full: the items are handed out all the same (draining the queue is how space
+      // comes back), counted in memory; a later record that fits stores their counts, and a crash
+      // before one does loses these deliveries from the counts.
+      this.uncounted += wanted.length + Math.max(0, below - Math.max(this.#below, 1));
     }
-    // An entry asked for again since (close forgot it) keeps its newer request.
-    for (const entry of entries) if (entry.marked === -(entry.deliveries + 1)) entry.marked = entry.deliveries + 1;
+    else this.#lowerOwed = false;
+    // An entry asked for again since (close forgot it, or a newer count) keeps its newer request.
+    for (const { entry, count } of wanted) if (entry.marked === -count) entry.marked = count;
     if (below > this.#below) this.#below = below;
     // Not from inside this call: it may have come from the core asking whether an item is ready.
     queueMicrotask(this.#covered);
@@ -412,8 +556,8 @@ export class DeliveryLedger {
       for (const m of moves) m.resolve();
       return;
     }
-    if (error instanceof QueueError && error.code === 'ERR_STORE_FULL' && !this.#failed) {
-      this.#host.notMoved(entries, error);
+    if (isStoreFull(error) && !this.#failed) {
+      this.#host.notMoved(entries, error as QueueError);
       for (const m of moves) m.reject(error);
       return;
     }
@@ -425,4 +569,19 @@ export class DeliveryLedger {
     if (this.busy && !this.#failed) return;
     for (const resolve of this.#idleWaiters.splice(0)) resolve();
   }
+}
+
+function isStoreFull(error: unknown): boolean {
+  return error instanceof QueueError && error.code === 'ERR_STORE_FULL';
+}
+
+/** One mark per seq, the newest (highest count) kept: a store refuses a seq marked twice in one call. */
+function dedupe(marks: DeliveryMark[]): DeliveryMark[] {
+  if (marks.length < 2) return marks;
+  const bySeq = new Map<number, DeliveryMark>();
+  for (const m of marks) {
+    const had = bySeq.get(m.seq);
+    if (had === undefined || had.deliveries < m.deliveries) bySeq.set(m.seq, m);
+  }
+  return bySeq.size === marks.length ? marks : [...bySeq.values()];
 }

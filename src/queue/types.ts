@@ -234,6 +234,18 @@ export interface QueueStats {
   deadLetters: number;
   /** Leases that ran out (`Builder.leaseMs`, `reserve({ leaseMs })`), their items returned to the queue. */
   leaseExpired: number;
+  /**
+   * Deliveries handed out while the store refused their delivery record for want of space
+   * (`ERR_STORE_FULL`): counted in memory, and stored with the next record that fits; a crash
+   * before that one loses them from the counts. 0 over a store without delivery counts.
+   */
+  uncountedDeliveries: number;
+  /**
+   * Items on their way into the dead letters (a `maxDeliveries` move, a payload that did not
+   * decode, `item.deadLetter()`, a `process()` failure past the limit): neither ready nor in
+   * flight, not yet in `deadLetters`. `drained()` waits for them.
+   */
+  deadLettering: number;
   /** The byte capacity (`Builder.capacityBytes`); present only on a queue that has one. */
   capacityBytes?: number;
   /**

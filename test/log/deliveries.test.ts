@@ -188,8 +188,6 @@ describe('versions', () => {
     let { store, nextSeq: s } = await openStore(dir);
     await store.append(items(s, ['a', 'b', 'c']), true);
     await store.ack([s + 1], true);
-    // A bound that changes nothing stores nothing.
-    await store.markDelivered(1, [], true);
     expect(store.inspect().formatVersion).toBe(1);
     await store.close();
     expect(cursorVersion(dir)).toBe(1);
@@ -198,6 +196,22 @@ describe('versions', () => {
     expect(readAllTexts(store)).toEqual(['a', 'c']);
     await store.close();
     expect(cursorVersion(dir)).toBe(1);
+  });
+
+  test('anUnchangedBoundMovesAVersion1StoreToVersion2SoThatLaterRecordsAreWrittenWithinTheCall', async () => {
+    const dir = freshDir();
+    const { store, nextSeq: s } = await openStore(dir);
+    await store.append(items(s, ['a', 'b']), true);
+    expect(cursorVersion(dir)).toBe(1);
+    // What a queue does at open: the bound it recovered, stored again.
+    await store.markDelivered(1, [], false);
+    expect(cursorVersion(dir)).toBe(2);
+    // Now a record is written within the call: nothing to wait for.
+    expect(store.markDelivered(s + 1, [], false)).toBeUndefined();
+    await store.close();
+    const store2 = await LogStore.open(dir);
+    expect((await store2.open()).deliveredBelow).toBe(s + 1);
+    await store2.close();
   });
 
   test('aVersion1StoreBecomesVersion2AtItsFirstDeadLetterAndStaysSo', async () => {

@@ -106,7 +106,7 @@ describe.skipIf(!built)('a poison item that SIGKILLs its worker (real processes)
         expect(starts.length, 'worker starts before the queue was idle').toBeLessThan(STARTS_MAX);
         const start = await runWorker(script, dir, durability, acks, concurrency);
         starts.push(start);
-        expect(start.lines[0], 'the ack policy in force').toBe(`start ${acks === 'default' ? 'lazy' : acks}`);
+        expect(start.lines[0], 'the ack policy in force').toBe(`start ${acks === 'default' ? (durability === 'sync' ? 'sync' : 'lazy') : acks}`);
         if (start.signal === null) break;
         expect(start.signal).toBe('SIGKILL');
         // Every kill is the poison item's own: its handler was the last one to start.

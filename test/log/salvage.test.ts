@@ -258,7 +258,10 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     const dir = freshDir();
     const [tx, rx] = await new Builder(await LogStore.open(dir, OPTIONS)).open();
     const seqs = await tx.pushMany(Array.from({ length: 10 }, (_, i) => `item-${i + 1}`));
-    for (let i = 0; i < 3; i++) await (await rx.reserve())!.ack(); // three ACK records: seqs 1, 2, 3
+    // Each first delivery writes its bound record first; the acks come after all three, so the
+    // cursor ends in three ACK records: seqs 1, 2, 3.
+    const held = [(await rx.reserve())!, (await rx.reserve())!, (await rx.reserve())!];
+    for (const item of held) await item.ack();
     const copy = crashCopy(dir);
     await tx.close();
     const cursor = join(copy, CURSOR_FILE);
