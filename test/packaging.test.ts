@@ -3,10 +3,10 @@
  * backends are optional peers behind their own subpath exports, loaded only when a store opens.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { expect, test } from 'vitest';
+import { dirname, join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
 import { distUrl, root } from './support/child-process.js';
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -121,7 +121,10 @@ interface PackedFile {
   path: string;
 }
 
-/** The files `npm pack` puts in the tarball, from its own listing. */
+/**
+ * The files `npm pack` puts in the tarball, from its own listing. Packing this tree passes
+ * --ignore-scripts: its prepack would rebuild dist/ under the other test files reading it.
+ */
 function packedFiles(): string[] {
   const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
   return ((JSON.parse(out) as { files: PackedFile[] }[])[0]!.files ?? []).map((f) => f.path);
@@ -183,45 +186,291 @@ test('publint finds nothing to fix', () => {
   expect(r.code, r.output).toBe(0);
 });
 
+// ------------------------------------------------------------------------- the tarball of a clean tree
+
+/** What packCleanTree made. */
+interface Packed {
+  readonly work: string;
+  readonly tarball: string;
+  readonly files: string[];
+  /** Whether the copied tree had a dist/ before `npm pack` ran. */
+  readonly hadDist: boolean;
+}
+
+let packedOnce: Packed | undefined;
+
+/**
+ * The tarball `npm pack` makes from a tree as a clone has it: the files git tracks or would track
+ * (the ignored ones, dist/ among them, left out), copied to a temporary directory with the
+ * repository's node_modules linked in for the build. `npm pack` runs there with its scripts, as a
+ * publisher runs it. Made once; every test below installs this tarball.
+ */
+function packCleanTree(): Packed {
+  if (packedOnce) return packedOnce;
+  const work = mkdtempSync(join(tmpdir(), 'pq-pack-'));
+  const tree = join(work, 'tree');
+  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' }).split('\0');
+  for (const file of listed) {
+    // node_modules is a symlink in some checkouts, which the ignore rule (a directory) does not cover.
+    if (file === '' || file === 'node_modules' || !existsSync(join(root, file)) || !lstatSync(join(root, file)).isFile()) continue;
+    mkdirSync(dirname(join(tree, file)), { recursive: true });
+    copyFileSync(join(root, file), join(tree, file));
+  }
+  symlinkSync(join(root, 'node_modules'), join(tree, 'node_modules'));
+  const hadDist = existsSync(join(tree, 'dist'));
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: tree, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const report = (JSON.parse(out) as { filename: string; files: PackedFile[] }[])[0]!;
+  packedOnce = { work, tarball: join(work, report.filename), files: report.files.map((f) => f.path), hadDist };
+  return packedOnce;
+}
+
+afterAll(() => {
+  if (packedOnce) rmSync(packedOnce.work, { recursive: true, force: true });
+});
+
+test('npm pack on a clean tree builds dist/ and packs what the built tree packs', () => {
+  const packed = packCleanTree();
+  expect(packed.hadDist, 'the copied tree has no dist/ of its own').toBe(false);
+  for (const entry of Object.values(pkg.exports)) {
+    for (const file of typeof entry === 'string' ? [entry] : [entry.types, entry.default]) expect(packed.files).toContain(file.replace(/^\.\//, ''));
+  }
+  expect(packed.files).toContain('dist/cli/pq.js');
+  expect([...packed.files].sort()).toEqual([...packedFiles()].sort());
+});
+
 test('arethetypeswrong resolves every entry point for ESM and bundlers', () => {
-  const r = tool('attw', ['--pack', '.', '--profile', 'esm-only']);
+  // attw --pack would run npm pack with its scripts in this tree: it checks the clean tree's tarball instead.
+  const r = tool('attw', [packCleanTree().tarball, '--profile', 'esm-only']);
   expect(r.code, r.output).toBe(0);
   expect(r.output).not.toContain('🔴');
 });
 
+// ------------------------------------------------------------------------- an app that installed it
+
+/**
+ * The NATS clients the README has a Node 20 app install for persistent-queue/jetstream: 3.4.0
+ * depends on @nats-io/nuid 3.0.0, which declares Node 22 or later.
+ */
+const NATS_FOR_NODE_20 = ['@nats-io/transport-node@3.3.1', '@nats-io/jetstream@3.3.1'];
+
+const apps = new Map<string, string>();
+
+/**
+ * A fresh app (`"type": "module"`) where npm installed the tarball and `extra` from the registry,
+ * refusing any package whose engines exclude this Node, and with the repository's @types/node
+ * linked in: the declarations name Node's types (Buffer, streams), as any Node app in TypeScript
+ * has them. No peer is installed unless `extra` names it.
+ */
+function installedApp(name: string, extra: string[] = []): string {
+  const known = apps.get(name);
+  if (known) return known;
+  const packed = packCleanTree();
+  const app = join(packed.work, name);
+  mkdirSync(app);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', '--engine-strict', packed.tarball, ...extra], {
+    cwd: app,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  mkdirSync(join(app, 'node_modules', '@types'), { recursive: true });
+  symlinkSync(join(root, 'node_modules', '@types', 'node'), join(app, 'node_modules', '@types', 'node'));
+  apps.set(name, app);
+  return app;
+}
+
 test('the installed pq runs through its bin symlink', () => {
-  const work = mkdtempSync(join(tmpdir(), 'pq-install-'));
+  const app = installedApp('bare');
+  const link = join(app, 'node_modules', '.bin', 'pq');
+  expect(lstatSync(link).isSymbolicLink(), 'npm links the bin').toBe(true);
+  const npx = (args: string[]) => {
+    const r = spawnSync('npx', ['--no-install', 'pq', ...args], { cwd: app, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const help = npx(['--help']);
+  expect(help.code, help.stderr).toBe(0);
+  expect(help.stdout).toMatch(/^Usage: pq <command>/);
+  expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+  const stats = npx(['stats', 'q', '--json']);
+  expect(stats.code, stats.stderr).toBe(0);
+  expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
+  const missing = npx(['stats', 'nope']);
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toMatch(/^pq: ERR_NOT_FOUND: No store at .*nope: no such directory\n$/);
+  expect(existsSync(join(app, 'nope'))).toBe(false);
+  // The symlink run directly, as a shell finds it on PATH after a global install.
+  const direct = spawnSync(link, ['--help'], { cwd: app, encoding: 'utf8' });
+  expect(direct.status).toBe(0);
+  expect(direct.stdout).toMatch(/^Usage: pq <command>/);
+});
+
+test('the NATS clients the README names for Node 20 install beside the tarball with engines enforced', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const command = `npm install ${NATS_FOR_NODE_20.join(' ')}`;
+  expect(readme.includes(command), `README.md has ${command}`).toBe(true);
+  // npm refuses the install (ERESOLVE) when the peer range leaves them out, and (EBADENGINE) when
+  // a package they pull declares engines this Node is not in.
+  const app = fullApp();
+  for (const spec of NATS_FOR_NODE_20) {
+    const at = spec.lastIndexOf('@');
+    const installed = JSON.parse(readFileSync(join(app, 'node_modules', spec.slice(0, at), 'package.json'), 'utf8')) as { version: string };
+    expect(installed.version).toBe(spec.slice(at + 1));
+  }
+});
+
+// ------------------------------------------------------------------------- a TypeScript app's compiler
+
+/**
+ * Every entry point but ./jetstream, each used through a few of its types. The `@ts-expect-error`
+ * lines fail the compile if a type comes out as `any`.
+ */
+const CORE_APP = `import { Builder, MemStore, QueueError, json, type Consumer, type Producer, type QueueStats, type Reserved, type Store } from 'persistent-queue';
+import { runStoreConformance, type ConformanceOptions } from 'persistent-queue/conformance';
+import { CrashFileSystem, ManualClock, Prng, type Clock } from 'persistent-queue/testing';
+import { SqliteStore, type SqliteStoreOptions } from 'persistent-queue/sqlite';
+import { LevelStore, type LevelStoreOptions } from 'persistent-queue/level';
+
+export interface Job { id: number }
+
+export async function work(clock: Clock): Promise<QueueStats> {
+  const [tx, rx]: [Producer<Job>, Consumer<Job>] = await new Builder(new MemStore()).codec(json<Job>()).clock(clock).open();
+  await tx.push({ id: 1 });
+  // @ts-expect-error a Job has no name
+  await tx.push({ name: 'x' });
+  const item: Reserved<Job> | null = await rx.reserve();
+  // @ts-expect-error the id is a number
+  if (item) item.value.id satisfies string;
+  await item?.ack();
+  return rx.stats();
+}
+export const conformance: ConformanceOptions<MemStore> = { name: 'MemStore', create: () => new MemStore() };
+export const register = (test: (name: string, fn: () => Promise<void>) => void): void => runStoreConformance(test, conformance);
+export const clock: Clock = new ManualClock();
+export const disk = new CrashFileSystem({ seed: new Prng(7).next() });
+export const sqlite: SqliteStoreOptions = { driver: 'better-sqlite3' };
+export const level: LevelStoreOptions = { maxItemBytes: 1024 };
+export const stores = async (): Promise<Store[]> => [await SqliteStore.open('q.db', sqlite), await LevelStore.open('q', level)];
+export const closed = (error: unknown): boolean => error instanceof QueueError && error.code === 'ERR_CLOSED';
+`;
+
+/** All six entry points: the above, and ./jetstream given the app's own NATS connection. */
+const FULL_APP = `import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { json } from 'persistent-queue';
+import { JetStreamBuilder, forward, type JetStreamConsumer, type JetStreamQueueOptions, type JetStreamReserved } from 'persistent-queue/jetstream';
+import type { Job } from './core.js';
+export * from './core.js';
+
+export async function shared(): Promise<JetStreamConsumer<Job>> {
+  const nc: NatsConnection = await connect({ servers: '127.0.0.1:4222' });
+  const options: JetStreamQueueOptions = { stream: 'ORDERS', replicas: 1 };
+  const [tx, rx] = await new JetStreamBuilder(nc, options).codec(json<Job>()).open();
+  await tx.push({ id: 1 });
+  const item: JetStreamReserved<Job> | null = await rx.reserve();
+  await item?.ack();
+  return rx;
+}
+export { forward };
+`;
+
+const RESOLUTIONS = {
+  nodenext: { module: 'nodenext', moduleResolution: 'nodenext' },
+  node16: { module: 'node16', moduleResolution: 'node16' },
+  bundler: { module: 'esnext', moduleResolution: 'bundler' },
+} as const;
+type Resolution = keyof typeof RESOLUTIONS;
+
+/** TypeScript 5.0, installed once into node_modules/.cache (the repository's own is the newest). */
+function typescript50(): string {
+  const cache = join(root, 'node_modules', '.cache');
+  const dir = join(cache, 'pq-typescript-5.0.4');
+  const tsc = join(dir, 'node_modules', 'typescript', 'bin', 'tsc');
+  if (existsSync(tsc)) return tsc;
+  mkdirSync(cache, { recursive: true });
+  const staging = mkdtempSync(join(cache, 'pq-typescript-'));
   try {
-    const packed = JSON.parse(
-      execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], { cwd: root, encoding: 'utf8' }),
-    ) as { filename: string }[];
-    const tarball = join(work, packed[0]!.filename);
-    const app = join(work, 'app');
-    mkdirSync(app);
-    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', tarball], { cwd: app, encoding: 'utf8' });
-    const link = join(app, 'node_modules', '.bin', 'pq');
-    expect(lstatSync(link).isSymbolicLink(), 'npm links the bin').toBe(true);
-    const npx = (args: string[]) => {
-      const r = spawnSync('npx', ['--no-install', 'pq', ...args], { cwd: app, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
-      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-    };
-    const help = npx(['--help']);
-    expect(help.code, help.stderr).toBe(0);
-    expect(help.stdout).toMatch(/^Usage: pq <command>/);
-    expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
-    const stats = npx(['stats', 'q', '--json']);
-    expect(stats.code, stats.stderr).toBe(0);
-    expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
-    const missing = npx(['stats', 'nope']);
-    expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^pq: ERR_NOT_FOUND: No store at .*nope: no such directory\n$/);
-    expect(existsSync(join(app, 'nope'))).toBe(false);
-    // The symlink run directly, as a shell finds it on PATH after a global install.
-    const direct = spawnSync(link, ['--help'], { cwd: app, encoding: 'utf8' });
-    expect(direct.status).toBe(0);
-    expect(direct.stdout).toMatch(/^Usage: pq <command>/);
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--no-save', '--no-package-lock', '--prefix', staging, 'typescript@5.0.4'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    renameSync(staging, dir);
+  } catch (error) {
+    // Another run may have put its copy there first: either will do.
+    if (!existsSync(tsc)) throw error;
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return tsc;
+}
+
+const newestTypescript = (): string => join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+const newestVersion = (JSON.parse(readFileSync(join(root, 'node_modules', 'typescript', 'package.json'), 'utf8')) as { version: string }).version;
+
+const COMPILERS: Record<string, () => string> = { 'TypeScript 5.0': typescript50, [`TypeScript ${newestVersion}`]: newestTypescript };
+
+/** The errors tsc reports for `files` in `app`, strict, with the library files checked (skipLibCheck off, its default). */
+function compileErrors(tsc: string, app: string, resolution: Resolution, files: string[]): string[] {
+  const config = `tsconfig.${resolution}.json`;
+  const compilerOptions = { strict: true, noEmit: true, skipLibCheck: false, target: 'es2022', types: ['node'], ...RESOLUTIONS[resolution] };
+  writeFileSync(join(app, config), JSON.stringify({ compilerOptions, files }));
+  const r = spawnSync(process.execPath, [tsc, '-p', config, '--pretty', 'false'], { cwd: app, encoding: 'utf8' });
+  const errors = `${r.stdout}${r.stderr}`.split('\n').filter((line) => /error TS\d+/.test(line));
+  expect(r.status === 0, `tsc exits 0 exactly when it reports no error:\n${r.stdout}${r.stderr}`).toBe(errors.length === 0);
+  return errors;
+}
+
+/** An app with no peer installed, compiling every entry point but ./jetstream. */
+function coreApp(): string {
+  const app = installedApp('bare');
+  writeFileSync(join(app, 'core.ts'), CORE_APP);
+  return app;
+}
+
+/** An app with the Node 20 NATS clients installed, compiling all six entry points. */
+function fullApp(): string {
+  const app = installedApp('nats', NATS_FOR_NODE_20);
+  writeFileSync(join(app, 'core.ts'), CORE_APP);
+  writeFileSync(join(app, 'full.ts'), FULL_APP);
+  return app;
+}
+
+/** The NATS clients' own declarations write `Uint8Array<ArrayBuffer>`, which needs TypeScript 5.7's lib. */
+const inNatsClient = (error: string): boolean => error.startsWith('node_modules/@nats-io/');
+
+for (const [compiler, tsc] of Object.entries(COMPILERS)) {
+  // Under one resolution: the entry points it imports resolve to the same declarations under the
+  // others, which the app with every entry point compiles under each.
+  test(`${compiler}, nodenext: an app with no peer installed compiles against every entry point but ./jetstream, library files checked`, () => {
+    expect(compileErrors(tsc(), coreApp(), 'nodenext', ['core.ts'])).toEqual([]);
+  });
+
+  for (const resolution of Object.keys(RESOLUTIONS) as Resolution[]) {
+    test(`${compiler}, ${resolution}: an app with the NATS clients installed compiles against all six entry points, library files checked`, () => {
+      const errors = compileErrors(tsc(), fullApp(), resolution, ['full.ts']);
+      if (compiler === 'TypeScript 5.0') expect(errors.filter((e) => !inNatsClient(e))).toEqual([]);
+      else expect(errors).toEqual([]);
+    });
+  }
+}
+
+test('every declaration file in the tarball compiles, the ones no entry point reaches included', () => {
+  const app = fullApp();
+  const declarations = packCleanTree().files.filter((f) => f.endsWith('.d.ts'));
+  expect(declarations).toContain('dist/queue/clock.d.ts');
+  expect(compileErrors(newestTypescript(), app, 'nodenext', declarations.map((f) => `node_modules/persistent-queue/${f}`))).toEqual([]);
+});
+
+test('the compile fails when a published declaration names a type the tarball does not hold (the checks above can fail)', () => {
+  const app = join(packCleanTree().work, 'planted');
+  cpSync(coreApp(), app, { recursive: true, verbatimSymlinks: true });
+  // Take TimeSource out of clock.d.ts, as stripInternal would if it were marked internal: the
+  // declarations of the leases and timers name it.
+  const file = join(app, 'node_modules', 'persistent-queue', 'dist', 'queue', 'clock.d.ts');
+  const text = readFileSync(file, 'utf8');
+  const stripped = text.replace(/\/\*\*(?:(?!\*\/)[\s\S])*\*\/\nexport interface TimeSource \{[\s\S]*?\n\}\n/, '');
+  expect(stripped).not.toBe(text);
+  writeFileSync(file, stripped);
+  for (const [compiler, tsc] of Object.entries(COMPILERS)) {
+    const errors = compileErrors(tsc(), app, 'nodenext', ['core.ts']);
+    expect(errors.some((e) => e.includes('persistent-queue/dist/queue/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
   }
 });

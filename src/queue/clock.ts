@@ -15,7 +15,11 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
-/** The clock the queue uses inside, built from the system's or an injected {@link Clock}. @internal */
+/**
+ * The clock the queue uses inside, built from the system's or an injected {@link Clock}. No entry
+ * point exports it, but it is not marked internal: the emitted declarations of the leases and timers
+ * name it (DESIGN.md, "The published package").
+ */
 export interface TimeSource {
   /** Milliseconds since the Unix epoch: what not-before times are compared with. */
   wallNow(): number;

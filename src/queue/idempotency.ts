@@ -48,7 +48,6 @@ export type KeyedStore = (keyedAt: number) => Promise<number>;
 /** Stores the payloads of `indices` (positions in a `pushMany` batch) with their keys, as one batch; resolves with their seqs. */
 export type KeyedStoreMany = (indices: number[], keyedAt: number) => Promise<number[]>;
 
-/** The keys of one open queue. @internal */
 /** A promise with the functions that settle it. */
 function outcome<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: unknown) => void } {
   let resolve!: (value: T) => void;
@@ -60,6 +59,7 @@ function outcome<T>(): { promise: Promise<T>; resolve: (value: T) => void; rejec
   return { promise, resolve, reject };
 }
 
+/** The keys of one open queue. @internal */
 export class IdempotencyKeys {
   readonly #store: Store;
   readonly #windowMs: number;
