@@ -34,7 +34,7 @@
 import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
 import { LogStore, type LogStoreOptions } from '../src/log-store.js';
 import { isQueueError } from '../src/errors.js';
-import { CrashFileSystem, type FaultHandle, Prng } from '../src/testing/index.js';
+import { CrashFileSystem, type FaultHandle, ManualClock, Prng } from '../src/testing/index.js';
 
 
 /**
@@ -380,6 +380,9 @@ class Runner {
       autoCompact: program.autoCompact,
       blockingSync: program.blockingSync ?? false,
       readAheadBytes: 128,
+      // A clock that never moves: the delayed compaction round would otherwise run at wall-clock
+      // moments, and a program must do the same I/O each time its seed is replayed.
+      clock: new ManualClock(),
     };
   }
 

@@ -327,6 +327,7 @@ export class LogStore implements Store {
     if (this.#state === 'closed' || this.#state === 'closing') return;
     const wasFailed = this.#durability.failure !== null;
     this.#state = 'closing';
+    this.#maintenance.stop();
     let error: unknown = null;
     try {
       await this.#maintenance.settled();
@@ -533,6 +534,7 @@ export class LogStore implements Store {
   }
 
   #releaseAll(): void {
+    this.#maintenance.stop();
     this.#layout.release();
     this.#writer.release();
     this.#durability.release();

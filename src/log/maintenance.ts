@@ -1,13 +1,15 @@
 // Implements FORMAT.md §7 "Compaction file protocol" and the deletion order of DESIGN.md "Compaction".
 /**
  * Background work of one LogStore, in one lane: cursor checkpoints, deleting fully acked segments
- * and compacting sealed ones. The store starts it (`poke()` after an ack or a roll); nothing here
- * reaches into the ack or append paths. The order that keeps every ack: the cursor is durable
- * past a segment before the segment is unlinked, and the unlink is made durable by a directory
- * fsync.
+ * and compacting sealed ones. The store starts it (`poke()` after an ack or a roll), and so does a
+ * timer that `poke()` arms while sealed segments are left, so that segments pinned by an old
+ * unacked item are rewritten on an idle queue too; nothing here reaches into the ack or append
+ * paths. The order that keeps every ack: the cursor is durable past a segment before the segment
+ * is unlinked, and the unlink is made durable by a directory fsync.
  */
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
+import { unrefTimer } from '../queue/clock.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
@@ -62,13 +64,45 @@ export class Maintenance {
   #onProgress: ((doneBytes: number, totalBytes: number) => void) | null = null;
   /** Bytes of the run being rewritten, and how many of them were read so far. */
   #progress = { done: 0, total: 0 };
+  /** The handle of the delayed round's timer while it is armed. */
+  #timer: { handle: unknown } | null = null;
 
   constructor(private readonly d: MaintenanceDeps) {}
 
-  /** Start a round when there is work: a long cursor log, a fully acked sealed segment, or keys behind. */
+  /**
+   * Start a round when there is work: a long cursor log, a fully acked sealed segment, or keys
+   * behind. Otherwise, while sealed segments are left, arm the delayed round: acks that leave a
+   * pinned segment mostly acked start nothing else, and an idle queue would keep it on disk.
+   */
   poke(): void {
     const first = this.d.layout.first;
     if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm) || this.#keysBehind()) this.schedule();
+    else if (first.seal !== null) this.#arm();
+  }
+
+  /**
+   * Arm the timer of a delayed round, unless one is armed: at most one round per `compactDelayMs`
+   * comes from it, however many acks arrive, and it costs one pass over the segment list when the
+   * policy finds nothing to rewrite. Unref'd: background work never keeps a process alive.
+   */
+  #arm(): void {
+    if (this.#timer !== null || !this.d.opts.autoCompact || this.#blockedBy !== null || this.#stopping()) return;
+    const timer = { handle: null as unknown };
+    this.#timer = timer;
+    timer.handle = this.d.opts.clock.setTimeout(() => {
+      if (this.#timer !== timer) return;
+      this.#timer = null;
+      this.schedule();
+    }, this.d.opts.compactDelayMs);
+    unrefTimer(timer.handle);
+  }
+
+  /** Cancel the delayed round (the store is closing or was released). */
+  stop(): void {
+    const timer = this.#timer;
+    if (timer === null) return;
+    this.#timer = null;
+    this.d.opts.clock.clearTimeout(timer.handle);
   }
 
   /**
@@ -228,10 +262,14 @@ export class Maintenance {
   /**
    * Rewrite the run of sealed segments into one COMPACTED segment holding only their unacked
    * records (FORMAT.md §7). Policy: when their live bytes are below `compactionLiveRatio` of their
-   * size (or, when forced, whenever any of their records is acked).
+   * size (or, when forced, whenever any of their records is acked). An automatic round rewrites
+   * only the first `compactRunBytes` of the run (at least two segments, so that a large first
+   * segment, the output of the run before, cannot stop it) and arms the timer for the rest: its
+   * cost is bounded whatever the backlog. The rest is still a prefix of the sealed segments, so the
+   * next run merges it into the same first segment and the store ends with one compacted segment.
    */
   async #compactSealed(force: boolean): Promise<Tally> {
-    const run = this.d.layout.sealedRun();
+    let run = this.d.layout.sealedRun();
     if (run.length === 0) return { bytes: 0, count: 0 };
     let total = 0;
     let live = 0;
@@ -241,6 +279,17 @@ export class Maintenance {
     }
     const headerBytes = SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES;
     if (force ? live + headerBytes >= total : live >= total * this.d.opts.compactionLiveRatio) return { bytes: 0, count: 0 };
+    let rest = false;
+    if (!force) {
+      let k = 0;
+      let bytes = 0;
+      while (k < run.length && (k < 2 || bytes + run[k]!.bytes <= this.d.opts.compactRunBytes)) bytes += run[k++]!.bytes;
+      if (k < run.length) {
+        run = run.slice(0, k);
+        total = bytes;
+        rest = true;
+      }
+    }
     // (1) The cursor must be durable for every record about to be dropped.
     const snapshot = await this.d.cursor.withLane(() => this.d.checkpoint());
     this.#progress = { done: 0, total };
@@ -248,6 +297,7 @@ export class Maintenance {
     const written = await this.#rewrite(run, snapshot);
     const result = await this.#swapIn(run, written);
     this.#report(total);
+    if (rest) this.#arm();
     return result;
   }
 

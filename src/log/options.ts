@@ -1,5 +1,6 @@
 // The options of LogStore.open, their defaults and their validation.
 import type { FileSystem } from '../fs/file-system.js';
+import { checkClock, type Clock } from '../queue/clock.js';
 import { MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD } from './format.js';
 import { lockSignalOption, lockTimeoutOption } from './lock-wait.js';
 import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../validate.js';
@@ -7,6 +8,17 @@ import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInte
 const MiB = 1024 * 1024;
 /** Smallest accepted `segmentBytes`: a header, a seal and a few small frames. Tests use tiny segments. */
 export const MIN_SEGMENT_BYTES = 256;
+/** setTimeout's longest delay (2^31 − 1 ms): Node fires a longer one at once, with a warning. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** What an automatic compaction reads per run at most (and at least two segments): see `./maintenance.ts`. */
+const COMPACT_RUN_BYTES = 64 * MiB;
+
+/** The system's timers, for the delayed compaction when no clock is given. */
+const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
 
 /** Options of {@link LogStore.open}. */
 export interface LogStoreOptions {
@@ -90,6 +102,23 @@ export interface LogStoreOptions {
    */
   compactionLiveRatio?: number;
   /**
+   * How long after an ack (or the open) automatic compaction waits before it looks at the sealed
+   * segments again, when any are left, and rewrites them by the `compactionLiveRatio` policy. Without
+   * it, segments pinned by an old unacked item would stay on disk, fully acked otherwise, for as long
+   * as the queue is idle. The timer is unref'd (it never keeps the process alive), at most one is
+   * armed at a time, `close()` cancels it, and one run reads at most 64 MiB of segments; the rest
+   * waits for the next run. An integer from 0 to 2^31 − 1. Off with `autoCompact: false`.
+   * @default 1000
+   */
+  compactDelayMs?: number;
+  /**
+   * The clock whose timers run the delayed compaction (`compactDelayMs`); only its `setTimeout` and
+   * `clearTimeout` are used. A test passes a `ManualClock` (`persistent-queue/testing`) and moves
+   * it itself, so that the compaction runs when the test says.
+   * @default the system's timers
+   */
+  clock?: Clock;
+  /**
    * Mode of the store directory when it is created.
    * @default 0o700
    */
@@ -135,6 +164,12 @@ function ratio(name: string, value: unknown): number {
   return value;
 }
 
+function timerDelay(name: string, value: unknown): number {
+  const ms = nonNegativeInteger(name, value);
+  if (ms > MAX_TIMER_MS) throw new RangeError(expectation(name, `an integer from 0 to ${MAX_TIMER_MS}`, value));
+  return ms;
+}
+
 function bool(name: string, value: unknown): boolean {
   if (typeof value !== 'boolean') throw new TypeError(expectation(name, 'a boolean', value));
   return value;
@@ -152,6 +187,14 @@ export interface ResolvedOptions {
   preallocate: boolean;
   blockingSync: boolean;
   compactionLiveRatio: number;
+  compactDelayMs: number;
+  clock: Clock;
+  /**
+   * Bytes of sealed segments one automatic compaction reads at most (and at least two segments):
+   * COMPACT_RUN_BYTES. Not a public option: tests lower it (`compactRunBytes`) to see a pinned run
+   * shrink over several runs without writing gigabytes.
+   */
+  compactRunBytes: number;
   dirMode: number;
   fileMode: number;
   mustExist: boolean;
@@ -178,6 +221,9 @@ const OPTION_NAMES: readonly string[] = [
   'preallocate',
   'blockingSync',
   'compactionLiveRatio',
+  'compactDelayMs',
+  'clock',
+  'compactRunBytes',
   'dirMode',
   'fileMode',
   'mustExist',
@@ -228,6 +274,9 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     preallocate: o.preallocate === undefined ? true : bool('preallocate', o.preallocate),
     blockingSync,
     compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
+    compactDelayMs: o.compactDelayMs === undefined ? 1000 : timerDelay('compactDelayMs', o.compactDelayMs),
+    clock: o.clock === undefined ? systemClock : checkClock(o.clock),
+    compactRunBytes: o.compactRunBytes === undefined ? COMPACT_RUN_BYTES : positiveInteger('compactRunBytes', o.compactRunBytes),
     dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
     mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
