@@ -2,8 +2,8 @@
  * The JetStream queue on a three-node cluster with a replicated stream (R3): one node, the
  * stream's leader, is stopped while producers push and consumers process. Every push the server
  * acknowledged is delivered, the queue keeps working on the two nodes left, and at the end the
- * stream is empty. The nodes are started on free loopback ports with their own store directories,
- * and always stopped.
+ * stream is empty and `stats().durability` reports its three replicas. The nodes are started on
+ * free loopback ports with their own store directories, and always stopped.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -121,6 +121,10 @@ maybe(
     expect(afterStop).toBeGreaterThan(0);
     const stats = await rx.stats();
     expect([stats.ready, stats.inFlight, stats.streamMessages]).toEqual([0, 0, 0]);
+    // What it reports of a replicated stream: three replicas, each fsyncing on the server's own
+    // schedule (a power loss of all three at once is not covered).
+    expect(stats.durability).toMatchObject({ stream, storage: 'file', replicas: 3, serverVersion: nc.info!.version });
+    expect(stats.durability.survives).not.toBe('power-loss');
     await tx.close();
   },
   120_000,

@@ -9,6 +9,7 @@ import { QueueError } from '../errors.js';
 import type { TimeSource } from '../queue/clock.js';
 import { boundedReason } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
+import type { JetStreamDurability } from './durability.js';
 import type { Delivery } from './message.js';
 import type { Names } from './setup.js';
 import type { JetStreamQueueStats } from './stats.js';
@@ -64,6 +65,8 @@ export interface CoreSettings {
   readonly timeoutMs: number;
   /** How long a waiting pull request lasts on the server. */
   readonly pullExpiresMs: number;
+  /** What a push the server acknowledged survives, found at open. */
+  readonly durability: JetStreamDurability;
 }
 
 /** The counters of {@link JetStreamQueueStats} this process keeps. @internal */

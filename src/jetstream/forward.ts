@@ -10,32 +10,52 @@
  * the old ones. See README, "Store-and-forward", and DESIGN.md, "Store-and-forward".
  *
  * While the server cannot be reached the forwarder keeps the items it holds and publishes them
- * again after a bounded, jittered backoff; the local queue goes on taking pushes meanwhile. Items
+ * again after a bounded, jittered backoff; the local queue goes on taking pushes meanwhile, from
+ * the start when the connection is still being made (an edge device that boots offline). Items
  * are never nacked for a failed publish (that would count deliveries toward `maxDeliveries` while
- * the network is down); they go back to the queue only when the forwarder stops.
+ * the network is down); they go back to the queue only when the forwarder stops. The connection
+ * itself, its reports and the stream set up on it are `forward-link.ts`'s.
  */
-import { jetstream, type JetStreamClient, type JetStreamOptions, type PubAck } from '@nats-io/jetstream';
+import type { JetStreamOptions, PubAck } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isQueueError, QueueError } from '../errors.js';
 import { Consumer, type Reserved } from '../queue/handles.js';
 import { type Clock, checkClock } from '../queue/clock.js';
 import { STORE_ID_PATTERN } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { type JetStreamDurability, type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
+import { type ForwardStreamConfig, Link, connectionClosed, isConnection, isPending } from './forward-link.js';
+import { subjectMatches } from './setup.js';
+
+export type { ForwardStreamConfig } from './forward-link.js';
 
 /** Where the items go. */
 export interface ForwardTarget {
   /**
-   * An open connection (`connect()` of `@nats-io/transport-node`). Reconnecting is the
-   * connection's job: give it `maxReconnectAttempts: -1` so that it never gives up. A connection
-   * that closes ends the forwarder with `ERR_CLOSED`.
+   * A connection (`connect()` of `@nats-io/transport-node`), or the promise of one still being
+   * made: `connect({ servers, waitOnFirstConnect: true, maxReconnectAttempts: -1 })` not awaited,
+   * so that a device that boots with no server in reach forwards once one answers. Reconnecting is
+   * the connection's job: `maxReconnectAttempts: -1` never gives up. A connection that closes, or
+   * a promise that rejects, ends the forwarder with `ERR_CLOSED`.
    */
-  readonly connection: NatsConnection;
+  readonly connection: NatsConnection | PromiseLike<NatsConnection>;
   /** The subject every item is published to; a stream must capture it. */
   readonly subject: string;
-  /** When given, the server refuses a publish that would land in any other stream (`expect.streamName`). */
-  readonly stream?: string;
+  /**
+   * The stream that must store the items (the server refuses a publish that would land in any
+   * other: `expect.streamName`). Its name, or its configuration: then it is created, when
+   * missing, once the server answers and before the first publish (its `subjects` default to
+   * `[subject]`, and must take `subject` when given). An existing stream is used as it is.
+   */
+  readonly stream?: string | ForwardStreamConfig;
   /** Options of the JetStream client (`jetstream(connection, options)`): domain, API prefix. */
   readonly jetstream?: JetStreamOptions;
+  /**
+   * The server's `sync_interval`, as its operator set it: `'always'` or ms between fsyncs. A server
+   * from 2.10 does not tell a client; with this, `stats().durability` and the
+   * `PQ_JETSTREAM_DURABILITY` warning go by what you state instead of calling it unknown.
+   */
+  readonly serverSyncInterval?: ServerSyncInterval;
 }
 
 /** Options of {@link forward}. */
@@ -106,6 +126,12 @@ export interface ForwardStats {
   readonly backoffMs: number;
   /** True once the forwarder has stopped: `done` has settled or is about to. */
   readonly stopped: boolean;
+  /**
+   * What an item the server acknowledged survives there (its fsync setting, as far as it can be
+   * known, and the stream's storage and replicas), learned once the first publish is acknowledged;
+   * null until then.
+   */
+  readonly durability: JetStreamDurability | null;
 }
 
 /** A running forwarder. */
@@ -156,20 +182,49 @@ const systemClock: Clock = {
 export function forward<T>(rx: Consumer<T>, target: ForwardTarget, options?: ForwardOptions): Forwarder {
   if (!(rx instanceof Consumer)) throw new TypeError(expectation('rx', 'a Consumer', rx));
   if (target === undefined) throw new TypeError(expectation('target', 'an object', target));
-  const t = optionsObject('target', target);
-  knownKeys('target', t, ['connection', 'subject', 'stream', 'jetstream']);
-  const connection = t.connection as NatsConnection;
-  if (connection === null || typeof connection !== 'object' || typeof connection.request !== 'function' || typeof connection.isClosed !== 'function') {
-    throw new TypeError(expectation('target.connection', 'a NATS connection', t.connection));
-  }
-  const subject = nonEmptyString('target.subject', t.subject);
-  const stream = t.stream === undefined ? undefined : nonEmptyString('target.stream', t.stream);
-  const jsOptions = t.jetstream === undefined ? undefined : (optionsObject('target.jetstream', t.jetstream) as JetStreamOptions);
+  const t = targetOf(target);
   const settings = settingsOf(rx, options);
   if (rx.closed) throw new QueueError('ERR_CLOSED', 'The queue is closed');
-  const js = jetstream(connection, jsOptions);
-  const run = new ForwardRun(rx as Consumer<unknown>, js, connection, subject, stream, settings);
+  const run = new ForwardRun(rx as Consumer<unknown>, t, settings);
   return { done: run.done, stats: () => run.stats() };
+}
+
+interface Target {
+  readonly connection: NatsConnection | PromiseLike<NatsConnection>;
+  readonly subject: string;
+  readonly stream: string | undefined;
+  readonly streamConfig: ForwardStreamConfig | undefined;
+  readonly jsOptions: JetStreamOptions | undefined;
+  readonly serverSyncInterval: ServerSyncInterval | undefined;
+}
+
+function targetOf(target: ForwardTarget): Target {
+  const t = optionsObject('target', target);
+  knownKeys('target', t, ['connection', 'subject', 'stream', 'jetstream', 'serverSyncInterval']);
+  const connection = t.connection;
+  if (!isConnection(connection) && !isPending(connection)) {
+    throw new TypeError(expectation('target.connection', 'a NATS connection, or the promise of one', connection));
+  }
+  const subject = nonEmptyString('target.subject', t.subject);
+  let stream: string | undefined;
+  let streamConfig: ForwardStreamConfig | undefined;
+  if (typeof t.stream === 'object' && t.stream !== null) {
+    const c = t.stream as Record<string, unknown>;
+    stream = nonEmptyString('target.stream.name', c.name);
+    const subjects = c.subjects === undefined ? [subject] : c.subjects;
+    if (!Array.isArray(subjects) || !subjects.every((x) => typeof x === 'string')) {
+      throw new TypeError(expectation('target.stream.subjects', 'an array of subjects', c.subjects));
+    }
+    if (!subjects.some((filter: string) => subjectMatches(filter, subject))) {
+      throw new RangeError(expectation('target.stream.subjects', `subjects one of which takes target.subject (${subject})`, subjects));
+    }
+    streamConfig = { ...(c as ForwardStreamConfig), subjects };
+  } else if (t.stream !== undefined) {
+    stream = nonEmptyString('target.stream', t.stream);
+  }
+  const jsOptions = t.jetstream === undefined ? undefined : (optionsObject('target.jetstream', t.jetstream) as JetStreamOptions);
+  const serverSyncInterval = serverSyncOption('target.serverSyncInterval', t.serverSyncInterval);
+  return { connection: connection as Target['connection'], subject, stream, streamConfig, jsOptions, serverSyncInterval };
 }
 
 function settingsOf(rx: Consumer<unknown>, options: ForwardOptions | undefined): Settings {
@@ -214,10 +269,6 @@ function neverPublishable(error: unknown): string | undefined {
   return undefined;
 }
 
-function connectionClosed(): QueueError {
-  return new QueueError('ERR_CLOSED', 'The NATS connection closed: the forwarder stops');
-}
-
 /** One forwarder: its lanes, counters and the connection's state. */
 class ForwardRun {
   readonly done: Promise<void>;
@@ -227,7 +278,6 @@ class ForwardRun {
   #duplicates = 0;
   #failed = 0;
   #deadLettered = 0;
-  #connected = true;
   #lastError: { message: string; at: number } | null = null;
   /** The backoff each waiting lane is in. */
   readonly #waits = new Set<{ readonly ms: number }>();
@@ -236,26 +286,35 @@ class ForwardRun {
   #fatal: unknown = undefined;
   /** Aborted when the forwarder stops for any reason: ends waits for items and backoffs. */
   readonly #stop = new AbortController();
-  readonly #status: AsyncIterable<unknown> | undefined;
+  readonly #link: Link;
+  #durability: JetStreamDurability | null = null;
+  /** The look-up of the stream's settings under way, if any: `done` waits for it. */
+  #learning: Promise<void> | undefined;
 
   constructor(
     private readonly rx: Consumer<unknown>,
-    private readonly js: JetStreamClient,
-    private readonly connection: NatsConnection,
-    private readonly subject: string,
-    private readonly stream: string | undefined,
+    private readonly t: Target,
     private readonly s: Settings,
   ) {
     const signal = s.signal;
     const onAbort = (): void => this.#stop.abort();
     if (signal?.aborted) this.#stop.abort();
     else signal?.addEventListener('abort', onAbort, { once: true });
-    this.#status = this.#watchStatus();
+    this.#link = new Link(t.connection, t.jsOptions, t.streamConfig, this.#stop.signal, {
+      failed: (error) => (this.#lastError = { message: errorMessage(error), at: this.s.clock.now() }),
+      ended: (error) => {
+        if (!this.#stopped) this.#failWith(error);
+      },
+      backoff: (attempt, epoch) => this.#backoff(attempt, epoch, false),
+    });
     const lanes = Array.from({ length: s.concurrency }, () => this.#lane());
-    this.done = Promise.all(lanes).then(() => {
+    this.done = Promise.all(lanes).then(async () => {
       signal?.removeEventListener('abort', onAbort);
+      // The lanes may end with the queue while the link still waits for the connection or the stream.
+      this.#stop.abort();
       this.#stopped = true;
-      (this.#status as { stop?: () => void } | undefined)?.stop?.();
+      await this.#learning;
+      this.#link.close();
       if (this.#fatal !== undefined) throw this.#fatal;
     });
   }
@@ -271,41 +330,12 @@ class ForwardRun {
       duplicates: this.#duplicates,
       failedPublishes: this.#failed,
       deadLettered: this.#deadLettered,
-      connected: this.#connected && !this.connection.isClosed(),
+      connected: this.#link.connected,
       lastError: this.#lastError,
       backoffMs: Math.max(0, ...[...this.#waits].map((w) => w.ms)),
       stopped: this.#stopped,
+      durability: this.#durability,
     };
-  }
-
-  /** Follow the connection's reports: disconnected from a disconnect until the next reconnect. */
-  #watchStatus(): AsyncIterable<unknown> | undefined {
-    let status: AsyncIterable<{ type: string }>;
-    try {
-      status = this.connection.status();
-    } catch {
-      return undefined; // a closed connection reports nothing; isClosed() says it
-    }
-    void (async () => {
-      try {
-        for await (const event of status) {
-          if (event.type === 'disconnect') this.#connected = false;
-          else if (event.type === 'reconnect') this.#connected = true;
-          else if (event.type === 'close') {
-            this.#connected = false;
-            // A lane waiting for items would notice only with the next item: end them all now.
-            if (!this.#stopped) this.#failWith(connectionClosed());
-          }
-        }
-      } catch {
-        // The connection's report stream ended with an error: isClosed() tells the rest.
-      }
-      if (this.connection.isClosed()) {
-        this.#connected = false;
-        if (!this.#stopped) this.#failWith(connectionClosed());
-      }
-    })();
-    return status;
   }
 
   #failWith(error: unknown): void {
@@ -338,9 +368,12 @@ class ForwardRun {
     let pending = items;
     let attempt = 0;
     try {
+      // Booted offline: the batch waits, in hand, for the connection and the stream.
+      if (!this.#link.ready && !(await this.#untilReady())) return;
       // A closed queue took the items back itself (a later open hands them out again).
       while (pending.length > 0 && !this.#stop.signal.aborted && !this.rx.closed) {
-        if (this.connection.isClosed()) throw connectionClosed();
+        if (this.#link.closed()) throw connectionClosed();
+        const epoch = this.#link.epoch;
         const results = await Promise.allSettled(pending.map((item) => this.#publish(item)));
         const acked: Reserved<unknown>[] = [];
         const failed: Reserved<unknown>[] = [];
@@ -350,6 +383,7 @@ class ForwardRun {
           if (r.status === 'fulfilled') {
             acked.push(pending[i]!);
             if (r.value.duplicate) this.#duplicates++;
+            if (this.#durability === null) this.#learn(r.value.stream);
           } else {
             const never = neverPublishable(r.reason);
             if (never !== undefined) refused.push([pending[i]!, never]);
@@ -367,29 +401,61 @@ class ForwardRun {
         pending = [...failed, ...stuck.items];
         if (stuck.failure !== undefined) throw stuck.failure;
         if (failed.length === 0) break;
-        this.#lastError = { message: error instanceof Error ? error.message : String(error), at: this.s.clock.now() };
+        this.#lastError = { message: errorMessage(error), at: this.s.clock.now() };
         // A stop puts the rest back (below); a closed connection ends the forwarder (above).
-        if (this.#stop.signal.aborted || this.connection.isClosed()) continue;
-        await this.#backoff(attempt++);
+        if (this.#stop.signal.aborted || this.#link.closed()) continue;
+        await this.#backoff(attempt++, epoch, true);
       }
     } finally {
       if (pending.length > 0) await this.#putBack(pending);
     }
   }
 
+  /**
+   * Wait, with a batch in hand, until the link is ready. False when the forwarder stops or the
+   * queue closes first: `onIdle()` settles then, and not before, since the batch in hand keeps the
+   * queue from being idle.
+   */
+  async #untilReady(): Promise<boolean> {
+    const queueEnded = new AbortController();
+    const signal = this.#stop.signal;
+    if (signal.aborted) return false;
+    let onStop!: () => void;
+    try {
+      await new Promise<void>((resolve) => {
+        onStop = resolve;
+        signal.addEventListener('abort', onStop, { once: true });
+        this.#link.whenReady.then(resolve, resolve);
+        this.rx.onIdle({ signal: queueEnded.signal }).then(resolve, resolve);
+      });
+    } finally {
+      signal.removeEventListener('abort', onStop);
+      queueEnded.abort();
+    }
+    return this.#link.ready && !signal.aborted && !this.rx.closed;
+  }
+
+  /**
+   * Publish one item. A publish sent before a disconnect is failed at the disconnect rather than
+   * left to time out: the server it went to will never answer it, and waiting `publishTimeoutMs`
+   * would hold the lane (and everything behind it) that long after the reconnect. Published again
+   * under the same message id, a copy the server did store is dropped as a duplicate.
+   */
   #publish(item: Reserved<unknown>): Promise<PubAck> {
     this.#inFlight++;
-    const options = this.stream === undefined ? { msgID: messageId(this.s.origin, item.seq), timeout: this.s.publishTimeoutMs } : { msgID: messageId(this.s.origin, item.seq), timeout: this.s.publishTimeoutMs, expect: { streamName: this.stream } };
+    const msgID = messageId(this.s.origin, item.seq);
+    const stream = this.t.stream;
+    const options = stream === undefined ? { msgID, timeout: this.s.publishTimeoutMs } : { msgID, timeout: this.s.publishTimeoutMs, expect: { streamName: stream } };
     let sent: Promise<PubAck>;
     try {
-      sent = this.js.publish(this.subject, item.bytes, options);
+      sent = this.#link.js!.publish(this.t.subject, item.bytes, options);
     } catch (error) {
       sent = Promise.reject(error);
     }
-    return sent.then(
+    return Promise.race([sent, this.#link.lost]).then(
       (ack) => {
         this.#inFlight--;
-        this.#connected = true;
+        this.#link.answered();
         return ack;
       },
       (error: unknown) => {
@@ -397,6 +463,39 @@ class ForwardRun {
         throw error;
       },
     );
+  }
+
+  /**
+   * Learn what an item stored in `stream` survives there, once, from the first acknowledged
+   * publish (the ack names the stream that stored it), and warn when that is less than the local
+   * queue's policy. A failed look-up is tried again after a later acknowledgement.
+   */
+  #learn(stream: string): void {
+    if (this.#learning !== undefined) return;
+    this.#learning = (async () => {
+      try {
+        const jsm = await this.#link.manager();
+        // As a publish: a look-up the lost connection will never answer is failed at the disconnect.
+        const info = await Promise.race([jsm.streams.info(stream), this.#link.lost]);
+        const c = info.config as typeof info.config & { persist_mode?: string };
+        const durability = durabilityOf({
+          serverVersion: this.#link.nc?.info?.version,
+          stated: this.t.serverSyncInterval,
+          stream,
+          storage: c.storage,
+          replicas: c.num_replicas,
+          persistMode: c.persist_mode,
+        });
+        this.#durability = durability;
+        const policy = this.rx.stats().durability;
+        const kept = policy === 'none' ? 'survives a crash of this process' : 'survives a power loss';
+        warnIfWeaker(durability, policy, `forward() into stream ${stream}`, `the local queue it forwards from (durability ${policy}) ${kept}`);
+      } catch {
+        // Asked again after the next acknowledged publish.
+      } finally {
+        this.#learning = undefined;
+      }
+    })();
   }
 
   /**
@@ -445,11 +544,15 @@ class ForwardRun {
   }
 
   /**
-   * Wait out the backoff of failure `attempt` (0 for the first in a row). A stop ends it early, and
-   * so does the queue closing or failing: `onIdle()` settles then, and not before, since the items
-   * this lane holds keep the queue from being idle.
+   * Wait out the backoff of failure `attempt` (0 for the first in a row) of what was tried in
+   * reconnect epoch `epoch`. A stop ends it early, and so does a reconnect: the failure was the
+   * lost connection's, and the server is back. A lane (`untilQueueEnds`) also stops waiting when
+   * the queue closes or fails: `onIdle()` settles then, and not before, since the items the lane
+   * holds keep the queue from being idle.
    */
-  #backoff(attempt: number): Promise<void> {
+  #backoff(attempt: number, epoch: number, untilQueueEnds: boolean): Promise<void> {
+    // Reconnected since the attempt went out: try again at once.
+    if (this.#link.epoch !== epoch) return Promise.resolve();
     const ceiling = Math.min(this.s.backoffMaxMs, this.s.backoffMs * 2 ** Math.min(attempt, 30));
     const ms = Math.round(ceiling / 2 + (ceiling / 2) * this.s.random());
     const signal = this.#stop.signal;
@@ -464,15 +567,23 @@ class ForwardRun {
         this.s.clock.clearTimeout(handle);
         this.#waits.delete(wait);
         signal.removeEventListener('abort', end);
+        forget();
         queueEnded.abort();
         resolve();
       };
+      const forget = this.#link.onReconnect(end);
       this.#waits.add(wait);
       signal.addEventListener('abort', end, { once: true });
-      this.rx.onIdle({ signal: queueEnded.signal }).then(end, () => {
-        if (!queueEnded.signal.aborted) end();
-      });
+      if (untilQueueEnds) {
+        this.rx.onIdle({ signal: queueEnded.signal }).then(end, () => {
+          if (!queueEnded.signal.aborted) end();
+        });
+      }
       handle = this.s.clock.setTimeout(end, ms);
     });
   }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

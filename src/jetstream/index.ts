@@ -17,7 +17,8 @@ import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, ret
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
 import { JetStreamCore } from './core.js';
 import { JetStreamConsumer, JetStreamProducer } from './handles.js';
-import { type Names, setUp } from './setup.js';
+import { type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
+import { type Names, type SetUp, setUp } from './setup.js';
 
 export { JetStreamConsumer, JetStreamProducer } from './handles.js';
 export { JetStreamReserved } from './reserved.js';
@@ -25,7 +26,9 @@ export type { JetStreamQueueStats } from './stats.js';
 export { JetStreamDeadLetters } from './dead-letters.js';
 export type { JetStreamProcessHandler, JetStreamProcessOptions } from './process.js';
 export { forward, messageId } from './forward.js';
-export type { ForwardOptions, ForwardStats, ForwardTarget, Forwarder } from './forward.js';
+export { DURABILITY_WARNING_CODE } from './durability.js';
+export type { JetStreamDurability, ServerSyncInterval, Survives } from './durability.js';
+export type { ForwardOptions, ForwardStats, ForwardStreamConfig, ForwardTarget, Forwarder } from './forward.js';
 
 /** Where the queue lives on the server, and how the module talks to it. */
 export interface JetStreamQueueOptions {
@@ -49,6 +52,13 @@ export interface JetStreamQueueOptions {
   pullExpiresMs?: number;
   /** Most items delivered and unacked at once, across every process (a consumer created). @default 10000 */
   maxAckPending?: number;
+  /**
+   * The server's `sync_interval`, as its operator set it: `'always'` or ms between fsyncs. A
+   * server from 2.10 does not tell a client; with this, `stats().durability` and the
+   * `PQ_JETSTREAM_DURABILITY` warning go by what you state instead of calling it unknown. A
+   * server before 2.10 has no setting (it fsyncs every 2 minutes), and this is not needed there.
+   */
+  serverSyncInterval?: ServerSyncInterval;
 }
 
 /** The ack wait of a consumer created for a queue without a lease: how soon a dead process's items come back. */
@@ -77,11 +87,12 @@ interface Settings {
   timeoutMs: number;
   pullExpiresMs: number;
   maxAckPending: number;
+  serverSyncInterval: ServerSyncInterval | undefined;
 }
 
 function settingsOf(options: JetStreamQueueOptions): Settings {
   const o = optionsObject('options', options === undefined ? null : options);
-  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending']);
+  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
   const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');
@@ -104,6 +115,7 @@ function settingsOf(options: JetStreamQueueOptions): Settings {
     timeoutMs: o.timeoutMs === undefined ? 5000 : positiveInteger('options.timeoutMs', o.timeoutMs),
     pullExpiresMs: o.pullExpiresMs === undefined ? 10_000 : positiveInteger('options.pullExpiresMs', o.pullExpiresMs),
     maxAckPending: o.maxAckPending === undefined ? 10_000 : positiveInteger('options.maxAckPending', o.maxAckPending),
+    serverSyncInterval: serverSyncOption('options.serverSyncInterval', o.serverSyncInterval),
   };
 }
 
@@ -167,37 +179,48 @@ export class JetStreamBuilder<T = Uint8Array> {
     const nc = this.#nc;
     if (nc.isClosed()) throw new QueueError('ERR_CLOSED', 'The NATS connection is closed');
     const s = this.#settings;
-    let ackWaitMs: number;
-    let streamCreated: string;
+    let found: SetUp;
     let jsm;
     try {
       jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
-      ({ ackWaitMs, streamCreated } = await setUp(jsm, {
+      found = await setUp(jsm, {
         names: s.names,
         bind: s.bind,
         replicas: s.replicas,
         ackWaitMs: this.#leaseMs === Infinity ? DEFAULT_ACK_WAIT_MS : Math.max(1, Math.ceil(this.#leaseMs)),
         maxAckPending: s.maxAckPending,
-      }));
+      });
     } catch (error) {
       if (error instanceof QueueError) throw error;
       throw new OpenError('ERR_STORE', `JetStream could not open the queue: ${(error as Error)?.message ?? error}`, { cause: error });
     }
+    const durability = durabilityOf({
+      serverVersion: nc.info?.version,
+      stated: s.serverSyncInterval,
+      stream: s.names.stream,
+      storage: found.storage,
+      replicas: found.replicas,
+      persistMode: found.persistMode,
+    });
+    // Measured against the embedded queue's default policy, `group`, under which a push that
+    // resolved survives a power loss: the promise a user of the embedded queue is used to.
+    warnIfWeaker(durability, 'group', `JetStream queue ${s.names.stream}`, "the embedded queue's default policy (group) survives a power loss");
     const core = new JetStreamCore({
       nc,
       js: jetstream(nc, { timeout: s.timeoutMs }),
       jsm,
       apiPrefix: '$JS.API',
       names: s.names,
-      streamCreated,
+      streamCreated: found.streamCreated,
       codec: this.#codec,
       maxDeliveries: this.#maxDeliveries,
       leaseMs: this.#leaseMs,
-      ackWaitMs,
+      ackWaitMs: found.ackWaitMs,
       retryDelays: this.#retryDelays,
       time: this.#time,
       timeoutMs: s.timeoutMs,
       pullExpiresMs: s.pullExpiresMs,
+      durability,
     });
     return [new JetStreamProducer<T>(core), new JetStreamConsumer<T>(core, true)];
   }

@@ -139,6 +139,11 @@ export interface SetUp {
   readonly ackWaitMs: number;
   /** When the queue stream was created (ISO time): a stream deleted and made again restarts its seqs. */
   readonly streamCreated: string;
+  /** The queue stream's configuration, as far as what a push survives depends on it. */
+  readonly storage: string;
+  readonly replicas: number;
+  /** `persist_mode` (servers from 2.12; undefined before). */
+  readonly persistMode: string | undefined;
 }
 
 /**
@@ -200,5 +205,6 @@ export async function setUp(jsm: JetStreamManager, s: SetupSettings): Promise<Se
     });
     refuse(`Consumer ${names.consumer}`, consumerRefusal(consumer, names));
   }
-  return { ackWaitMs: ackWaitOf(consumer), streamCreated: queue.created };
+  const c = queue.config as typeof queue.config & { persist_mode?: string };
+  return { ackWaitMs: ackWaitOf(consumer), streamCreated: queue.created, storage: c.storage, replicas: c.num_replicas, persistMode: c.persist_mode };
 }

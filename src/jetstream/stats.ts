@@ -1,6 +1,7 @@
 // What stats() tells of a JetStream queue: the server's counts, asked for at each call, and the
 // counters this process keeps.
 import type { JetStreamCore } from './core.js';
+import type { JetStreamDurability } from './durability.js';
 import type { JetStreamConsumer } from './handles.js';
 
 /**
@@ -35,6 +36,11 @@ export interface JetStreamQueueStats {
   retried: number;
   deadLettered: number;
   leaseExpired: number;
+  /**
+   * What a push the server acknowledged survives: the server's fsync setting (as far as it can be
+   * known), the queue stream's storage, replicas and persist mode. Found at `open()`.
+   */
+  durability: JetStreamDurability;
 }
 
 /** The server's counts and this process's counters. @internal */
@@ -59,6 +65,7 @@ export async function queueStats(core: JetStreamCore, consumer: JetStreamConsume
     retried: c.retried,
     deadLettered: c.deadLettered,
     leaseExpired: c.leaseExpired,
+    durability: core.s.durability,
   };
   const error = core.operationalError();
   if (error) return { ready: 0, inFlight: 0, redeliveries: 0, streamMessages: 0, deadLetters: 0, ...local };

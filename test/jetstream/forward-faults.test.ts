@@ -1,5 +1,10 @@
 /**
  * Store-and-forward under faults, against a real nats-server of the test's own:
+ * - the forwarder starts with no server on its port (an edge device that boots offline): pushes
+ *   resolve at once into the local queue, and everything is forwarded once a server starts there;
+ * - the server is SIGKILLed mid-forward and started again: the publishes in flight are failed at
+ *   the disconnect and the backoff ends at the reconnect, so forwarding resumes without waiting
+ *   out a publish timeout or a backoff (both set far beyond the test's own timeout);
  * - the server is SIGKILLed mid-forward and started again on the same store directory: the local
  *   queue absorbs pushes meanwhile, the forwarder backs off and resumes by itself, and the stream
  *   ends up holding every item exactly once;
@@ -18,7 +23,9 @@ import { Builder, LogStore } from '../../src/index.js';
 import { cleanupDirs, freshDir } from '../log/helpers.js';
 import { distUrl, runModule } from '../support/child-process.js';
 import { NatsServer, natsServerBinary } from '../support/nats-restartable.js';
-import { connectTo, differences, freshStream, managerOf, nextStatus, readStream } from './support.js';
+import { connect } from '@nats-io/transport-node';
+import { freePort } from '../support/nats-server.js';
+import { WatchedClock, connectTo, differences, freshStream, managerOf, nextStatus, readStream } from './support.js';
 
 const binary = natsServerBinary();
 if (binary === null) console.log('skipped: no nats-server binary (set NATS_SERVER, or install nats-server)');
@@ -108,6 +115,41 @@ describe.skipIf(binary === null)('forward() under faults', () => {
     await tx.close();
   });
 
+  test('forwardingResumesAtTheReconnectWithoutWaitingOutAPublishTimeoutOrABackoff', async () => {
+    const { stream, subject } = await freshStream(jsm);
+    const store = await LogStore.open(freshDir());
+    const [tx, rx] = await new Builder(store).open();
+    const before = 3000;
+    const during = 200;
+    await tx.pushMany(Array.from({ length: before }, (_, i) => text(i + 1)));
+    const fwd = await connectTo(server.url);
+    // A clock nobody moves: a backoff on it ends only by a stop or a reconnect. And a publish
+    // timeout of ten minutes: a publish lost with the server would hold its lane that long.
+    const clock = new WatchedClock();
+    const stop = new AbortController();
+    // One batch of everything, so that the kill finds publishes in flight.
+    const tenth = messagesSeen(nc, subject, 10);
+    const f = forward(rx, { connection: fwd, subject, stream }, { batch: before, publishTimeoutMs: 600_000, clock, signal: stop.signal });
+    await tenth;
+    const gone = nextStatus(fwd, 'disconnect');
+    await server.kill();
+    await gone;
+    await tx.pushMany(Array.from({ length: during }, (_, i) => text(before + i + 1)));
+    const back = nextStatus(fwd, 'reconnect');
+    await server.restart();
+    await back;
+    await rx.onIdle();
+    stop.abort();
+    await f.done;
+    const s = f.stats();
+    // The publishes in flight at the kill failed at the disconnect, not after their timeout.
+    expect(s.failedPublishes).toBeGreaterThan(0);
+    expect(s).toMatchObject({ backlog: 0, inHand: 0, inFlight: 0, stopped: true });
+    expect(differences(await readStream(jsm, stream), store.storeId!, before + during, text)).toEqual([]);
+    await fwd.close();
+    await tx.close();
+  });
+
   test('aForwarderKilledMidForwardThenASecondOneLosesNothingAndDuplicatesNothing', async () => {
     const { stream, subject } = await freshStream(jsm);
     const dir = freshDir();
@@ -155,5 +197,40 @@ console.log('forwarding ' + store.storeId);
     const { forwarded, duplicates } = f.stats();
     console.log(`forwarder crash: ${total - forwarded + duplicates} items forwarded by the first forwarder, ${duplicates} published again by the second and dropped as duplicates`);
     await tx.close();
+  });
+});
+
+describe.skipIf(binary === null)('forward() from a device that boots offline', () => {
+  afterAll(() => cleanupDirs());
+
+  test('aForwarderStartedWithNoServerBuffersLocallyAndForwardsOnceTheServerAppears', async () => {
+    const port = await freePort();
+    const store = await LogStore.open(freshDir());
+    const [tx, rx] = await new Builder(store).open();
+    const stream = `PQ_FWD_BOOT_${process.pid}`;
+    const subject = `pq.fwd.boot.${process.pid}`;
+    // Not awaited: nothing listens on the port yet, and the connection is made when a server does.
+    const connection = connect({ servers: `127.0.0.1:${port}`, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 50, reconnectJitter: 0 });
+    const stop = new AbortController();
+    const f = forward(rx, { connection, subject, stream: { name: stream, duplicate_window: 120e9 } }, { signal: stop.signal });
+    // No server exists yet: the pushes resolve into the local queue.
+    const seqs = await tx.pushMany(Array.from({ length: 200 }, (_, i) => text(i + 1)));
+    expect(seqs).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    expect(f.stats()).toMatchObject({ connected: false, forwarded: 0, backlog: 200, durability: null, stopped: false });
+    const server = await NatsServer.start(binary!, { port });
+    try {
+      await rx.onIdle();
+      stop.abort();
+      await f.done;
+      expect(f.stats()).toMatchObject({ connected: true, forwarded: 200, backlog: 0, inHand: 0 });
+      // The stream was created by the forwarder, once the server answered, before its first publish.
+      const nc = await connectTo(server.url);
+      expect(differences(await readStream(await managerOf(nc), stream), store.storeId!, 200, text)).toEqual([]);
+      await nc.close();
+      await (await connection).close();
+      await tx.close();
+    } finally {
+      await server.stop();
+    }
   });
 });

@@ -4,12 +4,13 @@
  * puts items back, bounded jittered backoff, and the bad-input rules. The fault tests (a server
  * SIGKILLed, a forwarder SIGKILLed) are in forward-faults.test.ts.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { rmSync } from 'node:fs';
 import { type JetStreamManager, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { forward, messageId } from '../../src/jetstream/forward.js';
-import { Builder, LogStore, MemStore, type Store, type StoreRecovery } from '../../src/index.js';
+import { Builder, LogStore, MemStore, type Store, type StoreRecovery, channels } from '../../src/index.js';
 import { freshDir, cleanupDirs } from '../log/helpers.js';
 import { NatsServer, natsServerBinary } from '../support/nats-restartable.js';
 import { WatchedClock, connectTo, differences, freshStream, managerOf, readStream } from './support.js';
@@ -182,6 +183,43 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     const again = await logQueue(dir);
     expect(again.rx.stats().ready).toBe(3);
     await again.tx.close();
+  });
+
+  test('aConnectionPromiseThatRejectsEndsTheForwarderWithErrClosedAndTheItemsStay', async () => {
+    const { tx, rx } = await logQueue();
+    await tx.push(text(1));
+    let refuse!: (e: Error) => void;
+    const connection = new Promise<NatsConnection>((_, reject) => (refuse = reject));
+    const f = forward(rx, { connection, subject: 'pq.fwd.never' });
+    refuse(new Error('connection refused'));
+    await expect(f.done).rejects.toMatchObject({ code: 'ERR_CLOSED', message: expect.stringContaining('connection refused') });
+    expect(f.stats()).toMatchObject({ connected: false, stopped: true, inHand: 0, forwarded: 0 });
+    expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
+    await tx.close();
+  });
+
+  test('aStopWhileTheConnectionIsStillBeingMadePutsTheBatchBack', async () => {
+    const { tx, rx } = await logQueue();
+    for (let i = 1; i <= 3; i++) await tx.push(text(i));
+    const stop = new AbortController();
+    // The first batch is taken (delivered to the forwarder) and held for the connection.
+    const queueId = rx.stats().queueId;
+    const taken = new Promise<void>((resolve) => {
+      let n = 0;
+      const onDeliver = (m: unknown): void => {
+        if ((m as { queueId: number }).queueId !== queueId || ++n < 3) return;
+        unsubscribe(channels.deliver, onDeliver);
+        resolve();
+      };
+      subscribe(channels.deliver, onDeliver);
+    });
+    const f = forward(rx, { connection: new Promise<NatsConnection>(() => {}), subject: 'pq.fwd.never' }, { signal: stop.signal });
+    await taken;
+    stop.abort();
+    await f.done;
+    expect(f.stats()).toMatchObject({ stopped: true, inHand: 0, forwarded: 0, connected: false });
+    expect(rx.stats()).toMatchObject({ ready: 3, inFlight: 0 });
+    await tx.close();
   });
 
   test('theQueueClosingEndsTheForwarder', async () => {

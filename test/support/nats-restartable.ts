@@ -30,10 +30,13 @@ export class NatsServer {
     this.storeDir = join(root, 'js');
   }
 
-  /** Start a server on a free port (the server picks it) with a fresh store directory. */
-  static async start(binary: string): Promise<NatsServer> {
+  /**
+   * Start a server with a fresh store directory, on `port` when given (a client may already be
+   * dialling it: an edge device that booted before its server), else on a free port it picks.
+   */
+  static async start(binary: string, options: { port?: number } = {}): Promise<NatsServer> {
     const server = new NatsServer(binary, mkdtempSync(join(tmpdir(), 'pq-nats-')));
-    await server.#spawn(-1);
+    await server.#spawn(options.port ?? -1);
     return server;
   }
 
