@@ -10,6 +10,7 @@
  * to take them. Items with a priority or a not-before time are held in memory until acked
  * (./queue/schedule.ts).
  */
+import { ownerSurface } from './queue/owner.js';
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
 import { isStore, keepsDeliveries, keepsKeys } from './store.js';
@@ -341,7 +342,19 @@ export class Builder<T = Uint8Array> {
         throw new OpenError('ERR_STORE', `The store failed to store delivery counts at open: ${(error as Error)?.message ?? error}`, { cause: error });
       }
     }
-    return [new Producer<T>(core), new Consumer<T>(core, this.#retryDelays)];
+    const tx = new Producer<T>(core);
+    const rx = new Consumer<T>(core, this.#retryDelays);
+    if (typeof store.attach === 'function') {
+      const dir = (store as { dir?: unknown }).dir;
+      try {
+        await store.attach(ownerSurface(core, rx as Consumer<unknown>, typeof dir === 'string' ? dir : ''));
+      } catch (error) {
+        await core.close().catch(() => {});
+        if (error instanceof QueueError) throw error;
+        throw new OpenError('ERR_STORE', `The store failed to serve the queue to other processes: ${(error as Error)?.message ?? error}`, { cause: error });
+      }
+    }
+    return [tx, rx];
   }
 }
 

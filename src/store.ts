@@ -11,6 +11,7 @@
  *
  * The conformance suite (`persistent-queue/conformance`) checks every rule written here.
  */
+import type { OwnerSurface } from './remote/surface.js';
 
 /** One stored item: its sequence number and its payload bytes. */
 export interface StoredItem {
@@ -304,6 +305,14 @@ export interface Store {
    * within one open. Synchronous, never fails: it only lowers what the store must keep.
    */
   keepKeysFrom?(at: number): void;
+
+  /**
+   * Optional: serve the queue to other processes and threads. The Builder calls it once the queue
+   * is open, before `open()` resolves, with what the queue lets others do (`OwnerSurface`); the
+   * store stops serving when it closes. A rejection fails the open (the queue is closed again).
+   * LogStore serves an endpoint in its directory and ingests its spool (README, "Other processes").
+   */
+  attach?(surface: OwnerSurface): void | Promise<void>;
 
   // ---- Delivery counts and dead letters: required when `features.deliveries` is true. ----
   //

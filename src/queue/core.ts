@@ -346,6 +346,11 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- consumer
 
+  /** A consumer waits for items or holds some now: another process should not take them (`pq pop`). */
+  get consuming(): boolean {
+    return this.#reserveWaiters.length > 0 || this.#inFlightCount > 0;
+  }
+
   tryReserve(holder?: Holder, leaseMs = this.leaseMs): Reserved | null {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open' || holder?.closed) return null;

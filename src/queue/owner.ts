@@ -1,0 +1,37 @@
+// The OwnerSurface a queue offers to other processes and threads (src/remote/surface.ts): built by
+// the Builder at open for a store that serves others (`Store.attach`). Payloads arrive encoded
+// (a remote producer runs the codec on its side), so pushes go to the core as bytes.
+import type { OwnerSurface, RemotePushOptions, RemoteSelection } from '../remote/surface.js';
+import type { QueueCore } from './core.js';
+import type { Consumer } from './handles.js';
+
+/** What a store that serves others may also offer the surface (LogStore does). */
+interface ServingStore {
+  readonly dir?: unknown;
+  compact?(): Promise<unknown>;
+  inspect?(): object;
+}
+
+export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string): OwnerSurface {
+  const store = core.store as unknown as ServingStore;
+  return {
+    dir,
+    maxItemBytes: core.store.maxItemBytes,
+    push(payloads: Uint8Array[], options: RemotePushOptions, signal: AbortSignal | undefined): Promise<number[]> {
+      const priority = options.priority ?? 0;
+      const notBefore = options.notBefore ?? 0;
+      if (options.keys !== undefined) return core.pushManyKeyed(payloads, [...options.keys], signal, priority, notBefore);
+      return core.push(payloads, false, signal, undefined, priority, notBefore) as Promise<number[]>;
+    },
+    stats() {
+      return { ...core.stats(), store: typeof store.inspect === 'function' ? store.inspect() : undefined };
+    },
+    listDeadLetters: (after: number, limit: number) => rx.deadLetters.list({ after, limit }),
+    redrive: (selection: RemoteSelection) => rx.deadLetters.redrive(selection as never) as Promise<number[]>,
+    purge: (selection: RemoteSelection) => rx.deadLetters.purge(selection as never) as Promise<number>,
+    compact: () => (typeof store.compact === 'function' ? store.compact() : Promise.resolve(undefined)),
+    get consuming() {
+      return core.consuming;
+    },
+  };
+}

@@ -1,0 +1,42 @@
+// What the owner of a queue (the process that opened it) lets other processes and threads do to
+// it: the endpoint's server (./server.ts) and the spool's ingestion call these. The Builder makes
+// one at open and hands it to a store that serves others (`Store.attach`); the core itself never
+// sees a socket or a file.
+import type { DeadLetter } from '../store.js';
+
+/** Options of a push made by another process, as they cross the endpoint (already validated there). */
+export interface RemotePushOptions {
+  readonly priority?: number;
+  /** Wall-clock time (ms since the epoch) before which the items are not delivered. */
+  readonly notBefore?: number;
+  /** One idempotency key per payload, or none. */
+  readonly keys?: readonly string[];
+}
+
+/** What `pq stats` and a dashboard read of a live queue. */
+export type OwnerStats = Record<string, unknown>;
+
+/** Redrive or purge selection, as `rx.deadLetters.redrive()` / `purge()` take it. */
+export interface RemoteSelection {
+  readonly seqs?: readonly number[];
+  readonly limit?: number;
+}
+
+/** The queue an owner exposes. Every call validates nothing twice: the caller checked the input. */
+export interface OwnerSurface {
+  /** The store's directory. */
+  readonly dir: string;
+  /** The largest payload the store takes. */
+  readonly maxItemBytes: number;
+  /** Push as the owner's own producer would; the signal withdraws a push still waiting for capacity. */
+  push(payloads: Uint8Array[], options: RemotePushOptions, signal: AbortSignal | undefined): Promise<number[]>;
+  /** The queue's and the store's figures now. */
+  stats(): OwnerStats;
+  listDeadLetters(after: number, limit: number): Promise<DeadLetter[]>;
+  redrive(selection: RemoteSelection): Promise<number[]>;
+  purge(selection: RemoteSelection): Promise<number>;
+  /** Compact the store now (LogStore's `compact()`). */
+  compact(): Promise<unknown>;
+  /** Some consumer of the owner is reserving items now (`pq pop` refuses to compete with it). */
+  readonly consuming: boolean;
+}
