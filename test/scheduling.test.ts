@@ -234,6 +234,10 @@ describe('scheduling: refusals', () => {
     await expect(tx.push('a', { delayMs: -1 })).rejects.toThrow(RangeError);
     await expect(tx.push('a', { delayMs: Infinity })).rejects.toThrow(RangeError);
     await expect(tx.push('a', { delayMs: 1e16 })).rejects.toThrow(RangeError);
+    // The limits README states: delayMs up to 1e15, a numeric notBefore a non-negative safe integer.
+    await expect(tx.push('a', { delayMs: 1e15 + 1 })).rejects.toThrow(RangeError);
+    await expect(tx.push('a', { notBefore: Number.MAX_SAFE_INTEGER + 2 })).rejects.toThrow(RangeError);
+    await expect(tx.push('a', { notBefore: -1 })).rejects.toThrow(RangeError);
     await expect(tx.push('a', { notBefore: new Date(Number.NaN) })).rejects.toThrow(RangeError);
     await expect(tx.push('a', { notBefore: 1.5 })).rejects.toThrow(RangeError);
     await expect(tx.push('a', { notBefore: '2030-01-01' as unknown as number })).rejects.toThrow(TypeError);

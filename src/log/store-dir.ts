@@ -60,7 +60,13 @@ export function takeLock(fs: FileSystem, dir: string): LockHandle {
   } catch (e) {
     if (errnoCode(e) !== 'ELOCKED') throw e;
     const pid = (e as { pid?: unknown }).pid;
-    throw new OpenError('ERR_LOCKED', `Store ${dir} is locked by another process${typeof pid === 'number' ? ` (pid ${pid})` : ''}`, {
+    // The holder may be this very process: another worker thread, or another copy of the package
+    // loaded beside this one, opened the store. Saying "another process" with our own pid misleads.
+    const holder =
+      pid === process.pid
+        ? `this process (pid ${pid}): another worker thread or another copy of this package has it open; reach it from here with connect()`
+        : `another process${typeof pid === 'number' ? ` (pid ${pid})` : ''}`;
+    throw new OpenError('ERR_LOCKED', `Store ${dir} is locked by ${holder}`, {
       cause: e,
       file: lockPath,
     });
