@@ -41,6 +41,17 @@ export interface StoredItem {
    * is older than its window; the store keeps it as long as {@link Store.keepKeysFrom} asks.
    */
   readonly keyedAt?: number;
+  /**
+   * Stores that ingest a spool (LogStore): the spool record this item was pushed as, stored with
+   * the item in the same atomic write, so that a crash never ingests a record twice.
+   */
+  readonly spool?: SpoolSource;
+}
+
+/** Where an ingested item came from: a spool file's id (32 hex digits) and its record number there (from 1). */
+export interface SpoolSource {
+  readonly file: string;
+  readonly record: number;
 }
 
 /** Longest idempotency key, in UTF-8 bytes (one metadata entry of a LogStore frame holds it). */

@@ -12,11 +12,13 @@ import { errnoCode, type Durability } from './durability.js';
 import type { RecordPayload } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import { KeyTable } from '../key-records.js';
+import { SpoolProgress } from './spool-progress.js';
 import {
   CURSOR_FILE,
   CURSOR_VERSION_DELIVERIES,
   CURSOR_VERSION_KEYS,
   CURSOR_VERSION_PLAIN,
+  CURSOR_VERSION_SPOOL,
   FRAME_HEADER_BYTES,
   FRAME_OFF_LENGTH,
   MARK_RECORD_HEADER_BYTES,
@@ -64,6 +66,11 @@ export class CursorLog {
    * next seq not older than the bound `keepKeysFrom` set, and forgets the older ones.
    */
   keys = new KeyTable();
+  /**
+   * How far each spool file was ingested (FORMAT §14.3): from the durable checkpoint, the ingested
+   * frames after it, and the items appended since. A checkpoint with an entry is version 4.
+   */
+  spool = new SpoolProgress();
   /** The `nextSeq` of the durable checkpoint: every key of an item below it is in that checkpoint. */
   checkpointNextSeq = 1;
   #fd = -1;
@@ -272,11 +279,14 @@ export class CursorLog {
     const snapshot = this.acks.clone();
     this.keys.expire();
     const keys = this.keys.size === 0 ? [] : this.keys.list().filter((k) => k.seq < nextSeq);
-    // The first key moves the cursor to version 3, which holds the delivery state of version 2 too.
+    // The first key moves the cursor to version 3, which holds the delivery state of version 2 too;
+    // the first spool entry moves it to version 4, which holds everything version 3 holds.
     if (keys.length > 0 && version < CURSOR_VERSION_KEYS) version = CURSOR_VERSION_KEYS;
+    const spool = this.spool.list();
+    if (spool.length > 0) version = CURSOR_VERSION_SPOOL;
     const deliveries = version >= CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
     await syncData();
-    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries, version >= CURSOR_VERSION_KEYS ? keys : null);
+    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries, version >= CURSOR_VERSION_KEYS ? keys : null, version >= CURSOR_VERSION_SPOOL ? spool : null);
     const path = join(this.dir, CURSOR_FILE);
     const tmp = path + TMP_SUFFIX;
     try {

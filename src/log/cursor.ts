@@ -15,6 +15,7 @@ import {
   CUR_OFF_MARK_COUNT,
   CUR_OFF_KEY_COUNT,
   CUR_OFF_KEYS_BYTES,
+  CUR_OFF_SPOOL_COUNT,
   CURSOR_FORMAT_VERSION,
   CURSOR_HEADER_BYTES,
   CURSOR_MAGIC,
@@ -23,6 +24,10 @@ import {
   CURSOR_VERSION_DELIVERIES,
   CURSOR_VERSION_KEYS,
   CURSOR_VERSION_PLAIN,
+  CURSOR_VERSION_SPOOL,
+  CURSOR_V4_HEADER_BYTES,
+  SPOOL_ENTRY_BYTES,
+  SPOOL_ID_BYTES,
   DEAD_ENTRY_FIXED_BYTES,
   KEY_ENTRY_FIXED_BYTES,
   MAX_KEY_BYTES_ON_DISK,
@@ -39,6 +44,15 @@ import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, wri
 import { DeliveryState } from './delivery-state.js';
 import { encodeKeys, readKeys, writeKeys } from './key-format.js';
 import type { StoredKey } from '../store.js';
+import { spoolIdBytes, spoolIdText } from './item-meta.js';
+
+/** One entry of a version-4 checkpoint's spool table (FORMAT §14.3). */
+export interface SpoolEntry {
+  /** The spool file's id, 32 hex digits. */
+  readonly file: string;
+  /** Records of it the store holds as items, `>= 1`. */
+  readonly records: number;
+}
 
 /**
  * The set of acked seqs: a low-water mark (every seq below it is acked) plus sorted, disjoint,
@@ -175,6 +189,8 @@ export interface CheckpointHeader {
   readonly keyCount: number;
   readonly keysAt: number;
   readonly keysBytes: number;
+  /** Version 4 only (0 before): spool entries, after the dead letters. */
+  readonly spoolCount: number;
 }
 
 /**
@@ -183,20 +199,38 @@ export interface CheckpointHeader {
  * and every dead letter with its bytes (FORMAT §4.1); with `keys` too (in seq order, each below
  * `nextSeq`), a version-3 checkpoint that holds them after the ranges (§4.6).
  */
-export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, deliveries: DeliveryState | null = null, keys: readonly StoredKey[] | null = null): Buffer {
+export function encodeCheckpoint(
+  acks: AckSet,
+  nextSeq: number,
+  flags: number,
+  deliveries: DeliveryState | null = null,
+  keys: readonly StoredKey[] | null = null,
+  spool: readonly SpoolEntry[] | null = null,
+): Buffer {
   const problem = acks.check();
   if (problem !== null) throw new Error(`refusing to write an inconsistent cursor: ${problem}`);
   if (keys !== null && deliveries === null) throw new Error('refusing to write an inconsistent cursor: a version-3 checkpoint holds the delivery state too');
+  if (spool !== null && keys === null) throw new Error('refusing to write an inconsistent cursor: a version-4 checkpoint holds the keys too');
   const n = acks.starts.length;
   const v2 = deliveries !== null;
   const v3 = keys !== null;
-  const rangesAt = v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
+  const v4 = spool !== null;
+  const rangesAt = v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
   let marks: EncodedMark[] = [];
   let dead: EncodedDead[] = [];
   let bytes = rangesAt + n * RANGE_BYTES;
   const encodedKeys = v3 ? encodeKeys(keys) : { encoded: [], bytes: 0 };
   for (const k of encodedKeys.encoded) if (k.entry.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: key of seq ${k.entry.seq} is not below ${nextSeq}`);
   bytes += encodedKeys.bytes;
+  if (v4) {
+    for (let i = 0; i < spool.length; i++) {
+      const e = spool[i]!;
+      if (!/^[0-9a-f]{32}$/.test(e.file) || !Number.isSafeInteger(e.records) || e.records < 1 || (i > 0 && spool[i - 1]!.file >= e.file)) {
+        throw new Error(`refusing to write an inconsistent cursor: spool entry ${i} (${e.file}, ${e.records}) is malformed or out of order`);
+      }
+    }
+    bytes += spool.length * SPOOL_ENTRY_BYTES;
+  }
   if (v2) {
     marks = deliveries.liveMarks(acks, nextSeq).map((mark) => ({ mark, error: utf8(mark.lastError) }));
     dead = deliveries.dead.map((d) => ({ dead: d, reason: utf8(d.reason) }));
@@ -209,7 +243,7 @@ export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, d
   }
   const buf = Buffer.alloc(bytes);
   writeU32(buf, CUR_OFF_MAGIC, CURSOR_MAGIC);
-  writeU16(buf, CUR_OFF_VERSION, v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
+  writeU16(buf, CUR_OFF_VERSION, v4 ? CURSOR_VERSION_SPOOL : v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
   writeU16(buf, CUR_OFF_FLAGS, flags);
   writeU64(buf, CUR_OFF_LWM, acks.lwm);
   writeU64(buf, CUR_OFF_NEXT_SEQ, nextSeq);
@@ -231,6 +265,14 @@ export function encodeCheckpoint(acks: AckSet, nextSeq: number, flags: number, d
     }
     for (const m of marks) p = writeMarkEntry(buf, p, m);
     for (const d of dead) p = writeDeadEntry(buf, p, d);
+    if (v4) {
+      writeU32(buf, CUR_OFF_SPOOL_COUNT, spool.length);
+      for (const e of spool) {
+        buf.set(spoolIdBytes(e.file), p);
+        writeU64(buf, p + SPOOL_ID_BYTES, e.records);
+        p += SPOOL_ENTRY_BYTES;
+      }
+    }
   }
   // The CRC covers the header before it and everything after it.
   const crc = crc32c32(buf.subarray(CURSOR_HEADER_BYTES), crc32c32(buf.subarray(0, CUR_OFF_CRC)));
@@ -268,7 +310,7 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
       return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
     }
     const keysAt = CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES;
-    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0 };
+    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0, spoolCount: 0 };
   }
   if (fileSize < CURSOR_V2_HEADER_BYTES || buf.length < CURSOR_V2_HEADER_BYTES) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-2 header` };
@@ -281,7 +323,12 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   if (v3 && (fileSize < CURSOR_V3_HEADER_BYTES || buf.length < CURSOR_V3_HEADER_BYTES)) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-3 header` };
   }
-  const rangesAt = v3 ? CURSOR_V3_HEADER_BYTES : CURSOR_V2_HEADER_BYTES;
+  const v4 = version >= CURSOR_VERSION_SPOOL;
+  if (v4 && (fileSize < CURSOR_V4_HEADER_BYTES || buf.length < CURSOR_V4_HEADER_BYTES)) {
+    return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-4 header` };
+  }
+  const rangesAt = v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : CURSOR_V2_HEADER_BYTES;
+  const spoolCount = v4 ? readU32(buf, CUR_OFF_SPOOL_COUNT) : 0;
   const keyCount = v3 ? readU32(buf, CUR_OFF_KEY_COUNT) : 0;
   const keysBytes = v3 ? readU32(buf, CUR_OFF_KEYS_BYTES) : 0;
   if (keysBytes < keyCount * KEY_ENTRY_FIXED_BYTES || keysBytes > keyCount * (KEY_ENTRY_FIXED_BYTES + MAX_KEY_BYTES_ON_DISK)) {
@@ -289,15 +336,15 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   }
   // The whole checkpoint lies in the file, and its counts fit in it at their smallest entry size,
   // before anything is allocated for it.
-  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES;
+  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES + spoolCount * SPOOL_ENTRY_BYTES;
   if (checkpointBytes < 0 || checkpointBytes > fileSize) {
     return { kind: 'corrupt', offset: CUR_OFF_CHECKPOINT_BYTES, reason: `checkpoint size ${checkpointBytes} runs past the file` };
   }
   if (least > checkpointBytes) {
-    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, mark and dead-letter counts run past the checkpoint' };
+    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, mark, dead-letter and spool counts run past the checkpoint' };
   }
   const keysAt = rangesAt + rangeCount * RANGE_BYTES;
-  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes };
+  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes, spoolCount };
 }
 
 /** Check the CRC and decode the ranges of a checkpoint whose bytes `[0, checkpointBytes)` are in `buf`. */
@@ -361,8 +408,24 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
     prev = d.value.seq;
     p = d.next;
   }
-  if (p !== end) return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
+  if (p + h.spoolCount * SPOOL_ENTRY_BYTES !== end) return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
   return state;
+}
+
+/**
+ * The spool table of a version-4 checkpoint accepted by `decodeCheckpointBody` (empty before
+ * version 4): the last `spoolCount` entries of the checkpoint, ids strictly increasing, counts `>= 1`.
+ */
+export function decodeCheckpointSpool(buf: Uint8Array, h: CheckpointHeader): SpoolEntry[] | { kind: 'corrupt'; offset: number; reason: string } {
+  const out: SpoolEntry[] = [];
+  let p = h.checkpointBytes - h.spoolCount * SPOOL_ENTRY_BYTES;
+  for (let i = 0; i < h.spoolCount; i++, p += SPOOL_ENTRY_BYTES) {
+    const file = spoolIdText(buf, p);
+    const records = readU64(buf, p + SPOOL_ID_BYTES);
+    if (records < 1 || (i > 0 && out[i - 1]!.file >= file)) return { kind: 'corrupt', offset: p, reason: `spool entry ${i} is malformed or out of order` };
+    out.push({ file, records });
+  }
+  return out;
 }
 
 /** The key entries of a version-3 checkpoint accepted by `decodeCheckpointBody` (none before version 3). */

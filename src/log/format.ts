@@ -25,13 +25,15 @@ export const SEGMENT_VERSION_KEYED = 3;
  * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
  * until it first stores delivery marks or dead letters, then version 2 (§4.5).
  */
-export const CURSOR_FORMAT_VERSION = 3;
+export const CURSOR_FORMAT_VERSION = 4;
 /** The cursor version a store writes until it needs a record of version 2. */
 export const CURSOR_VERSION_PLAIN = 1;
 /** The cursor version that holds delivery marks and dead letters (FORMAT.md §4.1, §4.2). */
 export const CURSOR_VERSION_DELIVERIES = 2;
 /** The cursor version whose checkpoint also holds the store's idempotency keys (FORMAT.md §4.1, §4.6). */
 export const CURSOR_VERSION_KEYS = 3;
+/** The cursor version whose checkpoint also holds how far each spool file was ingested (FORMAT.md §4.1, §14.3). */
+export const CURSOR_VERSION_SPOOL = 4;
 
 /** Bytes 0..3 of every segment file: ASCII "PQSG". */
 export const SEGMENT_MAGIC = 0x47535150; // 'P' 'Q' 'S' 'G' read as a little-endian u32
@@ -73,6 +75,8 @@ export const RECORD_MARK = 5;
 export const RECORD_DEAD = 6;
 export const RECORD_DROP = 7;
 export const RECORD_REDRIVE = 8;
+/** Spool files only (FORMAT.md §14.2): the producer closed the file; nothing follows. */
+export const RECORD_SPOOL_END = 9;
 
 /** Largest metadata area a frame can carry (the field is a u16). */
 export const MAX_META_BYTES = 0xffff;
@@ -89,6 +93,13 @@ export const META_TAG_KEY = 3;
 /** Metadata tag of when the key was stored (version-3 segments): an i64 of ms since the epoch, a non-negative safe integer. */
 export const META_TAG_KEYED_AT = 4;
 export const META_KEYED_AT_BYTES = 8;
+/**
+ * Metadata tag of where an ingested item came from (version-3 segments, FORMAT.md §14.3): the
+ * spool file's 16-byte id, then the record's number in it (u64). Readers that do not know it skip it.
+ */
+export const META_TAG_SPOOL = 5;
+export const SPOOL_ID_BYTES = 16;
+export const META_SPOOL_BYTES = SPOOL_ID_BYTES + 8;
 
 /**
  * Hard upper bound of a payload length the reader accepts, whatever `maxItemBytes` was when the
@@ -158,6 +169,40 @@ export const MAX_CURSOR_RECORD_BYTES = MAX_PAYLOAD_BYTES_CAP + DEAD_RECORD_HEADE
 /** Writers start a new record of these types once its payload passes this many bytes (one entry always fits). */
 export const CURSOR_RECORD_SPLIT_BYTES = 1024 * 1024;
 
+// ---- Cursor version 4 (FORMAT.md §4.1, §14.3) ----
+/** A version-4 checkpoint header: the version-3 fields, then spoolCount (u32) and 4 reserved bytes. */
+export const CURSOR_V4_HEADER_BYTES = 72;
+export const CUR_OFF_SPOOL_COUNT = 64;
+/** One spool progress entry: the file's 16-byte id, then the records of it ingested (u64). */
+export const SPOOL_ENTRY_BYTES = SPOOL_ID_BYTES + 8;
+
+// ---- Spool files (FORMAT.md §14) ----
+/** The store directory's subdirectory that holds the spool files. */
+export const SPOOL_DIR = 'spool';
+/** Bytes 0..3 of a spool file: ASCII "PQSP". */
+export const SPOOL_MAGIC = 0x50535150; // 'P' 'Q' 'S' 'P' read as a little-endian u32
+/** The highest spool-file version this code reads and the one it writes. */
+export const SPOOL_FORMAT_VERSION = 1;
+/** magic u32, version u16, headerBytes u16, id[16], createdAt u64 (ms since the epoch)... see §14.1. */
+export const SPOOL_HEADER_BYTES = 40;
+export const SPL_OFF_MAGIC = 0;
+export const SPL_OFF_VERSION = 4;
+export const SPL_OFF_HEADER_BYTES = 6;
+export const SPL_OFF_ID = 8;
+export const SPL_OFF_CREATED_AT = 24;
+export const SPL_OFF_RESERVED = 32;
+export const SPL_OFF_CRC = 36;
+/** `<32 hex digits>.pqs`: a spool file. */
+export const SPOOL_SUFFIX = '.pqs';
+/** `<32 hex digits>.lock`: held by the file's producer while it writes. */
+export const SPOOL_LOCK_SUFFIX = '.lock';
+
+const SPOOL_FILE_RE = /^([0-9a-f]{32})\.pqs$/;
+/** The id a spool file's name carries, or null when `name` is not a spool file's name. */
+export function parseSpoolName(name: string): string | null {
+  return SPOOL_FILE_RE.exec(name)?.[1] ?? null;
+}
+
 // ---- Identity file (FORMAT.md §13) ----
 /** Bytes 0..3 of the identity file: ASCII "PQID". */
 export const IDENTITY_MAGIC = 0x44495150; // 'P' 'Q' 'I' 'D' read as a little-endian u32
@@ -182,6 +227,8 @@ export const CURSOR_FILE = 'cursor.pqc';
 /** The store's identity (FORMAT.md §13). */
 export const IDENTITY_FILE = 'store.pqi';
 export const LOCK_FILE = 'LOCK';
+/** The owner's endpoint, a Unix domain socket other processes reach the queue through (README, "Other processes"). */
+export const ENDPOINT_FILE = 'pq.sock';
 /** The mutex a process holds while it takes over a stale pid lock (src/fs/pid-lock.ts); never read by the store. */
 export const LOCK_TAKEOVER_FILE = 'LOCK.takeover';
 /** Suffix of a file being written for an atomic replace; such files are deleted at open, never read. */
@@ -206,7 +253,7 @@ export function parseSegmentName(name: string): number | null {
 }
 
 /** What kind of file a directory entry is, for the "foreign files" check at open. */
-export type EntryKind = 'segment' | 'cursor' | 'identity' | 'lock' | 'tmp' | 'torn' | 'os-metadata' | 'foreign';
+export type EntryKind = 'segment' | 'cursor' | 'identity' | 'lock' | 'tmp' | 'torn' | 'spool' | 'endpoint' | 'os-metadata' | 'foreign';
 
 /**
  * Files a desktop's file manager drops into any folder it shows. They are left alone: refusing
@@ -224,6 +271,8 @@ const LOCK_TMP_RE = /^LOCK\.tmp(-\d+)?$/;
 const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
 export function classifyEntry(name: string): EntryKind {
   if (parseSegmentName(name) !== null) return 'segment';
+  if (name === SPOOL_DIR) return 'spool';
+  if (name === ENDPOINT_FILE) return 'endpoint';
   if (name === CURSOR_FILE) return 'cursor';
   if (name === IDENTITY_FILE) return 'identity';
   if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE || LOCK_TMP_RE.test(name)) return 'lock';

@@ -6,7 +6,7 @@
  * area, and lives only in a version-2 or version-3 segment; a keyed one carries its key and the
  * time it was stored, and lives only in a version-3 segment (FORMAT.md §8).
  */
-import { PRIORITY_MAX, type StoredItem } from '../store.js';
+import { PRIORITY_MAX, type SpoolSource, type StoredItem } from '../store.js';
 import {
   MAX_KEY_BYTES_ON_DISK,
   META_ENTRY_HEADER_BYTES,
@@ -17,8 +17,13 @@ import {
   META_PRIORITY_BYTES,
   META_TAG_NOT_BEFORE,
   META_TAG_PRIORITY,
+  META_SPOOL_BYTES,
+  META_TAG_SPOOL,
+  SPOOL_ID_BYTES,
   readI64,
+  readU64,
   writeI64,
+  writeU64,
 } from './format.js';
 
 /** The scheduling fields decoded from a frame (0 when absent), and its key (undefined and 0 when absent). */
@@ -27,6 +32,8 @@ export interface ItemSchedule {
   notBefore: number;
   key: string | undefined;
   keyedAt: number;
+  /** The spool record an ingested item came from (version-3 segments), or undefined. */
+  spool?: SpoolSource | undefined;
 }
 
 const utf8 = new TextEncoder();
@@ -45,7 +52,24 @@ export function itemMetaBytes(item: StoredItem): number {
   if (item.priority !== undefined && item.priority !== 0) bytes += PRIORITY_ENTRY_BYTES;
   if (item.notBefore !== undefined && item.notBefore !== 0) bytes += NOT_BEFORE_ENTRY_BYTES;
   if (item.key !== undefined) bytes += META_ENTRY_HEADER_BYTES + keyBytesOf(item.key) + KEYED_AT_ENTRY_BYTES;
+  if (item.spool !== undefined) bytes += SPOOL_ENTRY_BYTES;
   return bytes;
+}
+
+const SPOOL_ENTRY_BYTES = META_ENTRY_HEADER_BYTES + META_SPOOL_BYTES;
+
+/** The 16 bytes of a spool file id given as 32 hex digits. */
+export function spoolIdBytes(id: string): Uint8Array {
+  const out = new Uint8Array(SPOOL_ID_BYTES);
+  for (let i = 0; i < SPOOL_ID_BYTES; i++) out[i] = Number.parseInt(id.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/** 32 hex digits of the 16-byte spool file id at `buf[at..]`. */
+export function spoolIdText(buf: Uint8Array, at: number): string {
+  let s = '';
+  for (let i = 0; i < SPOOL_ID_BYTES; i++) s += buf[at + i]!.toString(16).padStart(2, '0');
+  return s;
 }
 
 /** UTF-8 bytes of a key (checked by the store against `MAX_KEY_BYTES` before it is written). */
@@ -80,6 +104,13 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     writeI64(buf, p + META_ENTRY_HEADER_BYTES, item.keyedAt!);
     p += KEYED_AT_ENTRY_BYTES;
   }
+  if (item.spool !== undefined) {
+    buf[p] = META_TAG_SPOOL;
+    buf[p + 1] = META_SPOOL_BYTES;
+    buf.set(spoolIdBytes(item.spool.file), p + META_ENTRY_HEADER_BYTES);
+    writeU64(buf, p + META_ENTRY_HEADER_BYTES + SPOOL_ID_BYTES, item.spool.record);
+    p += SPOOL_ENTRY_BYTES;
+  }
   return p;
 }
 
@@ -97,6 +128,7 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
   out.notBefore = 0;
   out.key = undefined;
   out.keyedAt = 0;
+  out.spool = undefined;
   let seen = 0;
   const end = at + metaBytes;
   for (let p = at; p < end; ) {
@@ -136,6 +168,13 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
         if (t === null || t < 0) return false;
         out.keyedAt = t;
       }
+    } else if (keys && tag === META_TAG_SPOOL) {
+      const bit = 1 << tag;
+      if ((seen & bit) !== 0 || len !== META_SPOOL_BYTES) return false;
+      seen |= bit;
+      const record = readU64(buf, v + SPOOL_ID_BYTES);
+      if (!Number.isSafeInteger(record) || record < 1) return false;
+      out.spool = { file: spoolIdText(buf, v), record };
     }
     p = v + len;
   }

@@ -8,14 +8,18 @@
  */
 import type { FileSystem } from '../fs/file-system.js';
 import type { KeyTable } from '../key-records.js';
+import type { SpoolProgress } from './spool-progress.js';
 import { RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED } from './format.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { SegmentFrames } from './frame-rules.js';
 import { closeQuietly, type Segment } from './layout.js';
 import { damaged } from './reader.js';
 
-/** Add to `out` the key of every ITEM frame with a seq at or above `fromSeq` in the version-3 segments of `segments`. */
-export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: number, chunkBytes: number, out: KeyTable): void {
+/**
+ * Add to `out` the key of every ITEM frame with a seq at or above `fromSeq` in the version-3
+ * segments of `segments`, and to `spool` the spool origin of each (FORMAT §14.3).
+ */
+export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: number, chunkBytes: number, out: KeyTable, spool?: SpoolProgress): void {
   for (const s of segments) {
     if (s.version < SEGMENT_VERSION_KEYED) continue;
     if (s.seal !== null && s.seal.endSeq <= fromSeq) continue;
@@ -30,7 +34,11 @@ export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: 
         if (verdict !== 'record') throw damaged(s, frames.offset, frames.reason());
         const h = frames.h;
         const key = rules.schedule.key;
-        if (h.type === RECORD_ITEM && h.seq >= fromSeq && key !== undefined) out.add({ key, seq: h.seq, keyedAt: rules.schedule.keyedAt });
+        if (h.type === RECORD_ITEM && h.seq >= fromSeq) {
+          if (key !== undefined) out.add({ key, seq: h.seq, keyedAt: rules.schedule.keyedAt });
+          const origin = rules.schedule.spool;
+          if (origin !== undefined) spool?.set(origin.file, origin.record);
+        }
         frames.accept();
       }
     } finally {

@@ -26,6 +26,9 @@ import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
 import { itemMetaBytes } from './item-meta.js';
+import { spoolFault } from './spool-progress.js';
+import { SpoolIngest, type SpoolStats } from './spool-ingest.js';
+import type { OwnerSurface } from '../remote/surface.js';
 import { SegmentWriter, batchSegmentVersion } from './segment-writer.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
@@ -69,6 +72,12 @@ export interface LogStoreStats {
   readonly deadLetters: number;
   readonly deadLetterBytes: number;
   readonly recovery: LogStoreRecoveryInfo;
+  /**
+   * The spool (README, "Other processes"): files waiting in it, records read from them and not
+   * ingested yet, records ingested by this owner, torn bytes cut from dead producers' files, and
+   * files it could not ingest (left as they are). Null before the store serves a queue.
+   */
+  readonly spool: SpoolStats | null;
 }
 
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
@@ -101,6 +110,8 @@ export class LogStore implements Store {
   #recovery!: LogStoreRecoveryInfo;
   /** Set when opened with `readOnly`: what the store serves, as of its open. */
   #view: ReadOnlyView | null = null;
+  /** The spool's ingestion, once the store serves a queue (`attach`). */
+  #ingest: SpoolIngest | null = null;
 
   protected constructor(dir: string, opts: ResolvedOptions) {
     this.dir = dir;
@@ -236,11 +247,12 @@ export class LogStore implements Store {
       expect++;
       bytes += FRAME_HEADER_BYTES + it.bytes.length;
       // Plain items pay a few property reads here; only items with metadata are measured and checked.
-      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0) || it.key !== undefined || it.keyedAt !== undefined) {
-        const fault = scheduleFault(it) ?? keyFault(it);
+      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0) || it.key !== undefined || it.keyedAt !== undefined || it.spool !== undefined) {
+        const fault = scheduleFault(it) ?? keyFault(it) ?? spoolFault(it);
         if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `LogStore.append: ${fault}`));
         scheduled++;
-        if (it.key !== undefined) keyed++;
+        // An ingested item's origin is read back at open from version-3 segments only, as keys are.
+        if (it.key !== undefined || it.spool !== undefined) keyed++;
         bytes += itemMetaBytes(it);
       }
     }
@@ -260,7 +272,10 @@ export class LogStore implements Store {
     if (rejected !== null) return rejected;
     // The keys are known once their frames are written: a checkpoint holds those below its next
     // seq, which it makes durable first (FORMAT §4.6).
-    if (keyed > 0) this.#cursor.keys.addItems(items);
+    if (keyed > 0) {
+      this.#cursor.keys.addItems(items);
+      this.#cursor.spool.addItems(items);
+    }
     if (this.#reader.caching) this.#reader.appended(items, bytes, scheduled === 0 && keyed === 0 ? this.#writer.written(bytes) : null);
     const offset = this.#layout.active.bytes;
     if (!sync) {
@@ -330,6 +345,7 @@ export class LogStore implements Store {
     this.#maintenance.stop();
     let error: unknown = null;
     try {
+      await this.#ingest?.stop();
       await this.#maintenance.settled();
       await this.#cursor.idle();
       if (this.#durability.failure === null && this.#view === null) await this.#closeCleanly();
@@ -432,7 +448,52 @@ export class LogStore implements Store {
       deadLetters: this.#cursor.deliveries.dead.length,
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
+      spool: this.#ingest === null ? null : { ...this.#ingest.stats, problems: [...this.#ingest.stats.problems] },
     };
+  }
+
+  /**
+   * Serve the queue to other processes (the Store contract's `attach`): ingest the spool now (its
+   * records are pushed before `Builder.open` resolves) and at each poll from then on. The node
+   * binding (`persistent-queue`'s LogStore) also serves the endpoint.
+   */
+  async attach(surface: OwnerSurface): Promise<void> {
+    if (this.#view !== null) throw this.#readOnlyError('cannot serve a queue');
+    if (this.#ingest !== null) return;
+    const warned = new Set<string>();
+    this.#ingest = new SpoolIngest({
+      fs: this.#fs,
+      dir: this.dir,
+      progress: this.#cursor.spool,
+      clock: this.#opts.clock,
+      pollMs: this.#opts.spoolPollMs,
+      chunkBytes: this.#opts.readAheadBytes,
+      push: (file, records) => surface.ingest(file, records),
+      fail: (error) => this.#durability.markFailed(error),
+      problem: ({ file, reason }) => {
+        if (warned.has(file)) return;
+        warned.add(file);
+        process.emitWarning(`Spool file ${file} was not ingested whole: ${reason}`, { code: 'PQ_SPOOL_DAMAGED' });
+      },
+    });
+    // Not waited for: the spool may hold more than the queue's capacity, which only a consumer
+    // (handed out once open resolves) can make room for.
+    void this.ingestSpool();
+  }
+
+  /**
+   * Ingest what the spool holds now (the queue's owner does it at open and at each poll); resolves
+   * once this pass is done. A pass that fails because the queue closed or failed is not an error here.
+   */
+  async ingestSpool(): Promise<void> {
+    const ingest = this.#ingest;
+    if (ingest === null) return;
+    try {
+      await ingest.poke();
+    } catch (e) {
+      if (this.#state !== 'open' || this.#durability.failure !== null || (e instanceof QueueError && (e.code === 'ERR_CLOSED' || e.code === 'ERR_STORE_FAILED'))) return;
+      process.emitWarning(`The spool of ${this.dir} could not be read: ${(e as Error)?.message ?? e}; trying again at the next poll`, { code: 'PQ_SPOOL_READ' });
+    }
   }
 
   /**

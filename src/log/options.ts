@@ -112,8 +112,16 @@ export interface LogStoreOptions {
    */
   compactDelayMs?: number;
   /**
-   * The clock whose timers run the delayed compaction (`compactDelayMs`); only its `setTimeout` and
-   * `clearTimeout` are used. A test passes a `ManualClock` (`persistent-queue/testing`) and moves
+   * How often the owner of the store (a process with a queue open over it) looks for pushes spooled
+   * by producers in other processes (`connect()` while no process had the queue open: README,
+   * "Other processes"), beyond the look it takes at open. The timer is unref'd. An integer from 1
+   * to 2^31 − 1.
+   * @default 100
+   */
+  spoolPollMs?: number;
+  /**
+   * The clock whose timers run the delayed compaction (`compactDelayMs`) and the spool's polls
+   * (`spoolPollMs`); only its `setTimeout` and `clearTimeout` are used. A test passes a `ManualClock` (`persistent-queue/testing`) and moves
    * it itself, so that the compaction runs when the test says.
    * @default the system's timers
    */
@@ -164,6 +172,12 @@ function ratio(name: string, value: unknown): number {
   return value;
 }
 
+function pollDelay(name: string, value: unknown): number {
+  const ms = positiveInteger(name, value);
+  if (ms > MAX_TIMER_MS) throw new RangeError(expectation(name, `an integer from 1 to ${MAX_TIMER_MS}`, value));
+  return ms;
+}
+
 function timerDelay(name: string, value: unknown): number {
   const ms = nonNegativeInteger(name, value);
   if (ms > MAX_TIMER_MS) throw new RangeError(expectation(name, `an integer from 0 to ${MAX_TIMER_MS}`, value));
@@ -188,6 +202,7 @@ export interface ResolvedOptions {
   blockingSync: boolean;
   compactionLiveRatio: number;
   compactDelayMs: number;
+  spoolPollMs: number;
   clock: Clock;
   /**
    * Bytes of sealed segments one automatic compaction reads at most (and at least two segments):
@@ -222,6 +237,7 @@ const OPTION_NAMES: readonly string[] = [
   'blockingSync',
   'compactionLiveRatio',
   'compactDelayMs',
+  'spoolPollMs',
   'clock',
   'compactRunBytes',
   'dirMode',
@@ -275,6 +291,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     blockingSync,
     compactionLiveRatio: o.compactionLiveRatio === undefined ? 0.25 : ratio('compactionLiveRatio', o.compactionLiveRatio),
     compactDelayMs: o.compactDelayMs === undefined ? 1000 : timerDelay('compactDelayMs', o.compactDelayMs),
+    spoolPollMs: o.spoolPollMs === undefined ? 100 : pollDelay('spoolPollMs', o.spoolPollMs),
     clock: o.clock === undefined ? systemClock : checkClock(o.clock),
     compactRunBytes: o.compactRunBytes === undefined ? COMPACT_RUN_BYTES : positiveInteger('compactRunBytes', o.compactRunBytes),
     dirMode: o.dirMode === undefined ? 0o700 : nonNegativeInteger('dirMode', o.dirMode),

@@ -16,6 +16,7 @@ import type { ResolvedOptions } from './options.js';
 import type { RecoveryPlan } from './recovery-plan.js';
 import { nextSegmentVersion, readFully, type SegmentWriter } from './segment-writer.js';
 import { scanKeys } from './key-scan.js';
+import { spoolFileIds } from './spool-file.js';
 
 /** What recovery found and did when the store was opened. */
 export interface LogStoreRecoveryInfo {
@@ -115,7 +116,13 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   const fromSeq = plan.cursor?.checkpointNextSeq ?? 1;
   p.cursor.checkpointNextSeq = fromSeq;
   for (const k of plan.cursor?.keys ?? []) p.cursor.keys.add(k);
-  scanKeys(fs, layout.list, fromSeq, p.opts.readAheadBytes, p.cursor.keys);
+  // How far each spool file was ingested (FORMAT §14.3): the checkpoint's table, then the origins
+  // of the ITEM frames after it, read in the same pass as their keys.
+  for (const e of plan.cursor?.spool ?? []) p.cursor.spool.set(e.file, e.records);
+  scanKeys(fs, layout.list, fromSeq, p.opts.readAheadBytes, p.cursor.keys, p.cursor.spool);
+  // A file no longer in the spool directory was ingested whole and deleted, durably: its entry goes.
+  const present = new Set(spoolFileIds(fs, dir));
+  for (const e of p.cursor.spool.list()) if (!present.has(e.file)) p.cursor.spool.forget(e.file);
   await freshCheckpoint(p, plan);
   const created = !plan.names.some((n) => n === CURSOR_FILE || parseSegmentName(n) !== null);
   // A new store always gets a new identity, even beside an identity file (left by a creation that

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys } from './cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSpool, type SpoolEntry } from './cursor.js';
 import type { StoredKey } from '../store.js';
 import type { DeliveryRecord } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
@@ -19,7 +19,7 @@ import {
   CURSOR_FILE,
   CURSOR_FORMAT_VERSION,
   CURSOR_V2_HEADER_BYTES,
-  CURSOR_V3_HEADER_BYTES,
+  CURSOR_V4_HEADER_BYTES,
   IDENTITY_FILE,
   RECORD_DEAD,
   RECORD_DROP,
@@ -84,6 +84,8 @@ export interface CursorRead {
   readonly version: number;
   /** The idempotency keys of a version-3 checkpoint (none before), each of a seq below `checkpointNextSeq`. */
   readonly keys: readonly StoredKey[];
+  /** The spool table of a version-4 checkpoint (none before): records ingested per spool file. */
+  readonly spool: readonly SpoolEntry[];
   /** Delivery marks and dead letters of the checkpoint and the records, redrives not yet applied. */
   readonly deliveries: DeliveryState;
   /** REDRIVE moves in record order, judged once the data's next seq is known (`planRecovery`). */
@@ -435,8 +437,8 @@ export function scanActive(fs: FileSystem, fd: number, path: string, base: numbe
 /** Read the cursor file: checkpoint, then its records with the tail table. */
 export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord: number): CursorRead {
   const size = fs.size(fd);
-  const hbuf = new Uint8Array(CURSOR_V3_HEADER_BYTES);
-  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V3_HEADER_BYTES, size), 0);
+  const hbuf = new Uint8Array(CURSOR_V4_HEADER_BYTES);
+  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V4_HEADER_BYTES, size), 0);
   const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
   if ('kind' in h) {
     if (h.kind === 'unsupported') {
@@ -453,6 +455,8 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
   if ('kind' in deliveries) throw checkFailed(FILE_CHECKS.badCursor, path, deliveries.offset, deliveries.reason);
   const keys = decodeCheckpointKeys(body, h);
   if ('kind' in keys) throw checkFailed(FILE_CHECKS.badCursor, path, keys.offset, keys.reason);
+  const spool = decodeCheckpointSpool(body, h);
+  if ('kind' in spool) throw checkFailed(FILE_CHECKS.badCursor, path, spool.offset, spool.reason);
   const redrives: { from: number; seq: number }[] = [];
   const onDelivery = (r: DeliveryRecord): void => {
     if (r.type === RECORD_MARK) deliveries.mark(r.below, r.marks);
@@ -479,5 +483,6 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
     deliveries,
     redrives,
     keys,
+    spool,
   };
 }

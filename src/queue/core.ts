@@ -43,6 +43,15 @@ function rejectAll(waiters: Waiter<Reserved | null>[], error: unknown): void {
   }
 }
 
+/** One spool record as the core ingests it. */
+export interface IngestRecord {
+  readonly record: number;
+  readonly bytes: Uint8Array;
+  readonly priority: number;
+  readonly notBefore: number;
+  readonly key: string | undefined;
+}
+
 function unsupported(what: string): QueueError {
   return new QueueError('ERR_UNSUPPORTED', `${what} needs a store that keeps delivery counts and dead letters (features.deliveries)`);
 }
@@ -320,6 +329,27 @@ export class QueueCore {
       (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt) as Promise<number[]>,
       (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt) as Promise<number>,
     );
+  }
+
+  /**
+   * Records of a spool file (`src/log/spool-ingest.ts`), pushed in their order, each item stored
+   * with its origin. A record with a key is pushed as a keyed push is: a remembered key stores
+   * nothing. Resolves once every record is stored (or found a duplicate).
+   */
+  ingest(file: string, records: readonly IngestRecord[]): Promise<void> {
+    const error = this.operationalError();
+    if (error) return Promise.reject(error);
+    const pushes: Promise<unknown>[] = [];
+    for (const r of records) {
+      const sources = [{ file, record: r.record }];
+      const key = r.key;
+      if (key !== undefined && this.keys !== undefined) {
+        pushes.push(this.keys.push(key, undefined, (keyedAt) => this.#pushes.push([r.bytes], true, undefined, undefined, r.priority, r.notBefore, [key], keyedAt, sources) as Promise<number>));
+      } else {
+        pushes.push(this.#pushes.push([r.bytes], true, undefined, undefined, r.priority, r.notBefore, undefined, 0, sources));
+      }
+    }
+    return Promise.all(pushes).then(() => undefined);
   }
 
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */

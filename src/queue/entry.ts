@@ -1,7 +1,7 @@
 // The records the core keeps per push, per item and per ack batch, and small helpers the core and the handles share.
 import type { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
-import type { Store, StoredItem } from '../store.js';
+import type { SpoolSource, Store, StoredItem } from '../store.js';
 import { expectation } from '../validate.js';
 import type { Lease } from './leases.js';
 
@@ -19,6 +19,8 @@ export interface PendingPush {
   /** Set for a push with idempotency keys: one per payload, with when they were stored. */
   keys?: readonly string[];
   keyedAt?: number;
+  /** Set for records ingested from a spool: where each payload came from, stored with its item. */
+  sources?: readonly SpoolSource[];
   resolve: (seqs: number | number[]) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -98,6 +100,12 @@ export function keyedEntry(seq: number, bytes: Uint8Array, priority: number, not
   const entry = newEntry(seq, bytes, priority, notBefore) as Entry & { key: string; keyedAt: number };
   entry.key = key;
   entry.keyedAt = keyedAt;
+  return entry;
+}
+
+/** The entry of an item ingested from a spool: its origin is stored with it (`StoredItem.spool`). */
+export function withSource(entry: Entry, source: SpoolSource): Entry {
+  (entry as Entry & { spool: SpoolSource }).spool = source;
   return entry;
 }
 

@@ -33,5 +33,6 @@ export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string
     get consuming() {
       return core.consuming;
     },
+    ingest: (file, records) => core.ingest(file, records),
   };
 }

@@ -3,9 +3,9 @@
 // pushed while the one before it was stored). The core owns every count the consumer side reads;
 // it answers this object's questions, and hears of each stored batch, through a host.
 import { QueueError } from '../errors.js';
-import type { Store } from '../store.js';
+import type { SpoolSource, Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset } from './entry.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withSource } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -130,7 +130,17 @@ export class PushPipeline {
     this.rejectWaiting(failure);
   }
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, keys?: readonly string[], keyedAt = 0): Promise<number | number[]> {
+  push(
+    payloads: Uint8Array[],
+    single: boolean,
+    signal: AbortSignal | undefined,
+    from?: number[],
+    priority = 0,
+    notBefore = 0,
+    keys?: readonly string[],
+    keyedAt = 0,
+    sources?: readonly SpoolSource[],
+  ): Promise<number | number[]> {
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -165,6 +175,7 @@ export class PushPipeline {
       pending.keys = keys;
       pending.keyedAt = keyedAt;
     }
+    if (sources !== undefined) pending.sources = sources;
     // An executor that closes over `pending` alone: one per push, so its context stays small.
     const promise = new Promise<number | number[]>((resolve, reject) => {
       pending.resolve = resolve;
@@ -288,8 +299,11 @@ export class PushPipeline {
       if (priority !== 0 || notBefore !== 0) scheduled = true;
       const keys = pending.keys;
       const payloads = pending.payloads;
+      const firstItem = k;
       if (keys !== undefined) for (let i = 0; i < keys.length; i++) items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!);
       else for (let i = 0; i < payloads.length; i++) items[k++] = newEntry(seq++, payloads[i]!, priority, notBefore);
+      const sources = pending.sources;
+      if (sources !== undefined) for (let i = 0; i < sources.length; i++) withSource(items[firstItem + i]!, sources[i]!);
     }
     this.#appendScheduled = scheduled;
     this.#nextSeq = seq;

@@ -39,4 +39,18 @@ export interface OwnerSurface {
   compact(): Promise<unknown>;
   /** Some consumer of the owner is reserving items now (`pq pop` refuses to compete with it). */
   readonly consuming: boolean;
+  /**
+   * Push records of the spool file `file` (32 hex digits), in order, each stored with its origin
+   * (`StoredItem.spool`); resolves once all are stored. Only the store's own spool ingestion calls it.
+   */
+  ingest(file: string, records: readonly SpoolRecordIn[]): Promise<void>;
+}
+
+/** A spool record as the owner pushes it. */
+export interface SpoolRecordIn {
+  readonly record: number;
+  readonly bytes: Uint8Array;
+  readonly priority: number;
+  readonly notBefore: number;
+  readonly key: string | undefined;
 }

@@ -12,6 +12,7 @@ import {
   CURSOR_FILE,
   CUR_OFF_CHECKPOINT_BYTES,
   CUR_OFF_VERSION,
+  CURSOR_FORMAT_VERSION,
   FRAME_HEADER_BYTES,
   FRAME_OFF_LENGTH,
   FRAME_OFF_TYPE,
@@ -234,7 +235,7 @@ describe('versions', () => {
     await store.close();
   });
 
-  test('aVersion4CursorIsRefusedAndNothingChanges', async () => {
+  test('aCursorOfANewerVersionIsRefusedAndNothingChanges', async () => {
     const dir = freshDir();
     const { store, nextSeq: s } = await openStore(dir);
     await store.append(items(s, ['a']), true);
@@ -242,11 +243,12 @@ describe('versions', () => {
     await store.close();
     const path = join(dir, CURSOR_FILE);
     const b = nodeFs.readFileSync(path);
-    // Version 4 with the CRC left as it is: the version is checked before the CRC.
-    writeU16(b, CUR_OFF_VERSION, 4);
+    // The version after the newest this code reads, with the CRC left as it is: the version is
+    // checked before the CRC.
+    writeU16(b, CUR_OFF_VERSION, CURSOR_FORMAT_VERSION + 1);
     nodeFs.writeFileSync(path, b);
     const e = await expectOpenError(dir, 'ERR_UNSUPPORTED_VERSION');
-    expect(e.message).toMatch(/version 4/);
+    expect(e.message).toMatch(new RegExp(`version ${CURSOR_FORMAT_VERSION + 1}`));
     await expect(LogStore.open(dir, { readOnly: true })).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_VERSION' });
   });
 });

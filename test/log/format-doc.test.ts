@@ -139,7 +139,7 @@ describe('FORMAT.md examples', () => {
   test('exampleCursorDecodes', () => {
     const b = hexExample('### Example cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0 });
+    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0, spoolCount: 0 });
     const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
     const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
@@ -172,7 +172,7 @@ describe('FORMAT.md examples', () => {
   test('exampleVersion2CursorDecodes', () => {
     const b = hexExample('### Example version-2 cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0 });
+    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0, spoolCount: 0 });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
@@ -236,7 +236,7 @@ describe('FORMAT.md examples', () => {
     const b = hexExample('### Example version-3 cursor');
     expect(b.length).toBe(120);
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40 });
+    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40, spoolCount: 0 });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);

@@ -10,6 +10,7 @@ import { crc32c32 } from '../../src/log/crc.js';
 import {
   CUR_OFF_CRC,
   CUR_OFF_VERSION,
+  CURSOR_FORMAT_VERSION,
   CURSOR_FILE,
   CURSOR_HEADER_BYTES,
   CURSOR_V3_HEADER_BYTES,
@@ -62,7 +63,7 @@ describe('versions', () => {
     await again.close();
   });
 
-  test('aCursorOfAVersionAboveThreeIsRefusedAndNothingChanges', async () => {
+  test('aCursorOfAVersionAboveTheNewestIsRefusedAndNothingChanges', async () => {
     const dir = freshDir();
     const { store, nextSeq: s } = await openStore(dir);
     await store.append([keyed(s, 'a', 'k')], true);
@@ -70,10 +71,10 @@ describe('versions', () => {
     const path = join(dir, CURSOR_FILE);
     const b = nodeFs.readFileSync(path);
     expect(readU16(b, CUR_OFF_VERSION)).toBe(3);
-    b.writeUInt16LE(4, CUR_OFF_VERSION);
+    b.writeUInt16LE(CURSOR_FORMAT_VERSION + 1, CUR_OFF_VERSION);
     nodeFs.writeFileSync(path, b);
     const e = await expectOpenError(dir, 'ERR_UNSUPPORTED_VERSION');
-    expect(e.message).toMatch(/version 4/);
+    expect(e.message).toMatch(new RegExp(`version ${CURSOR_FORMAT_VERSION + 1}`));
   });
 });
 
