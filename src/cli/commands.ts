@@ -142,7 +142,8 @@ export const stats: Command = async (cli, { positionals }) => {
   const store = await LogStore.open(dir, { readOnly: true });
   try {
     const s = store.inspect();
-    const lastShutdownClean = s.recovery.cleanShutdown;
+    // A store another process has open has not been shut down: the question does not apply yet.
+    const lastShutdownClean = s.liveWriter !== null ? null : s.recovery.cleanShutdown;
     const firstSeq = s.count > 0 ? s.lowWaterMark : null;
     const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
     const report = {
@@ -166,9 +167,12 @@ export const stats: Command = async (cli, { positionals }) => {
       // Leases are held by the process that has the queue open, in memory: no store records them.
       leased: null,
       bytesOnDisk: s.bytesOnDisk,
+      // The process that had the store open as it was read: its tail is a write in progress, so
+      // the items shown end at its last whole record and no byte is called torn.
+      liveWriter: s.liveWriter,
       lastShutdownClean,
       // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
-      // and the cursor, which the next writable open cuts (or a live writer is still writing).
+      // of a store nobody has open, which the next writable open cuts (0 beside a live writer).
       tornTailBytes: s.recovery.tornBytes,
       zeroTailBytes: s.recovery.zeroTailBytes,
     };
@@ -192,9 +196,14 @@ export const stats: Command = async (cli, { positionals }) => {
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
     out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
-    out.line(
-      `last close      ${lastShutdownClean ? green('clean') : red('not clean, or the store is open in another process')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
-    );
+    if (s.liveWriter !== null) {
+      const who = s.liveWriter.pid !== null ? `process ${s.liveWriter.pid}` : 'another process';
+      out.line(`last close      ${green(`none yet: ${who} has the store open`)} ${dim('(shown as of this read, up to its last whole record)')}`);
+    } else {
+      out.line(
+        `last close      ${lastShutdownClean === true ? green('clean') : red('not clean: the last writer did not close it')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
+      );
+    }
     return 0;
   } finally {
     await store.close();

@@ -69,6 +69,14 @@ export interface LogStoreStats {
   readonly deadLetters: number;
   readonly deadLetterBytes: number;
   readonly recovery: LogStoreRecoveryInfo;
+  /**
+   * A read-only open of a store another process held (`pid` null when the file system does not
+   * know it): that writer was live as the store was read, so the active segment ended in its
+   * write in progress and its preallocated space, which are neither torn nor a zero tail (both
+   * counts of `recovery` are 0), and `recovery.cleanShutdown` is false because the store is open.
+   * Null when nobody held it, and for a writable open (which holds it itself).
+   */
+  readonly liveWriter: { readonly pid: number | null } | null;
 }
 
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
@@ -431,6 +439,7 @@ export class LogStore implements Store {
       deadLetters: this.#cursor.deliveries.dead.length,
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
+      liveWriter: view?.liveWriter ?? null,
     };
   }
 
