@@ -50,6 +50,8 @@ rx.process(async () => {}, { concurrency: 64 });
 
 /** Runs of `pq stats` beside the writer: a fixed count, each one a fresh read of the store. */
 const RUNS = 30;
+/** Runs of `pq verify`, which reads every record of the store each time. */
+const VERIFY_RUNS = 10;
 
 describe('pq stats beside a live writer', () => {
   it('statsBesideALiveWriterReportsNoTornBytesAndNoCorruption', async () => {
@@ -85,5 +87,25 @@ describe('pq stats beside a live writer', () => {
     const r = pq(['stats', dir, '--json']);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ liveWriter: null, lastShutdownClean: false });
+  }, 120_000);
+
+  it('verifyBesideALiveWriterFindsNoDamageAndSaysTheStoreIsOpen', async () => {
+    const writer: Lines = runModule(work, 'writer.mjs', WRITER, [dir]);
+    try {
+      await writer.until((l) => l.includes('ready'));
+      for (let run = 1; run <= VERIFY_RUNS; run++) {
+        const r = pq(['verify', dir, '--json']);
+        const what = `run ${run} of ${VERIFY_RUNS}: exit ${r.code}\n${r.stdout}${r.stderr}`;
+        expect(r.stderr, what).toBe('');
+        const v = JSON.parse(r.stdout) as { problems: unknown[]; notes: string[] };
+        expect(v.problems, what).toEqual([]);
+        expect(r.code, what).toBe(0);
+        expect(v.notes, what).toContain(`LOCK: process ${writer.child.pid} has the store open and is writing it: the active segment was read up to its last whole record (what follows is being written, not damage)`);
+        expect(v.notes.join('\n'), what).not.toMatch(/torn tail|zero bytes/);
+      }
+      expect(writer.child.exitCode, writer.stderr).toBeNull();
+    } finally {
+      await writer.kill();
+    }
   }, 120_000);
 });

@@ -21,11 +21,12 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { AckSet } from './cursor.js';
 import type { DeliveryState } from './delivery-state.js';
-import { CURSOR_FILE, IDENTITY_FILE_BYTES, LOCK_FILE, classifyEntry } from './format.js';
+import { CURSOR_FILE, IDENTITY_FILE_BYTES, classifyEntry } from './format.js';
 import type { Segment } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { LogStoreRecoveryInfo } from './recovery-apply.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { liveHolder } from './store-dir.js';
 
 /** Plans made at most, while the directory keeps changing under them. */
 const MAX_ATTEMPTS = 8;
@@ -52,7 +53,7 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
   let lastFailure: string | undefined;
   for (let attempt = 1; ; attempt++) {
     const before = fingerprint(fs, dir);
-    const holder = lockHolder(fs, dir);
+    const holder = liveHolder(fs, dir);
     let plan: RecoveryPlan;
     try {
       plan = planRecovery(fs, dir, { ...opts, keepReadFds: true, liveWriter: holder !== null });
@@ -62,23 +63,13 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
       // so a read torn by one of its writes looks like damage over an unchanged directory. Damage
       // is taken for real once the same failure is met twice in a row with the directory unchanged.
       const failure = e instanceof Error ? e.message : String(e);
-      const unchanged = fingerprint(fs, dir) === before && holderKey(lockHolder(fs, dir)) === holderKey(holder);
+      const unchanged = fingerprint(fs, dir) === before && holderKey(liveHolder(fs, dir)) === holderKey(holder);
       if (attempt >= MAX_ATTEMPTS || (unchanged && failure === lastFailure)) throw e;
       lastFailure = unchanged ? failure : undefined;
       await new Promise((r) => setTimeout(r, attempt * 5));
       continue;
     }
     return viewOf(fs, dir, plan, holder);
-  }
-}
-
-/** The live holder of the store's lock, when the file system can tell; null otherwise. */
-function lockHolder(fs: FileSystem, dir: string): { readonly pid: number | null } | null {
-  if (fs.lockHolder === undefined) return null;
-  try {
-    return fs.lockHolder(join(dir, LOCK_FILE));
-  } catch {
-    return null; // nothing known of a holder: the store is read as one nobody holds
   }
 }
 

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isQueueError } from '../../src/errors.js';
-import { LogStore, nodeFileSystem } from '../../src/log-store.js';
+import { LogStore, nodeFileSystem, salvageStore, verifyStore } from '../../src/log-store.js';
 import { distUrl, root, runModule, type Lines } from '../support/child-process.js';
 import { WrappedFs, cleanupDirs, dec, errno, flipByte, freshDir, items, openStore, segFiles } from './helpers.js';
 
@@ -260,6 +260,29 @@ describe('read-only open beside a writer that holds the store', () => {
     expect(crashed.inspect().liveWriter).toBeNull();
     expect(crashed.recovery.tornBytes).toBe(fs.statSync(seg).size - validEnd);
     await crashed.close();
+    await w.close();
+  });
+
+  it('verifyAndSalvageReadALiveWritersHalfWrittenFrameAsAWriteInProgress', async () => {
+    const dir = freshDir();
+    const { store: w, nextSeq: s } = await openStore(dir);
+    await w.append(items(s, ['one', 'two', 'three']), true);
+    const seg = join(dir, segFiles(dir)[0]!);
+    const fd = fs.openSync(seg, 'r+');
+    fs.writeSync(fd, Buffer.from([0x2a, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7]), 0, 11, w.inspect().segments[0]!.bytes);
+    fs.closeSync(fd);
+    const live = `LOCK: process ${process.pid} has the store open and is writing it`;
+    const v = verifyStore(dir);
+    expect(v).toMatchObject({ problems: [], records: 3 });
+    expect(v.notes.join('\n')).toContain(live);
+    expect(v.notes.join('\n')).not.toMatch(/torn tail|zero bytes/);
+    const r = await salvageStore(dir, join(dir, '..', 'saved'));
+    expect(r).toMatchObject({ copied: 3, damaged: [], lost: { count: 0 } });
+    expect(r.notes.join('\n')).toContain(live);
+    // With no live writer the same bytes are a crash's torn tail, and verify says open will cut it.
+    const crashed = verifyStore(dir, { fs: noHolderFs() });
+    expect(crashed.problems).toEqual([]);
+    expect(crashed.notes.join('\n')).toMatch(/torn tail of 11 bytes/);
     await w.close();
   });
 
