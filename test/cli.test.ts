@@ -223,6 +223,24 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: '3\n' });
   });
 
+  it('pqPushWithNothingOnStdinIsAUsageError', () => {
+    pq(['push', dir, '--create', 'x']);
+    // As `pq push q < /dev/null`: stdin ends at once.
+    const r = pq(['push', dir], '');
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^pq: pq push got nothing to push: give DATA arguments, or lines on stdin \(stdin was empty\) \(see pq push --help\)\n$/);
+    expect(JSON.parse(pq(['push', dir, '--json'], '').stderr)).toMatchObject({ code: 'ERR_USAGE', help: 'pq push --help' });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ nextSeq: 2 });
+    // With --create, no store is made for nothing.
+    const other = join(work, 'other');
+    expect(pq(['push', other, '--create'], '').code).toBe(2);
+    expect(existsSync(other)).toBe(false);
+    // A missing store is still reported as such, before stdin is read.
+    expect(pq(['push', other], '')).toMatchObject({ code: 1, stderr: expect.stringMatching(/ERR_NOT_FOUND.*--create/) });
+    // One empty line is one empty item: something was given.
+    expect(pq(['push', dir], '\n')).toMatchObject({ code: 0, stdout: '2\n' });
+  });
+
   it('pushWithAKeyStoresOnceAndPrintsTheFirstSeqAgain', () => {
     expect(pq(['push', dir, 'job-a', '--create', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
     expect(pq(['push', dir, 'job-b'])).toMatchObject({ code: 0, stdout: '2\n' });

@@ -133,7 +133,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       wait: WAIT_OPTION,
     },
     details:
-      'Prints the seq of each item. Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
+      'Prints the seq of each item. Without DATA, each line of stdin is an item; an empty stdin is a\nusage error (nothing is pushed or created). Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
   },
   {
     name: 'pop',

@@ -78,6 +78,16 @@ export function requireStore(dir: string): void {
   }
 }
 
+/** Whether `dir` holds a store (the check of {@link requireStore}, answered instead of thrown). */
+function isStore(dir: string): boolean {
+  try {
+    requireStore(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `--format`, with `--json` standing for jsonl. */
 function formatOption(command: string, cli: Cli, value: string | boolean | undefined, fallback: Format): Format {
   const given = stringOption(value);
@@ -309,12 +319,25 @@ export const push: Command = async (cli, { values, positionals }) => {
     if (typeof key !== 'string' || !isValidKey(key)) throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
     if (data.length !== 1) throw new UsageError(`--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`, 'push');
   }
-  // Opened before stdin is read: a missing store is reported before anything is consumed.
-  const store = await LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
-    throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
-  });
+  const open = (): Promise<LogStore> =>
+    LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
+      throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
+    });
+  const nothing = (): UsageError => new UsageError('pq push got nothing to push: give DATA arguments, or lines on stdin (stdin was empty)', 'push');
+  // A store that exists is opened before stdin is read: a store that cannot be opened is reported
+  // before anything is consumed. One that --create would make is made only once there is
+  // something to push.
+  let store: LogStore | null = create && !isStore(dir) ? null : await open();
+  let payloads: readonly string[];
+  try {
+    payloads = data.length > 0 ? data : await readStdinLines();
+    if (payloads.length === 0) throw nothing();
+  } catch (e) {
+    await store?.close();
+    throw e;
+  }
+  store ??= await open();
   const [tx] = await new Builder(store).durability(durability).open();
-  const payloads = data.length > 0 ? data : await readStdinLines();
   try {
     const seqs = typeof key === 'string' ? [await tx.push(payloads[0]!, { ...schedule, key })] : await tx.pushMany(payloads, schedule);
     if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
