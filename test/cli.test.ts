@@ -54,7 +54,7 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['dump', dir, '--from', '2', '--limit', '2', '--format', 'text']).stdout).toBe('beta\ngamma\n');
     expect(pq(['dump', dir, '--from', '4', '--format', 'hex']).stdout).toBe(`4\t${Buffer.from('delta').toString('hex')}\n`);
     // dump consumed nothing
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 4, firstSeq: 1, nextSeq: 5 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 4, firstSeq: 1, nextSeq: 5 });
   });
 
   it('popAcksUnlessNoAck', () => {
@@ -62,7 +62,7 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: 'a\n' });
     expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
-    expect(stats).toMatchObject({ ready: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(stats).toMatchObject({ unacked: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     expect(pq(['pop', dir, '--count', '5', '--format', 'jsonl']).stdout.trim()).toBe(
       JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );
@@ -93,16 +93,28 @@ describe('push, dump, pop, stats', () => {
     // One fsync per ack was 1000 of them; batches of up to 256 share one (or two) each.
     expect(syncs).toBeGreaterThan(0);
     expect(syncs).toBeLessThan(100);
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 0 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 0 });
   });
 
   it('statsPrintsAReadableSummary', () => {
     pq(['push', dir, '--create', 'x']);
     const r = pq(['stats', dir]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/items ready\s+1/);
+    expect(r.stdout).toMatch(/unacked\s+1\n/);
     expect(r.stdout).toMatch(/format version\s+2/);
     expect(r.stdout).toMatch(/last close\s+clean/);
+  });
+
+  it('statsCountsUnackedItemsAsUnackedNotAsReady', () => {
+    pq(['push', dir, '--create', 'now']);
+    pq(['push', dir, 'later', '--delay', '600000']);
+    const json = JSON.parse(pq(['stats', dir, '--json']).stdout) as Record<string, unknown>;
+    // The delayed item is not ready, and in a process with the queue open some would be in flight.
+    expect(json).toMatchObject({ unacked: 2, delayed: 1 });
+    expect(json).not.toHaveProperty('ready');
+    const text = pq(['stats', dir]).stdout;
+    expect(text).toMatch(/^unacked\s+2$/m);
+    expect(text).not.toMatch(/ready/);
   });
 
   it('compactReportsBytesReclaimed', () => {
@@ -336,7 +348,7 @@ describe('failures are one clear line and a non-zero exit', () => {
       // Inspection takes no lock: it works beside the holder.
       const stats = pq(['stats', dir, '--json']);
       expect(stats.code, stats.stderr).toBe(0);
-      expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 1 });
+      expect(JSON.parse(stats.stdout)).toMatchObject({ unacked: 1 });
       expect(pq(['dump', dir, '--format', 'text'])).toMatchObject({ code: 0, stdout: 'x\n' });
     } finally {
       holder.kill('SIGKILL');
@@ -390,7 +402,7 @@ describe('help, version and --json', () => {
 
   it('everyStoreCommandPrintsJson', () => {
     expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: [1, 2, 3] });
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 3 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 3 });
     expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
     const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);

@@ -85,7 +85,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<dir>',
     summary: 'items, seq range, segments, cursor, format version',
     options: {},
-    details: 'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.',
+    details:
+      'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\n' +
+      "'unacked' counts every item not yet acked: ready, delayed (not yet due) and, in a process\n" +
+      "that has the queue open, in flight (leases live in that process's memory: 'leased').",
   },
   {
     name: 'verify',

@@ -160,7 +160,9 @@ export const stats: Command = async (cli, { positionals }) => {
       dir: s.dir,
       storeId: s.storeId,
       formatVersion: s.formatVersion,
-      ready: s.count,
+      // Every item not yet acked: ready ones, delayed ones and, in a process that has the queue
+      // open, those in flight. How many are in flight only that process knows (see `leased`).
+      unacked: s.count,
       firstSeq,
       nextSeq: s.nextSeq,
       lowWaterMark: s.lowWaterMark,
@@ -193,7 +195,7 @@ export const stats: Command = async (cli, { positionals }) => {
     }
     out.line(`${bold('store')}           ${report.dir}`);
     out.line(`format version  ${report.formatVersion}`);
-    out.line(`items ready     ${fmt(report.ready)}`);
+    out.line(`unacked         ${fmt(report.unacked)}`);
     out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
     if (report.prioritized > 0) out.line(`prioritized     ${fmt(report.prioritized)}`);
     out.line(`leased          ${dim('not known here: leases live in the process that has the queue open')}`);

@@ -133,7 +133,7 @@ describe('read-only open beside a live writer in another process', () => {
       const snap = await readOnlySnapshot(dir, writer.child.pid);
       expect(snap.count).toBeGreaterThanOrEqual(0);
       const pq = (args: string[]): string => execFileSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), ...args], { encoding: 'utf8' });
-      expect(JSON.parse(pq(['stats', dir, '--json']))).toMatchObject({ ready: snap.count, nextSeq: snap.nextSeq });
+      expect(JSON.parse(pq(['stats', dir, '--json']))).toMatchObject({ unacked: snap.count, nextSeq: snap.nextSeq });
       expect(pq(['dump', dir, '--format', 'text']).split('\n').filter(Boolean)).toHaveLength(snap.count);
       expect(fingerprint(dir), 'no byte, name, size or mtime changed').toBe(before);
 
