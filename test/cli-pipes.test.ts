@@ -108,7 +108,7 @@ it('popThroughAReaderThatStopsEarlyLeavesWhatItDidNotWriteInTheStore', async () 
   // reader leaves after three lines.
   const filler = 'x'.repeat(1024);
   pushLines(count, (i) => `${i} ${filler}`);
-  const r = read(['pop', dir, '--count', String(count)], { stopAfter: 3 });
+  const r = read(['pop', dir, '--count', String(count), '--format', 'text'], { stopAfter: 3 });
   const { code, stderr } = await r.exited;
   expect(stderr, 'no EPIPE stack trace').toBe('');
   expect(code).toBe(0);

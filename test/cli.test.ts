@@ -59,14 +59,28 @@ describe('push, dump, pop, stats', () => {
 
   it('popAcksUnlessNoAck', () => {
     pq(['push', dir, '--create', 'a', 'b', 'c']);
-    expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: 'a\n' });
-    expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
+    expect(pq(['pop', dir, '--no-ack', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\n' });
+    expect(pq(['pop', dir, '--count', '2', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
     expect(stats).toMatchObject({ unacked: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
-    expect(pq(['pop', dir, '--count', '5', '--format', 'jsonl']).stdout.trim()).toBe(
+    expect(pq(['pop', dir, '--count', '5']).stdout.trim()).toBe(
       JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );
     expect(pq(['pop', dir]).stdout).toBe('');
+  });
+
+  it('dumpAndPopBothPrintJsonLinesUnlessAskedForText', () => {
+    // A payload holding a newline: one JSON line, two lines as text.
+    pq(['push', dir, '--create', 'a', 'line one\nstill one']);
+    const item = (seq: number, text: string, extra: object = {}) => JSON.stringify({ seq, bytes: Buffer.byteLength(text), priority: 0, notBefore: null, ...extra, text });
+    const dumped = `${item(1, 'a')}\n${item(2, 'line one\nstill one')}\n`;
+    expect(pq(['dump', dir])).toMatchObject({ code: 0, stdout: dumped });
+    expect(pq(['dump', dir, '--json']).stdout).toBe(dumped);
+    expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: `${item(1, 'a', { deliveries: 1 })}\n` });
+    expect(pq(['pop', dir, '--no-ack', '--json']).stdout).toBe(`${item(1, 'a', { deliveries: 2 })}\n`);
+    // The other convention, payloads as they are, by a flag for both.
+    expect(pq(['dump', dir, '--format', 'text']).stdout).toBe('a\nline one\nstill one\n');
+    expect(pq(['pop', dir, '--count', '2', '--format', 'text']).stdout).toBe('a\nline one\nstill one\n');
   });
 
   it('popAcksInBatchesThatShareAnFsync', () => {

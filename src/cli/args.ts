@@ -48,7 +48,11 @@ export const COMMON_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   help: { type: 'boolean', help: 'show this help (also -h)' },
 };
 
-const FORMAT_OPTION: OptionSpec = { type: 'string', value: 'jsonl|text|hex', help: 'output format (--json means jsonl)' };
+const FORMAT_OPTION: OptionSpec = {
+  type: 'string',
+  value: 'jsonl|text|hex',
+  help: 'jsonl (the default, also --json): one JSON object per item; text: each payload as it is; hex: seq and payload in hex',
+};
 
 /**
  * The commands that write to a store wait for it with this: cron jobs, hooks and shell loops run

@@ -88,7 +88,12 @@ function isStore(dir: string): boolean {
   }
 }
 
-/** `--format`, with `--json` standing for jsonl. */
+/**
+ * `--format` of `dump` and `pop`, with `--json` standing for jsonl. Both print JSON Lines unless
+ * told otherwise: one line per item whatever its payload holds (a newline, bytes that are not
+ * UTF-8, characters a terminal acts on), with the seq a consumer dedupes on. `text` prints the
+ * payloads as they are, for pipes that want only them.
+ */
 function formatOption(command: string, cli: Cli, value: string | boolean | undefined, fallback: Format): Format {
   const given = stringOption(value);
   if (cli.json) {
@@ -352,7 +357,7 @@ export const push: Command = async (cli, { values, positionals }) => {
 
 export const pop: Command = async (cli, { values, positionals }) => {
   const count = intOption('pop', 'count', values.count, 1, 1);
-  const format = formatOption('pop', cli, values.format, 'text');
+  const format = formatOption('pop', cli, values.format, 'jsonl');
   const ack = values['no-ack'] !== true;
   const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
