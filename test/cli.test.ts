@@ -83,6 +83,36 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir, '--count', '2', '--format', 'text']).stdout).toBe('a\nline one\nstill one\n');
   });
 
+  it('withCodecJsonDumpPopAndDlqListShowAJsonQueuesValuesNotEscapedText', async () => {
+    // A queue written with the json() codec, as an application writes it; one item dead-lettered.
+    const lib = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../src/index.js');
+    const [tx, rx] = await new lib.Builder(await lib.LogStore.open(dir)).codec(lib.json()).open();
+    await tx.pushMany([{ order: 17, lines: ['a', 'b'] }, 'just a string', 42, { order: 18 }]);
+    const taken = [];
+    for (let i = 0; i < 4; i++) taken.push((await rx.reserve())!);
+    await taken[3]!.deadLetter('bad order');
+    for (const item of taken.slice(0, 3)) await item.nack();
+    await tx.close();
+    pq(['push', dir, 'not json {']);
+
+    // The store does not know the codec: without --codec, a payload is shown as its text.
+    expect(JSON.parse(pq(['dump', dir]).stdout.split('\n')[0]!)).toMatchObject({ seq: 1, text: '{"order":17,"lines":["a","b"]}' });
+    const rows = pq(['dump', dir, '--codec', 'json']).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(rows.map((r) => ('json' in r ? { json: r.json } : { text: r.text }))).toEqual([
+      { json: { order: 17, lines: ['a', 'b'] } },
+      { json: 'just a string' },
+      { json: 42 },
+      { text: 'not json {' }, // not JSON: shown as any payload, under its own field name
+    ]);
+    expect(JSON.parse(pq(['pop', dir, '--no-ack', '--codec', 'json']).stdout)).toMatchObject({ seq: 1, json: { order: 17, lines: ['a', 'b'] } });
+    expect(JSON.parse(pq(['dlq', 'list', dir, '--codec', 'json', '--json']).stdout)).toMatchObject({ seq: 4, reason: 'bad order', json: { order: 18 } });
+    expect(pq(['dlq', 'list', dir, '--codec', 'json']).stdout).toMatch(/ {2}12 B json \{"order":18\}\n$/);
+    // Text output is the payload as it is, JSON text already.
+    expect(pq(['dump', dir, '--codec', 'json', '--format', 'text', '--limit', '1']).stdout).toBe('{"order":17,"lines":["a","b"]}\n');
+    const bad = pq(['dump', dir, '--codec', 'structured']);
+    expect(bad).toMatchObject({ code: 2, stderr: "pq: --codec must be bytes, text or json, got 'structured' (see pq dump --help)\n" });
+  });
+
   it('popAcksInBatchesThatShareAnFsync', () => {
     pq(['push', dir, '--create', '--durability', 'none'], Array.from({ length: 1000 }, (_, i) => `item-${i}`).join('\n') + '\n');
     // Counts the fsyncs and fdatasyncs of the pq process and prints the count as it exits.

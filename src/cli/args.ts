@@ -55,6 +55,16 @@ const FORMAT_OPTION: OptionSpec = {
 };
 
 /**
+ * `--codec`: a store keeps bytes and does not record the codec a typed queue wrote them with, so
+ * the user names it. Only `json` changes the output: JSON lines then carry the value itself.
+ */
+const CODEC_OPTION: OptionSpec = {
+  type: 'string',
+  value: 'bytes|text|json',
+  help: "the queue's codec (default bytes); json: JSON lines show each payload as the JSON value a consumer gets (`json`), a payload that is not JSON as usual",
+};
+
+/**
  * The commands that write to a store wait for it with this: cron jobs, hooks and shell loops run
  * several `pq` at once, and the store takes one writer at a time.
  */
@@ -122,6 +132,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       from: { type: 'string', value: 'SEQ', help: 'start at this seq (default: the oldest item)' },
       limit: { type: 'string', value: 'N', help: 'print at most N items' },
       format: FORMAT_OPTION,
+      codec: CODEC_OPTION,
     },
     details:
       'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\nProgress is shown on stderr when stderr is a terminal and the output is not.',
@@ -150,6 +161,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       count: { type: 'string', value: 'N', help: 'take at most N items (default 1)' },
       'no-ack': { type: 'boolean', help: 'leave the items in the store' },
       format: FORMAT_OPTION,
+      codec: CODEC_OPTION,
       wait: WAIT_OPTION,
     },
     details:
@@ -171,6 +183,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       after: { type: 'string', value: 'SEQ', help: 'only dead letters with a seq above SEQ' },
       limit: { type: 'string', value: 'N', help: 'print at most N dead letters' },
+      codec: CODEC_OPTION,
     },
     details:
       'One line per dead letter, oldest seq first: its seq, times delivered, first and last delivery\n' +

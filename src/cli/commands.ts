@@ -8,7 +8,7 @@ import { isValidKey } from '../key-records.js';
 import { MAX_KEY_BYTES } from '../store.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
-import { bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format } from './text.js';
+import { PAYLOAD_CODECS, bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
 
 /** What a command writes to, and how. */
 export interface Cli {
@@ -103,6 +103,15 @@ function formatOption(command: string, cli: Cli, value: string | boolean | undef
   const f = given ?? fallback;
   if (f !== 'jsonl' && f !== 'text' && f !== 'hex') throw new UsageError(`--format must be jsonl, text or hex, got '${f}'`, command);
   return f;
+}
+
+/** `--codec`: the codec the queue was written with, which the store does not record. */
+export function codecOption(command: string, value: string | boolean | undefined): PayloadCodec {
+  const c = stringOption(value) ?? 'bytes';
+  if (!(PAYLOAD_CODECS as readonly string[]).includes(c)) {
+    throw new UsageError(`--codec must be ${PAYLOAD_CODECS.slice(0, -1).join(', ')} or ${PAYLOAD_CODECS.at(-1)}, got '${c}'`, command);
+  }
+  return c as PayloadCodec;
 }
 
 /** `--priority N`, `--delay MS`, `--not-before TIME` of `pq push`, as push options. */
@@ -281,6 +290,7 @@ export const dump: Command = async (cli, { values, positionals }) => {
   const from = intOption('dump', 'from', values.from, 0);
   const limit = intOption('dump', 'limit', values.limit, Number.MAX_SAFE_INTEGER, 1);
   const format = formatOption('dump', cli, values.format, 'jsonl');
+  const codec = codecOption('dump', values.codec);
   const dir = oneDir('dump', positionals);
   const store = await LogStore.open(dir, { readOnly: true });
   // Progress only when the items go elsewhere than the terminal that would show it.
@@ -293,7 +303,7 @@ export const dump: Command = async (cli, { values, positionals }) => {
     while (printed < limit) {
       const page = store.read({ after, before: nextSeq, limit: Math.min(DUMP_PAGE_ITEMS, limit - printed) });
       if (page.length === 0) break;
-      for (const item of page) await emit(cli.out, showItem(format, item));
+      for (const item of page) await emit(cli.out, showItem(format, item, undefined, codec));
       printed += page.length;
       after = page[page.length - 1]!.seq;
       progress.update(`dumped ${fmt(printed)}${total === undefined ? '' : ` / ${fmt(total)}`} item(s)`);
@@ -358,6 +368,7 @@ export const push: Command = async (cli, { values, positionals }) => {
 export const pop: Command = async (cli, { values, positionals }) => {
   const count = intOption('pop', 'count', values.count, 1, 1);
   const format = formatOption('pop', cli, values.format, 'jsonl');
+  const codec = codecOption('pop', values.codec);
   const ack = values['no-ack'] !== true;
   const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
@@ -375,7 +386,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
         const item = await reserveReady(rx);
         if (!item) break;
         batch.push(item);
-        const line = showItem(format, item, item.deliveries);
+        const line = showItem(format, item, item.deliveries, codec);
         chars += line.length;
         cli.out.line(line);
       }
