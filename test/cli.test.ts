@@ -530,6 +530,10 @@ describe('demo', () => {
     expect(r.stdout).toMatch(/lost: 0/);
     const told = Number(/pushes the child saw resolve\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', ''));
     expect(told).toBeGreaterThan(0);
+    // It says what a SIGKILL shows, and where power loss is shown instead.
+    expect(r.stdout).toMatch(/every acknowledged push survived the SIGKILL\nthat is a process crash, which 'none' survives too/);
+    expect(r.stdout).toMatch(/power loss .* is what the simulated crash disk shows/);
+    expect(r.stdout).toContain('README "Property-test your own crash recovery"');
   });
 
   it('everyDemoRunKillsWhileItemsAreWaitingAndRecoversThem', () => {

@@ -92,7 +92,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     details:
       'Starts a child process with 64 producers and one consumer, pauses the consumer so items are\n' +
       'waiting, SIGKILLs the child, reopens the store and checks every push the child saw resolve.\n' +
-      'Without [dir] the store lives in a temporary directory that is removed afterwards.',
+      'Without [dir] the store lives in a temporary directory that is removed afterwards.\n' +
+      "A SIGKILL is a process crash, which even 'none' survives; power loss is shown by the\n" +
+      "simulated crash disk (the crash tests of 'npm test').",
   },
   {
     name: 'stats',
