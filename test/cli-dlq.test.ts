@@ -266,7 +266,7 @@ describe('pq dlq purge', () => {
     expect(hashDir(dir)).toBe(before);
     expect(pq(['dlq', 'purge', dir, '--yes'])).toEqual({ code: 0, stdout: 'purged 3 dead letter(s): seqs 1..3\n', stderr: '' });
     expect(await libraryDeadLetters()).toEqual([]);
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 0, deadLetters: 0 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 0, deadLetters: 0 });
     expect(pq(['dlq', 'purge', dir, '--yes', '--json'])).toEqual({ code: 0, stdout: '{"count":0,"seqs":[],"skipped":[]}\n', stderr: '' });
   });
 

@@ -30,8 +30,8 @@ function pushLines(count: number, line: (i: number) => string): void {
   expect(pq(['push', dir, '--create', '--durability', 'none', '--json'], input).code).toBe(0);
 }
 
-function ready(): { ready: number; firstSeq: number | null; nextSeq: number } {
-  return JSON.parse(pq(['stats', dir, '--json']).stdout) as { ready: number; firstSeq: number | null; nextSeq: number };
+function unacked(): { unacked: number; firstSeq: number | null; nextSeq: number } {
+  return JSON.parse(pq(['stats', dir, '--json']).stdout) as { unacked: number; firstSeq: number | null; nextSeq: number };
 }
 
 interface Reader {
@@ -90,7 +90,7 @@ it('dumpThroughAPipeToASlowReaderDeliversEveryLineInBoundedMemory', async () => 
   expect(r.lines).toHaveLength(count);
   expect(r.lines[0]).toBe('item-1');
   expect(r.lines[count - 1]).toBe(`item-${count}`);
-  expect(ready().ready, 'dump consumed nothing').toBe(count);
+  expect(unacked().unacked, 'dump consumed nothing').toBe(count);
 });
 
 it('popIntoAClosedPipeAcksNothingAndExitsQuietly', async () => {
@@ -99,7 +99,7 @@ it('popIntoAClosedPipeAcksNothingAndExitsQuietly', async () => {
   const { code, stderr } = await read(['pop', dir, '--count', '50'], { stopAfter: 0 }).exited;
   expect(stderr).toBe('');
   expect(code).toBe(0);
-  expect(ready()).toMatchObject({ ready: 50, firstSeq: 1 });
+  expect(unacked()).toMatchObject({ unacked: 50, firstSeq: 1 });
 });
 
 it('popThroughAReaderThatStopsEarlyLeavesWhatItDidNotWriteInTheStore', async () => {
@@ -108,21 +108,21 @@ it('popThroughAReaderThatStopsEarlyLeavesWhatItDidNotWriteInTheStore', async () 
   // reader leaves after three lines.
   const filler = 'x'.repeat(1024);
   pushLines(count, (i) => `${i} ${filler}`);
-  const r = read(['pop', dir, '--count', String(count)], { stopAfter: 3 });
+  const r = read(['pop', dir, '--count', String(count), '--format', 'text'], { stopAfter: 3 });
   const { code, stderr } = await r.exited;
   expect(stderr, 'no EPIPE stack trace').toBe('');
   expect(code).toBe(0);
   expect(r.lines.map((l) => l.split(' ')[0])).toEqual(['1', '2', '3']);
-  const after = ready();
+  const after = unacked();
   // What is left is every item from some seq on: acks covered a prefix of what was written.
-  expect(after.ready).toBeGreaterThan(0);
-  expect(after.ready).toBeLessThan(count);
-  expect(after.firstSeq! + after.ready - 1).toBe(count);
+  expect(after.unacked).toBeGreaterThan(0);
+  expect(after.unacked).toBeLessThan(count);
+  expect(after.firstSeq! + after.unacked - 1).toBe(count);
   expect(after.nextSeq).toBe(count + 1);
   // The three lines read were handed over, and acked.
   expect(after.firstSeq).toBeGreaterThan(3);
   const left = pq(['dump', dir, '--format', 'text']).stdout.trim().split('\n');
-  expect(left).toHaveLength(after.ready);
+  expect(left).toHaveLength(after.unacked);
   expect(left[0]!.split(' ')[0]).toBe(String(after.firstSeq));
 });
 
@@ -139,7 +139,7 @@ it('statsAndDumpIntoAClosedPipeExitQuietly', async () => {
   expect(stderr).toBe('');
   expect(code).toBe(0);
   expect(head.lines).toEqual(Array.from({ length: 10 }, (_, i) => `item-${i + 1}`));
-  expect(ready().ready).toBe(2_001);
+  expect(unacked().unacked).toBe(2_001);
 });
 
 it.skipIf(!existsSync('/dev/full'))('anOutputThatCannotBeWrittenIsOneErrorAndExitOne', () => {

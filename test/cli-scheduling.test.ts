@@ -48,13 +48,13 @@ describe('pq and scheduled items', () => {
     expect(laterAt - Date.now()).toBeGreaterThan(HOUR_MS / 2);
 
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
-    expect(stats).toMatchObject({ ready: 5, delayed: 2, prioritized: 2, leased: null, nextDueAt: rows[2].notBefore });
+    expect(stats).toMatchObject({ unacked: 5, delayed: 2, prioritized: 2, leased: null, nextDueAt: rows[2].notBefore });
     expect(pq(['stats', dir]).stdout).toMatch(/delayed\s+2 not yet due, the next at /);
 
     // Only what is due comes out, highest priority first.
     const popped = pq(['pop', dir, '--count', '10', '--format', 'jsonl']).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(popped.map((r) => r.text)).toEqual(['urgent', 'plain', 'past']);
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 2, delayed: 2, prioritized: 1 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 2, delayed: 2, prioritized: 1 });
   });
 
   it('badSchedulingOptionsAreUsageErrorsThatCreateAndStoreNothing', () => {

@@ -76,7 +76,7 @@ describe('pq --wait', () => {
     } finally {
       await holder.kill();
     }
-    expect(pq(['pop', dir, '--count', '5', '--wait', '1000'])).toMatchObject({ code: 0, stdout: 'first\nsecond\n' });
+    expect(pq(['pop', dir, '--count', '5', '--wait', '1000', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'first\nsecond\n' });
   });
 
   it('aWaitThatRunsOutIsErrLockedNamingTheHolder', async () => {
@@ -104,7 +104,7 @@ describe('pq --wait', () => {
     const runs = names.map((name) => pqLater(['push', dir, name, '--wait', '60000'], { PERSISTENT_QUEUE_LOCK: kind }));
     const results = await Promise.all(runs.map((r) => r.done));
     for (const r of results) expect(r).toMatchObject({ code: 0, stderr: '' });
-    const popped = pq(['pop', dir, '--count', '10']).stdout.trim().split('\n');
+    const popped = pq(['pop', dir, '--count', '10', '--format', 'text']).stdout.trim().split('\n');
     expect(popped[0]).toBe('start');
     expect(popped.slice(1).sort()).toEqual(names);
     expect(readdirSync(dir).filter((n) => n.startsWith('LOCK'))).toEqual([]);

@@ -54,19 +54,63 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['dump', dir, '--from', '2', '--limit', '2', '--format', 'text']).stdout).toBe('beta\ngamma\n');
     expect(pq(['dump', dir, '--from', '4', '--format', 'hex']).stdout).toBe(`4\t${Buffer.from('delta').toString('hex')}\n`);
     // dump consumed nothing
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 4, firstSeq: 1, nextSeq: 5 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 4, firstSeq: 1, nextSeq: 5 });
   });
 
   it('popAcksUnlessNoAck', () => {
     pq(['push', dir, '--create', 'a', 'b', 'c']);
-    expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: 'a\n' });
-    expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
+    expect(pq(['pop', dir, '--no-ack', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\n' });
+    expect(pq(['pop', dir, '--count', '2', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
-    expect(stats).toMatchObject({ ready: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
-    expect(pq(['pop', dir, '--count', '5', '--format', 'jsonl']).stdout.trim()).toBe(
+    expect(stats).toMatchObject({ unacked: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(pq(['pop', dir, '--count', '5']).stdout.trim()).toBe(
       JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );
     expect(pq(['pop', dir]).stdout).toBe('');
+  });
+
+  it('dumpAndPopBothPrintJsonLinesUnlessAskedForText', () => {
+    // A payload holding a newline: one JSON line, two lines as text.
+    pq(['push', dir, '--create', 'a', 'line one\nstill one']);
+    const item = (seq: number, text: string, extra: object = {}) => JSON.stringify({ seq, bytes: Buffer.byteLength(text), priority: 0, notBefore: null, ...extra, text });
+    const dumped = `${item(1, 'a')}\n${item(2, 'line one\nstill one')}\n`;
+    expect(pq(['dump', dir])).toMatchObject({ code: 0, stdout: dumped });
+    expect(pq(['dump', dir, '--json']).stdout).toBe(dumped);
+    expect(pq(['pop', dir, '--no-ack'])).toMatchObject({ code: 0, stdout: `${item(1, 'a', { deliveries: 1 })}\n` });
+    expect(pq(['pop', dir, '--no-ack', '--json']).stdout).toBe(`${item(1, 'a', { deliveries: 2 })}\n`);
+    // The other convention, payloads as they are, by a flag for both.
+    expect(pq(['dump', dir, '--format', 'text']).stdout).toBe('a\nline one\nstill one\n');
+    expect(pq(['pop', dir, '--count', '2', '--format', 'text']).stdout).toBe('a\nline one\nstill one\n');
+  });
+
+  it('withCodecJsonDumpPopAndDlqListShowAJsonQueuesValuesNotEscapedText', async () => {
+    // A queue written with the json() codec, as an application writes it; one item dead-lettered.
+    const lib = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../src/index.js');
+    const [tx, rx] = await new lib.Builder(await lib.LogStore.open(dir)).codec(lib.json()).open();
+    await tx.pushMany([{ order: 17, lines: ['a', 'b'] }, 'just a string', 42, { order: 18 }]);
+    const taken = [];
+    for (let i = 0; i < 4; i++) taken.push((await rx.reserve())!);
+    await taken[3]!.deadLetter('bad order');
+    for (const item of taken.slice(0, 3)) await item.nack();
+    await tx.close();
+    pq(['push', dir, 'not json {']);
+
+    // The store does not know the codec: without --codec, a payload is shown as its text.
+    expect(JSON.parse(pq(['dump', dir]).stdout.split('\n')[0]!)).toMatchObject({ seq: 1, text: '{"order":17,"lines":["a","b"]}' });
+    const rows = pq(['dump', dir, '--codec', 'json']).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(rows.map((r) => ('json' in r ? { json: r.json } : { text: r.text }))).toEqual([
+      { json: { order: 17, lines: ['a', 'b'] } },
+      { json: 'just a string' },
+      { json: 42 },
+      { text: 'not json {' }, // not JSON: shown as any payload, under its own field name
+    ]);
+    expect(JSON.parse(pq(['pop', dir, '--no-ack', '--codec', 'json']).stdout)).toMatchObject({ seq: 1, json: { order: 17, lines: ['a', 'b'] } });
+    expect(JSON.parse(pq(['dlq', 'list', dir, '--codec', 'json', '--json']).stdout)).toMatchObject({ seq: 4, reason: 'bad order', json: { order: 18 } });
+    expect(pq(['dlq', 'list', dir, '--codec', 'json']).stdout).toMatch(/ {2}12 B json \{"order":18\}\n$/);
+    // Text output is the payload as it is, JSON text already.
+    expect(pq(['dump', dir, '--codec', 'json', '--format', 'text', '--limit', '1']).stdout).toBe('{"order":17,"lines":["a","b"]}\n');
+    const bad = pq(['dump', dir, '--codec', 'structured']);
+    expect(bad).toMatchObject({ code: 2, stderr: "pq: --codec must be bytes, text or json, got 'structured' (see pq dump --help)\n" });
   });
 
   it('popAcksInBatchesThatShareAnFsync', () => {
@@ -93,16 +137,28 @@ describe('push, dump, pop, stats', () => {
     // One fsync per ack was 1000 of them; batches of up to 256 share one (or two) each.
     expect(syncs).toBeGreaterThan(0);
     expect(syncs).toBeLessThan(100);
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 0 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 0 });
   });
 
   it('statsPrintsAReadableSummary', () => {
     pq(['push', dir, '--create', 'x']);
     const r = pq(['stats', dir]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/items ready\s+1/);
+    expect(r.stdout).toMatch(/unacked\s+1\n/);
     expect(r.stdout).toMatch(/format version\s+2/);
     expect(r.stdout).toMatch(/last close\s+clean/);
+  });
+
+  it('statsCountsUnackedItemsAsUnackedNotAsReady', () => {
+    pq(['push', dir, '--create', 'now']);
+    pq(['push', dir, 'later', '--delay', '600000']);
+    const json = JSON.parse(pq(['stats', dir, '--json']).stdout) as Record<string, unknown>;
+    // The delayed item is not ready, and in a process with the queue open some would be in flight.
+    expect(json).toMatchObject({ unacked: 2, delayed: 1 });
+    expect(json).not.toHaveProperty('ready');
+    const text = pq(['stats', dir]).stdout;
+    expect(text).toMatch(/^unacked\s+2$/m);
+    expect(text).not.toMatch(/ready/);
   });
 
   it('compactReportsBytesReclaimed', () => {
@@ -223,6 +279,24 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: '3\n' });
   });
 
+  it('pqPushWithNothingOnStdinIsAUsageError', () => {
+    pq(['push', dir, '--create', 'x']);
+    // As `pq push q < /dev/null`: stdin ends at once.
+    const r = pq(['push', dir], '');
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^pq: pq push got nothing to push: give DATA arguments, or lines on stdin \(stdin was empty\) \(see pq push --help\)\n$/);
+    expect(JSON.parse(pq(['push', dir, '--json'], '').stderr)).toMatchObject({ code: 'ERR_USAGE', help: 'pq push --help' });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ nextSeq: 2 });
+    // With --create, no store is made for nothing.
+    const other = join(work, 'other');
+    expect(pq(['push', other, '--create'], '').code).toBe(2);
+    expect(existsSync(other)).toBe(false);
+    // A missing store is still reported as such, before stdin is read.
+    expect(pq(['push', other], '')).toMatchObject({ code: 1, stderr: expect.stringMatching(/ERR_NOT_FOUND.*--create/) });
+    // One empty line is one empty item: something was given.
+    expect(pq(['push', dir], '\n')).toMatchObject({ code: 0, stdout: '2\n' });
+  });
+
   it('pushWithAKeyStoresOnceAndPrintsTheFirstSeqAgain', () => {
     expect(pq(['push', dir, 'job-a', '--create', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
     expect(pq(['push', dir, 'job-b'])).toMatchObject({ code: 0, stdout: '2\n' });
@@ -318,7 +392,7 @@ describe('failures are one clear line and a non-zero exit', () => {
       // Inspection takes no lock: it works beside the holder.
       const stats = pq(['stats', dir, '--json']);
       expect(stats.code, stats.stderr).toBe(0);
-      expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 1 });
+      expect(JSON.parse(stats.stdout)).toMatchObject({ unacked: 1 });
       expect(pq(['dump', dir, '--format', 'text'])).toMatchObject({ code: 0, stdout: 'x\n' });
     } finally {
       holder.kill('SIGKILL');
@@ -372,7 +446,7 @@ describe('help, version and --json', () => {
 
   it('everyStoreCommandPrintsJson', () => {
     expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: [1, 2, 3] });
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ ready: 3 });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 3 });
     expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
     const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);
@@ -456,6 +530,10 @@ describe('demo', () => {
     expect(r.stdout).toMatch(/lost: 0/);
     const told = Number(/pushes the child saw resolve\s+([\d,]+)/.exec(r.stdout)![1]!.replaceAll(',', ''));
     expect(told).toBeGreaterThan(0);
+    // It says what a SIGKILL shows, and where power loss is shown instead.
+    expect(r.stdout).toMatch(/every acknowledged push survived the SIGKILL\nthat is a process crash, which 'none' survives too/);
+    expect(r.stdout).toMatch(/power loss .* is what the simulated crash disk shows/);
+    expect(r.stdout).toContain('README "Property-test your own crash recovery"');
   });
 
   it('everyDemoRunKillsWhileItemsAreWaitingAndRecoversThem', () => {

@@ -293,7 +293,7 @@ test('the installed pq runs through its bin symlink', () => {
   expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
   const stats = npx(['stats', 'q', '--json']);
   expect(stats.code, stats.stderr).toBe(0);
-  expect(JSON.parse(stats.stdout)).toMatchObject({ ready: 2, firstSeq: 1, nextSeq: 3 });
+  expect(JSON.parse(stats.stdout)).toMatchObject({ unacked: 2, firstSeq: 1, nextSeq: 3 });
   const missing = npx(['stats', 'nope']);
   expect(missing.code).toBe(1);
   expect(missing.stderr).toMatch(/^pq: ERR_NOT_FOUND: No store at .*nope: no such directory\n$/);

@@ -153,9 +153,9 @@ describe.each(RUNTIMES)('$name', (rt) => {
     const underNode = execFileSync(process.execPath, [pq, 'stats', store, '--json'], { encoding: 'utf8' });
     const here = execFileSync(binOf(rt), [...rt.run, pq, 'stats', store, '--json'], { encoding: 'utf8' });
     expect(JSON.parse(here)).toEqual(JSON.parse(underNode));
-    expect(JSON.parse(here)).toMatchObject({ ready: 3, nextSeq: 4 });
+    expect(JSON.parse(here)).toMatchObject({ unacked: 3, nextSeq: 4 });
     const text = execFileSync(binOf(rt), [...rt.run, pq, 'stats', store], { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
-    expect(text).toMatch(/^store {11}.*queue\nformat version {2}2\nitems ready {5}3\n/);
+    expect(text).toMatch(/^store {11}.*queue\nformat version {2}2\nunacked {9}3\n/);
   });
 
   test('theKernelLockIsNotAvailableSoThePidLockIsUsed', () => {

@@ -48,7 +48,21 @@ export const COMMON_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   help: { type: 'boolean', help: 'show this help (also -h)' },
 };
 
-const FORMAT_OPTION: OptionSpec = { type: 'string', value: 'jsonl|text|hex', help: 'output format (--json means jsonl)' };
+const FORMAT_OPTION: OptionSpec = {
+  type: 'string',
+  value: 'jsonl|text|hex',
+  help: 'jsonl (the default, also --json): one JSON object per item; text: each payload as it is; hex: seq and payload in hex',
+};
+
+/**
+ * `--codec`: a store keeps bytes and does not record the codec a typed queue wrote them with, so
+ * the user names it. Only `json` changes the output: JSON lines then carry the value itself.
+ */
+const CODEC_OPTION: OptionSpec = {
+  type: 'string',
+  value: 'bytes|text|json',
+  help: "the queue's codec (default bytes); json: JSON lines show each payload as the JSON value a consumer gets (`json`), a payload that is not JSON as usual",
+};
 
 /**
  * The commands that write to a store wait for it with this: cron jobs, hooks and shell loops run
@@ -78,14 +92,19 @@ export const COMMANDS: readonly CommandSpec[] = [
     details:
       'Starts a child process with 64 producers and one consumer, pauses the consumer so items are\n' +
       'waiting, SIGKILLs the child, reopens the store and checks every push the child saw resolve.\n' +
-      'Without [dir] the store lives in a temporary directory that is removed afterwards.',
+      'Without [dir] the store lives in a temporary directory that is removed afterwards.\n' +
+      "A SIGKILL is a process crash, which even 'none' survives; power loss is shown by the\n" +
+      "simulated crash disk (the crash tests of 'npm test').",
   },
   {
     name: 'stats',
     args: '<dir>',
     summary: 'items, seq range, segments, cursor, format version',
     options: {},
-    details: 'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.',
+    details:
+      'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\n' +
+      "'unacked' counts every item not yet acked: ready, delayed (not yet due) and, in a process\n" +
+      "that has the queue open, in flight (leases live in that process's memory: 'leased').",
   },
   {
     name: 'verify',
@@ -115,6 +134,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       from: { type: 'string', value: 'SEQ', help: 'start at this seq (default: the oldest item)' },
       limit: { type: 'string', value: 'N', help: 'print at most N items' },
       format: FORMAT_OPTION,
+      codec: CODEC_OPTION,
     },
     details:
       'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\nProgress is shown on stderr when stderr is a terminal and the output is not.',
@@ -133,7 +153,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       wait: WAIT_OPTION,
     },
     details:
-      'Prints the seq of each item. Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
+      'Prints the seq of each item. Without DATA, each line of stdin is an item; an empty stdin is a\nusage error (nothing is pushed or created). Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
   },
   {
     name: 'pop',
@@ -143,6 +163,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       count: { type: 'string', value: 'N', help: 'take at most N items (default 1)' },
       'no-ack': { type: 'boolean', help: 'leave the items in the store' },
       format: FORMAT_OPTION,
+      codec: CODEC_OPTION,
       wait: WAIT_OPTION,
     },
     details:
@@ -164,6 +185,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: {
       after: { type: 'string', value: 'SEQ', help: 'only dead letters with a seq above SEQ' },
       limit: { type: 'string', value: 'N', help: 'print at most N dead letters' },
+      codec: CODEC_OPTION,
     },
     details:
       'One line per dead letter, oldest seq first: its seq, times delivered, first and last delivery\n' +

@@ -8,7 +8,7 @@ import { isValidKey } from '../key-records.js';
 import { MAX_KEY_BYTES } from '../store.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { Progress, type Output } from './output.js';
-import { bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format } from './text.js';
+import { PAYLOAD_CODECS, bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
 
 /** What a command writes to, and how. */
 export interface Cli {
@@ -78,7 +78,22 @@ export function requireStore(dir: string): void {
   }
 }
 
-/** `--format`, with `--json` standing for jsonl. */
+/** Whether `dir` holds a store (the check of {@link requireStore}, answered instead of thrown). */
+function isStore(dir: string): boolean {
+  try {
+    requireStore(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `--format` of `dump` and `pop`, with `--json` standing for jsonl. Both print JSON Lines unless
+ * told otherwise: one line per item whatever its payload holds (a newline, bytes that are not
+ * UTF-8, characters a terminal acts on), with the seq a consumer dedupes on. `text` prints the
+ * payloads as they are, for pipes that want only them.
+ */
 function formatOption(command: string, cli: Cli, value: string | boolean | undefined, fallback: Format): Format {
   const given = stringOption(value);
   if (cli.json) {
@@ -88,6 +103,15 @@ function formatOption(command: string, cli: Cli, value: string | boolean | undef
   const f = given ?? fallback;
   if (f !== 'jsonl' && f !== 'text' && f !== 'hex') throw new UsageError(`--format must be jsonl, text or hex, got '${f}'`, command);
   return f;
+}
+
+/** `--codec`: the codec the queue was written with, which the store does not record. */
+export function codecOption(command: string, value: string | boolean | undefined): PayloadCodec {
+  const c = stringOption(value) ?? 'bytes';
+  if (!(PAYLOAD_CODECS as readonly string[]).includes(c)) {
+    throw new UsageError(`--codec must be ${PAYLOAD_CODECS.slice(0, -1).join(', ')} or ${PAYLOAD_CODECS.at(-1)}, got '${c}'`, command);
+  }
+  return c as PayloadCodec;
 }
 
 /** `--priority N`, `--delay MS`, `--not-before TIME` of `pq push`, as push options. */
@@ -142,14 +166,17 @@ export const stats: Command = async (cli, { positionals }) => {
   const store = await LogStore.open(dir, { readOnly: true });
   try {
     const s = store.inspect();
-    const lastShutdownClean = s.recovery.cleanShutdown;
+    // A store another process has open has not been shut down: the question does not apply yet.
+    const lastShutdownClean = s.liveWriter !== null ? null : s.recovery.cleanShutdown;
     const firstSeq = s.count > 0 ? s.lowWaterMark : null;
     const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
     const report = {
       dir: s.dir,
       storeId: s.storeId,
       formatVersion: s.formatVersion,
-      ready: s.count,
+      // Every item not yet acked: ready ones, delayed ones and, in a process that has the queue
+      // open, those in flight. How many are in flight only that process knows (see `leased`).
+      unacked: s.count,
       firstSeq,
       nextSeq: s.nextSeq,
       lowWaterMark: s.lowWaterMark,
@@ -166,9 +193,12 @@ export const stats: Command = async (cli, { positionals }) => {
       // Leases are held by the process that has the queue open, in memory: no store records them.
       leased: null,
       bytesOnDisk: s.bytesOnDisk,
+      // The process that had the store open as it was read: its tail is a write in progress, so
+      // the items shown end at its last whole record and no byte is called torn.
+      liveWriter: s.liveWriter,
       lastShutdownClean,
       // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
-      // and the cursor, which the next writable open cuts (or a live writer is still writing).
+      // of a store nobody has open, which the next writable open cuts (0 beside a live writer).
       tornTailBytes: s.recovery.tornBytes,
       zeroTailBytes: s.recovery.zeroTailBytes,
     };
@@ -179,7 +209,7 @@ export const stats: Command = async (cli, { positionals }) => {
     }
     out.line(`${bold('store')}           ${report.dir}`);
     out.line(`format version  ${report.formatVersion}`);
-    out.line(`items ready     ${fmt(report.ready)}`);
+    out.line(`unacked         ${fmt(report.unacked)}`);
     out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
     if (report.prioritized > 0) out.line(`prioritized     ${fmt(report.prioritized)}`);
     out.line(`leased          ${dim('not known here: leases live in the process that has the queue open')}`);
@@ -192,9 +222,14 @@ export const stats: Command = async (cli, { positionals }) => {
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
     out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
-    out.line(
-      `last close      ${lastShutdownClean ? green('clean') : red('not clean, or the store is open in another process')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
-    );
+    if (s.liveWriter !== null) {
+      const who = s.liveWriter.pid !== null ? `process ${s.liveWriter.pid}` : 'another process';
+      out.line(`last close      ${green(`none yet: ${who} has the store open`)} ${dim('(shown as of this read, up to its last whole record)')}`);
+    } else {
+      out.line(
+        `last close      ${lastShutdownClean === true ? green('clean') : red('not clean: the last writer did not close it')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
+      );
+    }
     return 0;
   } finally {
     await store.close();
@@ -255,6 +290,7 @@ export const dump: Command = async (cli, { values, positionals }) => {
   const from = intOption('dump', 'from', values.from, 0);
   const limit = intOption('dump', 'limit', values.limit, Number.MAX_SAFE_INTEGER, 1);
   const format = formatOption('dump', cli, values.format, 'jsonl');
+  const codec = codecOption('dump', values.codec);
   const dir = oneDir('dump', positionals);
   const store = await LogStore.open(dir, { readOnly: true });
   // Progress only when the items go elsewhere than the terminal that would show it.
@@ -267,7 +303,7 @@ export const dump: Command = async (cli, { values, positionals }) => {
     while (printed < limit) {
       const page = store.read({ after, before: nextSeq, limit: Math.min(DUMP_PAGE_ITEMS, limit - printed) });
       if (page.length === 0) break;
-      for (const item of page) await emit(cli.out, showItem(format, item));
+      for (const item of page) await emit(cli.out, showItem(format, item, undefined, codec));
       printed += page.length;
       after = page[page.length - 1]!.seq;
       progress.update(`dumped ${fmt(printed)}${total === undefined ? '' : ` / ${fmt(total)}`} item(s)`);
@@ -300,12 +336,25 @@ export const push: Command = async (cli, { values, positionals }) => {
     if (typeof key !== 'string' || !isValidKey(key)) throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
     if (data.length !== 1) throw new UsageError(`--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`, 'push');
   }
-  // Opened before stdin is read: a missing store is reported before anything is consumed.
-  const store = await LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
-    throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
-  });
+  const open = (): Promise<LogStore> =>
+    LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
+      throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
+    });
+  const nothing = (): UsageError => new UsageError('pq push got nothing to push: give DATA arguments, or lines on stdin (stdin was empty)', 'push');
+  // A store that exists is opened before stdin is read: a store that cannot be opened is reported
+  // before anything is consumed. One that --create would make is made only once there is
+  // something to push.
+  let store: LogStore | null = create && !isStore(dir) ? null : await open();
+  let payloads: readonly string[];
+  try {
+    payloads = data.length > 0 ? data : await readStdinLines();
+    if (payloads.length === 0) throw nothing();
+  } catch (e) {
+    await store?.close();
+    throw e;
+  }
+  store ??= await open();
   const [tx] = await new Builder(store).durability(durability).open();
-  const payloads = data.length > 0 ? data : await readStdinLines();
   try {
     const seqs = typeof key === 'string' ? [await tx.push(payloads[0]!, { ...schedule, key })] : await tx.pushMany(payloads, schedule);
     if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
@@ -318,7 +367,8 @@ export const push: Command = async (cli, { values, positionals }) => {
 
 export const pop: Command = async (cli, { values, positionals }) => {
   const count = intOption('pop', 'count', values.count, 1, 1);
-  const format = formatOption('pop', cli, values.format, 'text');
+  const format = formatOption('pop', cli, values.format, 'jsonl');
+  const codec = codecOption('pop', values.codec);
   const ack = values['no-ack'] !== true;
   const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
@@ -336,7 +386,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
         const item = await reserveReady(rx);
         if (!item) break;
         batch.push(item);
-        const line = showItem(format, item, item.deliveries);
+        const line = showItem(format, item, item.deliveries, codec);
         chars += line.length;
         cli.out.line(line);
       }

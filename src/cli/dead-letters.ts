@@ -1,14 +1,14 @@
 /** The dead-letter commands of `pq`: `dlq list`, `dlq redrive`, `dlq purge`. */
 import { Builder, LogStore, type Consumer, type DeadLetter } from '../index.js';
 import { UsageError, type ParsedArgs } from './args.js';
-import { emit, intOption, oneDir, waitOption, type Command } from './commands.js';
-import { fmt, isoTime, payloadFields, quoted, seqRangesText } from './text.js';
+import { codecOption, emit, intOption, oneDir, waitOption, type Command } from './commands.js';
+import { fmt, isoTime, payloadFields, quoted, seqRangesText, terminalSafe, type PayloadCodec } from './text.js';
 
 /** Dead letters `dlq list` asks the store for at a time. */
 const LIST_PAGE_ITEMS = 256;
 
 /** A dead letter as `--json` prints it: the fields of the text line, under the library's names. */
-function deadLetterJson(d: DeadLetter): Record<string, unknown> {
+function deadLetterJson(d: DeadLetter, codec: PayloadCodec): Record<string, unknown> {
   return {
     seq: d.seq,
     bytes: d.bytes.byteLength,
@@ -17,16 +17,17 @@ function deadLetterJson(d: DeadLetter): Record<string, unknown> {
     lastDeliveredAt: isoTime(d.lastDeliveredAt),
     deadAt: isoTime(d.deadAt),
     reason: d.reason,
-    ...payloadFields(d.bytes),
+    ...payloadFields(d.bytes, codec),
   };
 }
 
 /**
  * A dead letter as one text line. The reason and a UTF-8 payload are quoted, so neither can break
- * the line or act on the terminal; any other payload is base64, as in jsonl.
+ * the line or act on the terminal; any other payload is base64, as in jsonl. With the json codec,
+ * a payload that decodes is shown as `json` and its value's JSON text, escaped likewise.
  */
-function deadLetterLine(d: DeadLetter): string {
-  const payload = payloadFields(d.bytes);
+function deadLetterLine(d: DeadLetter, codec: PayloadCodec): string {
+  const payload = payloadFields(d.bytes, codec);
   const time = (ms: number): string => isoTime(ms) ?? '-';
   return [
     `seq ${d.seq}`,
@@ -35,13 +36,14 @@ function deadLetterLine(d: DeadLetter): string {
     `last ${time(d.lastDeliveredAt)}`,
     `dead ${time(d.deadAt)}`,
     `reason ${quoted(d.reason)}`,
-    `${d.bytes.byteLength} B ${'text' in payload ? quoted(payload.text) : `base64 ${payload.base64}`}`,
+    `${d.bytes.byteLength} B ${'json' in payload ? `json ${terminalSafe(JSON.stringify(payload.json))}` : 'text' in payload ? quoted(payload.text) : `base64 ${payload.base64}`}`,
   ].join('  ');
 }
 
 export const deadLetterList: Command = async (cli, { values, positionals }) => {
   const after = intOption('dlq list', 'after', values.after, 0);
   const limit = intOption('dlq list', 'limit', values.limit, Number.MAX_SAFE_INTEGER, 1);
+  const codec = codecOption('dlq list', values.codec);
   const dir = oneDir('dlq list', positionals);
   // Read-only, as stats and dump: dead letters live in the cursor file, which the read-only open
   // reads like any other, so no lock is taken and no byte written.
@@ -52,7 +54,7 @@ export const deadLetterList: Command = async (cli, { values, positionals }) => {
     while (printed < limit) {
       const page = store.readDeadLetters({ after: from, limit: Math.min(LIST_PAGE_ITEMS, limit - printed) });
       if (page.length === 0) break;
-      for (const d of page) await emit(cli.out, cli.json ? JSON.stringify(deadLetterJson(d)) : deadLetterLine(d));
+      for (const d of page) await emit(cli.out, cli.json ? JSON.stringify(deadLetterJson(d, codec)) : deadLetterLine(d, codec));
       printed += page.length;
       from = page[page.length - 1]!.seq;
     }

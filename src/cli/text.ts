@@ -1,4 +1,5 @@
 /** How `pq` shows numbers, sizes, items and colours. */
+import { json } from '../codec.js';
 
 /** Colours only on a terminal, and never when NO_COLOR is set to anything but the empty string. */
 const useColor = process.stdout.isTTY === true && !('NO_COLOR' in process.env && process.env.NO_COLOR !== '');
@@ -24,15 +25,36 @@ function bufferOf(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** A payload as JSON shows it: `{ text }` when it is valid UTF-8, `{ base64 }` otherwise. */
-export function payloadFields(bytes: Uint8Array): { text: string } | { base64: string } {
+/**
+ * The codec a queue was written with, as `--codec` names it. A store does not record its codec
+ * (payloads are bytes to it), so the user says; only `json` changes what is shown.
+ */
+export type PayloadCodec = 'bytes' | 'text' | 'json';
+
+export const PAYLOAD_CODECS: readonly PayloadCodec[] = ['bytes', 'text', 'json'];
+
+const JSON_CODEC = json();
+
+/**
+ * A payload as JSON shows it: with the `json` codec, `{ json }`, the value a consumer of the queue
+ * gets (decoded as `json()` decodes it); otherwise, and for a payload that does not decode,
+ * `{ text }` when it is valid UTF-8, `{ base64 }` otherwise.
+ */
+export function payloadFields(bytes: Uint8Array, codec: PayloadCodec = 'bytes'): { json: unknown } | { text: string } | { base64: string } {
+  if (codec === 'json') {
+    try {
+      return { json: JSON_CODEC.decode(bytes) };
+    } catch {
+      // Not JSON (a dead letter that failed to decode, an item pushed by other means): shown as bytes.
+    }
+  }
   const buf = bufferOf(bytes);
   const text = buf.toString('utf8');
   return Buffer.from(text, 'utf8').equals(buf) ? { text } : { base64: buf.toString('base64') };
 }
 
 /** One item as one output line. jsonl keeps UTF-8 payloads readable and base64-encodes the rest. */
-export function showItem(format: Format, item: ShownItem, deliveries?: number): string {
+export function showItem(format: Format, item: ShownItem, deliveries?: number, codec: PayloadCodec = 'bytes'): string {
   const buf = bufferOf(item.bytes);
   if (format === 'text') return buf.toString('utf8');
   if (format === 'hex') return `${item.seq}\t${buf.toString('hex')}`;
@@ -44,7 +66,7 @@ export function showItem(format: Format, item: ShownItem, deliveries?: number): 
     // ISO 8601 in UTC, null when the item has no not-before time.
     notBefore: notBefore === 0 ? null : new Date(notBefore).toISOString(),
     ...(deliveries !== undefined ? { deliveries } : {}),
-    ...payloadFields(item.bytes),
+    ...payloadFields(item.bytes, codec),
   });
 }
 
@@ -68,7 +90,15 @@ const TERMINAL_ACTIVE = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2
  * (so it reads back with JSON.parse) that also escapes {@link TERMINAL_ACTIVE}.
  */
 export function quoted(s: string): string {
-  return JSON.stringify(s).replace(TERMINAL_ACTIVE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return terminalSafe(JSON.stringify(s));
+}
+
+/**
+ * JSON text (one line: JSON.stringify escapes the C0 controls) with {@link TERMINAL_ACTIVE}
+ * escaped too; those characters can only stand inside its strings, so it stays the same JSON.
+ */
+export function terminalSafe(jsonText: string): string {
+  return jsonText.replace(TERMINAL_ACTIVE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Milliseconds since the Unix epoch as ISO 8601 UTC; 0 (not known) as null. */

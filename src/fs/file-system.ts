@@ -83,6 +83,16 @@ export interface FileSystem {
   lock(lockPath: string): LockHandle;
 
   /**
+   * Optional: whether a live process holds the lock `lock(lockPath)` takes, found without taking
+   * it or changing anything: `{ pid }` for a live holder (`pid` null when not known), null when
+   * nobody holds it (no lock, or one whose holder died). A read-only open asks, so that a live
+   * writer's tail reads as a write in progress rather than as a crash's torn tail. Without it, a
+   * read-only open takes the store for one nobody holds. Added after the first version of this
+   * interface; implementations may omit it.
+   */
+  lockHolder?(lockPath: string): { readonly pid: number | null } | null;
+
+  /**
    * Optional: the canonical path of an existing directory (symlinks resolved). LogStore uses it to
    * refuse a second open of the same store in the same process; without it, the absolute path is
    * used as given. Added after the first version of this interface; implementations may omit it.

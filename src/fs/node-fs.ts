@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from './file-system.js';
 import { PROCESS_FILES, shareScope } from './open-registry.js';
-import { holderIn, isStaleHolder, linkNew, lockText, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
+import { holderIn, isStaleHolder, linkNew, liveLockHolder, lockText, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
 
 interface FsExt {
   flockSync(fd: number, flags: 'exnb' | 'un'): void;
@@ -268,6 +268,10 @@ const fileCalls: Omit<FileSystem, 'lock'> = {
   },
   realpath(path) {
     return fs.realpathSync.native(path);
+  },
+  // Both kinds of lock name their holder in the lock file, so one reading serves either.
+  lockHolder(lockPath) {
+    return liveLockHolder(lockPath);
   },
 };
 

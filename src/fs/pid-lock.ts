@@ -36,15 +36,20 @@ export function readPid(path: string): number | null {
 export const PROCESS_START: string = processStart();
 
 function processStart(): string {
+  return linuxStart('self') ?? `s${Math.round(Date.now() / 1000 - process.uptime())}`;
+}
+
+/** The Linux start stamp of process `pid` (`self` for this one), or null where /proc does not tell it. */
+function linuxStart(pid: number | 'self'): string | null {
   try {
-    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the parenthesised command name start at field 3; field 22 is the start time.
     const ticks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
     if (ticks !== undefined && /^\d+$/.test(ticks)) return `t${ticks}`;
   } catch {
-    // Not Linux: fall through.
+    // Not Linux, or the process is gone.
   }
-  return `s${Math.round(Date.now() / 1000 - process.uptime())}`;
+  return null;
 }
 
 /** The start stamp a lock file's text carries (`start=<stamp>`, FORMAT.md §5), or null. */
@@ -145,6 +150,29 @@ export function isStaleHolder(lockPath: string, holder: Holder, env: PidLockEnv 
   if (pid !== env.pid) return !env.isAlive(pid);
   if (heldByThisProcess.has(lockPath)) return false;
   return holder.start === null || holder.start !== (env.start ?? PROCESS_START);
+}
+
+/**
+ * The live process that the lock file `lockPath` names, of either kind (both write the holder's
+ * pid and start stamp into it and remove it as they let go), found by reading the file only: no
+ * lock is taken, so a writer opening the store meanwhile is not refused because of the question.
+ * Null when there is no lock file, it names no pid, or its holder is gone: a pid that is not
+ * alive, or, where the start time of a live pid can be read (Linux), a pid now used by another
+ * process than the one that wrote the file. Our own pid with our own start stamp is this process.
+ */
+export function liveLockHolder(lockPath: string, env: PidLockEnv = processEnv): { pid: number } | null {
+  let holder: Holder & { exists: boolean };
+  try {
+    holder = readHolder(lockPath);
+  } catch {
+    return null; // unreadable: nothing known of a holder
+  }
+  const { pid, start } = holder;
+  if (!holder.exists || pid === null) return null;
+  if (pid === env.pid) return start === (env.start ?? PROCESS_START) ? { pid } : null;
+  if (!env.isAlive(pid)) return null;
+  const now = start !== null && start.startsWith('t') ? linuxStart(pid) : null;
+  return now !== null && now !== start ? null : { pid };
 }
 
 /**

@@ -148,6 +148,8 @@ export class FrameReader {
     private readonly rules: FrameRules,
     /** Whether a torn tail at this offset would lose data known to be durable. */
     private readonly belowDurable: (offset: number) => boolean = NEVER_DURABLE,
+    /** Another process holds the store and may be appending to this file as it is read (input `liveWriter`). */
+    private readonly liveWriter = false,
   ) {
     this.offset = offset;
     this.#maxPayload = Math.min(rules.maxPayloadBytes, MAX_FRAME_PAYLOAD_BYTES);
@@ -197,13 +199,16 @@ export class FrameReader {
       contentOk,
       validAfter: false,
       belowDurable: false,
+      liveWriter: this.liveWriter,
     };
     this.resyncBudgetExhausted = false;
     this.#searchedFrom = -1;
     this.#foundAt = -1;
     if (!inputs.atEnd) {
-      inputs.restZero = win.restIsZero(pos);
-      if (!inputs.restZero && !(crcOk && !contentOk)) {
+      // Beside a live writer the bytes after the position are being written while they would be
+      // read: a zero run or a later frame seen there says nothing about damage here.
+      inputs.restZero = !this.liveWriter && win.restIsZero(pos);
+      if (!this.liveWriter && !inputs.restZero && !(crcOk && !contentOk)) {
         const found = this.#search(pos + 1);
         // Budget spent: valid data after the damage was not ruled out, so it is not called a torn
         // tail (which would cut it); it is reported as corruption.
@@ -274,8 +279,8 @@ export interface ScanResult {
 }
 
 /** Accept every record from `offset` until a row other than "valid record" matches. */
-export function scanFrames(win: FileWindow, offset: number, rules: FrameRules, belowDurable: (offset: number) => boolean): ScanResult {
-  const reader = new FrameReader(win, offset, rules, belowDurable);
+export function scanFrames(win: FileWindow, offset: number, rules: FrameRules, belowDurable: (offset: number) => boolean, liveWriter = false): ScanResult {
+  const reader = new FrameReader(win, offset, rules, belowDurable, liveWriter);
   while (reader.next() === 'record') reader.accept();
   return { row: reader.row, validEnd: reader.offset, inputs: reader.inputs, reason: reader.reason() };
 }

@@ -78,6 +78,14 @@ export interface LogStoreStats {
    * files it could not ingest (left as they are). Null before the store serves a queue.
    */
   readonly spool: SpoolStats | null;
+  /**
+   * A read-only open of a store another process held (`pid` null when the file system does not
+   * know it): that writer was live as the store was read, so the active segment ended in its
+   * write in progress and its preallocated space, which are neither torn nor a zero tail (both
+   * counts of `recovery` are 0), and `recovery.cleanShutdown` is false because the store is open.
+   * Null when nobody held it, and for a writable open (which holds it itself).
+   */
+  readonly liveWriter: { readonly pid: number | null } | null;
 }
 
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
@@ -449,6 +457,7 @@ export class LogStore implements Store {
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
       spool: this.#ingest === null ? null : { ...this.#ingest.stats, problems: [...this.#ingest.stats.problems] },
+      liveWriter: view?.liveWriter ?? null,
     };
   }
 

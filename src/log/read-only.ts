@@ -4,14 +4,18 @@
  * check, the tail rule), but nothing it decides is carried out: torn tails are read up to their
  * valid end instead of cut, stray and superseded files are left where they are, no lock is taken.
  *
- * Another process may be writing the store meanwhile. The plan reads the segment headers first,
- * then the cursor, then the active segment, so the data it sees covers everything the cursor it
- * read describes; it keeps every segment's descriptor open, so a segment the writer deletes or
- * replaces later still reads as it was. A writer that rolls or compacts while the plan runs can
- * make the files disagree with each other, and a write into preallocated space (which changes no
- * size) can tear what the plan reads: then the plan is made again, as long as the directory keeps
- * changing between attempts or the failure differs from the last one. The same failure twice over
- * an unchanged directory is real and reported.
+ * Another process may be writing the store meanwhile. Whether one holds it is asked first (the
+ * file system's `lockHolder`, which reads the lock file and takes nothing): a live writer's active
+ * segment ends in a write in progress and in space it has not written yet, so it is scanned with
+ * the tail table's `liveWriter` input, which ends the data seen at the last whole frame and calls
+ * nothing after it torn; damage below the checkpoint's durable point, and in sealed segments, is
+ * still damage. The plan reads the segment headers first, then the cursor, then the active
+ * segment, so the data it sees covers everything the cursor it read describes; it keeps every
+ * segment's descriptor open, so a segment the writer deletes or replaces later still reads as it
+ * was. A writer that rolls or compacts while the plan runs can make the files disagree with each
+ * other: then the plan is made again, as long as the directory (or its holder) keeps changing
+ * between attempts or the failure differs from the last one. The same failure twice over an
+ * unchanged directory is real and reported.
  */
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
@@ -22,6 +26,7 @@ import type { Segment } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { LogStoreRecoveryInfo } from './recovery-apply.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { liveHolder } from './store-dir.js';
 
 /** Plans made at most, while the directory keeps changing under them. */
 const MAX_ATTEMPTS = 8;
@@ -38,6 +43,8 @@ export interface ReadOnlyView {
   /** Delivery marks and dead letters, redrives judged as open judges them. */
   readonly deliveries: DeliveryState;
   readonly recovery: LogStoreRecoveryInfo;
+  /** The live process that held the store when the view was taken (`pid` null when not known), or null. */
+  readonly liveWriter: { readonly pid: number | null } | null;
 }
 
 /** Plan `dir` without writing, retrying while another process changes it. */
@@ -46,22 +53,28 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
   let lastFailure: string | undefined;
   for (let attempt = 1; ; attempt++) {
     const before = fingerprint(fs, dir);
+    const holder = liveHolder(fs, dir);
     let plan: RecoveryPlan;
     try {
-      plan = planRecovery(fs, dir, { ...opts, keepReadFds: true });
+      plan = planRecovery(fs, dir, { ...opts, keepReadFds: true, liveWriter: holder !== null });
     } catch (e) {
-      // A writer that overwrites preallocated space changes no name and no size, so a read torn by
-      // one of its writes looks like damage over an unchanged directory. Damage is taken for real
-      // once the same failure is met twice in a row with the directory unchanged.
+      // A writer that is not known to be live (a file system that cannot tell, a holder whose pid
+      // this process cannot see) overwrites preallocated space without changing a name or a size,
+      // so a read torn by one of its writes looks like damage over an unchanged directory. Damage
+      // is taken for real once the same failure is met twice in a row with the directory unchanged.
       const failure = e instanceof Error ? e.message : String(e);
-      const unchanged = fingerprint(fs, dir) === before;
+      const unchanged = fingerprint(fs, dir) === before && holderKey(liveHolder(fs, dir)) === holderKey(holder);
       if (attempt >= MAX_ATTEMPTS || (unchanged && failure === lastFailure)) throw e;
       lastFailure = unchanged ? failure : undefined;
       await new Promise((r) => setTimeout(r, attempt * 5));
       continue;
     }
-    return viewOf(fs, dir, plan);
+    return viewOf(fs, dir, plan, holder);
   }
+}
+
+function holderKey(holder: { readonly pid: number | null } | null): string {
+  return holder === null ? 'none' : `pid:${holder.pid ?? '?'}`;
 }
 
 /** Names and sizes of the store's files: equal fingerprints mean nothing moved in between. */
@@ -74,7 +87,7 @@ function fingerprint(fs: FileSystem, dir: string): string {
   }
 }
 
-function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
+function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { readonly pid: number | null } | null): ReadOnlyView {
   const acks = plan.acks;
   // ACK records past the data (an unsynced crash under `none`, or a writer that appended and
   // acked after the plan read the active segment): the seqs in between are acked, as open does.
@@ -94,7 +107,9 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
     }
   }
   const cursorBytes = fs.stat(join(dir, CURSOR_FILE))?.size ?? 0;
-  const tail = scan === null ? 0 : Math.max(0, activeFileBytes - scan.validEnd);
+  // Beside a live writer the bytes after the last whole frame are its write in progress and its
+  // preallocated space: nothing an open would cut, so neither torn nor a zero tail.
+  const tail = scan === null || liveWriter !== null ? 0 : Math.max(0, activeFileBytes - scan.validEnd);
   const torn = scan !== null && !scan.tornZero ? tail : 0;
   return {
     segments: plan.segments,
@@ -116,5 +131,6 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan): ReadOnlyView {
       storeId: plan.identity,
       identityCreated: false,
     },
+    liveWriter,
   };
 }

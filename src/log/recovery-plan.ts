@@ -132,6 +132,11 @@ export interface PlanOptions {
    * planned from even after another process deleted or replaced them (compaction).
    */
   readonly keepReadFds?: boolean;
+  /**
+   * Another process holds the store: the active segment is scanned as a live writer's (tail table
+   * input `liveWriter`), whose tail is a write in progress, not torn. A read-only open sets it.
+   */
+  readonly liveWriter?: boolean;
 }
 
 interface Found {
@@ -201,7 +206,7 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       const f = layout[layout.length - 1]!;
       const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
       try {
-        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted, f.version);
+        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted, f.version, opts.liveWriter === true);
         segments.push(newSegment(f.base, f.name, f.path, activeScan.validEnd, activeScan.seal, compacted, f.version));
         if (activeScan.seal === null && compacted) {
           report(checkFailed(FILE_CHECKS.compactedUnsealed, f.path, activeScan.validEnd, 'a compacted segment must end in a seal record'));
@@ -415,10 +420,25 @@ function isTornHeader(bytes: Uint8Array, size: number, base: number, version: nu
   return true;
 }
 
-/** Scan a segment from its first record with the tail table (FORMAT.md §6.1). Throws on a corrupt verdict. */
-export function scanActive(fs: FileSystem, fd: number, path: string, base: number, size: number, durableNextSeq: number, chunkBytes: number, compacted: boolean, version: number): ActiveScan {
+/**
+ * Scan a segment from its first record with the tail table (FORMAT.md §6.1). Throws on a corrupt
+ * verdict. `liveWriter`: another process may be appending to it right now (a read-only open).
+ */
+export function scanActive(
+  fs: FileSystem,
+  fd: number,
+  path: string,
+  base: number,
+  size: number,
+  durableNextSeq: number,
+  chunkBytes: number,
+  compacted: boolean,
+  version: number,
+  liveWriter = false,
+): ActiveScan {
   const rules = new SegmentFrames(base, compacted, version, null, durableNextSeq);
-  const result = scanFrames(new FileWindow(fs, fd, size, chunkBytes), SEGMENT_HEADER_BYTES, rules, () => Math.max(base, rules.lastSeq + 1) < durableNextSeq);
+  const belowDurable = (): boolean => Math.max(base, rules.lastSeq + 1) < durableNextSeq;
+  const result = scanFrames(new FileWindow(fs, fd, size, chunkBytes), SEGMENT_HEADER_BYTES, rules, belowDurable, liveWriter);
   if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
   return {
     row: result.row,

@@ -21,8 +21,9 @@ import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, c
 import { withSchedule } from './item-meta.js';
 import { LogStore } from './log-store.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
-import { storeProblems } from './verify.js';
+import { liveWriterNote, storeProblems } from './verify.js';
 
 export interface SalvageOptions {
   /** @default the node:fs FileSystem, through the `persistent-queue` entry point */
@@ -114,6 +115,8 @@ function refuseExistingDestination(fs: FileSystem, dst: string): void {
 interface Source extends KnownAcks {
   readonly plan: RecoveryPlan;
   readonly planProblems: readonly OpenError[];
+  /** The live process that held the source as it was read, or null. */
+  readonly holder: { readonly pid: number | null } | null;
 }
 
 /** Plan the source read-only; refuse a path that is not a store, or a store this version cannot read. */
@@ -122,16 +125,17 @@ function readSource(fs: FileSystem, src: string): Source {
   if (st === null) throw new QueueError('ERR_NOT_FOUND', `No store at ${src}: no such directory`, { file: src });
   if (!st.isDirectory) throw new QueueError('ERR_STORE', `Store path ${src} exists and is not a directory`, { file: src });
   const planProblems: OpenError[] = [];
+  const holder = liveHolder(fs, src);
   let plan: RecoveryPlan;
   try {
-    plan = planRecovery(fs, src, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p) });
+    plan = planRecovery(fs, src, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p), liveWriter: holder !== null });
   } catch (error) {
     throw new QueueError('ERR_STORE', `Cannot read ${src}: ${(error as Error)?.message ?? String(error)}`, { cause: error, file: src });
   }
   if (!plan.names.some((n) => classifyEntry(n) === 'segment' || classifyEntry(n) === 'cursor')) throw new QueueError('ERR_NOT_FOUND', `No store at ${src}: the directory holds no segment or cursor file`, { file: src });
   const newer = planProblems.find((p) => p.code === 'ERR_UNSUPPORTED_VERSION');
   if (newer !== undefined) throw newer;
-  return { plan, planProblems, ...knownAcks(fs, src, plan, planProblems) };
+  return { plan, planProblems, holder, ...knownAcks(fs, src, plan, planProblems) };
 }
 
 /** Walk the source and append its intact unacked records to `store`, in batches. */
@@ -139,7 +143,7 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   const { plan, acks } = source;
   const segments = walkSegments(fs, src, plan);
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0);
-  const walk = new StoreWalk(fs, segments, { acks, firstSeq: source.firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES });
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq: source.firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES, liveWriter: source.holder !== null });
   const seqMap: SeqMapping[] = [];
   let batch: StoredItem[] = [];
   let batchBytes = 0;
@@ -186,7 +190,8 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
   if (plan.cursor === null && plan.names.includes(CURSOR_FILE)) {
     notes.push(`${CURSOR_FILE} could not be read whole: its dead letters (if it held any) are not copied`);
   }
-  if (plan.names.includes(LOCK_FILE)) {
+  if (source.holder !== null) notes.push(liveWriterNote(source.holder));
+  else if (plan.names.includes(LOCK_FILE)) {
     notes.push(`${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`);
   }
   for (const p of storeProblems(src, plan, source.planProblems, segments, walk)) {

@@ -72,3 +72,18 @@ export function takeLock(fs: FileSystem, dir: string): LockHandle {
     });
   }
 }
+
+/**
+ * The live process that holds the store's lock, found without taking it (the file system's
+ * `lockHolder`), or null: nobody holds it, or the file system cannot tell. The readers that take
+ * no lock (a read-only open, `verify`, salvage) ask, to read a live writer's tail as a write in
+ * progress (the tail table's `liveWriter`).
+ */
+export function liveHolder(fs: FileSystem, dir: string): { readonly pid: number | null } | null {
+  if (fs.lockHolder === undefined) return null;
+  try {
+    return fs.lockHolder(join(dir, LOCK_FILE));
+  } catch {
+    return null; // nothing known of a holder: the store is read as one nobody holds
+  }
+}

@@ -91,6 +91,12 @@ export interface WalkOptions {
   /** Records below this seq were durable (the checkpoint's next seq): a tail before them is damage. */
   readonly durableNextSeq: number;
   readonly chunkBytes: number;
+  /**
+   * Another process holds the store: the active segment is read with the tail table's
+   * `liveWriter` input, so its write in progress ends the data seen instead of being damage or a
+   * torn tail.
+   */
+  readonly liveWriter?: boolean;
 }
 
 /** An intact ITEM record. `payload` is a view into the walk's read window, valid until the walk moves on. */
@@ -331,7 +337,7 @@ export class StoreWalk {
       }
     }
     const rules = new SegmentFrames(seg.base, seg.compacted, seg.version, seg.seal, seg.active ? this.opts.durableNextSeq : 0);
-    const frames = new FrameReader(win, SEGMENT_HEADER_BYTES, rules, seg.active ? () => rules.tornLosesDurable : undefined);
+    const frames = new FrameReader(win, SEGMENT_HEADER_BYTES, rules, seg.active ? () => rules.tornLosesDurable : undefined, seg.active && this.opts.liveWriter === true);
     frames.sharedResyncBudgetBytes = resyncBudgetBytes(win.size);
     this.#frames = frames;
     for (;;) {

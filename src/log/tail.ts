@@ -24,6 +24,13 @@ export interface TailInputs {
   validAfter: boolean;
   /** The position is below the last point known to be durable (for example a checkpoint's nextSeq). */
   belowDurable: boolean;
+  /**
+   * Another process holds the store and may be writing this file right now (a read-only open
+   * beside a live writer). Its tail is a write in progress, not a crash's leftovers: `restZero`
+   * and `validAfter` are not measured (the writer changes the bytes they would read while they
+   * are read), so the rows for a live writer do not look at them.
+   */
+  liveWriter: boolean;
 }
 
 export type TailVerdict = 'end' | 'record' | 'torn' | 'corrupt';
@@ -40,6 +47,14 @@ function damaged(i: TailInputs): boolean {
   return !i.headerComplete || !i.lengthInFile || !i.crcOk;
 }
 
+/**
+ * A whole frame can be judged by its CRC and content: `restZero` rules it out only after a crash
+ * (a zero run from here on holds no frame); beside a live writer `restZero` is not measured.
+ */
+function wholeFrame(i: TailInputs): boolean {
+  return !i.atEnd && (i.liveWriter || !i.restZero) && i.headerComplete && i.lengthInFile && i.crcOk;
+}
+
 /** FORMAT.md §6. The rows are mutually exclusive; the order is only for reading. */
 export const TAIL_TABLE: readonly TailRow[] = [
   { id: 1, label: 'end of file', verdict: 'end', when: (i) => i.atEnd },
@@ -47,45 +62,41 @@ export const TAIL_TABLE: readonly TailRow[] = [
     id: 2,
     label: 'damaged frame followed by valid data',
     verdict: 'corrupt',
-    when: (i) => !i.atEnd && !i.restZero && damaged(i) && i.validAfter,
+    when: (i) => !i.liveWriter && !i.atEnd && !i.restZero && damaged(i) && i.validAfter,
   },
   {
     id: 3,
     label: 'torn tail below the durable point',
     verdict: 'corrupt',
-    when: (i) => !i.atEnd && (i.restZero || (damaged(i) && !i.validAfter)) && i.belowDurable,
+    when: (i) => !i.atEnd && i.belowDurable && (i.liveWriter ? damaged(i) : i.restZero || (damaged(i) && !i.validAfter)),
   },
-  { id: 4, label: 'all-zero run to EOF', verdict: 'torn', when: (i) => !i.atEnd && i.restZero && !i.belowDurable },
+  { id: 4, label: 'all-zero run to EOF', verdict: 'torn', when: (i) => !i.liveWriter && !i.atEnd && i.restZero && !i.belowDurable },
   {
     id: 5,
     label: 'partial header at EOF',
     verdict: 'torn',
-    when: (i) => !i.atEnd && !i.restZero && !i.headerComplete && !i.validAfter && !i.belowDurable,
+    when: (i) => !i.liveWriter && !i.atEnd && !i.restZero && !i.headerComplete && !i.validAfter && !i.belowDurable,
   },
   {
     id: 6,
     label: 'length runs past EOF',
     verdict: 'torn',
-    when: (i) => !i.atEnd && !i.restZero && i.headerComplete && !i.lengthInFile && !i.validAfter && !i.belowDurable,
+    when: (i) => !i.liveWriter && !i.atEnd && !i.restZero && i.headerComplete && !i.lengthInFile && !i.validAfter && !i.belowDurable,
   },
   {
     id: 7,
     label: 'CRC mismatch in the last frame',
     verdict: 'torn',
     when: (i) =>
-      !i.atEnd && !i.restZero && i.headerComplete && i.lengthInFile && !i.crcOk && !i.validAfter && !i.belowDurable,
+      !i.liveWriter && !i.atEnd && !i.restZero && i.headerComplete && i.lengthInFile && !i.crcOk && !i.validAfter && !i.belowDurable,
   },
+  { id: 8, label: 'valid CRC, impossible content', verdict: 'corrupt', when: (i) => wholeFrame(i) && !i.contentOk },
+  { id: 9, label: 'valid record', verdict: 'record', when: (i) => wholeFrame(i) && i.contentOk },
   {
-    id: 8,
-    label: 'valid CRC, impossible content',
-    verdict: 'corrupt',
-    when: (i) => !i.atEnd && !i.restZero && i.headerComplete && i.lengthInFile && i.crcOk && !i.contentOk,
-  },
-  {
-    id: 9,
-    label: 'valid record',
-    verdict: 'record',
-    when: (i) => !i.atEnd && !i.restZero && i.headerComplete && i.lengthInFile && i.crcOk && i.contentOk,
+    id: 10,
+    label: "a live writer's write in progress, or space it has not written yet",
+    verdict: 'end',
+    when: (i) => i.liveWriter && !i.atEnd && damaged(i) && !i.belowDurable,
   },
 ];
 
@@ -112,10 +123,11 @@ export const TAIL_INPUT_KEYS: readonly (keyof TailInputs)[] = [
   'contentOk',
   'validAfter',
   'belowDurable',
+  'liveWriter',
 ];
 
 /**
- * The row for each of the 256 input combinations, computed from {@link TAIL_TABLE} when this module
+ * The row for each of the 512 input combinations, computed from {@link TAIL_TABLE} when this module
  * loads: a scan looks its row up with one array access per frame, and a table whose rows overlap
  * or leave a combination uncovered fails at load, before any file is read.
  */

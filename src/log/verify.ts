@@ -5,16 +5,17 @@
  * every segment with the same frame rules the reader and compaction use (`./store-walk.ts`),
  * going on past damage so that every damaged range is reported, with the seqs it cost, and every
  * intact record after it is counted. It never writes, locks or deletes anything, so it can run on
- * a damaged store or one in use (whose active segment may then end in a record still being
- * written). Problems are what open or a read would report as corruption; notes are what open
+ * a damaged store or one in use: a store another process holds is read as a live writer's (the
+ * tail table's `liveWriter`), whose active segment ends in a record still being written. Problems are what open or a read would report as corruption; notes are what open
  * would tidy. Problems that only follow from damage already reported are left out.
  */
 import { join } from 'node:path';
 import type { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { CURSOR_FILE, IDENTITY_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { CURSOR_FILE, IDENTITY_FILE, LOCK_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
+import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
 
 export interface VerifyProblem {
@@ -74,8 +75,11 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   };
   let plan: RecoveryPlan;
   const planProblems: OpenError[] = [];
+  // A live writer's active segment ends in its write in progress: read up to its last whole record.
+  const holder = liveHolder(fs, dir);
+  const liveWriter = holder !== null;
   try {
-    plan = planRecovery(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p) });
+    plan = planRecovery(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p), liveWriter });
   } catch (e) {
     for (const p of planProblems) problem(p, dir);
     problem(e, dir);
@@ -101,7 +105,8 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0) + cursorBytes;
   // A damaged cursor is a problem of its own; the acks still known keep the lost seqs exact.
   const { acks, firstSeq, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
-  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES }, (w) => options.onProgress?.(w.bytesDone, total));
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES, liveWriter }, (w) => options.onProgress?.(w.bytesDone, total));
+  if (holder !== null) notes.push(liveWriterNote(holder));
   for (const _ of walk.walk());
   problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
   for (const t of walk.tails) notes.push(tailNote(segments.find((s) => s.path === t.file)!.name, t));
@@ -114,6 +119,12 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const bytes = walk.bytesDone + cursorBytes;
   options.onProgress?.(bytes, total);
   return { files, records: walk.records, bytes, problems, notes };
+}
+
+/** What verify and salvage say of a store another process had open as they read it. */
+export function liveWriterNote(holder: { readonly pid: number | null }): string {
+  const who = holder.pid !== null ? `process ${holder.pid}` : 'another process';
+  return `${LOCK_FILE}: ${who} has the store open and is writing it: the active segment was read up to its last whole record (what follows is being written, not damage)`;
 }
 
 /** A problem found by the plan, or an error met while reading, as verify reports it. */

@@ -1087,6 +1087,12 @@ export class CrashFileSystem implements FileSystem {
     };
   }
 
+  /** Whether a live handle on this disk holds the lock on `lockPath` (this one included); no pid is known here. */
+  lockHolder(lockPath: string): { readonly pid: number | null } | null {
+    this.#live('lockHolder');
+    return this.#disk.locks.has(absolute(lockPath)) ? { pid: null } : null;
+  }
+
   // -------------------------------------------------------------------------------------------
   // Crashes
 

@@ -147,6 +147,29 @@ describe.each(KINDS)('the %s lock', (kind) => {
     expect(readdirSync(dir).filter((n) => n.startsWith('LOCK'))).toEqual([]); // released at close
   });
 
+  test('lockHolderNamesALiveHolderWithoutTouchingItsLockAndForgetsADeadOne', async () => {
+    const { tmp, dir } = fresh();
+    const lockPath = join(dir, 'LOCK');
+    const child = await holder(tmp, dir, kind);
+    try {
+      const text = readFileSync(lockPath, 'utf8');
+      // Either kind's lockHolder reads either kind's LOCK.
+      expect(fs.lockHolder!(lockPath)).toEqual({ pid: child.child.pid });
+      expect(createNodeFileSystem(other).lockHolder!(lockPath)).toEqual({ pid: child.child.pid });
+      expect(readFileSync(lockPath, 'utf8')).toBe(text);
+      expect(flockHeld(lockPath)).toBe(kind === 'flock');
+    } finally {
+      await child.kill();
+    }
+    expect(existsSync(lockPath)).toBe(true);
+    expect(fs.lockHolder!(lockPath)).toBeNull();
+    // A live pid that did not write the LOCK (its start differs: a pid used again) holds nothing.
+    writeFileSync(lockPath, `${process.ppid} start=t1\n`);
+    expect(fs.lockHolder!(lockPath)).toEqual(existsSync(`/proc/${process.ppid}/stat`) ? null : { pid: process.ppid });
+    rmSync(lockPath);
+    expect(fs.lockHolder!(lockPath)).toBeNull();
+  });
+
   test(`aHolderOfTheOtherKindIsRespected`, async () => {
     const { tmp, dir } = fresh();
     const child = await holder(tmp, dir, other);

@@ -138,6 +138,7 @@ export class WrappedFs implements FileSystem {
   rename(a: string, b: string) { this.inner.rename(a, b); }
   unlink(p: string) { this.inner.unlink(p); }
   lock(p: string) { return this.inner.lock(p); }
+  lockHolder(p: string) { return this.inner.lockHolder?.(p) ?? null; }
   realpath(p: string) { return this.inner.realpath!(p); }
 }
 

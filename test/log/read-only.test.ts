@@ -8,9 +8,9 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isQueueError } from '../../src/errors.js';
-import { LogStore, nodeFileSystem } from '../../src/log-store.js';
+import { LogStore, nodeFileSystem, salvageStore, verifyStore } from '../../src/log-store.js';
 import { distUrl, root, runModule, type Lines } from '../support/child-process.js';
-import { WrappedFs, cleanupDirs, dec, errno, freshDir, items, openStore } from './helpers.js';
+import { WrappedFs, cleanupDirs, dec, errno, flipByte, freshDir, items, openStore, segFiles } from './helpers.js';
 
 afterEach(cleanupDirs);
 
@@ -79,10 +79,13 @@ function pushedSoFar(lines: string[]): number {
 }
 
 /** Open read-only and check the view against itself: every item is `p<seq-1>`, in order, `count` of them. */
-async function readOnlySnapshot(dir: string): Promise<{ count: number; nextSeq: number; first: number }> {
+async function readOnlySnapshot(dir: string, writerPid: number | undefined): Promise<{ count: number; nextSeq: number; first: number }> {
   const store = await LogStore.open(dir, { readOnly: true });
   try {
     const s = store.inspect();
+    // The writer holds the store: its tail is a write in progress, never a torn tail.
+    expect(s.liveWriter).toEqual({ pid: writerPid });
+    expect(s.recovery).toMatchObject({ tornBytes: 0, zeroTailBytes: 0 });
     const got = store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 10_000_000 });
     expect(got.length, 'items read = inspect().count').toBe(s.count);
     let prev = 0;
@@ -115,7 +118,7 @@ describe('read-only open beside a live writer in another process', () => {
       const until = Date.now() + 1500;
       const giveUp = Date.now() + 40_000;
       while ((Date.now() < until || snapshots < 20 || lastNext - firstNext <= 1000) && Date.now() < giveUp) {
-        const snap = await readOnlySnapshot(dir);
+        const snap = await readOnlySnapshot(dir, writer.child.pid);
         expect(snap.nextSeq).toBeGreaterThanOrEqual(lastNext);
         if (snapshots === 0) firstNext = snap.nextSeq;
         lastNext = snap.nextSeq;
@@ -127,10 +130,10 @@ describe('read-only open beside a live writer in another process', () => {
       writer.child.stdin!.write('pause\n');
       await writer.until((l) => l.includes('paused'));
       const before = fingerprint(dir);
-      const snap = await readOnlySnapshot(dir);
+      const snap = await readOnlySnapshot(dir, writer.child.pid);
       expect(snap.count).toBeGreaterThanOrEqual(0);
       const pq = (args: string[]): string => execFileSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), ...args], { encoding: 'utf8' });
-      expect(JSON.parse(pq(['stats', dir, '--json']))).toMatchObject({ ready: snap.count, nextSeq: snap.nextSeq });
+      expect(JSON.parse(pq(['stats', dir, '--json']))).toMatchObject({ unacked: snap.count, nextSeq: snap.nextSeq });
       expect(pq(['dump', dir, '--format', 'text']).split('\n').filter(Boolean)).toHaveLength(snap.count);
       expect(fingerprint(dir), 'no byte, name, size or mtime changed').toBe(before);
 
@@ -147,6 +150,7 @@ describe('read-only open beside a live writer in another process', () => {
     const before = fingerprint(dir);
     const crashed = await LogStore.open(dir, { readOnly: true });
     expect(crashed.recovery.cleanShutdown).toBe(false);
+    expect(crashed.inspect().liveWriter).toBeNull();
     const seen = crashed.inspect().count;
     await crashed.close();
     expect(fingerprint(dir)).toBe(before);
@@ -222,6 +226,96 @@ describe('read-only open', () => {
     const w2 = await LogStore.open(dir);
     expect(w2.recovery.tornBytes).toBe(7);
     await w2.close();
+  });
+});
+
+describe('read-only open beside a writer that holds the store', () => {
+  /** A store whose LOCK nobody holds, as far as a read-only open can tell: the same files read as a crashed store's. */
+  function noHolderFs(): WrappedFs {
+    const w = new WrappedFs(nodeFileSystem);
+    w.lockHolder = () => null;
+    return w;
+  }
+
+  it('aLiveWritersHalfWrittenFrameAndPreallocatedZerosAreNeitherTornNorCorrupt', async () => {
+    const dir = freshDir();
+    const { store: w, nextSeq: s } = await openStore(dir);
+    await w.append(items(s, ['one', 'two', 'three']), true);
+    const seg = join(dir, segFiles(dir)[0]!);
+    const validEnd = w.inspect().segments[0]!.bytes;
+    expect(fs.statSync(seg).size, 'the synced append preallocated zeros after its frames').toBeGreaterThan(validEnd + 1024);
+    // A frame caught half written at the write position, the preallocated zeros after it.
+    const fd = fs.openSync(seg, 'r+');
+    fs.writeSync(fd, Buffer.from([0x2a, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7]), 0, 11, validEnd);
+    fs.closeSync(fd);
+
+    const ro = await LogStore.open(dir, { readOnly: true });
+    expect(ro.inspect().liveWriter).toEqual({ pid: process.pid });
+    expect(ro.recovery).toMatchObject({ tornBytes: 0, zeroTailBytes: 0 });
+    expect(ro.inspect()).toMatchObject({ count: 3, nextSeq: s + 3 });
+    expect(ro.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 10 }).map((i) => dec(i.bytes))).toEqual(['one', 'two', 'three']);
+    await ro.close();
+    // The same bytes with no live writer are a crash's torn tail, cut at the next writable open.
+    const crashed = await LogStore.open(dir, { readOnly: true, fs: noHolderFs() });
+    expect(crashed.inspect().liveWriter).toBeNull();
+    expect(crashed.recovery.tornBytes).toBe(fs.statSync(seg).size - validEnd);
+    await crashed.close();
+    await w.close();
+  });
+
+  it('verifyAndSalvageReadALiveWritersHalfWrittenFrameAsAWriteInProgress', async () => {
+    const dir = freshDir();
+    const { store: w, nextSeq: s } = await openStore(dir);
+    await w.append(items(s, ['one', 'two', 'three']), true);
+    const seg = join(dir, segFiles(dir)[0]!);
+    const fd = fs.openSync(seg, 'r+');
+    fs.writeSync(fd, Buffer.from([0x2a, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7]), 0, 11, w.inspect().segments[0]!.bytes);
+    fs.closeSync(fd);
+    const live = `LOCK: process ${process.pid} has the store open and is writing it`;
+    const v = verifyStore(dir);
+    expect(v).toMatchObject({ problems: [], records: 3 });
+    expect(v.notes.join('\n')).toContain(live);
+    expect(v.notes.join('\n')).not.toMatch(/torn tail|zero bytes/);
+    const r = await salvageStore(dir, join(dir, '..', 'saved'));
+    expect(r).toMatchObject({ copied: 3, damaged: [], lost: { count: 0 } });
+    expect(r.notes.join('\n')).toContain(live);
+    // With no live writer the same bytes are a crash's torn tail, and verify says open will cut it.
+    const crashed = verifyStore(dir, { fs: noHolderFs() });
+    expect(crashed.problems).toEqual([]);
+    expect(crashed.notes.join('\n')).toMatch(/torn tail of 11 bytes/);
+    await w.close();
+  });
+
+  it('damageBelowTheDurablePointIsStillCorruptBesideALiveWriter', async () => {
+    const dir = freshDir();
+    const { store: first, nextSeq: s } = await openStore(dir);
+    await first.append(items(s, ['one', 'two', 'three']), true);
+    await first.close();
+    // Reopened: its checkpoint makes every record so far durable; it keeps the store open.
+    const { store: w } = await openStore(dir);
+    const seg = join(dir, segFiles(dir)[0]!);
+    flipByte(seg, fs.readFileSync(seg).indexOf('two'));
+    const err = await LogStore.open(dir, { readOnly: true }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'OpenError', code: 'ERR_CORRUPT', file: seg });
+    expect((err as Error).message).toMatch(/torn tail below the durable point \(tail table row 3\)/);
+    await w.close();
+  });
+
+  it('damageInASealedSegmentIsStillCorruptBesideALiveWriter', async () => {
+    const dir = freshDir();
+    const { store: w, nextSeq: s } = await openStore(dir, { segmentBytes: 1024, autoCompact: false });
+    for (let i = 0; i < 8; i++) await w.append(items(s + i * 4, ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b', 'c', 'd'].map((t) => `${t}${i}`)), true);
+    const sealed = join(dir, segFiles(dir)[0]!);
+    expect(segFiles(dir).length).toBeGreaterThan(1);
+    flipByte(sealed, fs.readFileSync(sealed).indexOf('b0'));
+    const ro = await LogStore.open(dir, { readOnly: true });
+    expect(ro.inspect().liveWriter).toEqual({ pid: process.pid });
+    // The items before the damage come back; the next read reports it.
+    const before = ro.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 100 });
+    expect(before.map((i) => i.seq)).toEqual([s]);
+    expect(() => ro.read({ after: s, before: Number.MAX_SAFE_INTEGER, limit: 100 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT', file: sealed }));
+    await ro.close();
+    await w.close();
   });
 });
 

@@ -165,6 +165,18 @@ describe('POSIX-like semantics', () => {
     const afterPowerLoss = restarted.crash();
     afterPowerLoss.lock('/q/LOCK').release();
   });
+
+  it('lockHolderTellsAHeldLockFromAFreeOneWithoutTakingIt', () => {
+    const fs = new CrashFileSystem();
+    expect(fs.lockHolder('/q/LOCK')).toBeNull();
+    const other = fs.newProcess();
+    other.lock('/q/LOCK');
+    expect(fs.lockHolder('/q/LOCK')).toEqual({ pid: null });
+    expect(fs.lockHolder('/q/LOCK')).toEqual({ pid: null });
+    expect(codeOf(() => fs.lock('/q/LOCK'))).toBe('ELOCKED');
+    other.processCrash();
+    expect(fs.lockHolder('/q/LOCK')).toBeNull();
+  });
 });
 
 describe('power loss (F1–F4)', () => {
