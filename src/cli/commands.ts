@@ -186,6 +186,9 @@ export const stats: Command = async (cli, { positionals }) => {
       cursorBytes: s.cursorBytes,
       deadLetters: s.deadLetters,
       deadLetterBytes: s.deadLetterBytes,
+      // Pushes spooled by producers while no process had the queue open, not ingested yet (as of
+      // the cursor's checkpoint): the next owner ingests them at open.
+      spool: { files: s.spool?.files ?? 0, pendingRecords: s.spool?.pendingRecords ?? 0 },
       // Items not yet due, and items with a priority, as of now (read from the oldest one on).
       delayed: scheduled.delayed,
       nextDueAt: scheduled.nextDueMs === Infinity ? null : new Date(scheduled.nextDueMs).toISOString(),
@@ -216,6 +219,7 @@ export const stats: Command = async (cli, { positionals }) => {
     out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
     out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
     if (report.deadLetters > 0) out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
+    if (report.spool.files > 0) out.line(`spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the next open`);
     out.line(`segments        ${report.segments} (${bytesText(report.segmentBytes)})`);
     for (const seg of s.segments) {
       await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));

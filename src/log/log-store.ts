@@ -75,7 +75,8 @@ export interface LogStoreStats {
   /**
    * The spool (README, "Other processes"): files waiting in it, records read from them and not
    * ingested yet, records ingested by this owner, torn bytes cut from dead producers' files, and
-   * files it could not ingest (left as they are). Null before the store serves a queue.
+   * files it could not ingest (left as they are). For a read-only open, what the spool holds beyond
+   * the checkpoint's record of it. Null for a writable store that serves no queue yet.
    */
   readonly spool: SpoolStats | null;
   /**
@@ -456,7 +457,12 @@ export class LogStore implements Store {
       deadLetters: this.#cursor.deliveries.dead.length,
       deadLetterBytes: this.#cursor.deliveries.deadBytes,
       recovery: this.#recovery,
-      spool: this.#ingest === null ? null : { ...this.#ingest.stats, problems: [...this.#ingest.stats.problems] },
+      spool:
+        this.#ingest !== null
+          ? { ...this.#ingest.stats, problems: [...this.#ingest.stats.problems] }
+          : view !== null
+            ? { files: view.spool.files, pendingRecords: view.spool.records, ingested: 0, tornBytes: 0, problems: [] }
+            : null,
       liveWriter: view?.liveWriter ?? null,
     };
   }
@@ -488,6 +494,14 @@ export class LogStore implements Store {
     // Not waited for: the spool may hold more than the queue's capacity, which only a consumer
     // (handed out once open resolves) can make room for.
     void this.ingestSpool();
+  }
+
+  /**
+   * Record that `records` records of the spool file `file` are in this store (salvage copies a
+   * store's items and its spool, and this says what the copied items already hold). @internal
+   */
+  noteSpoolProgress(file: string, records: number): void {
+    this.#cursor.spool.set(file, records);
   }
 
   /**

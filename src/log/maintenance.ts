@@ -366,7 +366,8 @@ export class Maintenance {
           if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
           else out.add(frames.win.buf, frames.at, bytes, h.seq);
           if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
-          if (rules.schedule.key !== undefined) out.keyed++;
+          // An ingested item's origin is read back from version-3 segments only, as keys are.
+          if (rules.schedule.key !== undefined || rules.schedule.spool !== undefined) out.keyed++;
         }
         frames.accept();
         sinceYield += bytes;

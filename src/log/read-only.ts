@@ -27,6 +27,7 @@ import type { ResolvedOptions } from './options.js';
 import type { LogStoreRecoveryInfo } from './recovery-apply.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
+import { readSpoolBacklog, type SpoolBacklog } from './spool-file.js';
 
 /** Plans made at most, while the directory keeps changing under them. */
 const MAX_ATTEMPTS = 8;
@@ -45,6 +46,8 @@ export interface ReadOnlyView {
   readonly recovery: LogStoreRecoveryInfo;
   /** The live process that held the store when the view was taken (`pid` null when not known), or null. */
   readonly liveWriter: { readonly pid: number | null } | null;
+  /** The spool's files, and their records not ingested as of the cursor's checkpoint (FORMAT §14.3). */
+  readonly spool: SpoolBacklog;
 }
 
 /** Plan `dir` without writing, retrying while another process changes it. */
@@ -132,5 +135,16 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { r
       identityCreated: false,
     },
     liveWriter,
+    spool: spoolOf(fs, dir, plan),
   };
+}
+
+function spoolOf(fs: FileSystem, dir: string, plan: RecoveryPlan): SpoolBacklog {
+  const ingested = new Map((plan.cursor?.spool ?? []).map((e) => [e.file, e.records]));
+  try {
+    return readSpoolBacklog(fs, dir, (file) => ingested.get(file) ?? 0, 64 * 1024);
+  } catch {
+    // The spool is being written or finished under us: reported as unknown, never as damage.
+    return { files: 0, records: 0 };
+  }
 }

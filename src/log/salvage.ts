@@ -17,7 +17,9 @@ import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
-import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, SPOOL_DIR, SPOOL_SUFFIX, classifyEntry } from './format.js';
+import { readFully } from './segment-writer.js';
+import { spoolFileIds } from './spool-file.js';
 import { withSchedule } from './item-meta.js';
 import { LogStore } from './log-store.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
@@ -158,8 +160,10 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
     const run = seqMap.at(-1);
     if (run !== undefined && run.from + run.count === r.seq && run.to + run.count === next) seqMap[seqMap.length - 1] = { ...run, count: run.count + 1 };
     else seqMap.push({ from: r.seq, to: next, count: 1 });
-    // The item keeps its priority and not-before time: the new store rolls to a segment that holds them.
-    batch.push(withSchedule(next++, r.payload.slice(), r));
+    // The item keeps its priority and not-before time (the new store rolls to a segment that holds
+    // them), and its spool origin, so the copy of the spool below is not ingested twice.
+    const item = withSchedule(next++, r.payload.slice(), r);
+    batch.push(r.spool === undefined ? item : { ...item, spool: r.spool });
     batchBytes += r.payload.length;
     copiedBytes += r.payload.length;
     if (batch.length >= BATCH_ITEMS || batchBytes >= BATCH_BYTES) {
@@ -186,7 +190,8 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
     next += run.length;
   }
   onProgress?.(total, total);
-  const notes = [...(source.note !== null ? [source.note] : []), ...walk.tails.map(tailText)];
+  const spooled = await copySpool(fs, src, store, plan);
+  const notes = [...(source.note !== null ? [source.note] : []), ...walk.tails.map(tailText), ...spooled];
   if (plan.cursor === null && plan.names.includes(CURSOR_FILE)) {
     notes.push(`${CURSOR_FILE} could not be read whole: its dead letters (if it held any) are not copied`);
   }
@@ -217,4 +222,38 @@ function tailText(t: TailCut): string {
   return torn === 0
     ? `${t.file}: ${t.zeroBytes} zero bytes after the last record at offset ${t.offset} (preallocated space, not data)`
     : `${t.file}: a torn tail of ${torn} bytes at offset ${t.offset} (a record never completed, which open would cut; not copied)`;
+}
+
+/**
+ * The spool's files, copied as they are into the new store's spool directory, with what the
+ * source's checkpoint says was ingested of each (the copied items carry the rest): the next owner
+ * of the new store ingests each record the source had not, and none it had. Returns notes.
+ */
+async function copySpool(fs: FileSystem, src: string, store: LogStore, plan: RecoveryPlan): Promise<string[]> {
+  const ids = spoolFileIds(fs, src);
+  if (ids.length === 0) return [];
+  for (const e of plan.cursor?.spool ?? []) store.noteSpoolProgress(e.file, e.records);
+  const to = join(store.dir, SPOOL_DIR);
+  fs.mkdirp(to, 0o700);
+  for (const id of ids) {
+    const name = id + SPOOL_SUFFIX;
+    const fd = fs.open(join(src, SPOOL_DIR, name), 'read');
+    try {
+      const size = fs.size(fd);
+      const buf = new Uint8Array(size);
+      readFully(fs, fd, buf, 0, size, 0);
+      const out = fs.open(join(to, name), 'create', 0o600);
+      try {
+        fs.write(out, buf, 0, size, 0);
+        await fs.fsync(out);
+      } finally {
+        fs.close(out);
+      }
+    } finally {
+      fs.close(fd);
+    }
+  }
+  await fs.fsyncDir(to);
+  await fs.fsyncDir(store.dir);
+  return [`${ids.length} spool file(s) copied into ${to}: the next owner of the new store ingests what the source had not`];
 }

@@ -26,6 +26,7 @@ import {
   SPOOL_ID_BYTES,
   SPOOL_DIR,
   SPOOL_MAGIC,
+  SPOOL_SUFFIX,
   parseSpoolName,
   readU16,
   readU32,
@@ -34,7 +35,7 @@ import {
   writeU32,
   writeU64,
 } from './format.js';
-import type { FrameRules } from './frame-reader.js';
+import { FileWindow, FrameReader, type FrameRules } from './frame-reader.js';
 import { payloadOffset, type FrameHeader } from './frame.js';
 import { decodeItemMeta, spoolIdBytes, spoolIdText, type ItemSchedule } from './item-meta.js';
 
@@ -152,4 +153,39 @@ export function spoolFileIds(fs: FileSystem, dir: string): string[] {
     .map(parseSpoolName)
     .filter((id): id is string => id !== null)
     .sort();
+}
+
+/** What the spool holds, read without ingesting (a read-only view, `pq stats` with no owner). */
+export interface SpoolBacklog {
+  /** Spool files in the directory. */
+  readonly files: number;
+  /** Whole records in them beyond what the store holds (as its checkpoint says). */
+  readonly records: number;
+}
+
+/** Count the spool's whole records beyond `ingested(file)` of each file. Unreadable files count as files only. */
+export function readSpoolBacklog(fs: FileSystem, dir: string, ingested: (file: string) => number, chunkBytes: number): SpoolBacklog {
+  const ids = spoolFileIds(fs, dir);
+  let records = 0;
+  for (const id of ids) {
+    let fd: number;
+    try {
+      fd = fs.open(join(dir, SPOOL_DIR, id + SPOOL_SUFFIX), 'read');
+    } catch {
+      continue;
+    }
+    try {
+      const size = fs.size(fd);
+      const head = new Uint8Array(SPOOL_HEADER_BYTES);
+      const n = fs.read(fd, head, 0, head.length, 0);
+      if ('kind' in decodeSpoolHeader(head.subarray(0, n), size, id)) continue;
+      const rules = new SpoolFrames();
+      const frames = new FrameReader(new FileWindow(fs, fd, size, chunkBytes), SPOOL_HEADER_BYTES, rules);
+      while (frames.next() === 'record') frames.accept();
+      records += Math.max(0, rules.lastRecord - (rules.ended ? 1 : 0) - ingested(id));
+    } finally {
+      fs.close(fd);
+    }
+  }
+  return { files: ids.length, records };
 }

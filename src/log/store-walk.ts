@@ -12,6 +12,7 @@
  * seq, which was durable), and no intact record holds it. Seqs that a SEAL says its segment has no
  * record of (FORMAT §3.2) do not exist and are not lost.
  */
+import type { SpoolSource } from '../store.js';
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { OpenError } from '../errors.js';
@@ -106,6 +107,8 @@ export interface WalkRecord {
   /** The item's priority and not-before time, 0 when it has none (FORMAT §3.1). */
   readonly priority: number;
   readonly notBefore: number;
+  /** The spool record an ingested item came from (FORMAT §14.3), or undefined. */
+  readonly spool: SpoolSource | undefined;
 }
 
 /**
@@ -353,7 +356,7 @@ export class StoreWalk {
           this.#ledger.skipTo(h.seq + 1);
           this.records++;
           const p = payloadOffset(frames.at, h);
-          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore };
+          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore, spool: rules.schedule.spool };
         }
         frames.accept();
         continue;

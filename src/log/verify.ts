@@ -9,10 +9,12 @@
  * tail table's `liveWriter`), whose active segment ends in a record still being written. Problems are what open or a read would report as corruption; notes are what open
  * would tidy. Problems that only follow from damage already reported are left out.
  */
+import { FileWindow, FrameReader } from './frame-reader.js';
+import { decodeSpoolHeader, spoolFileIds, SpoolFrames } from './spool-file.js';
 import { join } from 'node:path';
 import type { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { CURSOR_FILE, IDENTITY_FILE, LOCK_FILE, MAX_RANGES_PER_RECORD, classifyEntry } from './format.js';
+import { CURSOR_FILE, IDENTITY_FILE, LOCK_FILE, MAX_RANGES_PER_RECORD, SPOOL_DIR, SPOOL_HEADER_BYTES, SPOOL_SUFFIX, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
 import { liveHolder } from './store-dir.js';
@@ -116,9 +118,54 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
     const c = plan.cursor;
     if (c.row.verdict === 'torn') notes.push(tailNote(CURSOR_FILE, { file: CURSOR_FILE, offset: c.validEnd, bytes: cursorBytes - c.validEnd, zeroBytes: c.tornZero ? cursorBytes - c.validEnd : 0 }));
   }
+  const spool = checkSpool(fs, dir);
+  files += spool.files;
+  problems.push(...spool.problems);
+  notes.push(...spool.notes);
   const bytes = walk.bytesDone + cursorBytes;
   options.onProgress?.(bytes, total);
   return { files, records: walk.records, bytes, problems, notes };
+}
+
+/**
+ * The spool's files (FORMAT §14): a header that does not decode, or damage followed by valid
+ * records, is a problem; a torn last record is a note (a producer writing, or one that died
+ * mid-write, whose push never resolved).
+ */
+function checkSpool(fs: FileSystem, dir: string): { files: number; problems: VerifyProblem[]; notes: string[] } {
+  const problems: VerifyProblem[] = [];
+  const notes: string[] = [];
+  const ids = spoolFileIds(fs, dir);
+  for (const id of ids) {
+    const path = join(dir, SPOOL_DIR, id + SPOOL_SUFFIX);
+    let fd: number;
+    try {
+      fd = fs.open(path, 'read');
+    } catch (e) {
+      problems.push({ file: path, offset: 0, reason: `cannot read: ${(e as Error)?.message ?? String(e)}` });
+      continue;
+    }
+    try {
+      const size = fs.size(fd);
+      const head = new Uint8Array(SPOOL_HEADER_BYTES);
+      const header = decodeSpoolHeader(head.subarray(0, fs.read(fd, head, 0, head.length, 0)), size, id);
+      if ('kind' in header) {
+        problems.push({ file: path, offset: header.kind === 'corrupt' ? header.offset : 0, reason: header.kind === 'corrupt' ? header.reason : `spool file version ${header.version} is newer than this release reads` });
+        continue;
+      }
+      const frames = new FrameReader(new FileWindow(fs, fd, size, CHUNK_BYTES), SPOOL_HEADER_BYTES, new SpoolFrames());
+      let verdict = frames.next();
+      while (verdict === 'record') {
+        frames.accept();
+        verdict = frames.next();
+      }
+      if (verdict === 'corrupt') problems.push({ file: path, offset: frames.offset, reason: frames.reason() });
+      else if (verdict === 'torn') notes.push(`spool file ${id + SPOOL_SUFFIX}: ${size - frames.offset} byte(s) past its last whole record (a write in progress, or a producer that died mid-write)`);
+    } finally {
+      fs.close(fd);
+    }
+  }
+  return { files: ids.length, problems, notes };
 }
 
 /** What verify and salvage say of a store another process had open as they read it. */
