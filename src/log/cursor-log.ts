@@ -283,7 +283,10 @@ export class CursorLog {
     // the first spool entry moves it to version 4, which holds everything version 3 holds.
     if (keys.length > 0 && version < CURSOR_VERSION_KEYS) version = CURSOR_VERSION_KEYS;
     const spool = this.spool.list();
+    // An empty spool table needs no version 4: version 3 holds everything else it holds, and a
+    // store whose spool is ingested becomes readable by version-3 readers again.
     if (spool.length > 0) version = CURSOR_VERSION_SPOOL;
+    else if (version === CURSOR_VERSION_SPOOL) version = CURSOR_VERSION_KEYS;
     const deliveries = version >= CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
     await syncData();
     const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries, version >= CURSOR_VERSION_KEYS ? keys : null, version >= CURSOR_VERSION_SPOOL ? spool : null);
