@@ -490,6 +490,14 @@ export class LogStore implements Store {
         warned.add(file);
         process.emitWarning(`Spool file ${file} was not ingested whole: ${reason}`, { code: 'PQ_SPOOL_DAMAGED' });
       },
+      pollFailed: (error) => {
+        // A queue that closed or failed under the poll stops it; anything else is said once.
+        if (this.#state !== 'open' || this.#durability.failure !== null) return;
+        const message = (error as Error)?.message ?? String(error);
+        if (warned.has(message)) return;
+        warned.add(message);
+        process.emitWarning(`The spool of ${this.dir} could not be read: ${message}; polling on, further apart`, { code: 'PQ_SPOOL_READ' });
+      },
     });
     // Not waited for: the spool may hold more than the queue's capacity, which only a consumer
     // (handed out once open resolves) can make room for.

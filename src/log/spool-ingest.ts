@@ -69,7 +69,12 @@ export interface SpoolIngestDeps {
   readonly fail: (error: unknown) => void;
   /** A problem met with one file: reported, and the file left as it is. */
   readonly problem: (problem: SpoolProblem) => void;
+  /** A poll that failed (the spool directory could not be read): reported; polls go on, further apart. */
+  readonly pollFailed: (error: unknown) => void;
 }
+
+/** The longest wait between polls after failed ones. */
+const POLL_BACKOFF_MAX_MS = 30_000;
 
 export class SpoolIngest {
   readonly #d: SpoolIngestDeps;
@@ -77,6 +82,10 @@ export class SpoolIngest {
   readonly #files = new Map<string, OpenFile>();
   readonly #broken = new Set<string>();
   #timer: unknown;
+  /** The spool directory existed at the last pass: only then is there anything to poll. */
+  #polling = false;
+  /** Polls that failed in a row: each doubles the wait before the next. */
+  #failedPolls = 0;
   #running: Promise<void> | null = null;
   #again = false;
   #stopped = false;
@@ -100,13 +109,24 @@ export class SpoolIngest {
       return this.#running;
     }
     this.#disarm();
-    this.#running = this.#pass().finally(() => {
-      this.#running = null;
-      if (this.#again && !this.#stopped) {
-        this.#again = false;
-        void this.poke();
-      } else this.#arm();
-    });
+    this.#running = this.#pass()
+      .then(
+        () => {
+          this.#failedPolls = 0;
+        },
+        (error: unknown) => {
+          this.#failedPolls++;
+          throw error;
+        },
+      )
+      .finally(() => {
+        this.#running = null;
+        if (this.#again && !this.#stopped) {
+          this.#again = false;
+          // Its failure is counted, and reported by the next poll's timer.
+          this.poke().catch(() => undefined);
+        } else this.#arm();
+      });
     return this.#running;
   }
 
@@ -119,12 +139,20 @@ export class SpoolIngest {
     this.#files.clear();
   }
 
+  /**
+   * Poll again later, while a spool directory exists (a store whose producers never spooled sets
+   * no timer). A producer that creates the directory while the owner runs is noticed by the owner's
+   * watch of the store directory (the node binding) or at the next open.
+   */
   #arm(): void {
-    if (this.#stopped || this.#timer !== undefined) return;
+    if (this.#stopped || this.#timer !== undefined || (!this.#polling && this.#failedPolls === 0)) return;
+    const wait = Math.min(POLL_BACKOFF_MAX_MS, this.#d.pollMs * 2 ** Math.min(this.#failedPolls, 16));
     this.#timer = this.#d.clock.setTimeout(() => {
       this.#timer = undefined;
-      void this.poke();
-    }, this.#d.pollMs);
+      this.poke().catch((error: unknown) => {
+        if (!this.#stopped) this.#d.pollFailed(error);
+      });
+    }, wait);
     // The poll never keeps the owner alive: its waiting consumers do.
     unrefTimer(this.#timer);
   }
@@ -138,8 +166,10 @@ export class SpoolIngest {
     const { fs } = this.#d;
     if (fs.stat(this.#spoolDir) === null) {
       this.stats.files = 0;
+      this.#polling = false;
       return;
     }
+    this.#polling = true;
     const names = fs.readdir(this.#spoolDir);
     const ids = names.map(parseSpoolName).filter((id): id is string => id !== null).sort();
     this.stats.files = ids.length;

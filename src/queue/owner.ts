@@ -12,6 +12,7 @@ interface ServingStore {
   inspect?(): object;
 }
 
+/** @internal */
 export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string): OwnerSurface {
   const store = core.store as unknown as ServingStore;
   return {
