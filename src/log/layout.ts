@@ -26,9 +26,10 @@ export function newSegment(base: number, name: string, path: string, bytes: numb
 }
 
 /**
- * The live segments, oldest first; the last one is the active segment. Owned by the store and
- * changed only by the writer (a roll adds one), maintenance (deleting and replacing sealed ones)
- * and recovery (the initial list).
+ * The live segments, oldest first; the last one is the active segment (sealed only while a roll
+ * is in flight), so the list is never empty once the store is open. Owned by the store and
+ * changed only by the writer (a roll adds one), maintenance (deleting and replacing sealed ones,
+ * the last one excepted: `sealedRun`) and recovery (the initial list).
  */
 export class SegmentLayout {
   list: Segment[] = [];
@@ -71,10 +72,18 @@ export class SegmentLayout {
     return null;
   }
 
-  /** The leading run of sealed segments. */
+  /**
+   * The leading run of sealed segments that maintenance may delete or rewrite: never the last
+   * segment. A sealed last segment is the one a roll in flight is leaving, before the next one is
+   * durably created: it is the active segment every reader of the layout finds, and on disk it is
+   * what tells recovery where seqs go on (its seal's end seq). Deleted then, a crash before the
+   * new segment's header is durable would leave a store with no segment whose cursor describes
+   * data. The roll starts maintenance again once the new segment is in the layout.
+   */
   sealedRun(): Segment[] {
     const run: Segment[] = [];
-    for (const s of this.list) {
+    for (let i = 0; i < this.list.length - 1; i++) {
+      const s = this.list[i]!;
       if (s.seal === null) break;
       run.push(s);
     }

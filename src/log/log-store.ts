@@ -317,7 +317,11 @@ export class LogStore implements Store {
    * Make every written ACK record durable (the lazy acks' sync): an fdatasync of the cursor file,
    * once no checkpoint runs (one that ran has made them durable already), and of the active
    * segment when it holds bytes no sync has started on. The two files cannot share one fdatasync:
-   * items and acks live in different files (FORMAT §2, §4).
+   * items and acks live in different files (FORMAT §2, §4). Between a roll's seal and the new
+   * segment only the cursor file is synced, without waiting for the roll: the sealed segment, still
+   * the layout's last (maintenance never takes it), was fdatasynced with every item before its seal
+   * was recorded, and the batch waiting for the new segment is not written yet (DESIGN.md,
+   * "Concurrency inside the store").
    */
   sync(): Promise<void> {
     const refused = this.#refuse();

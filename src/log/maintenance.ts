@@ -222,8 +222,8 @@ export class Maintenance {
   async #deleteAcked(): Promise<Tally> {
     const { layout, cursor } = this.d;
     const doomed: Segment[] = [];
-    for (const s of layout.list) {
-      if (s.seal === null || s.seal.endSeq > cursor.acks.lwm) break;
+    for (const s of layout.sealedRun()) {
+      if (s.seal!.endSeq > cursor.acks.lwm) break;
       doomed.push(s);
     }
     if (doomed.length === 0) return { bytes: 0, count: 0 };

@@ -111,7 +111,8 @@ export class SegmentWriter {
   /** fdatasync the active segment. */
   syncActive(): Promise<void> {
     // No active fd only inside a roll, between the sealed segment (already fdatasynced) and the
-    // durable creation of the next one: a checkpoint taken meanwhile has nothing left to sync.
+    // durable creation of the next one: a checkpoint or a store sync taken meanwhile has nothing
+    // left to sync here.
     if (this.#fd < 0) return this.durability.failure !== null ? Promise.reject(this.durability.failure) : Promise.resolve();
     return this.durability.syncData(this.#fd);
   }
