@@ -231,13 +231,13 @@ export class CursorLog {
     }
     this.onAcked();
     if (!sync) return Promise.resolve();
-    return this.sync();
+    return this.sync(seqs.length === 1);
   }
 
-  /** fdatasync the cursor file; the low-water mark of that moment is then durable. */
-  sync(): Promise<void> {
+  /** fdatasync the cursor file; the low-water mark of that moment is then durable. `single`: for one ack. */
+  sync(single = false): Promise<void> {
     const lwm = this.acks.lwm;
-    return this.durability.syncData(this.#fd).then(() => {
+    return this.durability.syncData(this.#fd, single).then(() => {
       if (lwm > this.durableLwm) this.durableLwm = lwm;
     });
   }

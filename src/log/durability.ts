@@ -35,8 +35,12 @@ export class Durability {
   constructor(
     private readonly fs: FileSystem,
     private readonly dir: string,
-    /** Sync on the calling thread (`blockingSync`); the options checked that `fs` can. */
-    private readonly blocking = false,
+    /**
+     * Where syncs run (`blockingSync`): true, on the calling thread; false, in the threadpool;
+     * 'auto', on the calling thread for a sync of one operation (`single`) when no other sync of
+     * the file is running. The options checked that `fs` can sync on the calling thread.
+     */
+    private readonly blocking: boolean | 'auto' = false,
   ) {}
 
   get failure(): QueueError | null {
@@ -65,8 +69,10 @@ export class Durability {
    * still running has settled: of two syncs of one file in flight together, only one may be told
    * of a writeback error, and the other returns success over pages that never reached the disk.
    */
-  syncFd(fd: number, dataOnly: boolean): Promise<void> {
-    if (this.blocking) return this.#syncNow(fd, dataOnly);
+  syncFd(fd: number, dataOnly: boolean, single = false): Promise<void> {
+    // A sync of one operation has nothing to overlap with: the threadpool's round trip is all it
+    // would add. Never beside a running sync of the same file, whose error it could not share.
+    if (this.blocking === true || (this.blocking === 'auto' && single && !this.#runningByFd.has(fd))) return this.#syncNow(fd, dataOnly);
     this.#syncsByFd.set(fd, (this.#syncsByFd.get(fd) ?? 0) + 1);
     const sync = dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd);
     let running = this.#runningByFd.get(fd);
@@ -102,8 +108,9 @@ export class Durability {
   }
 
   /**
-   * `syncFd` on the calling thread (`blockingSync`). Nothing else syncs while it runs, so no other
-   * sync of the fd can be in flight to share a writeback error with; the rules are the same: a
+   * `syncFd` on the calling thread (`blockingSync`). No other sync of the fd is in flight (under
+   * `true` every sync runs here; under `'auto'` only when none runs), so none can share a
+   * writeback error with it; the rules are the same: a
    * failure fails the instance, and after a failure no success is reported.
    */
   #syncNow(fd: number, dataOnly: boolean): Promise<void> {
@@ -117,9 +124,9 @@ export class Durability {
     return this.#failure === null ? Promise.resolve() : Promise.reject(this.#failure);
   }
 
-  /** fdatasync `fd`; a failure fails the instance. */
-  syncData(fd: number): Promise<void> {
-    return this.syncFd(fd, true).then(undefined, (e: unknown) => this.fail(e));
+  /** fdatasync `fd`; a failure fails the instance. `single`: it covers one operation (see `syncFd`). */
+  syncData(fd: number, single = false): Promise<void> {
+    return this.syncFd(fd, true, single).then(undefined, (e: unknown) => this.fail(e));
   }
 
   /** Close `fd` now, or when the last sync pending on it settles. */

@@ -292,7 +292,8 @@ export class LogStore implements Store {
       return Promise.resolve();
     }
     this.#durability.noteSyncStarted(offset);
-    return this.#writer.syncActive();
+    // A batch of one item is one push: its sync may run on the calling thread (`blockingSync`).
+    return this.#writer.syncActive(items.length === 1);
   }
 
   ack(seqs: readonly number[], sync: boolean): Promise<void> {

@@ -83,19 +83,26 @@ export interface LogStoreOptions {
    */
   preallocate?: boolean;
   /**
-   * Run the fsyncs and fdatasyncs of the segments and the cursor file on the calling thread (the
-   * FileSystem's `fdatasyncSync`/`fsyncSync`) instead of the libuv threadpool. A synced push or ack then skips
-   * the threadpool round trip (measured 1.3–1.6× the pushes per second of the default under `sync`
-   * and `group` in the last full run, and as little as 0.9× under `group` in a quick one; README,
-   * "Blocking syncs"), and the event loop stands still for every device flush:
-   * for a CLI or a single-purpose worker, not for a process that must keep serving while the disk
-   * works. Durability is the same: a synced operation resolves only after its flush returned.
-   * Under `none` the background flush of the active segment (one fdatasync per 8 MiB written)
-   * then blocks too. Directory fsyncs, the identity file, compaction's rewritten segments and the
-   * cut of a torn tail at open stay asynchronous.
-   * @default false
+   * Where the fsyncs and fdatasyncs of the segments and the cursor file run: on the calling thread
+   * (the FileSystem's `fdatasyncSync`/`fsyncSync`), or in the libuv threadpool.
+   * - `'auto'` (the default): on the calling thread when the sync covers one operation (a batch of
+   *   one push or one ack: a serial producer or consumer, which has nothing to overlap with the
+   *   flush) and no other sync of the file is running, in the threadpool otherwise (where pushes
+   *   gather, the event loop goes on gathering the next batch while the device flushes). The event
+   *   loop stands still for at most one device flush at a time, and only for a flush of one
+   *   operation. README, "Blocking syncs", has the measured figures.
+   * - `true`: every sync on the calling thread (the event loop stands still for every device
+   *   flush: for a CLI or a single-purpose worker, not for a process that must keep serving while
+   *   the disk works). Under `none` the background flush of the active segment (one fdatasync per
+   *   8 MiB written) then blocks too.
+   * - `false`: every sync in the threadpool.
+   * Durability is the same for all three: a synced operation resolves only after its flush
+   * returned. Directory fsyncs, the identity file, compaction's rewritten segments and the cut of a
+   * torn tail at open stay asynchronous. With a FileSystem that cannot sync on the calling thread
+   * (no `fdatasyncSync`), `'auto'` syncs in the threadpool and `true` is refused.
+   * @default 'auto'
    */
-  blockingSync?: boolean;
+  blockingSync?: boolean | 'auto';
   /**
    * Live fraction of the sealed segments below which automatic compaction rewrites them.
    * @default 0.25
@@ -199,7 +206,7 @@ export interface ResolvedOptions {
   autoCompact: boolean;
   zeroCopyReads: boolean;
   preallocate: boolean;
-  blockingSync: boolean;
+  blockingSync: boolean | 'auto';
   compactionLiveRatio: number;
   compactDelayMs: number;
   spoolPollMs: number;
@@ -273,8 +280,12 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
   if (fs === undefined) {
     throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
   }
-  const blockingSync = o.blockingSync === undefined ? false : bool('blockingSync', o.blockingSync);
-  if (blockingSync && (typeof fs.fdatasyncSync !== 'function' || typeof fs.fsyncSync !== 'function')) {
+  const canBlock = typeof fs.fdatasyncSync === 'function' && typeof fs.fsyncSync === 'function';
+  if (o.blockingSync !== undefined && o.blockingSync !== 'auto' && typeof o.blockingSync !== 'boolean') {
+    throw new TypeError(expectation('blockingSync', "a boolean or 'auto'", o.blockingSync));
+  }
+  const blockingSync = o.blockingSync === undefined || o.blockingSync === 'auto' ? (canBlock ? 'auto' : false) : o.blockingSync;
+  if (blockingSync === true && !canBlock) {
     throw new TypeError('Expected `fs` to have fdatasyncSync and fsyncSync with `blockingSync`: this FileSystem syncs only asynchronously');
   }
   return {

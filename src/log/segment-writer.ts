@@ -109,12 +109,13 @@ export class SegmentWriter {
   }
 
   /** fdatasync the active segment. */
-  syncActive(): Promise<void> {
+  /** fdatasync the active segment; `single`: the sync covers one operation (`Durability.syncFd`). */
+  syncActive(single = false): Promise<void> {
     // No active fd only inside a roll, between the sealed segment (already fdatasynced) and the
     // durable creation of the next one: a checkpoint or a store sync taken meanwhile has nothing
     // left to sync here.
     if (this.#fd < 0) return this.durability.failure !== null ? Promise.reject(this.durability.failure) : Promise.resolve();
-    return this.durability.syncData(this.#fd);
+    return this.durability.syncData(this.#fd, single);
   }
 
   /**
