@@ -44,7 +44,7 @@ describe('blockingSync', () => {
     const { fdatasyncSync: _a, fsyncSync: _b, ...asyncOnly } = nodeFileSystem;
     await expect(LogStore.open(dir, { blockingSync: true, fs: asyncOnly as FileSystem })).rejects.toThrow(/fdatasyncSync and fsyncSync/);
     expect(existsSync(dir)).toBe(false);
-    // The same FileSystem is fine without the option.
+    // The same FileSystem is fine without the option ('auto' then syncs in the threadpool).
     const store = await LogStore.open(dir, { fs: asyncOnly as FileSystem });
     await store.close();
   });
@@ -74,6 +74,34 @@ describe('blockingSync', () => {
     const [, rx2] = await new Builder(again).open();
     expect(rx2.stats().ready).toBe(0);
     await rx2.close();
+  });
+
+  it('byDefaultASyncOfOneOperationRunsOnTheCallingThreadAndABatchInTheThreadpool', async () => {
+    const dir = join(freshDir(), 'q');
+    const { fs, counts } = countingFs();
+    const store = await LogStore.open(dir, { fs });
+    const [tx, rx] = await new Builder(store).durability('sync').open();
+    expect(rx.stats().ackDurability).toBe('sync');
+    counts.async = 0;
+    const before = counts.fdatasyncSync;
+    // One push at a time, one ack at a time: each sync covers one operation.
+    for (let i = 0; i < 10; i++) await tx.push(new Uint8Array([i]));
+    for (let i = 0; i < 10; i++) await (await rx.reserve())!.ack();
+    expect(counts.fdatasyncSync - before, 'serial pushes and acks synced on the calling thread').toBeGreaterThanOrEqual(20);
+    expect(counts.async, 'none of them in the threadpool').toBe(0);
+    // A batch of several pushes syncs in the threadpool.
+    const blocking = counts.fdatasyncSync;
+    await tx.pushMany([new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]);
+    expect(counts.fdatasyncSync).toBe(blocking);
+    expect(counts.async).toBeGreaterThanOrEqual(1);
+    await tx.close();
+    // false: nothing on the calling thread.
+    const { fs: fs2, counts: counts2 } = countingFs();
+    const [tx2] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: fs2, blockingSync: false })).durability('sync').open();
+    for (let i = 0; i < 5; i++) await tx2.push(new Uint8Array([i]));
+    expect(counts2.fdatasyncSync).toBe(0);
+    await tx2.close();
+    await expect(LogStore.open(join(freshDir(), 'q'), { blockingSync: 'often' as never })).rejects.toThrow(TypeError);
   });
 
   it('aFailedBlockingSyncFailsTheStore_andTheFailedPushIsNotResolved', async () => {
