@@ -11,6 +11,7 @@ import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
 import { scheduleFault } from '../schedule-records.js';
 import { keyFault } from '../key-records.js';
+import type { OwnerSurface } from '../remote/surface.js';
 import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
@@ -174,6 +175,21 @@ export class LogStore implements Store {
       storeId: this.#recovery.storeId!,
       keys: this.#cursor.keys.list(),
     });
+  }
+
+  /**
+   * Serve the queue to other processes (`Store.attach`): the Builder calls it once the queue over
+   * this store is open. The engine itself serves nobody: the `persistent-queue` entry's LogStore
+   * serves the endpoint (`serves` says whether it should), so that nothing under `src/log` opens a
+   * socket.
+   */
+  attach(surface: OwnerSurface): void | Promise<void> {
+    void surface;
+  }
+
+  /** True when this store serves an endpoint once its queue is open: opened with `endpoint` (the default) and not `readOnly`. */
+  protected get serves(): boolean {
+    return this.#opts.endpoint && !this.#opts.readOnly && this.#state === 'open';
   }
 
   /** Keys stored before `at` are left out of the next checkpoint (`./cursor-log.ts`), and so gone once it is durable. */

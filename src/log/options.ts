@@ -143,6 +143,14 @@ export interface LogStoreOptions {
    */
   readOnly?: boolean;
   /**
+   * Serve the queue to producers in other processes and threads while a queue over this store is
+   * open: `connect(dir)` then reaches it through the Unix socket `pq.sock` in the store directory
+   * (mode 0600; a named pipe on Windows), removed again at close (README, "Producers in other
+   * processes and threads"). `false` serves nobody. A `readOnly` store never serves.
+   * @default true
+   */
+  endpoint?: boolean;
+  /**
    * How long `open` waits, in milliseconds, for a store that another process (or another open in
    * this process) holds, trying again after short pauses (5 ms, doubling up to 100 ms). Past it,
    * `open` rejects with `OpenError` `ERR_LOCKED` naming the holder's pid. `Infinity` waits until
@@ -199,6 +207,7 @@ export interface ResolvedOptions {
   fileMode: number;
   mustExist: boolean;
   readOnly: boolean;
+  endpoint: boolean;
   lockTimeoutMs: number;
   signal: AbortSignal | undefined;
   /**
@@ -228,6 +237,7 @@ const OPTION_NAMES: readonly string[] = [
   'fileMode',
   'mustExist',
   'readOnly',
+  'endpoint',
   'maxRangesPerRecord',
   'lockTimeoutMs',
   'signal',
@@ -281,6 +291,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
     mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
     readOnly,
+    endpoint: o.endpoint === undefined ? true : bool('endpoint', o.endpoint),
     lockTimeoutMs: lockTimeoutOption(o.lockTimeoutMs),
     signal: lockSignalOption(o.signal),
     maxRangesPerRecord:

@@ -67,7 +67,7 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
 /** Names and sizes of the store's files: equal fingerprints mean nothing moved in between. */
 function fingerprint(fs: FileSystem, dir: string): string {
   try {
-    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata').sort();
+    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata' && classifyEntry(n) !== 'endpoint').sort();
     return names.map((n) => `${n}:${fs.stat(join(dir, n))?.size ?? '-'}`).join('/');
   } catch {
     return `unreadable:${Math.random()}`;
