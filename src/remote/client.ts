@@ -35,6 +35,7 @@ import {
   pushItemBytes,
   replyBounds,
 } from './protocol.js';
+import { Outbox } from './outbox.js';
 import { endpointPath, withSocketPath } from './socket-path.js';
 import { ENDPOINT_FILE } from '../log/format.js';
 import type { RemotePushOptions } from './surface.js';
@@ -59,7 +60,7 @@ export class EndpointClient implements ProducerBackend {
   readonly #decoder = new FrameDecoder(HELLO_REPLY_BOUNDS);
   readonly #pending = new Map<number, PendingRequest>();
   #nextId = 1;
-  #corked = false;
+  readonly #outbox = new Outbox();
   /** Set once the connection is gone or closed: every later request rejects with it. */
   #ended: QueueError | null = null;
   #closing: Promise<void> | null = null;
@@ -237,7 +238,7 @@ export class EndpointClient implements ProducerBackend {
       this.#ended = new QueueError('ERR_CLOSED', 'The producer is closed');
       for (const id of pending) this.#cancel(id);
       await Promise.all(pending.map((id) => new Promise<void>((resolve) => this.#whenSettled(id, resolve))));
-      this.#socket.end();
+      this.#outbox.end(this.#socket);
     }
     // The caller waits for the close: the socket keeps the process alive meanwhile.
     this.#socket.ref();
@@ -282,17 +283,9 @@ export class EndpointClient implements ProducerBackend {
     this.#send(encodeCancel(this.#id(), id));
   }
 
-  /** Frames made in one turn go out in one write. */
+  /** Frames made in one turn go out in one write of one buffer. */
   #send(frame: Uint8Array): void {
-    if (!this.#corked) {
-      this.#corked = true;
-      this.#socket.cork();
-      process.nextTick(() => {
-        this.#corked = false;
-        this.#socket.uncork();
-      });
-    }
-    this.#socket.write(frame);
+    this.#outbox.add(this.#socket, frame);
   }
 
   #reply(reply: Reply): void {

@@ -499,7 +499,7 @@ describe('operating a live queue through the endpoint', () => {
     expect(await client.compact()).toMatchObject({});
     const waiting = owner.rx.reserve();
     expect(await client.stats()).toMatchObject({ consuming: true });
-    const item = await waiting;
+    const item = (await waiting)!;
     expect([item.seq, text(item.bytes)]).toEqual([5, 'bad-1']);
     await item.ack();
     await client.close();
