@@ -1,5 +1,5 @@
-// A producer's side of the endpoint (frames: FORMAT.md §14): one connection to the process that
-// holds the queue, requests sent as frames and matched to their replies by id.
+// A producer's side of the endpoint (frames: FORMAT.md §14, "Endpoint frames"): one connection to
+// the process that holds the queue, requests sent as frames and matched to their replies by id.
 //
 // A request is answered only by the owner. When the connection ends before an answer (the owner
 // was killed, or closed its queue without answering), the request rejects with `ERR_OWNER_GONE`:

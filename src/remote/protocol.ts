@@ -1,4 +1,4 @@
-// Implements FORMAT.md §14 (the endpoint's frames): the vocabulary, the encoders and the decoder
+// Implements FORMAT.md §14, "Endpoint frames": the vocabulary, the encoders and the decoder
 // that the owner's server (./server.ts) and a producer's client (./client.ts) share.
 //
 // Every byte a peer sends is hostile input. The decoder reads a frame's 9-byte header, checks its

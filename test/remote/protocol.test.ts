@@ -1,8 +1,10 @@
 /** The endpoint's frames (FORMAT.md §14): what the encoders write, the decoder reads back, and every malformed input it refuses. */
+import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { QueueError } from '../../src/errors.js';
 import { MAX_KEY_BYTES, MAX_REASON_BYTES } from '../../src/store.js';
 import {
+  DEAD_LETTER_ENTRY_BYTES,
   ERROR_KIND_ABORT,
   ERROR_KIND_OTHER,
   ERROR_KIND_QUEUE,
@@ -255,5 +257,64 @@ describe('the decoder refuses malformed frames', () => {
         }
       }
     }
+  });
+});
+
+describe('FORMAT.md §14', () => {
+  const doc = readFileSync(new URL('../../FORMAT.md', import.meta.url), 'utf8');
+
+  /** The bytes of the `n`-th ```hex block after `heading`; checks each line's offset column. */
+  function hexExample(heading: string, n: number): Uint8Array {
+    let at = doc.indexOf(heading);
+    expect(at, heading).toBeGreaterThanOrEqual(0);
+    for (let i = 0; i <= n; i++) at = doc.indexOf('```hex\n', at + 1);
+    const start = at + '```hex\n'.length;
+    const end = doc.indexOf('```', start);
+    const bytes: number[] = [];
+    for (const line of doc.slice(start, end).split('\n')) {
+      if (line.trim() === '') continue;
+      const [offset, ...hex] = line.split('|')[0]!.trim().split(/\s+/);
+      expect(Number.parseInt(offset!, 16), line).toBe(bytes.length);
+      for (const h of hex) bytes.push(Number.parseInt(h, 16));
+    }
+    return Uint8Array.from(bytes);
+  }
+
+  test('theExampleRequestsDecodeAndEncodeBackToTheSameBytes', () => {
+    const bytes = hexExample('### Example endpoint frames', 0);
+    const decoded = frames(bytes).map(decodeRequest);
+    expect(decoded).toEqual([
+      { type: 'hello', id: 1, version: 1 },
+      { type: 'push', id: 2, payloads: [utf8.encode('job-1'), utf8.encode('job-2')], priority: 5, notBefore: 0, keys: ['a', 'b'] },
+    ]);
+    expect(concat(encodeHello(1), encodePush(2, { payloads: [utf8.encode('job-1'), utf8.encode('job-2')], priority: 5, notBefore: 0, keys: [utf8.encode('a'), utf8.encode('b')] }))).toEqual(bytes);
+  });
+
+  test('theExampleRepliesDecodeAndEncodeBackToTheSameBytes', () => {
+    const bytes = hexExample('### Example endpoint frames', 1);
+    const decoder = new FrameDecoder(HELLO_REPLY_BOUNDS);
+    const decoded: unknown[] = [];
+    decoder.feed(bytes, (frame) => {
+      const r = decodeReply(frame);
+      // As a client does: the bounds of the other replies follow from the hello's maxItemBytes.
+      if (r.type === 'hello') decoder.bounds = replyBounds(r.maxItemBytes);
+      decoded.push(r);
+    });
+    expect(decoded).toEqual([
+      { type: 'hello', id: 1, version: 1, maxItemBytes: 16 * 1024 * 1024 },
+      { type: 'seqs', id: 2, seqs: [7, 8] },
+      { type: 'error', id: 3, kind: ERROR_KIND_QUEUE, code: 'ERR_CLOSED', message: 'closed' },
+    ]);
+    expect(concat(encodeHelloReply(1, 16 * 1024 * 1024), encodeSeqs(2, [7, 8]), encodeError(3, new QueueError('ERR_CLOSED', 'closed')))).toEqual(bytes);
+  });
+
+  test('theDocumentedSizesAreTheCodes', () => {
+    expect(doc).toContain('(`FRAME_HEADER_BYTES` = 9)');
+    expect(FRAME_HEADER_BYTES).toBe(9);
+    expect(doc).toContain('`FRAME_OVERHEAD_BYTES` (65,536)');
+    expect(maxFrameBodyBytes(0)).toBe(65_536);
+    expect(doc).toContain('(`DEAD_LETTER_ENTRY_BYTES` = 42)');
+    expect(DEAD_LETTER_ENTRY_BYTES).toBe(42);
+    expect(PUSH_HEADER_BYTES).toBe(16);
   });
 });
