@@ -146,8 +146,10 @@ export interface LogStoreOptions {
    * Serve the queue to producers in other processes and threads while a queue over this store is
    * open: `connect(dir)` then reaches it through the Unix socket `pq.sock` in the store directory
    * (mode 0600; a named pipe on Windows), removed again at close (README, "Producers in other
-   * processes and threads"). `false` serves nobody. A `readOnly` store never serves.
-   * @default true
+   * processes and threads"). `false` serves nobody. A `readOnly` store never serves. The socket
+   * is a file of the real disk: over another `fs` than `nodeFileSystem` (the simulated crash disk)
+   * the store serves only when this is `true`.
+   * @default true over `nodeFileSystem`, false over another `fs`
    */
   endpoint?: boolean;
   /**
@@ -291,7 +293,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
     mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
     readOnly,
-    endpoint: o.endpoint === undefined ? true : bool('endpoint', o.endpoint),
+    endpoint: o.endpoint === undefined ? defaultFs !== undefined && fs === defaultFs : bool('endpoint', o.endpoint),
     lockTimeoutMs: lockTimeoutOption(o.lockTimeoutMs),
     signal: lockSignalOption(o.signal),
     maxRangesPerRecord:

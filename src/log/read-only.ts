@@ -64,7 +64,10 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
   }
 }
 
-/** Names and sizes of the store's files: equal fingerprints mean nothing moved in between. */
+/**
+ * Names and sizes of the store's files: equal fingerprints mean nothing moved in between. The
+ * endpoint's socket is no store file (its owner replaces it as it starts serving).
+ */
 function fingerprint(fs: FileSystem, dir: string): string {
   try {
     const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata' && classifyEntry(n) !== 'endpoint').sort();

@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { json, validated, type StandardSchemaV1 } from '../../src/codec.js';
 import { QueueError } from '../../src/errors.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore, nodeFileSystem } from '../../src/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
 import { FRAME_HEADER_BYTES, REQ_PUSH, encodeHello, encodePush, maxFrameBodyBytes, newFrame } from '../../src/remote/protocol.js';
 import { SOCKET_PATH_BYTES_MAX, withSocketPath } from '../../src/remote/socket-path.js';
-import { Prng } from '../../src/testing/index.js';
+import { CrashFileSystem, Prng } from '../../src/testing/index.js';
 import { distUrl, runModule } from '../support/child-process.js';
 
 const dirs: string[] = [];
@@ -96,6 +96,23 @@ describe('the endpoint file', () => {
     await ro.attach({} as never);
     expect(existsSync(join(dir, 'pq.sock'))).toBe(false);
     await ro.close();
+  });
+
+  test('aStoreOverAnotherFileSystemServesOnlyWhenEndpointIsTrue', async () => {
+    const dir = freshDir();
+    // A FileSystem of its own that writes to the real disk: the socket would land beside the store.
+    const wrapped = { ...nodeFileSystem };
+    const quiet = await openOwner(dir, (b) => b, { fs: wrapped });
+    expect(existsSync(join(dir, 'pq.sock'))).toBe(false);
+    await quiet.rx.close();
+    const serving = await openOwner(dir, (b) => b, { fs: wrapped, endpoint: true });
+    expect(lstatSync(join(dir, 'pq.sock')).isSocket()).toBe(true);
+    await serving.rx.close();
+    // The crash disk's directories are not on the real disk: a store over it serves nobody.
+    const crash = new CrashFileSystem({ seed: 1 });
+    const simulated = await openOwner('/q', (b) => b, { fs: crash });
+    expect(existsSync('/q/pq.sock')).toBe(false);
+    await simulated.rx.close();
   });
 
   test('theEndpointOptionIsABoolean', async () => {
