@@ -90,7 +90,7 @@ describe('the endpoint file', () => {
     const dir = freshDir();
     const owner = await openOwner(dir, (b) => b, { endpoint: false });
     expect(existsSync(join(dir, 'pq.sock'))).toBe(false);
-    await expect(connect(dir)).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED', message: expect.stringContaining(`there is no ${join(dir, 'pq.sock')}`) });
+    expect(await EndpointClient.reach(dir)).toEqual({ absent: `there is no ${join(dir, 'pq.sock')}` });
     await owner.rx.close();
     const ro = await LogStore.open(dir, { readOnly: true });
     await ro.attach({} as never);
@@ -113,6 +113,16 @@ describe('the endpoint file', () => {
     const simulated = await openOwner('/q', (b) => b, { fs: crash });
     expect(existsSync('/q/pq.sock')).toBe(false);
     await simulated.rx.close();
+  });
+
+  // What connect() does without an owner is the spool's to say; until the spool lands, its
+  // producer side refuses (ERR_UNSUPPORTED), and connect() must say why it went there.
+  test('withNoOwnerConnectSaysWhyAndReportsTheSpoolsRefusal', async () => {
+    const dir = freshDir();
+    const error = await connect(dir).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QueueError);
+    expect(error).toMatchObject({ code: 'ERR_UNSUPPORTED', message: `No process serves the queue in ${dir} (there is no ${join(dir, 'pq.sock')}), and its spool cannot be used: The spool is not available in this build` });
+    expect((error as QueueError).cause).toBeInstanceOf(QueueError);
   });
 
   test('theEndpointOptionIsABoolean', async () => {
@@ -186,8 +196,8 @@ for await (const item of rx) {}
     await child.until((l) => l.includes('ready'));
     await child.kill();
     expect(lstatSync(join(dir, 'pq.sock')).isSocket()).toBe(true);
-    // Nothing listens: connect goes to the spool, which this build does not have yet.
-    await expect(connect(dir)).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED', message: expect.stringContaining('nothing listens on') });
+    // Nothing listens: no owner is reached (connect() goes to the spool).
+    expect(await EndpointClient.reach(dir)).toEqual({ absent: `nothing listens on ${join(dir, 'pq.sock')}: the process that served it is gone` });
     writeFileSync(join(dir, 'pq.sock.tmp'), 'left by a start cut short');
     const owner = await openOwner(dir);
     expect(readdirSync(dir)).not.toContain('pq.sock.tmp');
