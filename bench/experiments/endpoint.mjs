@@ -93,6 +93,7 @@ async function localGroup() {
   const [tx] = await new Builder(await LogStore.open(mkdtempSync(join(base, 'l-')))).durability('group').open();
   await tx.push(payload);
   let n = 0;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: 64 }, async () => {
@@ -103,8 +104,9 @@ async function localGroup() {
     }),
   );
   const rate = n / ((performance.now() - t0) / 1000);
+  const cpu = process.cpuUsage(cpu0);
   await tx.close();
-  return rate;
+  return { rate, cpuUsPerPush: (cpu.user + cpu.system) / n };
 }
 
 async function remoteGroup() {
@@ -115,15 +117,17 @@ async function remoteGroup() {
   const cpu0 = process.cpuUsage();
   for (const p of producers) p.proc.stdin.write('go\n');
   let rate = 0;
+  let pushes = 0;
   let producerCpuMs = 0;
   for (const p of producers) {
     const { n, ms: took, cpuMs } = JSON.parse(await p.line((l) => l.startsWith('{')));
     rate += n / (took / 1000);
+    pushes += n;
     producerCpuMs += cpuMs;
   }
   const cpu = process.cpuUsage(cpu0);
   await tx.close();
-  return { rate, ownerCpuMs: (cpu.user + cpu.system) / 1000, producerCpuMs };
+  return { rate, ownerCpuUsPerPush: (cpu.user + cpu.system) / pushes, producerCpuUsPerPush: (producerCpuMs * 1000) / pushes };
 }
 
 function percentile(sorted, p) {
@@ -155,7 +159,7 @@ for (let r = 0; r < rounds; r++) {
   const local = await localGroup();
   const remote = await remoteGroup();
   console.log(
-    `round ${r + 1}: local group 64 producers ${fmt(local)} pushes/s | remote group 4 processes x ${inFlight} ${fmt(remote.rate)} pushes/s | ratio ${(remote.rate / local).toFixed(2)}x | CPU in ${ms} ms: owner ${fmt(remote.ownerCpuMs)} ms, producers ${fmt(remote.producerCpuMs)} ms`,
+    `round ${r + 1}: local group 64 producers ${fmt(local.rate)} pushes/s | remote group 4 processes x ${inFlight} ${fmt(remote.rate)} pushes/s | ratio ${(remote.rate / local.rate).toFixed(2)}x | CPU per push: local ${local.cpuUsPerPush.toFixed(1)} µs, owner of remote pushes ${remote.ownerCpuUsPerPush.toFixed(1)} µs, their producers ${remote.producerCpuUsPerPush.toFixed(1)} µs`,
   );
 }
 const { remote, local } = await serialNone();
