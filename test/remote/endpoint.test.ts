@@ -125,6 +125,21 @@ describe('the endpoint file', () => {
     expect((error as QueueError).cause).toBeInstanceOf(QueueError);
   });
 
+  test('anEndpointThatCannotBeServedFailsTheOpenAndReleasesTheStore', async () => {
+    const dir = freshDir();
+    // A directory where the socket is bound first: it cannot be replaced.
+    mkdirSync(join(dir, 'pq.sock.tmp'));
+    writeFileSync(join(dir, 'pq.sock.tmp', 'x'), 'x');
+    const store = await LogStore.open(dir);
+    const error = await new Builder(store).open().catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'OpenError', code: 'ERR_STORE', message: expect.stringContaining('failed to serve the queue to other processes') });
+    expect(existsSync(join(dir, 'LOCK'))).toBe(false);
+    rmSync(join(dir, 'pq.sock.tmp'), { recursive: true });
+    const owner = await openOwner(dir);
+    expect(await owner.tx.push('served again')).toBe(1);
+    await owner.rx.close();
+  });
+
   test('theEndpointOptionIsABoolean', async () => {
     const dir = freshDir();
     await expect(LogStore.open(dir, { endpoint: 'no' as never })).rejects.toThrow(new TypeError('Expected `endpoint` to be a boolean, got `"no"` (string)'));
