@@ -4,7 +4,7 @@
  * owner leaves behind is made by a real child process (dist/), killed with SIGKILL.
  */
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { connect as netConnect, type Socket } from 'node:net';
+import { createServer, connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -14,7 +14,7 @@ import { LogStore, nodeFileSystem } from '../../src/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
-import { FRAME_HEADER_BYTES, REQ_PUSH, encodeHello, encodePush, maxFrameBodyBytes, newFrame } from '../../src/remote/protocol.js';
+import { FRAME_HEADER_BYTES, REQ_PUSH, encodeHello, encodeHelloReply, encodePush, maxFrameBodyBytes, newFrame } from '../../src/remote/protocol.js';
 import { SOCKET_PATH_BYTES_MAX, withSocketPath } from '../../src/remote/socket-path.js';
 import { CrashFileSystem, Prng } from '../../src/testing/index.js';
 import { distUrl, runModule } from '../support/child-process.js';
@@ -306,6 +306,33 @@ describe('hostile bytes', () => {
     socket.destroy();
     expect(owner.tx.stats().pushed).toBe(0);
     await owner.rx.close();
+  });
+});
+
+describe('protocol versions', () => {
+  test('aHelloOfAnotherVersionIsAnsweredWithErrUnsupportedVersionAndTheConnectionEnds', async () => {
+    const dir = freshDir();
+    const owner = await openOwner(dir);
+    const { socket, closed, received } = await rawSocket(dir);
+    socket.write(encodeHello(1, 2));
+    await closed;
+    const reply = received();
+    expect(reply[4]).toBe(0x8f);
+    expect(reply.subarray(FRAME_HEADER_BYTES + 4, FRAME_HEADER_BYTES + 4 + 23).toString()).toBe('ERR_UNSUPPORTED_VERSION');
+    expect(owner.tx.stats().pushed).toBe(0);
+    await owner.rx.close();
+  });
+
+  test('anOwnerAnsweringWithAnotherVersionIsRefusedByConnect', async () => {
+    const dir = freshDir();
+    // Not an owner of this build: a server that answers every hello with version 2.
+    const server = createServer((s) => s.on('data', () => s.write(encodeHelloReply(1, 1024, 2))));
+    await new Promise<void>((resolve) => server.listen(join(dir, 'pq.sock'), resolve));
+    try {
+      await expect(connect(dir)).rejects.toMatchObject({ code: 'ERR_UNSUPPORTED_VERSION' });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
