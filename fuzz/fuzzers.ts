@@ -10,12 +10,40 @@
  *   must be bounded before it sizes an allocation).
  * - engine-crash: the model-based crash program of harness/crash-model.ts, one seed per exec.
  * - canary: the same program on a disk whose fsyncs lie; the checker MUST find a violation.
+ * - endpoint-decoder: streams of the endpoint's request frames (FORMAT.md §14) as a client would
+ *   send them, mutated (or not), fed to the owner's decoder in random chunks. Property: only
+ *   ProtocolError ever escapes; a header whose length breaks its type's bound is refused before
+ *   any byte past it is taken (never a body waited for or allocated beyond the bound); an
+ *   unmutated stream decodes to exactly the requests that were encoded; no hang, no allocation
+ *   past 64 MiB.
+ * - endpoint-canary: the same, on a decoder whose bounds are lifted by 1 MiB; the checker MUST
+ *   find a frame it took past the bound.
  */
 import { LogStore } from '../src/log-store.js';
 import { verifyStore } from '../src/log/verify.js';
 import { QueueError } from '../src/errors.js';
 import { CrashFileSystem, Prng } from '../src/testing/index.js';
 import { PropertyViolation, randomProgram, readAll, runProgram } from '../harness/crash-model.js';
+import {
+  FRAME_HEADER_BYTES,
+  FrameDecoder,
+  type FrameBounds,
+  ProtocolError,
+  REQ_COMPACT,
+  REQ_PURGE,
+  REQ_REDRIVE,
+  REQ_STATS,
+  type Request,
+  decodeRequest,
+  encodeBare,
+  encodeCancel,
+  encodeDeadLetters,
+  encodeHello,
+  encodePush,
+  encodeSelection,
+  maxFrameBodyBytes,
+  requestBounds,
+} from '../src/remote/protocol.js';
 
 export class FuzzFailure extends Error {
   override name = 'FuzzFailure';
@@ -197,6 +225,133 @@ async function engineExec(rnd: Prng, lie: boolean): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The endpoint's decoder
+
+/** A random request a client could send, and the frame that carries it. */
+function randomRequest(rnd: Prng, id: number, maxItemBytes: number): { frame: Uint8Array; request: Request } {
+  const kind = rnd.int(7);
+  if (kind <= 2) {
+    const count = 1 + rnd.int(kind === 0 ? 1 : 8);
+    const keyed = rnd.bool(0.3);
+    const payloads = Array.from({ length: count }, () => rnd.bytes(rnd.bool(0.1) ? maxItemBytes : rnd.int(Math.min(maxItemBytes, 96) + 1)));
+    const keys = keyed ? Array.from({ length: count }, (_, i) => `k${rnd.int(1000)}-${i}${'x'.repeat(rnd.int(40))}`) : undefined;
+    const priority = rnd.bool(0.7) ? 0 : rnd.int(256) - 128;
+    const notBefore = rnd.bool(0.7) ? 0 : rnd.int(2 ** 32) * 1024;
+    const frame = encodePush(id, { payloads, priority, notBefore, keys: keys?.map((k) => new TextEncoder().encode(k)) });
+    return { frame, request: { type: 'push', id, payloads, priority, notBefore, keys } };
+  }
+  if (kind === 3) {
+    const target = rnd.next();
+    return { frame: encodeCancel(id, target), request: { type: 'cancel', id, target } };
+  }
+  if (kind === 4) {
+    const type = rnd.bool() ? 'stats' : 'compact';
+    return { frame: encodeBare(type === 'stats' ? REQ_STATS : REQ_COMPACT, id), request: { type, id } };
+  }
+  if (kind === 5) {
+    const after = rnd.int(2 ** 32);
+    const limit = 1 + rnd.int(1000);
+    return { frame: encodeDeadLetters(id, after, limit), request: { type: 'deadLetters', id, after, limit } };
+  }
+  const type = rnd.bool() ? 'redrive' : 'purge';
+  const seqs = rnd.bool() ? Array.from({ length: rnd.int(20) }, () => 1 + rnd.int(2 ** 32)) : undefined;
+  const limit = rnd.bool() ? 1 + rnd.int(1000) : undefined;
+  return { frame: encodeSelection(type === 'redrive' ? REQ_REDRIVE : REQ_PURGE, id, { seqs, limit }), request: { type, id, seqs, limit } };
+}
+
+function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/**
+ * Where a decoder with `bounds` must have refused `stream` at the latest: the end of the first
+ * header whose type or length breaks them, walking frame by frame; null when every header is in
+ * bounds (an error inside a body may still come earlier).
+ */
+function firstBadHeaderEnd(stream: Uint8Array, bounds: FrameBounds): number | null {
+  const view = new DataView(stream.buffer, stream.byteOffset, stream.byteLength);
+  let at = 0;
+  while (stream.length - at >= FRAME_HEADER_BYTES) {
+    const length = view.getUint32(at, true);
+    const range = bounds.get(stream[at + 4]!);
+    if (range === undefined || length < range[0] || length > range[1]) return at + FRAME_HEADER_BYTES;
+    at += FRAME_HEADER_BYTES + length;
+  }
+  return null;
+}
+
+async function endpointExec(rnd: Prng, liftBounds: boolean): Promise<void> {
+  const maxItemBytes = rnd.pick([16, 100, 1024, 4096]);
+  const bounds = requestBounds(maxItemBytes);
+  const frames: Uint8Array[] = [encodeHello(0)];
+  const expected: Request[] = [{ type: 'hello', id: 0, version: 1 }];
+  for (let i = 0, n = 1 + rnd.int(12); i < n; i++) {
+    const { frame, request } = randomRequest(rnd, 1 + i, maxItemBytes);
+    frames.push(frame);
+    expected.push(request);
+  }
+  let stream = concatBytes(frames);
+  const how = rnd.int(4);
+  let described = 'unmutated';
+  if (how === 1) {
+    stream = mutate(rnd, stream);
+    described = 'mutated';
+  } else if (how === 2) {
+    // A header's length just past its type's bound: the boundary a lax check lets through.
+    let at = 0;
+    const victim = rnd.int(frames.length);
+    for (let i = 0; i < victim; i++) at += frames[i]!.length;
+    const max = bounds.get(stream[at + 4]!)![1];
+    new DataView(stream.buffer).setUint32(at, max + 1 + rnd.int(64 * 1024), true);
+    described = `frame ${victim} over its bound`;
+  } else if (how === 3) {
+    stream = stream.slice(0, rnd.int(stream.length));
+    described = 'truncated';
+  }
+  const decoderBounds: FrameBounds = liftBounds ? new Map([...bounds].map(([t, [lo, hi]]) => [t, [lo, hi + 1024 * 1024] as const])) : bounds;
+  const decoder = new FrameDecoder(decoderBounds);
+  const got: Request[] = [];
+  const mustFailBy = firstBadHeaderEnd(stream, bounds);
+  const heapBefore = process.memoryUsage().arrayBuffers;
+  const started = performance.now();
+  let failedInChunkAt: number | null = null;
+  let at = 0;
+  while (at < stream.length) {
+    const end = Math.min(stream.length, at + 1 + rnd.int(rnd.bool() ? 16 : 4096));
+    try {
+      decoder.feed(stream.subarray(at, end), (frame) => {
+        if (frame.body.length > maxFrameBodyBytes(maxItemBytes)) throw new FuzzFailure(`a frame body of ${frame.body.length} bytes was handed out (${described})`);
+        got.push(decodeRequest(frame));
+      });
+    } catch (e) {
+      if (e instanceof FuzzFailure) throw e;
+      if (!(e instanceof ProtocolError)) throw new FuzzFailure(`the decoder threw an untyped exception on a ${described} stream: ${(e as Error)?.stack ?? String(e)}`);
+      failedInChunkAt = at;
+      break;
+    }
+    at = end;
+  }
+  if (mustFailBy !== null && (failedInChunkAt === null || failedInChunkAt >= mustFailBy)) {
+    throw new FuzzFailure(`a header over its bound (ending at byte ${mustFailBy}) was taken: the decoder ${failedInChunkAt === null ? 'never refused the stream' : `refused it only at byte ${failedInChunkAt}`} (${described})`);
+  }
+  if (how === 0) {
+    if (failedInChunkAt !== null || decoder.partial) throw new FuzzFailure('an unmutated stream was refused');
+    const same = JSON.stringify(got, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v)) === JSON.stringify(expected, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v));
+    if (!same) throw new FuzzFailure('an unmutated stream decoded to other requests than were encoded');
+  }
+  const elapsedMs = performance.now() - started;
+  if (elapsedMs > 2000) throw new FuzzFailure(`one exec took ${elapsedMs.toFixed(0)} ms: a hang on a ${described} stream`);
+  const grown = process.memoryUsage().arrayBuffers - heapBefore;
+  if (grown > 64 * MiB) throw new FuzzFailure(`arrayBuffers grew by ${(grown / MiB).toFixed(0)} MiB in one exec (${described})`);
+}
+
 export const FUZZERS: readonly Fuzzer[] = [
   {
     name: 'segment-decoder',
@@ -218,5 +373,16 @@ export const FUZZERS: readonly Fuzzer[] = [
     description: 'engine-crash on a disk whose fsyncs lie: the checker MUST report a violation',
     mustFail: true,
     exec: (rnd) => engineExec(rnd, true),
+  },
+  {
+    name: 'endpoint-decoder',
+    description: "mutated streams of the endpoint's request frames: only ProtocolError escapes, bounds hold before allocation",
+    exec: (rnd) => endpointExec(rnd, false),
+  },
+  {
+    name: 'endpoint-canary',
+    description: 'endpoint-decoder on a decoder whose bounds are lifted: the checker MUST find a frame taken past its bound',
+    mustFail: true,
+    exec: (rnd) => endpointExec(rnd, true),
   },
 ];

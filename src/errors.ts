@@ -22,7 +22,8 @@ export type QueueErrorCode =
   | 'ERR_ENCODE'
   | 'ERR_INVALID'
   | 'ERR_SET_MISMATCH'
-  | 'ERR_KEYS_FULL';
+  | 'ERR_KEYS_FULL'
+  | 'ERR_OWNER_GONE';
 
 /** Codes an {@link OpenError} can carry. */
 export type OpenErrorCode = 'ERR_STORE' | 'ERR_CORRUPT' | 'ERR_UNSUPPORTED_VERSION' | 'ERR_LOCKED' | 'ERR_NOT_FOUND';

@@ -5,6 +5,8 @@ export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } fr
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';
+export { connect, type ConnectOptions } from './remote/connect.js';
+export { RemoteProducer } from './remote/producer.js';
 export { effectivelyOnce } from './processed-set.js';
 export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './processed-set.js';
 export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';

@@ -6,6 +6,8 @@
 import type { FileSystem } from './fs/file-system.js';
 import { nodeFileSystem } from './fs/node-fs.js';
 import { LogStore as Engine, type LogStoreOptions } from './log/log-store.js';
+import { EndpointServer } from './remote/server.js';
+import type { OwnerSurface } from './remote/surface.js';
 import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './log/salvage.js';
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
@@ -15,10 +17,34 @@ import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from
  */
 export class LogStore extends Engine {
   protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
+  /** The endpoint other processes push through while a queue over this store is open (`options.endpoint`). */
+  #endpoint: EndpointServer | null = null;
 
   /** As the engine's `open`; typed as this class, which is what it constructs. */
   static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
     return super.open(dir, options) as Promise<LogStore>;
+  }
+
+  /**
+   * Serve `surface` on the endpoint in the store directory. The Builder calls it once the queue is
+   * open, so this process holds the store's lock: a socket left there by a killed owner is stale,
+   * and replaced.
+   */
+  override async attach(surface: OwnerSurface): Promise<void> {
+    await super.attach(surface);
+    if (!this.serves || this.#endpoint !== null) return;
+    this.#endpoint = await EndpointServer.start(this.dir, surface);
+    // A producer that found no endpoint before it listened spools: it made its spool file before
+    // it looked for the endpoint again (`connect`), so this pass, after the socket is up, sees it.
+    void this.ingestSpool();
+  }
+
+  /** Stop serving (the socket file is removed), then close the store. */
+  override async close(): Promise<void> {
+    const endpoint = this.#endpoint;
+    this.#endpoint = null;
+    if (endpoint !== null) await endpoint.close();
+    return super.close();
   }
 }
 

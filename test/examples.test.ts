@@ -28,7 +28,8 @@ function runAsWritten(block: string) {
     const file = join(dir, 'example.mjs');
     const testing = pathToFileURL(join(root, 'dist', 'testing', 'index.js')).href;
     writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`).replaceAll("from 'persistent-queue/testing'", `from '${testing}'`));
-    return spawnSync(process.execPath, [file], { encoding: 'utf8' });
+    // Bounded: a spawnSync that hangs would hold the test worker past the test's own timeout.
+    return spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 50_000 });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -404,6 +405,52 @@ it('theReadmeWorkerDaemonStaysUpWhileIdleAndStopsCleanlyOnSigterm', async () => 
     const stats = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', '--json', join(dir, 'jobs')], { encoding: 'utf8' });
     expect(stats.status, stats.stderr).toBe(0);
     expect(JSON.parse(stats.stdout).lastShutdownClean, 'the store was closed cleanly').toBe(true);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('theReadmeClusterServicePushesFromEveryWorkerIntoThePrimarysQueue', () => {
+  const block = blocks('js').find((b) => b.includes('cluster.fork('));
+  expect(block, 'README has the node:cluster example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('[ 25, 25, 25, 25 ]\n');
+});
+
+it('theReadmeWorkerThreadsPoolPushesIntoItsOwnProcesssQueueInEachThreadsOrder', () => {
+  const block = blocks('js').find((b) => b.includes('isMainThread') && b.includes('connect('));
+  expect(block, 'README has the worker_threads example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe(`${Array.from({ length: 10 }, (_, i) => `thread 0:${i}`).join(' ')}\n`);
+});
+
+// The CLI and the daemon: the README's enqueue script pushes, while the README's worker daemon
+// runs, into the queue the daemon holds (a second LogStore.open would be refused with ERR_LOCKED).
+it('theReadmeEnqueueScriptPushesIntoTheRunningWorkerDaemonsQueue', async () => {
+  const daemon = blocks('js').find((b) => b.includes("process.once('SIGTERM'") && b.includes('worker stopped cleanly'));
+  const cli = blocks('js').find((b) => b.includes('enqueue.mjs') && b.includes('connect('));
+  expect(daemon, 'README has the worker daemon example').toBeDefined();
+  expect(cli, 'README has the enqueue example').toBeDefined();
+  const dir = mkdtempSync(join(tmpdir(), 'pq-readme-'));
+  const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
+  const env = { ...process.env, QUEUE_DIR: join(dir, 'jobs') };
+  try {
+    writeFileSync(join(dir, 'worker.mjs'), daemon!.replaceAll("from 'persistent-queue'", `from '${dist}'`));
+    writeFileSync(join(dir, 'enqueue.mjs'), cli!.replaceAll("from 'persistent-queue'", `from '${dist}'`));
+    const worker = new Lines(spawn(process.execPath, [join(dir, 'worker.mjs')], { cwd: dir, env }));
+    await worker.until((l) => l.includes('handled first job'));
+    const first = spawnSync(process.execPath, [join(dir, 'enqueue.mjs'), 'resize photo 42'], { cwd: dir, env, encoding: 'utf8' });
+    expect(first.stderr).toBe('');
+    expect(first.stdout).toBe('queued as 2 (endpoint)\n');
+    await worker.until((l) => l.includes('handled resize photo 42'));
+    worker.child.kill('SIGTERM');
+    await worker.until((l) => l.includes('worker stopped cleanly'));
+    expect(worker.lines.filter((l) => l !== '')).toEqual(['handled first job', 'handled resize photo 42', 'worker stopped cleanly']);
+    expect(worker.stderr).toBe('');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

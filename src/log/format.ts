@@ -227,10 +227,12 @@ export const CURSOR_FILE = 'cursor.pqc';
 /** The store's identity (FORMAT.md §13). */
 export const IDENTITY_FILE = 'store.pqi';
 export const LOCK_FILE = 'LOCK';
-/** The owner's endpoint, a Unix domain socket other processes reach the queue through (README, "Other processes"). */
-export const ENDPOINT_FILE = 'pq.sock';
 /** The mutex a process holds while it takes over a stale pid lock (src/fs/pid-lock.ts); never read by the store. */
 export const LOCK_TAKEOVER_FILE = 'LOCK.takeover';
+/** The socket the process that holds the store serves other processes on (FORMAT.md §15); a stale one is replaced by the next owner. */
+export const ENDPOINT_FILE = 'pq.sock';
+/** The socket while its owner sets its mode, before it is renamed to ENDPOINT_FILE; a stale one is deleted by the next owner. */
+export const ENDPOINT_TMP_FILE = 'pq.sock.tmp';
 /** Suffix of a file being written for an atomic replace; such files are deleted at open, never read. */
 export const TMP_SUFFIX = '.tmp';
 /** Side files that keep the bytes cut off a torn tail: `<file>.torn-<offset>`. */
@@ -253,7 +255,7 @@ export function parseSegmentName(name: string): number | null {
 }
 
 /** What kind of file a directory entry is, for the "foreign files" check at open. */
-export type EntryKind = 'segment' | 'cursor' | 'identity' | 'lock' | 'tmp' | 'torn' | 'spool' | 'endpoint' | 'os-metadata' | 'foreign';
+export type EntryKind = 'segment' | 'cursor' | 'identity' | 'lock' | 'endpoint' | 'tmp' | 'torn' | 'spool' | 'os-metadata' | 'foreign';
 
 /**
  * Files a desktop's file manager drops into any folder it shows. They are left alone: refusing
@@ -272,10 +274,10 @@ const TORN_RE = /^(seg-\d{20}\.log|cursor\.pqc)\.torn-\d+$/;
 export function classifyEntry(name: string): EntryKind {
   if (parseSegmentName(name) !== null) return 'segment';
   if (name === SPOOL_DIR) return 'spool';
-  if (name === ENDPOINT_FILE) return 'endpoint';
   if (name === CURSOR_FILE) return 'cursor';
   if (name === IDENTITY_FILE) return 'identity';
   if (name === LOCK_FILE || name === LOCK_TAKEOVER_FILE || LOCK_TMP_RE.test(name)) return 'lock';
+  if (name === ENDPOINT_FILE || name === ENDPOINT_TMP_FILE) return 'endpoint';
   if (TMP_RE.test(name)) return 'tmp';
   if (TORN_RE.test(name)) return 'torn';
   if (OS_METADATA_FILES.includes(name)) return 'os-metadata';

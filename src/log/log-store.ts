@@ -11,6 +11,7 @@ import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
 import { scheduleFault } from '../schedule-records.js';
 import { keyFault } from '../key-records.js';
+import type { OwnerSurface } from '../remote/surface.js';
 import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
@@ -28,7 +29,6 @@ import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
 import { itemMetaBytes } from './item-meta.js';
 import { spoolFault } from './spool-progress.js';
 import { SpoolIngest, type SpoolStats } from './spool-ingest.js';
-import type { OwnerSurface } from '../remote/surface.js';
 import { SegmentWriter, batchSegmentVersion } from './segment-writer.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
@@ -194,6 +194,11 @@ export class LogStore implements Store {
       storeId: this.#recovery.storeId!,
       keys: this.#cursor.keys.list(),
     });
+  }
+
+  /** True when this store serves an endpoint once its queue is open: opened with `endpoint` (the default) and not `readOnly`. */
+  protected get serves(): boolean {
+    return this.#opts.endpoint && !this.#opts.readOnly && this.#state === 'open';
   }
 
   /** Keys stored before `at` are left out of the next checkpoint (`./cursor-log.ts`), and so gone once it is durable. */
@@ -473,9 +478,10 @@ export class LogStore implements Store {
   }
 
   /**
-   * Serve the queue to other processes (the Store contract's `attach`): ingest the spool now (its
-   * records are pushed before `Builder.open` resolves) and at each poll from then on. The node
-   * binding (`persistent-queue`'s LogStore) also serves the endpoint.
+   * Serve the queue to other processes (the Store contract's `attach`): the Builder calls it once
+   * the queue over this store is open. The engine ingests the spool (at once and at each poll); the
+   * `persistent-queue` entry's LogStore also serves the endpoint (`serves` says whether it should),
+   * so that nothing under `src/log` opens a socket.
    */
   async attach(surface: OwnerSurface): Promise<void> {
     if (this.#view !== null) throw this.#readOnlyError('cannot serve a queue');

@@ -158,6 +158,16 @@ export interface LogStoreOptions {
    */
   readOnly?: boolean;
   /**
+   * Serve the queue to producers in other processes and threads while a queue over this store is
+   * open: `connect(dir)` then reaches it through the Unix socket `pq.sock` in the store directory
+   * (mode 0600; a named pipe on Windows), removed again at close (README, "Producers in other
+   * processes and threads"). `false` serves nobody. A `readOnly` store never serves. The socket
+   * is a file of the real disk: over another `fs` than `nodeFileSystem` (the simulated crash disk)
+   * the store serves only when this is `true`.
+   * @default true over `nodeFileSystem`, false over another `fs`
+   */
+  endpoint?: boolean;
+  /**
    * How long `open` waits, in milliseconds, for a store that another process (or another open in
    * this process) holds, trying again after short pauses (5 ms, doubling up to 100 ms). Past it,
    * `open` rejects with `OpenError` `ERR_LOCKED` naming the holder's pid. `Infinity` waits until
@@ -221,6 +231,7 @@ export interface ResolvedOptions {
   fileMode: number;
   mustExist: boolean;
   readOnly: boolean;
+  endpoint: boolean;
   lockTimeoutMs: number;
   signal: AbortSignal | undefined;
   /**
@@ -251,6 +262,7 @@ const OPTION_NAMES: readonly string[] = [
   'fileMode',
   'mustExist',
   'readOnly',
+  'endpoint',
   'maxRangesPerRecord',
   'lockTimeoutMs',
   'signal',
@@ -309,6 +321,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     fileMode: o.fileMode === undefined ? 0o600 : nonNegativeInteger('fileMode', o.fileMode),
     mustExist: readOnly || (o.mustExist === undefined ? false : bool('mustExist', o.mustExist)),
     readOnly,
+    endpoint: o.endpoint === undefined ? defaultFs !== undefined && fs === defaultFs : bool('endpoint', o.endpoint),
     lockTimeoutMs: lockTimeoutOption(o.lockTimeoutMs),
     signal: lockSignalOption(o.signal),
     maxRangesPerRecord:

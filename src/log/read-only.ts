@@ -80,10 +80,13 @@ function holderKey(holder: { readonly pid: number | null } | null): string {
   return holder === null ? 'none' : `pid:${holder.pid ?? '?'}`;
 }
 
-/** Names and sizes of the store's files: equal fingerprints mean nothing moved in between. */
+/**
+ * Names and sizes of the store's files: equal fingerprints mean nothing moved in between. The
+ * endpoint's socket is no store file (its owner replaces it as it starts serving).
+ */
 function fingerprint(fs: FileSystem, dir: string): string {
   try {
-    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata').sort();
+    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata' && classifyEntry(n) !== 'endpoint').sort();
     return names.map((n) => `${n}:${fs.stat(join(dir, n))?.size ?? '-'}`).join('/');
   } catch {
     return `unreadable:${Math.random()}`;

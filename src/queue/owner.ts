@@ -12,7 +12,7 @@ interface ServingStore {
   inspect?(): object;
 }
 
-/** @internal */
+/** The surface of the queue `core` (whose consumer is `rx`) over the store in `dir`. @internal */
 export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string): OwnerSurface {
   const store = core.store as unknown as ServingStore;
   return {

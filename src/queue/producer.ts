@@ -1,14 +1,12 @@
 // The producing handle users hold: Producer, a thin layer over QueueCore that checks what is
 // pushed and how, and the check of `drained()`/`onIdle()` both handles share.
-import { encodeValue, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
-import { MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
-import { isValidKey } from '../key-records.js';
-import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
+import { optionalSignal, optionsObject } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type PushPayload, toBytes, abortReason } from './entry.js';
-import { delayMs } from './retry.js';
+import { type PushPayload, abortReason } from './entry.js';
+import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
 import type { PushOptions, QueueStats, WaitOptions } from './types.js';
+
+export { keyOption, keysOption } from './push-options.js';
 
 /**
  * What `push` takes: a value of the queue's type, through its codec (`Builder.codec`); for the
@@ -19,19 +17,15 @@ export type PushValue<T> = 0 extends 1 & T ? T : [T] extends [Uint8Array] ? Push
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer<T = Uint8Array> {
   readonly #core: QueueCore;
+  /** Copies a caller's buffer into the queue's arena, so the caller may reuse it at once. */
+  readonly #copy: (bytes: Uint8Array) => Uint8Array;
+  readonly #bytesOf = (name: string, value: unknown): Uint8Array => payloadBytes(this.#core.codec, name, value, this.#copy);
 
   /** @internal */
   constructor(core: QueueCore) {
     this.#core = core;
-  }
-
-  /** The bytes the store keeps for `value`: the payload itself, or what the queue's codec encodes it to. */
-  #bytesOf(name: string, value: unknown): Uint8Array {
-    const codec = this.#core.codec;
-    if (isRaw(codec)) return toBytes(name, value, this.#core.arena);
-    const out = encodeValue(codec, value);
-    if (out instanceof QueueError) throw out;
-    return toBytes(name, out, this.#core.arena);
+    const arena = core.arena;
+    this.#copy = (bytes) => arena.copy(bytes);
   }
 
   /**
@@ -44,14 +38,13 @@ export class Producer<T = Uint8Array> {
     let bytes: Uint8Array;
     let o: PushSettings;
     try {
-      o = pushSettings(options);
+      o = singlePushSettings(options);
       bytes = this.#bytesOf('payload', payload);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (o.keys !== undefined) return Promise.reject(new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', o.keys)));
-    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core));
-    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number>;
+    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core.time));
+    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time)) as Promise<number>;
   }
 
   /**
@@ -65,17 +58,7 @@ export class Producer<T = Uint8Array> {
     let list: Uint8Array[];
     let o: PushSettings;
     try {
-      o = pushSettings(options);
-      if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
-      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
-        throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
-      }
-      list = [];
-      let i = 0;
-      for (const p of payloads) list.push(this.#bytesOf(`payloads[${i++}]`, p));
-      if (o.keys !== undefined && o.keys.length !== list.length) {
-        throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, o.keys));
-      }
+      ({ o, list } = manyPushSettings(payloads, options, this.#bytesOf));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -84,13 +67,13 @@ export class Producer<T = Uint8Array> {
       if (error) return Promise.reject(error);
       if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
-      const time = notBeforeOf(o, this.#core);
+      const time = notBeforeOf(o, this.#core.time);
       if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
       if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined, 0, 0);
       return Promise.resolve([]);
     }
-    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core));
-    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core)) as Promise<number[]>;
+    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core.time));
+    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time)) as Promise<number[]>;
   }
 
   stats(): QueueStats {
@@ -115,76 +98,6 @@ export class Producer<T = Uint8Array> {
   [Symbol.asyncDispose](): Promise<void> {
     return this.#core.close();
   }
-}
-
-interface PushSettings {
-  signal: AbortSignal | undefined;
-  priority: number;
-  /** A delay to read off the queue's clock at the call (0: none), or else a not-before time (0: none). */
-  delayMs: number;
-  at: number;
-  /** The idempotency key, or undefined. */
-  key: string | undefined;
-  /** `pushMany`'s idempotency keys, one per payload, or undefined. */
-  keys: string[] | undefined;
-}
-
-/** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
-const MAX_DELAY_MS = 1e15;
-
-/** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined, keys: undefined });
-
-/** The not-before time a push asks for, in ms since the epoch (0: none). */
-function notBeforeOf(o: PushSettings, core: QueueCore): number {
-  return o.delayMs > 0 ? Math.ceil(core.time.wallNow() + o.delayMs) : o.at;
-}
-
-/** Validate the options of `push()` and `pushMany()`. */
-function pushSettings(options: PushOptions | undefined): PushSettings {
-  if (options === undefined) return PLAIN_PUSH;
-  const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
-  const signal = optionalSignal('options.signal', o.signal);
-  let priority = 0;
-  if (o.priority !== undefined) {
-    if (typeof o.priority !== 'number') throw new TypeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
-    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) {
-      throw new RangeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
-    }
-    priority = o.priority === 0 ? 0 : o.priority; // -0 is 0
-  }
-  if (o.delayMs !== undefined && o.notBefore !== undefined) {
-    throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
-  }
-  let ms = 0;
-  let at = 0;
-  if (o.delayMs !== undefined) {
-    ms = delayMs('options.delayMs', o.delayMs);
-    if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
-  } else if (o.notBefore !== undefined) {
-    at = o.notBefore instanceof Date ? o.notBefore.getTime() : (o.notBefore as number);
-    const what = 'a Date or a non-negative safe integer of ms since the epoch';
-    if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
-    if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
-  }
-  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
-  const keys = o.keys === undefined ? undefined : keysOption(o.keys);
-  return { signal, priority, delayMs: ms, at, key, keys };
-}
-
-/** `options.keys`: an array of idempotency keys, one per payload (its length is checked by the caller). */
-export function keysOption(value: unknown): string[] {
-  if (!Array.isArray(value)) throw new TypeError(expectation('options.keys', 'an array of keys, one per payload', value));
-  return (value as unknown[]).map((k, i) => keyOption(`options.keys[${i}]`, k));
-}
-
-/** An idempotency key given as `name`: a string of 1 to `MAX_KEY_BYTES` UTF-8 bytes (`isValidKey`, the stores' rule too). */
-export function keyOption(name: string, value: unknown): string {
-  const what = `a string of 1 to ${MAX_KEY_BYTES} UTF-8 bytes`;
-  if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
-  if (!isValidKey(value)) throw new RangeError(expectation(name, what, value));
-  return value;
 }
 
 /** Validate the options of `drained()` and `onIdle()`, then wait in the core. @internal */

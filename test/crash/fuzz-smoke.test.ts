@@ -18,7 +18,7 @@ function fuzz(name: string): { status: number | null; output: string } {
 }
 
 describe('fuzz registry smoke', () => {
-  for (const name of ['segment-decoder', 'cursor-decoder', 'engine-crash']) {
+  for (const name of ['segment-decoder', 'cursor-decoder', 'engine-crash', 'endpoint-decoder']) {
     it(`${name} runs ~3 s without a failure`, () => {
       const { status, output } = fuzz(name);
       expect(status, output).toBe(0);
@@ -26,12 +26,14 @@ describe('fuzz registry smoke', () => {
     });
   }
 
-  it('canary fails, and the runner reports it as expected-fail', () => {
-    const { status, output } = fuzz('canary');
-    expect(status, output).toBe(0);
-    expect(output).toContain('EXPECTED-FAIL');
-    expect(output).toContain('reproduce: npm run fuzz -- canary --seed');
-  });
+  for (const name of ['canary', 'endpoint-canary']) {
+    it(`${name} fails, and the runner reports it as expected-fail`, () => {
+      const { status, output } = fuzz(name);
+      expect(status, output).toBe(0);
+      expect(output).toContain('EXPECTED-FAIL');
+      expect(output).toContain(`reproduce: npm run fuzz -- ${name} --seed`);
+    });
+  }
 
   it('an unknown fuzzer is an error', () => {
     const run = spawnSync('npm', ['run', '--silent', 'fuzz', '--', 'no-such-fuzzer'], { cwd: root, encoding: 'utf8', timeout: 60_000 });

@@ -7,7 +7,7 @@
  * `signal`) against those holders and against a second open in this process.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,10 +69,13 @@ async function payloads(dir: string, options: LogStoreOptions): Promise<string[]
   return got;
 }
 
-/** Names and contents of every entry of `dir`: what "leaves nothing behind" compares. */
+/** Names and contents of every entry of `dir` (a socket, the holder's endpoint, by name and kind): what "leaves nothing behind" compares. */
 function hashDir(dir: string): string {
   const h = createHash('sha256');
-  for (const name of readdirSync(dir).sort()) h.update(name).update('\0').update(readFileSync(join(dir, name))).update('\0');
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    h.update(name).update('\0').update(lstatSync(path).isSocket() ? 'socket' : readFileSync(path)).update('\0');
+  }
   return h.digest('hex');
 }
 

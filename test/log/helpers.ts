@@ -150,13 +150,15 @@ export function errno(code: string): Error {
 
 /**
  * A process-crash snapshot of an open store: copies every file as it is now (what the page cache
- * holds), without the LOCK file, into a fresh directory. The original store stays open.
+ * holds), without the LOCK file and the endpoint's socket (a socket cannot be copied; the one a
+ * crash leaves is stale, and the next owner replaces it), into a fresh directory. The original
+ * store stays open.
  */
 export function crashCopy(dir: string): string {
   const to = freshDir();
   fs.mkdirSync(to, { recursive: true, mode: 0o700 });
   for (const n of fs.readdirSync(dir)) {
-    if (n === 'LOCK') continue;
+    if (n === 'LOCK' || fs.lstatSync(join(dir, n)).isSocket()) continue;
     fs.copyFileSync(join(dir, n), join(to, n));
   }
   return to;

@@ -1,7 +1,7 @@
 // Compile-time checks of the typed queue API: `npx tsc -p test/types` must pass, and each
 // `@ts-expect-error` line must be an error (an unused one fails the build). Checked by
 // test/typed-queue-types.test.ts; this file is never run.
-import { Builder, MemStore, type Consumer, type Producer, type Reserved, type StandardSchemaV1, json, structured, text, validated } from 'persistent-queue';
+import { Builder, MemStore, type Consumer, type Producer, type RemoteProducer, type Reserved, type StandardSchemaV1, connect, json, structured, text, validated } from 'persistent-queue';
 
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
 function assertType<T extends true>(_: T): void {}
@@ -100,4 +100,24 @@ export async function typedQueues(): Promise<void> {
   }
   const byteLetter = await brx.deadLetters.peek();
   if (byteLetter) assertType<Equal<ReturnType<typeof brx.deadLetters.decode>, Uint8Array>>(true);
+}
+
+export async function remoteProducers(): Promise<void> {
+  // connect() is typed by its codec as the builder is: a byte producer without one.
+  const bytesOut = await connect('/var/lib/app/queue');
+  assertType<Equal<typeof bytesOut, RemoteProducer<Uint8Array>>>(true);
+  await bytesOut.push('text is fine');
+  // @ts-expect-error a byte producer does not take an object
+  await bytesOut.push({ id: 1 });
+  const orders = await connect('/var/lib/app/queue', { codec: json<Order>(), durability: 'sync' });
+  assertType<Equal<typeof orders, RemoteProducer<Order>>>(true);
+  const seq: number = await orders.push({ id: 1, sku: 'a' }, { priority: 1, key: 'order-1' });
+  const seqs: number[] = await orders.pushMany([{ id: 2, sku: 'b' }], { keys: ['order-2'] });
+  void [seq, seqs];
+  // @ts-expect-error an order producer does not take a string
+  await orders.push('not an order');
+  // @ts-expect-error not a durability policy
+  await connect('/var/lib/app/queue', { durability: 'fast' });
+  await using disposed = await connect('/var/lib/app/queue');
+  void disposed;
 }
