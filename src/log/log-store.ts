@@ -484,7 +484,8 @@ export class LogStore implements Store {
    * so that nothing under `src/log` opens a socket.
    */
   async attach(surface: OwnerSurface): Promise<void> {
-    if (this.#view !== null) throw this.#readOnlyError('cannot serve a queue');
+    // A read-only store backs no queue: it serves nobody.
+    if (this.#view !== null) return;
     if (this.#ingest !== null) return;
     const warned = new Set<string>();
     this.#ingest = new SpoolIngest({
