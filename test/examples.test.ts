@@ -455,3 +455,12 @@ it('theReadmeEnqueueScriptPushesIntoTheRunningWorkerDaemonsQueue', async () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('theReadmeSpoolExampleRunsAsWritten', () => {
+  const block = blocks('js').find((b) => b.includes("console.log(producer.mode, await producer.pushMany(['a', 'b', 'c']))"));
+  expect(block, 'README has the spool example').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("spool [ 0, 0, 0 ]\n1 a\n2 b\n3 c\n");
+});
