@@ -1,0 +1,76 @@
+/**
+ * How `pq` acts on a queue another process has open: through that process (the owner), on the
+ * endpoint it serves (README, "Producers in other processes and threads"). A store has one owner,
+ * which holds its lock and the queue's state in memory; a command that would take the lock goes
+ * through the owner instead while one serves, and takes the lock as before while none does.
+ */
+import { resolve } from 'node:path';
+import { nodeFileSystem } from '../fs/node-fs.js';
+import { isQueueError } from '../index.js';
+import { liveHolder } from '../log/store-dir.js';
+import { EndpointClient } from '../remote/client.js';
+
+/** The process that serves a queue, connected. */
+export interface Owner {
+  readonly client: EndpointClient;
+  /** Its pid, as its lock file names it; null when the lock does not say (the owner is closing). */
+  readonly pid: number | null;
+}
+
+/**
+ * The process that serves the queue in `dir`, connected, or null when none does (no endpoint, or
+ * a stale one nobody listens on). Throws when one serves but cannot be reached, or speaks another
+ * protocol version (`ERR_UNSUPPORTED_VERSION`).
+ */
+export async function reachOwner(dir: string): Promise<Owner | null> {
+  const at = resolve(dir);
+  const reached = await EndpointClient.reach(at);
+  if (!('client' in reached)) return null;
+  return { client: reached.client, pid: liveHolder(nodeFileSystem, at)?.pid ?? null };
+}
+
+/** `process 4242`, or words that stand for it when its pid is not known. */
+export function ownerName(owner: { readonly pid: number | null }): string {
+  return owner.pid !== null ? `process ${owner.pid}` : 'the process that has it open';
+}
+
+/**
+ * Run `viaOwner` on the process that serves the queue in `dir`, else `viaLock` (which takes the
+ * store's lock). A lock found held is asked about once more: an owner that began to serve after
+ * the first look is reached through its endpoint, not reported as `ERR_LOCKED`.
+ */
+export async function throughOwnerOrLock<T>(dir: string, viaOwner: (owner: Owner) => Promise<T>, viaLock: () => Promise<T>): Promise<T> {
+  const owner = await reachOwner(dir);
+  if (owner !== null) return withOwner(owner, viaOwner);
+  try {
+    return await viaLock();
+  } catch (error) {
+    if (!isQueueError(error, 'ERR_LOCKED')) throw error;
+    const late = await reachOwner(dir).catch(() => null);
+    if (late === null) throw error;
+    return withOwner(late, viaOwner);
+  }
+}
+
+/** Run `fn` on `owner`, then close the connection whatever happens. */
+export async function withOwner<T>(owner: Owner, fn: (owner: Owner) => Promise<T>): Promise<T> {
+  try {
+    return await fn(owner);
+  } finally {
+    await owner.client.close();
+  }
+}
+
+/**
+ * `pq pop` refused because another process consumes the queue: items cannot be reserved through
+ * the endpoint, and popping beside the consumer would compete with it. Exit status 3.
+ */
+export class ConsumedError extends Error {
+  readonly pid: number | null;
+
+  constructor(message: string, pid: number | null) {
+    super(message);
+    this.name = 'ConsumedError';
+    this.pid = pid;
+  }
+}
