@@ -215,8 +215,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       "and when it was moved (ISO 8601 UTC, '-' when not known), the reason, and the payload: text\n" +
       'as a quoted string when it is UTF-8, base64 otherwise. --json prints the same fields as one\n' +
       'JSON object per line (times as strings, null when not known; the payload as `text` or `base64`).\n' +
-      'While a process has the queue open and serves it, its dead letters as it holds them now;\n' +
-      'otherwise the store is read without a lock and nothing is written.',
+      'While a process has the queue open and serves it, its dead letters as it holds them now.\n' +
+      'Otherwise read-only: takes no lock and writes nothing, so it works on a store another process\n' +
+      'holds without serving it.',
   },
   {
     name: 'dlq redrive',

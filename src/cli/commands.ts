@@ -4,7 +4,7 @@ import { basename, resolve } from 'node:path';
 import { Builder, LogStore, QueueError, isQueueError, verifyStore, type CompactionResult, type Consumer, type LogStoreOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
-import { ConsumedError, ownerName, reachOwner, throughOwnerOrLock, withOwner, type Owner } from './owner.js';
+import { ConsumedError, consumerActive, ownerName, reachOwner, throughOwnerOrLock, withOwner, type Owner } from './owner.js';
 import { Progress, type Output } from './output.js';
 import { PAYLOAD_CODECS, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
 
@@ -235,10 +235,10 @@ export const dump: Command = async (cli, { values, positionals }) => {
 async function refuseBesideOwner(dir: string, locked: QueueError): Promise<never> {
   const owner = await reachOwner(dir).catch(() => null);
   if (owner === null) throw locked;
-  const figures = await withOwner(owner, (o) => o.client.stats()).catch(() => null);
-  if (figures === null) throw locked;
+  const consuming = await withOwner(owner, async (o) => (await consumerActive(o, await o.client.stats())).consuming).catch(() => null);
+  if (consuming === null) throw locked;
   const who = ownerName(owner);
-  if (figures.consuming === true) {
+  if (consuming) {
     throw new ConsumedError(
       `The queue in ${dir} is consumed by ${who}: pq pop would compete with its consumer for the items, and items are not handed out through its endpoint. Take them in that process, or pop once it has closed the queue (--wait MS waits for that)`,
       owner.pid,

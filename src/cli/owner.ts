@@ -61,6 +61,29 @@ export async function withOwner<T>(owner: Owner, fn: (owner: Owner) => Promise<T
   }
 }
 
+/** Items a consumer of the owner settled since it opened the queue (its counters). */
+export function settled(figures: Record<string, unknown>): number {
+  let sum = 0;
+  for (const name of ['acked', 'nacked', 'deadLettered']) {
+    const value = figures[name];
+    if (typeof value === 'number') sum += value;
+  }
+  return sum;
+}
+
+/**
+ * Whether a consumer of the owner is taking items, from its figures `first` and, when they say
+ * no, a second answer. The owner's `consuming` is true while a consumer waits for an item or holds
+ * one, which a busy `process()` worker whose handlers finish at once may not do at the very instant
+ * the owner answers (it is between two items); its counters of settled items move meanwhile.
+ * Resolves with the latest figures too.
+ */
+export async function consumerActive(owner: Owner, first: Record<string, unknown>): Promise<{ consuming: boolean; figures: Record<string, unknown> }> {
+  if (first.consuming === true) return { consuming: true, figures: first };
+  const second = await owner.client.stats();
+  return { consuming: second.consuming === true || settled(second) !== settled(first), figures: second };
+}
+
 /**
  * `pq pop` refused because another process consumes the queue: items cannot be reserved through
  * the endpoint, and popping beside the consumer would compete with it. Exit status 3.

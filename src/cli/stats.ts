@@ -11,7 +11,7 @@ import { SPOOL_DIR } from '../log/format.js';
 import { readSpoolBacklog } from '../log/spool-file.js';
 import { UsageError } from './args.js';
 import { emit, intOption, oneDir, storeKind, type Cli, type Command } from './commands.js';
-import { ownerName, reachOwner, withOwner, type Owner } from './owner.js';
+import { consumerActive, ownerName, reachOwner, settled, withOwner, type Owner } from './owner.js';
 import { bold, bytesText, dim, fmt, green, red } from './text.js';
 
 /** Items read at a time to count the delayed and prioritised ones. */
@@ -75,11 +75,17 @@ interface LiveView {
 
 /** The owner's figures; with `ratesMs`, asked twice that far apart, and the counters' rates between. */
 async function liveView(owner: Owner, ratesMs: number | undefined): Promise<LiveView> {
-  const first = await owner.client.stats();
-  if (ratesMs === undefined) return { owner, figures: first, rates: undefined };
+  const asked = await owner.client.stats();
+  if (ratesMs === undefined) {
+    const { consuming, figures } = await consumerActive(owner, asked);
+    return { owner, figures: { ...figures, consuming }, rates: undefined };
+  }
+  const first = asked;
   const startedAt = performance.now();
   await new Promise((done) => setTimeout(done, ratesMs));
-  const figures = await owner.client.stats();
+  const second = await owner.client.stats();
+  // Items settled between the two answers are a consumer taking them, whatever the instant says.
+  const figures: Record<string, unknown> = { ...second, consuming: second.consuming === true || settled(second) !== settled(first) };
   const intervalMs = Math.max(1, Math.round(performance.now() - startedAt));
   const delta = (name: string): number => Math.max(0, num(figures[name]) - num(first[name]));
   const perSecond = (count: number): number => Math.round((count * 10_000) / intervalMs) / 10;
