@@ -71,17 +71,28 @@ export function settled(figures: Record<string, unknown>): number {
   return sum;
 }
 
+/** How long the second look at the owner's figures waits for a busy consumer's counters to move. */
+const SECOND_LOOK_MS = 25;
+
+/** What one answer of the owner says of its consumer: waiting for items, holding some, or settling some. */
+export function busy(figures: Record<string, unknown>): boolean {
+  const positive = (name: string): boolean => typeof figures[name] === 'number' && (figures[name] as number) > 0;
+  return figures.consuming === true || positive('inFlight') || positive('pendingAcks');
+}
+
 /**
  * Whether a consumer of the owner is taking items, from its figures `first` and, when they say
- * no, a second answer. The owner's `consuming` is true while a consumer waits for an item or holds
- * one, which a busy `process()` worker whose handlers finish at once may not do at the very instant
- * the owner answers (it is between two items); its counters of settled items move meanwhile.
- * Resolves with the latest figures too.
+ * no, a second answer a moment later. The owner's `consuming` is true while a consumer waits for
+ * an item or holds one; a busy `process()` worker whose handlers finish at once may be doing
+ * neither at the very instant the owner answers (its items are settled, their acks waiting for a
+ * sync, or it is between two items), but its counters of settled items move meanwhile. Resolves
+ * with the latest figures too.
  */
 export async function consumerActive(owner: Owner, first: Record<string, unknown>): Promise<{ consuming: boolean; figures: Record<string, unknown> }> {
-  if (first.consuming === true) return { consuming: true, figures: first };
+  if (busy(first)) return { consuming: true, figures: first };
+  await new Promise((done) => setTimeout(done, SECOND_LOOK_MS));
   const second = await owner.client.stats();
-  return { consuming: second.consuming === true || settled(second) !== settled(first), figures: second };
+  return { consuming: busy(second) || settled(second) !== settled(first), figures: second };
 }
 
 /**

@@ -11,7 +11,7 @@ import { SPOOL_DIR } from '../log/format.js';
 import { readSpoolBacklog } from '../log/spool-file.js';
 import { UsageError } from './args.js';
 import { emit, intOption, oneDir, storeKind, type Cli, type Command } from './commands.js';
-import { consumerActive, ownerName, reachOwner, settled, withOwner, type Owner } from './owner.js';
+import { busy, consumerActive, ownerName, reachOwner, settled, withOwner, type Owner } from './owner.js';
 import { bold, bytesText, dim, fmt, green, red } from './text.js';
 
 /** Items read at a time to count the delayed and prioritised ones. */
@@ -85,7 +85,7 @@ async function liveView(owner: Owner, ratesMs: number | undefined): Promise<Live
   await new Promise((done) => setTimeout(done, ratesMs));
   const second = await owner.client.stats();
   // Items settled between the two answers are a consumer taking them, whatever the instant says.
-  const figures: Record<string, unknown> = { ...second, consuming: second.consuming === true || settled(second) !== settled(first) };
+  const figures: Record<string, unknown> = { ...second, consuming: busy(second) || settled(second) !== settled(first) };
   const intervalMs = Math.max(1, Math.round(performance.now() - startedAt));
   const delta = (name: string): number => Math.max(0, num(figures[name]) - num(first[name]));
   const perSecond = (count: number): number => Math.round((count * 10_000) / intervalMs) / 10;
