@@ -231,9 +231,9 @@ describe('pq dlq redrive', () => {
     let r = pq(['dlq', 'redrive', dir, '--seq', '4', '--seq', '2', '--seq', '4', '--seq', '99', '--seq', '100']);
     expect(r).toEqual({ code: 0, stdout: 'redrove 2 dead letter(s): seqs 2, 4 -> seqs 6..7\nnot dead letters, skipped: seqs 99..100\n', stderr: '' });
     r = pq(['dlq', 'redrive', dir, '--limit', '1', '--json']);
-    expect(JSON.parse(r.stdout)).toEqual({ count: 1, seqs: [8], from: [1], skipped: [] });
+    expect(JSON.parse(r.stdout)).toEqual({ count: 1, seqs: [8], from: [1], skipped: [], via: 'lock' });
     r = pq(['dlq', 'redrive', dir, '--seq', '5', '--seq', '3', '--limit', '1', '--json']);
-    expect(JSON.parse(r.stdout)).toEqual({ count: 1, seqs: [9], from: [3], skipped: [] });
+    expect(JSON.parse(r.stdout)).toEqual({ count: 1, seqs: [9], from: [3], skipped: [], via: 'lock' });
     expect((await libraryDeadLetters()).map((d) => [d.seq, d.reason])).toEqual([[5, 'r5']]);
     const [tx, rx] = await new lib.Builder(await lib.LogStore.open(dir)).open();
     try {
@@ -267,7 +267,7 @@ describe('pq dlq purge', () => {
     expect(pq(['dlq', 'purge', dir, '--yes'])).toEqual({ code: 0, stdout: 'purged 3 dead letter(s): seqs 1..3\n', stderr: '' });
     expect(await libraryDeadLetters()).toEqual([]);
     expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 0, deadLetters: 0 });
-    expect(pq(['dlq', 'purge', dir, '--yes', '--json'])).toEqual({ code: 0, stdout: '{"count":0,"seqs":[],"skipped":[]}\n', stderr: '' });
+    expect(pq(['dlq', 'purge', dir, '--yes', '--json'])).toEqual({ code: 0, stdout: '{"count":0,"seqs":[],"skipped":[],"via":"lock"}\n', stderr: '' });
   });
 
   it('seqAndLimitPurgeOnlyWhatTheyName', async () => {
@@ -278,7 +278,7 @@ describe('pq dlq purge', () => {
       stdout: 'purged 2 dead letter(s): seqs 3, 5\nnot dead letters, skipped: seq 1\n',
       stderr: '',
     });
-    expect(JSON.parse(pq(['dlq', 'purge', dir, '--limit', '1', '--json']).stdout)).toEqual({ count: 1, seqs: [2], skipped: [] });
+    expect(JSON.parse(pq(['dlq', 'purge', dir, '--limit', '1', '--json']).stdout)).toEqual({ count: 1, seqs: [2], skipped: [], via: 'lock' });
     expect((await libraryDeadLetters()).map((d) => d.seq)).toEqual([4]);
     expect(pq(['dump', dir, '--format', 'text']).stdout).toBe('a\n');
   });
@@ -370,7 +370,7 @@ describe('help', () => {
     }
     expect(pq(['dlq', 'purge', '--help']).stdout).toMatch(/--seq SEQ +only the dead letter with this seq \(repeat for more\)/);
     expect(pq(['dlq', 'purge', '--help']).stdout).toMatch(/--yes +confirm deleting every dead letter/);
-    expect(pq(['dlq', 'list', '--help']).stdout).toMatch(/Read-only: takes no lock/);
+    expect(pq(['dlq', 'list', '--help']).stdout).toMatch(/read-only: takes no lock/);
   });
 });
 

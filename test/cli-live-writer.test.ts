@@ -1,6 +1,7 @@
 /**
- * `pq stats` beside a live writer: a store another process has open and keeps writing is read as
- * it is, never as damaged. The built binary in spawned processes, a real writer in another one.
+ * `pq stats --read-only` beside a live writer: a store another process has open and keeps writing
+ * is read from its files as it is, never as damaged. The built binary in spawned processes, a real
+ * writer in another one (which serves its queue: without --read-only, stats asks it instead).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -60,7 +61,7 @@ describe('pq stats beside a live writer', () => {
       await writer.until((l) => l.includes('ready'));
       let lastNext = 0;
       for (let run = 1; run <= RUNS; run++) {
-        const r = pq(['stats', dir, '--json']);
+        const r = pq(['stats', dir, '--read-only', '--json']);
         const what = `run ${run} of ${RUNS}: exit ${r.code}\n${r.stdout}${r.stderr}`;
         expect(r.stderr, what).toBe('');
         expect(r.code, what).toBe(0);
@@ -73,10 +74,12 @@ describe('pq stats beside a live writer', () => {
         lastNext = s.nextSeq;
       }
       // The text says so too, and calls no byte torn.
-      const text = pq(['stats', dir]);
+      const text = pq(['stats', dir, '--read-only']);
       expect(text.code, text.stderr).toBe(0);
       expect(text.stdout).toMatch(new RegExp(`last close\\s+none yet: process ${writer.child.pid} has the store open`));
       expect(text.stdout).not.toMatch(/past the valid end|not clean/);
+      // Without --read-only, the writer itself is asked.
+      expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'live', pid: writer.child.pid, consuming: true });
       // Every run was made while the writer was alive and writing.
       expect(writer.child.exitCode, writer.stderr).toBeNull();
       expect(writer.child.signalCode).toBeNull();

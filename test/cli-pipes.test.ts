@@ -8,6 +8,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
+import { takeSpoolIn } from './support/pq-cli.js';
 
 const root = resolve(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
@@ -28,6 +29,8 @@ function pq(args: string[], input?: string) {
 function pushLines(count: number, line: (i: number) => string): void {
   const input = Array.from({ length: count }, (_, i) => line(i + 1)).join('\n') + '\n';
   expect(pq(['push', dir, '--create', '--durability', 'none', '--json'], input).code).toBe(0);
+  // Spooled, as no process has the queue open: taken in as the next open of the queue would.
+  takeSpoolIn(dir);
 }
 
 function unacked(): { unacked: number; firstSeq: number | null; nextSeq: number } {
@@ -139,6 +142,7 @@ it('statsAndDumpIntoAClosedPipeExitQuietly', async () => {
   expect(stderr).toBe('');
   expect(code).toBe(0);
   expect(head.lines).toEqual(Array.from({ length: 10 }, (_, i) => `item-${i + 1}`));
+  takeSpoolIn(dir);
   expect(unacked().unacked).toBe(2_001);
 });
 

@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { pushStored } from './support/pq-cli.js';
 
 const root = resolve(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
@@ -27,19 +28,21 @@ function pq(args: string[], nodeArgs: string[] = []) {
 /** Node arguments that make the CLI's stderr claim to be a terminal, as it is when a person runs pq. */
 const STDERR_IS_A_TTY = ['--import', `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`];
 
-/** Names, sizes, modification times and bytes of every file, and the directory's own modification time. */
-function fullHash(path: string): string {
-  const h = createHash('sha256').update(`${statSync(path).mtimeMs}\n`);
+/** Names, sizes, modification times and bytes of every file, and every directory's own modification time. */
+function fullHash(path: string, h = createHash('sha256')): string {
+  h.update(`${statSync(path).mtimeMs}\n`);
   for (const name of readdirSync(path).sort()) {
     const st = statSync(join(path, name));
-    h.update(`${name} ${st.size} ${st.mtimeMs}\n`).update(readFileSync(join(path, name)));
+    h.update(`${name} ${st.size} ${st.mtimeMs}\n`);
+    if (st.isDirectory()) fullHash(join(path, name), h);
+    else h.update(readFileSync(join(path, name)));
   }
-  return h.digest('hex');
+  return h.copy().digest('hex');
 }
 
 /** alpha..echo pushed, alpha popped (acked), one byte of `charlie` (seq 3) flipped. */
 function damagedStore(): void {
-  pq(['push', dir, '--create', 'alpha', 'bravo', 'charlie', 'delta', 'echo']);
+  pushStored(dir, ['--create', 'alpha', 'bravo', 'charlie', 'delta', 'echo']);
   pq(['pop', dir]);
   const seg = join(dir, readdirSync(dir).find((n) => n.startsWith('seg-'))!);
   const bytes = readFileSync(seg);
@@ -82,7 +85,7 @@ describe('pq salvage', () => {
   });
 
   it('aSoundStoreIsCopiedWhole', () => {
-    pq(['push', dir, '--create', 'one', 'two']);
+    pushStored(dir, ['--create', 'one', 'two']);
     const r = pq(['salvage', dir, saved]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('lost nothing\nseqs unchanged (1..2)\n');

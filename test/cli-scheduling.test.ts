@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { closeQueue, pushStored, serveQueue } from './support/pq-cli.js';
 
 const root = resolve(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
@@ -24,13 +25,20 @@ function pq(args: string[]) {
 const HOUR_MS = 3_600_000;
 
 describe('pq and scheduled items', () => {
-  it('pushWithPriorityDelayAndNotBeforeShowsInDumpPopAndStats', () => {
-    expect(pq(['push', dir, '--create', 'plain']).code).toBe(0);
-    expect(pq(['push', dir, '--priority', '5', 'urgent']).stdout).toBe('2\n');
-    const later = pq(['push', dir, '--delay', String(HOUR_MS), 'later']);
-    expect(later.code).toBe(0);
-    expect(pq(['push', dir, '--not-before', '2001-01-01T00:00:00Z', 'past']).code).toBe(0);
-    expect(pq(['push', dir, '--priority', '-3', '--not-before', '4102444800000', 'far']).code).toBe(0);
+  it('pushWithPriorityDelayAndNotBeforeShowsInDumpPopAndStats', async () => {
+    // Through the process that has the queue open: the options cross its endpoint with each push.
+    const owner = await serveQueue(work, dir);
+    try {
+      expect(pq(['push', dir, 'plain']).stdout).toBe('1\n');
+      expect(pq(['push', dir, '--priority', '5', 'urgent']).stdout).toBe('2\n');
+      expect(pq(['push', dir, '--delay', String(HOUR_MS), 'later']).stdout).toBe('3\n');
+      expect(pq(['push', dir, '--not-before', '2001-01-01T00:00:00Z', 'past']).stdout).toBe('4\n');
+      expect(pq(['push', dir, '--priority', '-3', '--not-before', '4102444800000', 'far']).stdout).toBe('5\n');
+      // Its live figures count the one not yet due.
+      expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'live', unacked: 5, ready: 3, delayed: 2 });
+    } finally {
+      await closeQueue(owner);
+    }
 
     const rows = pq(['dump', dir]).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(rows.map((r) => [r.seq, r.text, r.priority])).toEqual([
@@ -73,7 +81,7 @@ describe('pq and scheduled items', () => {
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
       expect(existsSync(dir), `${options.join(' ')} created nothing`).toBe(false);
     }
-    expect(pq(['push', dir, '--create', 'kept']).code).toBe(0);
+    pushStored(dir, ['--create', 'kept']);
     expect(pq(['push', dir, '--priority', '999', 'refused']).code).toBe(2);
     expect(pq(['dump', dir, '--format', 'text']).stdout).toBe('kept\n');
   });

@@ -1,6 +1,7 @@
 /**
- * `pq push|pop|compact --wait MS`: several pq runs at once (cron, hooks, shell loops) take turns
- * instead of failing with ERR_LOCKED. The built binary in spawned processes, on a real directory.
+ * `pq pop|compact|dlq --wait MS`: several pq runs at once (cron, hooks, shell loops) take turns
+ * instead of failing with ERR_LOCKED, and `pq push` takes no lock at all. The built binary in
+ * spawned processes, on a real directory.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -8,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { distUrl, runModule } from './support/child-process.js';
+import { pushStored } from './support/pq-cli.js';
 
 const root = resolve(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
@@ -59,37 +61,39 @@ process.stdin.once('data', async () => { await store.close(); process.exit(0); }
 }
 
 describe('pq --wait', () => {
-  it('aPushThatFindsTheStoreHeldWaitsForItsHolder', async () => {
-    pq(['push', dir, '--create', 'first']);
+  it('aPushBesideAHolderIsSpooledAtOnceWhileAPopWaitsForTheHolder', async () => {
+    pushStored(dir, ['--create', 'first']);
     const holder = holdStore();
     try {
       await holder.until((lines) => lines.includes('held'));
-      const push = pqLater(['push', dir, 'second', '--wait', '60000']);
-      // The push cannot finish while the store is held; it is still waiting once pq refused
+      // A push takes no lock: with nobody serving the queue it is spooled, and pq exits at once.
+      expect(pq(['push', dir, 'second', '--wait', '60000'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+      const pop = pqLater(['pop', dir, '--count', '5', '--wait', '60000', '--format', 'text']);
+      // The pop cannot finish while the store is held; it is still waiting once pq refused
       // without --wait (a spawned pq is far slower than one poll).
       const refused = pq(['pop', dir]);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(new RegExp(`^pq: ERR_LOCKED: .*pid ${holder.child.pid}\\b`));
-      expect(push.exited()).toBe(false);
+      expect(pop.exited()).toBe(false);
       holder.child.stdin!.write('go\n');
-      expect(await push.done).toMatchObject({ code: 0, stdout: '2\n' });
+      // Its open took the spooled push in.
+      expect(await pop.done).toMatchObject({ code: 0, stdout: 'first\nsecond\n' });
     } finally {
       await holder.kill();
     }
-    expect(pq(['pop', dir, '--count', '5', '--wait', '1000', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'first\nsecond\n' });
   });
 
   it('aWaitThatRunsOutIsErrLockedNamingTheHolder', async () => {
-    pq(['push', dir, '--create', 'x']);
+    pushStored(dir, ['--create', 'x']);
     const holder = holdStore();
     try {
       await holder.until((lines) => lines.includes('held'));
-      for (const args of [['push', dir, 'y'], ['pop', dir], ['compact', dir]]) {
+      for (const args of [['pop', dir], ['compact', dir], ['dlq', 'redrive', dir], ['dlq', 'purge', dir, '--yes']]) {
         const r = pq([...args, '--wait', '30']);
-        expect(r.code).toBe(1);
-        expect(r.stderr).toMatch(new RegExp(`^pq: ERR_LOCKED: .*pid ${holder.child.pid}\\b.*gave up after waiting \\d+ ms`));
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stderr, args.join(' ')).toMatch(new RegExp(`^pq: ERR_LOCKED: .*pid ${holder.child.pid}\\b.*gave up after waiting \\d+ ms`));
       }
-      const json = pq(['push', dir, 'y', '--wait', '30', '--json']);
+      const json = pq(['pop', dir, '--wait', '30', '--json']);
       expect(JSON.parse(json.stderr)).toMatchObject({ code: 'ERR_LOCKED', pid: holder.child.pid });
     } finally {
       await holder.kill();
@@ -98,15 +102,16 @@ describe('pq --wait', () => {
 
   // Under both locks. Each opener's own LOCK.tmp-<pid> used to be deleted as a stray by the
   // recovery of whichever opener got the lock, failing an open now and then (ENOENT).
-  it.each(['flock', 'pidfile'])('pushesStartedTogetherAllLand (%s lock)', async (kind) => {
-    pq(['push', dir, '--create', 'start']);
+  it.each(['flock', 'pidfile'])('popsStartedTogetherTakeTurnsAndPushesStartedTogetherAllLand (%s lock)', async (kind) => {
     const names = Array.from({ length: 4 }, (_, i) => `run-${i}`);
-    const runs = names.map((name) => pqLater(['push', dir, name, '--wait', '60000'], { PERSISTENT_QUEUE_LOCK: kind }));
-    const results = await Promise.all(runs.map((r) => r.done));
-    for (const r of results) expect(r).toMatchObject({ code: 0, stderr: '' });
-    const popped = pq(['pop', dir, '--count', '10', '--format', 'text']).stdout.trim().split('\n');
-    expect(popped[0]).toBe('start');
-    expect(popped.slice(1).sort()).toEqual(names);
+    // Pushes take no lock: started together, each spools a file of its own.
+    const pushes = await Promise.all(names.map((name) => pqLater(['push', dir, '--create', name], { PERSISTENT_QUEUE_LOCK: kind }).done));
+    for (const r of pushes) expect(r).toMatchObject({ code: 0, stderr: '', stdout: expect.stringMatching(/^spooled 1 item/) });
+    // Pops take the lock one after the other; each takes one item, a different one.
+    const pops = await Promise.all(names.map(() => pqLater(['pop', dir, '--wait', '60000', '--format', 'text'], { PERSISTENT_QUEUE_LOCK: kind }).done));
+    for (const r of pops) expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(pops.map((r) => r.stdout.trim()).sort()).toEqual(names);
+    expect(pq(['stats', dir, '--json']).stdout).toMatch(/"unacked": 0,/);
     expect(readdirSync(dir).filter((n) => n.startsWith('LOCK'))).toEqual([]);
   });
 

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { closeQueue, pushStored, serveQueue, takeSpoolIn } from './support/pq-cli.js';
 
 const root = resolve(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
@@ -28,10 +29,14 @@ const STDERR_IS_A_TTY = ['--import', `data:text/javascript,${encodeURIComponent(
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
-function hashDir(path: string): string {
-  const h = createHash('sha256');
-  for (const name of readdirSync(path).sort()) h.update(name).update(readFileSync(join(path, name)));
-  return h.digest('hex');
+/** The names and bytes of every file under `path` (the spool is a directory of its own). */
+function hashDir(path: string, h = createHash('sha256')): string {
+  for (const entry of readdirSync(path, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+    h.update(entry.name);
+    if (entry.isDirectory()) hashDir(join(path, entry.name), h);
+    else h.update(readFileSync(join(path, entry.name)));
+  }
+  return h.copy().digest('hex');
 }
 
 function segments(path: string): string[] {
@@ -39,9 +44,15 @@ function segments(path: string): string[] {
 }
 
 describe('push, dump, pop, stats', () => {
-  it('pushesArgumentsAndStdinLinesAndDumpsThemWithoutConsuming', () => {
-    expect(pq(['push', dir, 'alpha', 'beta', '--create'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
-    expect(pq(['push', dir], 'gamma\ndelta\n')).toMatchObject({ code: 0, stdout: '3\n4\n' });
+  it('pushesArgumentsAndStdinLinesAndDumpsThemWithoutConsuming', async () => {
+    // A process serves the queue: each push is answered with its seq.
+    const owner = await serveQueue(work, dir);
+    try {
+      expect(pq(['push', dir, 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+      expect(pq(['push', dir], 'gamma\ndelta\n')).toMatchObject({ code: 0, stdout: '3\n4\n' });
+    } finally {
+      await closeQueue(owner);
+    }
     const jsonl = pq(['dump', dir]);
     expect(jsonl.code).toBe(0);
     const rows = jsonl.stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -58,7 +69,8 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('popAcksUnlessNoAck', () => {
-    pq(['push', dir, '--create', 'a', 'b', 'c']);
+    // Spooled: the first pop takes them in, in their order.
+    expect(pq(['push', dir, '--create', 'a', 'b', 'c']).stdout).toMatch(/^spooled 3 item\(s\)/);
     expect(pq(['pop', dir, '--no-ack', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\n' });
     expect(pq(['pop', dir, '--count', '2', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
@@ -71,7 +83,7 @@ describe('push, dump, pop, stats', () => {
 
   it('dumpAndPopBothPrintJsonLinesUnlessAskedForText', () => {
     // A payload holding a newline: one JSON line, two lines as text.
-    pq(['push', dir, '--create', 'a', 'line one\nstill one']);
+    pushStored(dir, ['--create', 'a', 'line one\nstill one']);
     const item = (seq: number, text: string, extra: object = {}) => JSON.stringify({ seq, bytes: Buffer.byteLength(text), priority: 0, notBefore: null, ...extra, text });
     const dumped = `${item(1, 'a')}\n${item(2, 'line one\nstill one')}\n`;
     expect(pq(['dump', dir])).toMatchObject({ code: 0, stdout: dumped });
@@ -93,7 +105,7 @@ describe('push, dump, pop, stats', () => {
     await taken[3]!.deadLetter('bad order');
     for (const item of taken.slice(0, 3)) await item.nack();
     await tx.close();
-    pq(['push', dir, 'not json {']);
+    pushStored(dir, ['not json {']);
 
     // The store does not know the codec: without --codec, a payload is shown as its text.
     expect(JSON.parse(pq(['dump', dir]).stdout.split('\n')[0]!)).toMatchObject({ seq: 1, text: '{"order":17,"lines":["a","b"]}' });
@@ -114,7 +126,7 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('popAcksInBatchesThatShareAnFsync', () => {
-    pq(['push', dir, '--create', '--durability', 'none'], Array.from({ length: 1000 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    pushStored(dir, ['--create', '--durability', 'none'], Array.from({ length: 1000 }, (_, i) => `item-${i}`).join('\n') + '\n');
     // Counts the fsyncs and fdatasyncs of the pq process and prints the count as it exits.
     const countSyncs = [
       '--import',
@@ -141,7 +153,7 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('statsPrintsAReadableSummary', () => {
-    pq(['push', dir, '--create', 'x']);
+    pushStored(dir, ['--create', 'x']);
     const r = pq(['stats', dir]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/unacked\s+1\n/);
@@ -150,8 +162,8 @@ describe('push, dump, pop, stats', () => {
   });
 
   it('statsCountsUnackedItemsAsUnackedNotAsReady', () => {
-    pq(['push', dir, '--create', 'now']);
-    pq(['push', dir, 'later', '--delay', '600000']);
+    pushStored(dir, ['--create', 'now']);
+    pushStored(dir, ['later', '--delay', '600000']);
     const json = JSON.parse(pq(['stats', dir, '--json']).stdout) as Record<string, unknown>;
     // The delayed item is not ready, and in a process with the queue open some would be in flight.
     expect(json).toMatchObject({ unacked: 2, delayed: 1 });
@@ -163,7 +175,7 @@ describe('push, dump, pop, stats', () => {
 
   it('compactReportsBytesReclaimed', () => {
     pq(['push', dir, '--create'], Array.from({ length: 200 }, (_, i) => `item-${i}`).join('\n') + '\n');
-    pq(['pop', dir, '--count', '200']);
+    expect(pq(['pop', dir, '--count', '200']).stdout.trim().split('\n')).toHaveLength(200);
     const r = pq(['compact', dir]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^reclaimed .*on disk\n$/);
@@ -173,7 +185,7 @@ describe('push, dump, pop, stats', () => {
 
 describe('verify', () => {
   it('aSoundStoreVerifiesWithExitZeroAndChangesNothing', () => {
-    pq(['push', dir, '--create', 'one', 'two']);
+    pushStored(dir, ['--create', 'one', 'two']);
     const before = hashDir(dir);
     const r = pq(['verify', dir]);
     expect(r).toMatchObject({ code: 0 });
@@ -183,7 +195,7 @@ describe('verify', () => {
   });
 
   it('aFlippedByteIsReportedWithFileAndOffsetAndExitOne', () => {
-    pq(['push', dir, '--create', 'one', 'two', 'three']);
+    pushStored(dir, ['--create', 'one', 'two', 'three']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     const at = bytes.indexOf(Buffer.from('two'));
@@ -272,15 +284,21 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('--create');
     expect(existsSync(dir)).toBe(false);
+    // No process has the queue open: the item is spooled in the new store directory.
     r = pq(['push', dir, 'x', '--create']);
-    expect(r).toMatchObject({ code: 0, stdout: '1\n' });
-    // Once the store exists, --create is not needed and changes nothing.
-    expect(pq(['push', dir, 'y'])).toMatchObject({ code: 0, stdout: '2\n' });
-    expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: '3\n' });
+    expect(r).toMatchObject({ code: 0, stdout: 'spooled 1 item(s): no process serves the queue now; the one that takes them in gives them seqs\n' });
+    expect(readdirSync(dir)).toEqual(['spool']);
+    // Once the store exists (its spool is enough), --create is not needed and changes nothing.
+    expect(pq(['push', dir, 'y'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+    expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+    // Each run spooled a file of its own; files are taken in one after the other, in no set order.
+    const popped = pq(['pop', dir, '--count', '5']).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; text: string });
+    expect(popped.map((p) => p.seq)).toEqual([1, 2, 3]);
+    expect(popped.map((p) => p.text).sort()).toEqual(['x', 'y', 'z']);
   });
 
   it('pqPushWithNothingOnStdinIsAUsageError', () => {
-    pq(['push', dir, '--create', 'x']);
+    pushStored(dir, ['--create', 'x']);
     // As `pq push q < /dev/null`: stdin ends at once.
     const r = pq(['push', dir], '');
     expect(r).toMatchObject({ code: 2, stdout: '' });
@@ -294,19 +312,34 @@ describe('failures are one clear line and a non-zero exit', () => {
     // A missing store is still reported as such, before stdin is read.
     expect(pq(['push', other], '')).toMatchObject({ code: 1, stderr: expect.stringMatching(/ERR_NOT_FOUND.*--create/) });
     // One empty line is one empty item: something was given.
-    expect(pq(['push', dir], '\n')).toMatchObject({ code: 0, stdout: '2\n' });
+    expect(pq(['push', dir], '\n')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+    takeSpoolIn(dir);
+    expect(JSON.parse(pq(['dump', dir, '--from', '2']).stdout)).toMatchObject({ seq: 2, bytes: 0, text: '' });
   });
 
-  it('pushWithAKeyStoresOnceAndPrintsTheFirstSeqAgain', () => {
-    expect(pq(['push', dir, 'job-a', '--create', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
-    expect(pq(['push', dir, 'job-b'])).toMatchObject({ code: 0, stdout: '2\n' });
-    // The same key again, from another process: nothing is stored, the first push's seq is printed.
-    expect(pq(['push', dir, 'job-a again', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
-    expect(JSON.parse(pq(['push', dir, 'x', '--key', 'order-17', '--json']).stdout)).toEqual({ count: 1, seqs: [1] });
+  it('pushWithAKeyStoresOnceAndPrintsTheFirstSeqAgain', async () => {
+    let owner = await serveQueue(work, dir);
+    try {
+      expect(pq(['push', dir, 'job-a', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+      expect(pq(['push', dir, 'job-b'])).toMatchObject({ code: 0, stdout: '2\n' });
+      // The same key again, from another process: nothing is stored, the first push's seq is printed.
+      expect(pq(['push', dir, 'job-a again', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+      expect(JSON.parse(pq(['push', dir, 'x', '--key', 'order-17', '--json']).stdout)).toEqual({ count: 1, seqs: [1], via: 'endpoint' });
+    } finally {
+      await closeQueue(owner);
+    }
     // Still remembered once the item is acked.
     expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0 });
-    expect(pq(['push', dir, 'job-a once more', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
-    expect(pq(['push', dir, 'job-c', '--key', 'order-18'])).toMatchObject({ code: 0, stdout: '3\n' });
+    // Spooled with a key the store remembers: taken in, it stores nothing.
+    expect(pq(['push', dir, 'job-a once more', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+    takeSpoolIn(dir);
+    owner = await serveQueue(work, dir);
+    try {
+      expect(pq(['push', dir, 'job-a yet again', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: '1\n' });
+      expect(pq(['push', dir, 'job-c', '--key', 'order-18'])).toMatchObject({ code: 0, stdout: '3\n' });
+    } finally {
+      await closeQueue(owner);
+    }
     const rows = pq(['dump', dir]).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; text: string });
     expect(rows.map((r) => [r.seq, r.text])).toEqual([[3, 'job-c']]);
   });
@@ -332,7 +365,7 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^pq: ERR_STORE: .+\n$/);
     const foreign = join(work, 'foreign');
-    pq(['push', foreign, '--create', 'x']);
+    pushStored(foreign, ['--create', 'x']);
     writeFileSync(join(foreign, 'notes.txt'), 'mine');
     r = pq(['stats', foreign]);
     expect(r.code).toBe(1);
@@ -340,7 +373,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aCorruptStoreNamesFileAndOffset', () => {
-    pq(['push', dir, '--create', 'one', 'two', 'three']);
+    pushStored(dir, ['--create', 'one', 'two', 'three']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     bytes[bytes.indexOf(Buffer.from('one'))] ^= 0x40;
@@ -353,7 +386,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aNewerFormatVersionIsRefused', () => {
-    pq(['push', dir, '--create', 'one']);
+    pushStored(dir, ['--create', 'one']);
     const seg = join(dir, segments(dir)[0]!);
     const bytes = readFileSync(seg);
     bytes.writeUInt16LE(99, 4); // the version field of the segment header (FORMAT.md)
@@ -366,7 +399,7 @@ describe('failures are one clear line and a non-zero exit', () => {
   });
 
   it('aStoreHeldByAnotherProcessNamesItsPidToWritersAndStaysReadable', async () => {
-    pq(['push', dir, '--create', 'x']);
+    pushStored(dir, ['--create', 'x']);
     const holder: ChildProcess = spawn(
       process.execPath,
       [
@@ -382,7 +415,8 @@ describe('failures are one clear line and a non-zero exit', () => {
         holder.stdout!.on('data', (d) => String(d).includes('held') && res());
         holder.once('exit', () => rej(new Error('holder exited')));
       });
-      for (const args of [['pop'], ['push', 'y'], ['compact']]) {
+      // The holder serves nobody (it opened no queue): the commands that take the lock are refused.
+      for (const args of [['pop'], ['compact']]) {
         const [command, ...rest] = args as [string, ...string[]];
         const r = pq([command, dir, ...rest]);
         expect(r.code, command).toBe(1);
@@ -394,12 +428,14 @@ describe('failures are one clear line and a non-zero exit', () => {
       expect(stats.code, stats.stderr).toBe(0);
       expect(JSON.parse(stats.stdout)).toMatchObject({ unacked: 1 });
       expect(pq(['dump', dir, '--format', 'text'])).toMatchObject({ code: 0, stdout: 'x\n' });
+      // A push takes no lock: it is spooled, for the next process that opens the queue.
+      expect(pq(['push', dir, 'y'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
     } finally {
       holder.kill('SIGKILL');
       await new Promise((r) => holder.once('exit', r));
     }
     // A SIGKILLed holder leaves nothing that needs cleaning up.
-    expect(pq(['pop', dir, '--json']).code).toBe(0);
+    expect(pq(['pop', dir, '--count', '2', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'x\ny\n' });
   });
 });
 
@@ -445,8 +481,10 @@ describe('help, version and --json', () => {
   });
 
   it('everyStoreCommandPrintsJson', () => {
-    expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: [1, 2, 3] });
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 3 });
+    expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: null, via: 'spool' });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 0, spool: { files: 1, pendingRecords: 3 } });
+    takeSpoolIn(dir);
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 3, spool: { files: 0, pendingRecords: 0 } });
     expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
     const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);
@@ -455,6 +493,7 @@ describe('help, version and --json', () => {
       bytesReclaimed: expect.any(Number),
       segmentsDeleted: expect.any(Number),
       bytesOnDiskAfter: expect.any(Number),
+      via: 'lock',
     });
   });
 });
@@ -472,7 +511,7 @@ describe('progress', () => {
   }
 
   it('progressIsShownOnlyWhenStderrIsATerminal', () => {
-    pq(['push', dir, '--create'], Array.from({ length: 50 }, (_, i) => `item-${i}`).join('\n') + '\n');
+    pushStored(dir, ['--create'], Array.from({ length: 50 }, (_, i) => `item-${i}`).join('\n') + '\n');
     const file = join(work, 'out.txt');
     for (const [args, progress] of [
       [['verify', dir], /verifying \[#+\]/],
@@ -509,7 +548,7 @@ describe('progress', () => {
   });
 
   it('dumpToATerminalShowsNoProgress', () => {
-    pq(['push', dir, '--create', 'a']);
+    pushStored(dir, ['--create', 'a']);
     // stdout is a pipe here and stderr claims a terminal: progress shows. It is the dump's own
     // output going to the terminal that turns it off, so both claim a terminal below.
     const both = ['--import', `data:text/javascript,${encodeURIComponent("for (const s of [process.stdout, process.stderr]) Object.defineProperty(s, 'isTTY', { value: true });")}`];

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
 import { distUrl, root } from './support/child-process.js';
+import { takeSpoolIn } from './support/pq-cli.js';
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   dependencies?: Record<string, string>;
@@ -290,7 +291,9 @@ test('the installed pq runs through its bin symlink', () => {
   const help = npx(['--help']);
   expect(help.code, help.stderr).toBe(0);
   expect(help.stdout).toMatch(/^Usage: pq <command>/);
-  expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: '1\n2\n' });
+  // No process has the queue open: the pushes are spooled, and the next open takes them in.
+  expect(npx(['push', 'q', '--create', 'alpha', 'beta'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 2 item\(s\)/) });
+  takeSpoolIn(join(app, 'q'));
   const stats = npx(['stats', 'q', '--json']);
   expect(stats.code, stats.stderr).toBe(0);
   expect(JSON.parse(stats.stdout)).toMatchObject({ unacked: 2, firstSeq: 1, nextSeq: 3 });

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { distUrl, Lines, printedItems, root, writerSource } from './support/child-process.js';
+import { takeSpoolIn } from './support/pq-cli.js';
 
 const made: string[] = [];
 afterAll(() => {
@@ -150,6 +151,8 @@ describe.each(RUNTIMES)('$name', (rt) => {
     const store = join(dir, 'queue');
     const pq = join(root, 'dist', 'cli', 'pq.js');
     execFileSync(process.execPath, [pq, 'push', store, '--create', 'a', 'b', 'c'], { encoding: 'utf8' });
+    // Spooled, as no process has the queue open: taken in as the next open of the queue does.
+    takeSpoolIn(store);
     const underNode = execFileSync(process.execPath, [pq, 'stats', store, '--json'], { encoding: 'utf8' });
     const here = execFileSync(binOf(rt), [...rt.run, pq, 'stats', store, '--json'], { encoding: 'utf8' });
     expect(JSON.parse(here)).toEqual(JSON.parse(underNode));

@@ -65,8 +65,8 @@ const CODEC_OPTION: OptionSpec = {
 };
 
 /**
- * The commands that write to a store wait for it with this: cron jobs, hooks and shell loops run
- * several `pq` at once, and the store takes one writer at a time.
+ * The commands that take the store's lock wait for it with this: cron jobs, hooks and shell loops
+ * run several `pq` at once, and the store takes one writer at a time.
  */
 const WAIT_OPTION: OptionSpec = {
   type: 'string',
@@ -99,12 +99,20 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'stats',
     args: '<dir>',
-    summary: 'items, seq range, segments, cursor, format version',
-    options: {},
+    summary: "live figures from the queue's owner, or its files read-only",
+    options: {
+      rates: { type: 'string', value: 'MS', help: "ask the owner twice, MS milliseconds apart, and show its pushes, acks and nacks per second" },
+      'read-only': { type: 'boolean', help: "read the store's files even while a process serves the queue" },
+    },
     details:
-      'Read-only: takes no lock and writes nothing, so it works on a store another process\nhas open, and shows it as it is at that moment.\n' +
-      "'unacked' counts every item not yet acked: ready, delayed (not yet due) and, in a process\n" +
-      "that has the queue open, in flight (leases live in that process's memory: 'leased').",
+      'While a process has the queue open and serves it, its figures as it answers now: ready, in\n' +
+      'flight, leased, delayed, dead letters, whether a consumer is taking items, its counters since\n' +
+      "it opened the queue, and its store's (--json: \"view\": \"live\" and that process's pid).\n" +
+      'Otherwise the store\'s files, read-only: no lock is taken and nothing written, so it works on a\n' +
+      'store another process holds, and shows it as it is at that moment (--json: "view": "read-only").\n' +
+      "There 'unacked' counts every item not yet acked: ready, delayed (not yet due) and in flight in a\n" +
+      "process that has the queue open (leases live in that process's memory: 'leased' is not known).\n" +
+      "'spool' counts the pushes spooled while no process served the queue, not yet taken in.",
   },
   {
     name: 'verify',
@@ -145,15 +153,23 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'push each DATA (or each stdin line)',
     options: {
       create: { type: 'boolean', help: 'create the store if <dir> is not one yet' },
-      durability: { type: 'string', value: 'sync|group|none', help: 'durability policy of the pushes (default group)' },
+      durability: { type: 'string', value: 'sync|group|none', help: "durability policy of spooled pushes (default group); through the endpoint the owner's applies" },
       priority: { type: 'string', value: 'N', help: 'priority of the items, -128 to 127 (default 0); higher goes first' },
       delay: { type: 'string', value: 'MS', help: 'hand the items out no sooner than MS milliseconds from now' },
       'not-before': { type: 'string', value: 'TIME', help: 'hand the items out no sooner than TIME (ISO 8601, or ms since the epoch)' },
       key: { type: 'string', value: 'KEY', once: true, help: 'idempotency key of the one DATA: a key the store remembers stores nothing again' },
-      wait: WAIT_OPTION,
+      wait: { type: 'string', value: 'MS', help: 'accepted as the other writing commands take it; push never waits: it takes no lock' },
     },
     details:
-      'Prints the seq of each item. Without DATA, each line of stdin is an item; an empty stdin is a\nusage error (nothing is pushed or created). Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n--key takes exactly one DATA argument; pushed again with the same key within 24 hours,\nnothing is stored and the seq of the first push is printed.',
+      'Never takes the store\'s lock, so it never fails with ERR_LOCKED. While a process has the queue\n' +
+      'open and serves it, each item goes to it through its endpoint, is stored under its durability\n' +
+      'policy, and its seq is printed. While none does, the items are spooled (written beside the store,\n' +
+      'under --durability) and pq says so: the process that next opens the queue (or polls the spool,\n' +
+      'if one has it open without serving) takes them in and gives them seqs.\n' +
+      'Without DATA, each line of stdin is an item; an empty stdin is a usage error (nothing is pushed\n' +
+      'or created). Without --create, <dir> must already be a store.\n--delay and --not-before exclude each other.\n' +
+      '--key takes exactly one DATA argument; pushed again with the same key within 24 hours, nothing\n' +
+      'is stored (through the endpoint the seq of the first push is printed).',
   },
   {
     name: 'pop',
@@ -170,13 +186,20 @@ export const COMMANDS: readonly CommandSpec[] = [
       'Items are written in batches, and a batch is acked only once its lines have been handed to\n' +
       'the operating system. When the reader closes the pipe early (| head), pq stops quietly with\n' +
       'exit status 0 and nothing it could not write is acked; lines still in the pipe buffer when\n' +
-      'the reader exits were delivered and are not returned.',
+      'the reader exits were delivered and are not returned. Pushes spooled while no process had the\n' +
+      'queue open are taken in first, as any open of the queue does.\n' +
+      'pop takes the store\'s lock: items are not handed out through the endpoint of a process that has\n' +
+      'the queue open. Beside one whose consumer is taking items it is refused with ERR_CONSUMED\n' +
+      '(exit status 3) naming that process; beside any other holder, ERR_LOCKED.',
   },
   {
     name: 'compact',
     args: '<dir>',
     summary: 'run a compaction pass, report bytes reclaimed',
     options: { wait: WAIT_OPTION },
+    details:
+      'While a process has the queue open and serves it, that process compacts its store (its\n' +
+      'endpoint is asked) and pq reports the result; otherwise pq takes the store\'s lock and compacts it.',
   },
   {
     name: 'dlq list',
@@ -192,7 +215,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       "and when it was moved (ISO 8601 UTC, '-' when not known), the reason, and the payload: text\n" +
       'as a quoted string when it is UTF-8, base64 otherwise. --json prints the same fields as one\n' +
       'JSON object per line (times as strings, null when not known; the payload as `text` or `base64`).\n' +
-      'Read-only: takes no lock and writes nothing, so it works on a store another process has open.',
+      'While a process has the queue open and serves it, its dead letters as it holds them now.\n' +
+      'Otherwise read-only: takes no lock and writes nothing, so it works on a store another process\n' +
+      'holds without serving it.',
   },
   {
     name: 'dlq redrive',
@@ -202,14 +227,17 @@ export const COMMANDS: readonly CommandSpec[] = [
     details:
       'Without --seq or --limit, every dead letter. Each one becomes a new item at the end of the\n' +
       'queue, with a new seq and a fresh delivery count; prints how many and their new seqs. A --seq\n' +
-      'that is not a dead letter is reported and skipped.',
+      'that is not a dead letter is reported and skipped. Through the process that has the queue open\n' +
+      'while one serves it; otherwise under the store\'s lock.',
   },
   {
     name: 'dlq purge',
     args: '<dir>',
     summary: 'delete dead letters for good',
     options: { ...DLQ_SELECTION, yes: { type: 'boolean', help: 'confirm deleting every dead letter (needed without --seq or --limit)' }, wait: WAIT_OPTION },
-    details: 'Prints how many were deleted. A --seq that is not a dead letter is reported and skipped.',
+    details:
+      'Prints how many were deleted. A --seq that is not a dead letter is reported and skipped.\n' +
+      "Through the process that has the queue open while one serves it; otherwise under the store's lock.",
   },
 ];
 
@@ -290,8 +318,12 @@ export function usageText(): string {
     'Every command also takes --json (its output, and any error, as JSON) and --help.',
     'pq --version prints the version; pq <command> --help describes a command.',
     '',
+    'A process that has the queue open serves it: push, stats, compact and the dlq commands act',
+    'through it; with none, push spools and the others read or lock the store itself.',
+    '',
     'Exit status: 0 success (also when the reader of the output closes it early), 1 failure,',
-    '2 usage error. Colours only on a terminal; NO_COLOR honoured.',
+    '2 usage error, 3 pop refused beside the process that consumes the queue (ERR_CONSUMED).',
+    'Colours only on a terminal; NO_COLOR honoured.',
   ].join('\n');
 }
 

@@ -1,14 +1,12 @@
-/** The store commands of `pq`: stats, verify, dump, push, pop, compact. */
+/** The store commands of `pq`: verify, dump, pop, compact, and what every command shares. */
 import { readdirSync, statSync, type Stats } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { basename, resolve } from 'node:path';
-import { Builder, LogStore, PRIORITY_MAX, PRIORITY_MIN, QueueError, isQueueError, verifyStore, type Consumer, type Durability, type LogStoreOptions, type PushOptions, type Reserved } from '../index.js';
+import { Builder, LogStore, QueueError, isQueueError, verifyStore, type CompactionResult, type Consumer, type LogStoreOptions, type Reserved } from '../index.js';
 import { classifyEntry } from '../log/format.js';
-import { isValidKey } from '../key-records.js';
-import { MAX_KEY_BYTES } from '../store.js';
 import { UsageError, type ParsedArgs } from './args.js';
+import { ConsumedError, consumerActive, ownerName, reachOwner, throughOwnerOrLock, withOwner, type Owner } from './owner.js';
 import { Progress, type Output } from './output.js';
-import { PAYLOAD_CODECS, bold, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
+import { PAYLOAD_CODECS, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
 
 /** What a command writes to, and how. */
 export interface Cli {
@@ -57,11 +55,20 @@ export function oneDir(command: string, positionals: readonly string[]): string 
 }
 
 /**
- * Refuse a path that is not a store, for `verify`, which reads files without opening the store:
- * the same answers `LogStore.open` gives with `mustExist` (`ERR_NOT_FOUND` for a missing path or
- * a directory without a store in it, `ERR_STORE` for a path that is not a directory).
+ * What a store directory holds: its log, or only the spool of pushes made while no process had
+ * the queue open (`connect()` and `pq push` make the directory so), which the first process to
+ * open the queue takes in.
  */
-export function requireStore(dir: string): void {
+export type StoreKind = 'log' | 'spool';
+
+/**
+ * What `dir` holds, or the error for a path that holds no store: `ERR_NOT_FOUND` for a missing path
+ * or a directory without a store in it (the answers `LogStore.open` gives with `mustExist`),
+ * `ERR_STORE` for a path that is not a directory. A directory without a log that holds a spool, or
+ * that `create` would make a store of, must hold nothing a store would not (`ERR_STORE`); one with
+ * a log is checked by `LogStore.open`. With `create`, a missing or empty directory is null.
+ */
+export function storeKind(dir: string, create = false): StoreKind | null {
   let st: Stats | undefined;
   let names: string[];
   try {
@@ -70,21 +77,28 @@ export function requireStore(dir: string): void {
   } catch (error) {
     throw new QueueError('ERR_STORE', `Cannot read ${dir}: ${(error as Error).message}`, { cause: error, file: dir });
   }
-  if (st === undefined) throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: no such directory`, { file: dir });
+  if (st === undefined) {
+    if (create) return null;
+    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: no such directory`, { file: dir });
+  }
   if (!st.isDirectory()) throw new QueueError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
   const kinds = names.map(classifyEntry);
-  if (!kinds.includes('segment') && !kinds.includes('cursor')) {
-    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file`, { file: dir });
-  }
+  if (kinds.includes('segment') || kinds.includes('cursor')) return 'log';
+  const spooled = kinds.includes('spool');
+  if (!spooled && !create) throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file`, { file: dir });
+  const foreign = names.filter((_, i) => kinds[i] === 'foreign');
+  if (foreign.length > 0) throw new QueueError('ERR_STORE', `${dir} is not a store directory: it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`, { file: dir });
+  return spooled ? 'spool' : null;
 }
 
-/** Whether `dir` holds a store (the check of {@link requireStore}, answered instead of thrown). */
-function isStore(dir: string): boolean {
-  try {
-    requireStore(dir);
-    return true;
-  } catch {
-    return false;
+/**
+ * Refuse a path that holds no store's log, for `verify` and `salvage`, which read its files without
+ * opening the store: the answers of {@link storeKind}, and `ERR_NOT_FOUND` for a directory that
+ * holds only spooled pushes (there is no log to read yet).
+ */
+export function requireStore(dir: string): void {
+  if (storeKind(dir) === 'spool') {
+    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file, only pushes spooled before any process opened the queue`, { file: dir });
   }
 }
 
@@ -114,44 +128,35 @@ export function codecOption(command: string, value: string | boolean | undefined
   return c as PayloadCodec;
 }
 
-/** `--priority N`, `--delay MS`, `--not-before TIME` of `pq push`, as push options. */
-function scheduleOptions(values: Record<string, string | boolean | undefined>): PushOptions {
-  const options: { priority?: number; delayMs?: number; notBefore?: number } = {};
-  const priority = values.priority;
-  if (priority !== undefined) {
-    const n = Number(priority);
-    if (typeof priority !== 'string' || priority.trim() === '' || !Number.isInteger(n) || n < PRIORITY_MIN || n > PRIORITY_MAX) {
-      throw new UsageError(`--priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}, got '${String(priority)}'`, 'push');
-    }
-    options.priority = n;
-  }
-  if (values.delay !== undefined && values['not-before'] !== undefined) throw new UsageError('--delay and --not-before exclude each other', 'push');
-  if (values.delay !== undefined) options.delayMs = intOption('push', 'delay', values.delay, 0);
-  const at = values['not-before'];
-  if (at !== undefined) {
-    const text = typeof at === 'string' ? at.trim() : '';
-    const ms = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
-    if (!Number.isSafeInteger(ms) || ms < 0) throw new UsageError(`--not-before must be an ISO 8601 time or ms since the epoch, got '${String(at)}'`, 'push');
-    options.notBefore = ms;
-  }
-  return options;
-}
-
-function durabilityOption(value: string | boolean | undefined): Durability {
-  const d = stringOption(value) ?? 'group';
-  if (d !== 'sync' && d !== 'group' && d !== 'none') throw new UsageError(`--durability must be sync, group or none, got '${d}'`, 'push');
-  return d;
-}
-
 /**
  * The next item, or null once none is ready. `tryReserve` also answers null while the next item
  * waits for its delivery mark to be stored (an item handed out before: by a `pop --no-ack`, or by
  * a process that was killed); `ready` still counts such an item, so then this waits for it
  * instead of stopping as if the queue were empty.
+ *
+ * With `store`, pushes spooled while no process had the queue open count too: the pass that takes
+ * them in starts when the queue opens and stores them as pushes (waiting for capacity as any push
+ * does), so with nothing ready this waits for an item or for a pass, whichever comes first, and
+ * stops only once a whole pass took nothing in.
  */
-export async function reserveReady(rx: Consumer): Promise<Reserved | null> {
-  return rx.tryReserve() ?? (rx.stats().ready > 0 ? rx.reserve() : null);
+export async function reserveReady(rx: Consumer, store?: LogStore): Promise<Reserved | null> {
+  for (;;) {
+    const item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
+    if (item !== null || store === undefined) return item;
+    const before = store.inspect().spool?.ingested ?? 0;
+    const waiting = new AbortController();
+    const reserving = rx.reserve({ signal: waiting.signal });
+    const first = await Promise.race([reserving, store.ingestSpool().then(() => PASS_DONE)]);
+    if (first !== PASS_DONE) return first as Reserved | null;
+    waiting.abort();
+    // An item handed out as the pass ended is this call's: it is returned, not dropped.
+    const got = await reserving.catch(() => null);
+    if (got !== null) return got;
+    if ((store.inspect().spool?.ingested ?? 0) === before) return rx.tryReserve() ?? (rx.stats().ready > 0 ? rx.reserve() : null);
+  }
 }
+
+const PASS_DONE = Symbol('the spool pass is done');
 
 /** Write a line, waiting first when the output is backed up. */
 export async function emit(out: Output, line: string): Promise<void> {
@@ -160,107 +165,6 @@ export async function emit(out: Output, line: string): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 
-export const stats: Command = async (cli, { positionals }) => {
-  const dir = oneDir('stats', positionals);
-  // Read-only: no lock, no write, so a store another process has open can be inspected too.
-  const store = await LogStore.open(dir, { readOnly: true });
-  try {
-    const s = store.inspect();
-    // A store another process has open has not been shut down: the question does not apply yet.
-    const lastShutdownClean = s.liveWriter !== null ? null : s.recovery.cleanShutdown;
-    const firstSeq = s.count > 0 ? s.lowWaterMark : null;
-    const scheduled = scheduledCounts(store, s.scheduledFrom, s.nextSeq, Date.now());
-    const report = {
-      dir: s.dir,
-      storeId: s.storeId,
-      formatVersion: s.formatVersion,
-      // Every item not yet acked: ready ones, delayed ones and, in a process that has the queue
-      // open, those in flight. How many are in flight only that process knows (see `leased`).
-      unacked: s.count,
-      firstSeq,
-      nextSeq: s.nextSeq,
-      lowWaterMark: s.lowWaterMark,
-      ackedRangesAboveLowWaterMark: s.ackedRanges,
-      segments: s.segments.length,
-      segmentBytes: s.segments.reduce((a, x) => a + x.bytes, 0),
-      cursorBytes: s.cursorBytes,
-      deadLetters: s.deadLetters,
-      deadLetterBytes: s.deadLetterBytes,
-      // Pushes spooled by producers while no process had the queue open, not ingested yet (as of
-      // the cursor's checkpoint): the next owner ingests them at open.
-      spool: { files: s.spool?.files ?? 0, pendingRecords: s.spool?.pendingRecords ?? 0 },
-      // Items not yet due, and items with a priority, as of now (read from the oldest one on).
-      delayed: scheduled.delayed,
-      nextDueAt: scheduled.nextDueMs === Infinity ? null : new Date(scheduled.nextDueMs).toISOString(),
-      prioritized: scheduled.prioritized,
-      // Leases are held by the process that has the queue open, in memory: no store records them.
-      leased: null,
-      bytesOnDisk: s.bytesOnDisk,
-      // The process that had the store open as it was read: its tail is a write in progress, so
-      // the items shown end at its last whole record and no byte is called torn.
-      liveWriter: s.liveWriter,
-      lastShutdownClean,
-      // Read-only: nothing is cut. These are the bytes past the valid end of the active segment
-      // of a store nobody has open, which the next writable open cuts (0 beside a live writer).
-      tornTailBytes: s.recovery.tornBytes,
-      zeroTailBytes: s.recovery.zeroTailBytes,
-    };
-    const out = cli.out;
-    if (cli.json) {
-      out.line(JSON.stringify({ ...report, segmentFiles: s.segments }, null, 2));
-      return 0;
-    }
-    out.line(`${bold('store')}           ${report.dir}`);
-    out.line(`format version  ${report.formatVersion}`);
-    out.line(`unacked         ${fmt(report.unacked)}`);
-    out.line(`delayed         ${report.delayed === 0 ? '0' : `${fmt(report.delayed)} not yet due, the next at ${report.nextDueAt}`}`);
-    if (report.prioritized > 0) out.line(`prioritized     ${fmt(report.prioritized)}`);
-    out.line(`leased          ${dim('not known here: leases live in the process that has the queue open')}`);
-    out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
-    out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
-    if (report.deadLetters > 0) out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
-    if (report.spool.files > 0) out.line(`spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the next open`);
-    out.line(`segments        ${report.segments} (${bytesText(report.segmentBytes)})`);
-    for (const seg of s.segments) {
-      await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
-    }
-    out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
-    out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
-    if (s.liveWriter !== null) {
-      const who = s.liveWriter.pid !== null ? `process ${s.liveWriter.pid}` : 'another process';
-      out.line(`last close      ${green(`none yet: ${who} has the store open`)} ${dim('(shown as of this read, up to its last whole record)')}`);
-    } else {
-      out.line(
-        `last close      ${lastShutdownClean === true ? green('clean') : red('not clean: the last writer did not close it')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
-      );
-    }
-    return 0;
-  } finally {
-    await store.close();
-  }
-};
-
-/** Delayed and prioritised items among the unacked ones, read from `from` (`scheduledFrom`) on. */
-function scheduledCounts(store: LogStore, from: number, before: number, nowMs: number): { delayed: number; nextDueMs: number; prioritized: number } {
-  let delayed = 0;
-  let prioritized = 0;
-  let nextDueMs = Infinity;
-  let after = from - 1;
-  while (after < before - 1) {
-    const page = store.read({ after, before, limit: DUMP_PAGE_ITEMS });
-    if (page.length === 0) break;
-    for (const item of page) {
-      const notBefore = item.notBefore ?? 0;
-      if (notBefore > nowMs) {
-        delayed++;
-        nextDueMs = Math.min(nextDueMs, notBefore);
-      }
-      if ((item.priority ?? 0) !== 0) prioritized++;
-    }
-    after = page[page.length - 1]!.seq;
-  }
-  return { delayed, nextDueMs, prioritized };
-}
 
 export const verify: Command = async (cli, { positionals }) => {
   const dir = oneDir('verify', positionals);
@@ -296,6 +200,8 @@ export const dump: Command = async (cli, { values, positionals }) => {
   const format = formatOption('dump', cli, values.format, 'jsonl');
   const codec = codecOption('dump', values.codec);
   const dir = oneDir('dump', positionals);
+  // Only pushes spooled before any process opened the queue: its log, which dump prints, holds nothing yet.
+  if (storeKind(dir) === 'spool') return 0;
   const store = await LogStore.open(dir, { readOnly: true });
   // Progress only when the items go elsewhere than the terminal that would show it.
   const progress = new Progress(cli.err, !cli.out.isTTY);
@@ -320,54 +226,30 @@ export const dump: Command = async (cli, { values, positionals }) => {
   }
 };
 
-async function readStdinLines(): Promise<string[]> {
-  const lines: string[] = [];
-  const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
-  for await (const line of rl) lines.push(line);
-  return lines;
+/**
+ * Why `pq pop` cannot take the lock that `locked` reports: a process that serves the queue holds
+ * it. Items are not handed out through the endpoint, so pop says who has the queue and whether a
+ * consumer of it is taking items (then it is `ConsumedError`, exit status 3). A holder that serves
+ * nobody leaves `locked` as it was.
+ */
+async function refuseBesideOwner(dir: string, locked: QueueError): Promise<never> {
+  const owner = await reachOwner(dir).catch(() => null);
+  if (owner === null) throw locked;
+  const consuming = await withOwner(owner, async (o) => (await consumerActive(o, await o.client.stats())).consuming).catch(() => null);
+  if (consuming === null) throw locked;
+  const who = ownerName(owner);
+  if (consuming) {
+    throw new ConsumedError(
+      `The queue in ${dir} is consumed by ${who}: pq pop would compete with its consumer for the items, and items are not handed out through its endpoint. Take them in that process, or pop once it has closed the queue (--wait MS waits for that)`,
+      owner.pid,
+    );
+  }
+  throw new QueueError(
+    'ERR_LOCKED',
+    `${who[0]!.toUpperCase()}${who.slice(1)} has the queue in ${dir} open (no consumer of it is taking items now), and pq pop cannot take items through it: its endpoint takes pushes and the operator's commands, not pops. Pop once it has closed the queue (--wait MS waits for that)`,
+    { cause: locked.cause, file: locked.file },
+  );
 }
-
-export const push: Command = async (cli, { values, positionals }) => {
-  if (positionals.length < 1) throw new UsageError('pq push needs a <dir>', 'push');
-  const [dir, ...data] = positionals as [string, ...string[]];
-  const durability = durabilityOption(values.durability);
-  const schedule = scheduleOptions(values);
-  const wait = waitOption('push', values.wait);
-  const create = values.create === true;
-  // Checked before the store is opened (or created): a refused key leaves nothing behind.
-  const key = values.key;
-  if (key !== undefined) {
-    if (typeof key !== 'string' || !isValidKey(key)) throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
-    if (data.length !== 1) throw new UsageError(`--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`, 'push');
-  }
-  const open = (): Promise<LogStore> =>
-    LogStore.open(dir, { ...wait, mustExist: !create }).catch((e: unknown) => {
-      throw isQueueError(e, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${e.message} (pass --create to make one)`, { cause: e, file: e.file }) : e;
-    });
-  const nothing = (): UsageError => new UsageError('pq push got nothing to push: give DATA arguments, or lines on stdin (stdin was empty)', 'push');
-  // A store that exists is opened before stdin is read: a store that cannot be opened is reported
-  // before anything is consumed. One that --create would make is made only once there is
-  // something to push.
-  let store: LogStore | null = create && !isStore(dir) ? null : await open();
-  let payloads: readonly string[];
-  try {
-    payloads = data.length > 0 ? data : await readStdinLines();
-    if (payloads.length === 0) throw nothing();
-  } catch (e) {
-    await store?.close();
-    throw e;
-  }
-  store ??= await open();
-  const [tx] = await new Builder(store).durability(durability).open();
-  try {
-    const seqs = typeof key === 'string' ? [await tx.push(payloads[0]!, { ...schedule, key })] : await tx.pushMany(payloads, schedule);
-    if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs }));
-    else for (const seq of seqs) await emit(cli.out, String(seq));
-    return 0;
-  } finally {
-    await tx.close();
-  }
-};
 
 export const pop: Command = async (cli, { values, positionals }) => {
   const count = intOption('pop', 'count', values.count, 1, 1);
@@ -376,10 +258,19 @@ export const pop: Command = async (cli, { values, positionals }) => {
   const ack = values['no-ack'] !== true;
   const wait = waitOption('pop', values.wait);
   const dir = oneDir('pop', positionals);
+  // A directory that holds only spooled pushes is a store no process has opened yet: the open makes its log.
+  const kind = storeKind(dir);
+  let store: LogStore;
+  try {
+    store = await LogStore.open(dir, { ...wait, mustExist: kind === 'log' });
+  } catch (error) {
+    if (isQueueError(error, 'ERR_LOCKED')) await refuseBesideOwner(dir, error);
+    throw error;
+  }
   // Acks are `lazy` (the default): written batch by batch, synced within the bound and by the
   // close below, so every ack is durable once `pq pop` exits; a power loss before that can only
   // redeliver popped items.
-  const [tx, rx] = await new Builder(await LogStore.open(dir, { ...wait, mustExist: true })).durability('group').open();
+  const [tx, rx] = await new Builder(store).durability('group').open();
   try {
     let taken = 0;
     let batchItems = 1;
@@ -387,7 +278,7 @@ export const pop: Command = async (cli, { values, positionals }) => {
       const batch: Reserved[] = [];
       let chars = 0;
       while (taken + batch.length < count && batch.length < batchItems && chars < POP_BATCH_CHARS) {
-        const item = await reserveReady(rx);
+        const item = await reserveReady(rx, store);
         if (!item) break;
         batch.push(item);
         const line = showItem(format, item, item.deliveries, codec);
@@ -408,10 +299,8 @@ export const pop: Command = async (cli, { values, positionals }) => {
   }
 };
 
-export const compact: Command = async (cli, { values, positionals }) => {
-  const wait = waitOption('compact', values.wait);
-  const dir = oneDir('compact', positionals);
-  const store = await LogStore.open(dir, { ...wait, mustExist: true });
+/** A progress line for a compaction: its elapsed time, or the bytes of the rewrite once it reports them. */
+function compactionProgress(cli: Cli): { onProgress: ((done: number, total: number) => void) | undefined; done(): void } {
   const progress = new Progress(cli.err, !cli.json);
   const startedAt = performance.now();
   // Deleting acked segments is instant; rewriting sealed ones reports the bytes it has read.
@@ -421,32 +310,71 @@ export const compact: Command = async (cli, { values, positionals }) => {
   };
   showElapsed();
   const ticker = progress.enabled ? setInterval(showElapsed, 250) : undefined;
-  try {
-    const before = store.inspect().bytesOnDisk;
-    let r;
-    try {
-      r = await store.compact({
-        onProgress: progress.enabled
-          ? (done, total) => {
-              rewriting = true;
-              progress.update(progressBar('compacting', done, total), done === total);
-            }
-          : undefined,
-      });
-    } finally {
+  return {
+    onProgress: progress.enabled
+      ? (done, total) => {
+          rewriting = true;
+          progress.update(progressBar('compacting', done, total), done === total);
+        }
+      : undefined,
+    done() {
       clearInterval(ticker);
       progress.done();
-    }
-    const after = store.inspect().bytesOnDisk;
-    if (cli.json) {
-      cli.out.line(JSON.stringify({ ...r, bytesOnDiskBefore: before, bytesOnDiskAfter: after }));
-    } else {
-      cli.out.line(
-        `reclaimed ${bytesText(r.bytesReclaimed)}: ${r.segmentsDeleted} segment(s) deleted, ${r.segmentsRewritten} rewritten; ${bytesText(before)} -> ${bytesText(after)} on disk`,
-      );
-    }
-    return 0;
-  } finally {
-    await store.close();
+    },
+  };
+}
+
+function reportCompaction(cli: Cli, r: CompactionResult, before: number, after: number, owner: Owner | null): number {
+  const via = owner === null ? { via: 'lock' } : { via: 'endpoint', pid: owner.pid };
+  if (cli.json) {
+    cli.out.line(JSON.stringify({ ...r, bytesOnDiskBefore: before, bytesOnDiskAfter: after, ...via }));
+  } else {
+    cli.out.line(
+      `reclaimed ${bytesText(r.bytesReclaimed)}: ${r.segmentsDeleted} segment(s) deleted, ${r.segmentsRewritten} rewritten; ${bytesText(before)} -> ${bytesText(after)} on disk${owner === null ? '' : ` (by ${ownerName(owner)}, which has the queue open)`}`,
+    );
   }
+  return 0;
+}
+
+/** The owner's bytes on disk, from its figures. */
+async function ownerBytesOnDisk(owner: Owner): Promise<number> {
+  const figures = await owner.client.stats();
+  const store = figures.store as { bytesOnDisk?: unknown } | undefined;
+  return typeof store?.bytesOnDisk === 'number' ? store.bytesOnDisk : 0;
+}
+
+export const compact: Command = async (cli, { values, positionals }) => {
+  const wait = waitOption('compact', values.wait);
+  const dir = oneDir('compact', positionals);
+  const kind = storeKind(dir);
+  return throughOwnerOrLock(
+    dir,
+    async (owner) => {
+      // The owner compacts its own store; it reports no progress through the endpoint, so only the time shows.
+      const progress = compactionProgress(cli);
+      try {
+        const before = await ownerBytesOnDisk(owner);
+        const r = (await owner.client.compact()) as CompactionResult;
+        return reportCompaction(cli, r, before, await ownerBytesOnDisk(owner), owner);
+      } finally {
+        progress.done();
+      }
+    },
+    async () => {
+      const store = await LogStore.open(dir, { ...wait, mustExist: kind === 'log' });
+      try {
+        const before = store.inspect().bytesOnDisk;
+        const progress = compactionProgress(cli);
+        let r: CompactionResult;
+        try {
+          r = await store.compact({ onProgress: progress.onProgress });
+        } finally {
+          progress.done();
+        }
+        return reportCompaction(cli, r, before, store.inspect().bytesOnDisk, null);
+      } finally {
+        await store.close();
+      }
+    },
+  );
 };

@@ -1,12 +1,16 @@
 /**
  * `pq`: look inside a persistent-queue store, use it from a shell, and watch it survive a crash.
  * Exit status: 0 success (also when the reader of the output closes it early), 1 failure
- * (corruption, a held store, ...), 2 bad usage.
+ * (corruption, a held store, ...), 2 bad usage, 3 `pop` refused beside the process that consumes
+ * the queue.
  */
 import { readFileSync } from 'node:fs';
 import { QueueError } from '../index.js';
 import { commandHelp, findCommand, groupCommands, groupHelp, isGroup, parseCommandArgs, usageText, UsageError, wantsJson, type CommandSpec } from './args.js';
-import { compact, dump, pop, push, stats, verify, type Cli, type Command } from './commands.js';
+import { compact, dump, pop, verify, type Cli, type Command } from './commands.js';
+import { ConsumedError } from './owner.js';
+import { push } from './push.js';
+import { stats } from './stats.js';
 import { deadLetterList, deadLetterPurge, deadLetterRedrive } from './dead-letters.js';
 import { demo, demoChild } from './demo.js';
 import { salvage } from './salvage.js';
@@ -66,6 +70,7 @@ interface Failure {
 
 function failureOf(error: unknown): Failure {
   if (error instanceof UsageError) return { code: 'ERR_USAGE', message: error.message, help: error.helpHint };
+  if (error instanceof ConsumedError) return error.pid === null ? { code: 'ERR_CONSUMED', message: error.message } : { code: 'ERR_CONSUMED', message: error.message, pid: error.pid };
   if (error instanceof OutputFailed) return { code: 'ERR_OUTPUT', message: error.message };
   if (error instanceof QueueError) {
     const failure: Failure = { code: error.code, message: error.message };
@@ -92,7 +97,7 @@ async function report(cli: Cli, error: unknown): Promise<number> {
   cli.err.line(cli.json ? JSON.stringify(f) : describe(f));
   // The message matters more than an output that is gone; a closed stderr is not reported.
   await cli.err.flush().catch(() => undefined);
-  return f.code === 'ERR_USAGE' ? 2 : 1;
+  return f.code === 'ERR_USAGE' ? 2 : f.code === 'ERR_CONSUMED' ? 3 : 1;
 }
 
 /** Runs one command line; every failure is reported here and turned into an exit status. */
