@@ -3,6 +3,7 @@
  * `options.fs` says otherwise. The engine under `src/log` takes its file system from here, so that
  * nothing there imports node:fs.
  */
+import { type FSWatcher, watch } from 'node:fs';
 import type { FileSystem } from './fs/file-system.js';
 import { nodeFileSystem } from './fs/node-fs.js';
 import { LogStore as Engine, type LogStoreOptions } from './log/log-store.js';
@@ -19,6 +20,8 @@ export class LogStore extends Engine {
   protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
   /** The endpoint other processes push through while a queue over this store is open (`options.endpoint`). */
   #endpoint: EndpointServer | null = null;
+  /** Notices the spool directory a producer makes while this owner serves (the spool's polls run only once it exists). */
+  #watcher: FSWatcher | null = null;
 
   /** As the engine's `open`; typed as this class, which is what it constructs. */
   static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
@@ -37,10 +40,27 @@ export class LogStore extends Engine {
     // A producer that found no endpoint before it listened spools: it made its spool file before
     // it looked for the endpoint again (`connect`), so this pass, after the socket is up, sees it.
     void this.ingestSpool();
+    // A producer that took this owner for none (it did not answer in time) makes the spool
+    // directory later: the watch of the store directory starts the polls then.
+    try {
+      this.#watcher = watch(this.dir, (_event, name) => {
+        if (name === 'spool') void this.ingestSpool();
+      });
+      this.#watcher.unref();
+      this.#watcher.on('error', () => {
+        // Watching stopped: the spool is still ingested at the next open.
+        this.#watcher?.close();
+        this.#watcher = null;
+      });
+    } catch {
+      // No watch here (a file system without inotify): the next open ingests what is spooled.
+    }
   }
 
   /** Stop serving (the socket file is removed), then close the store. */
   override async close(): Promise<void> {
+    this.#watcher?.close();
+    this.#watcher = null;
     const endpoint = this.#endpoint;
     this.#endpoint = null;
     if (endpoint !== null) await endpoint.close();

@@ -1140,3 +1140,29 @@ describe('a waiting consumer keeps the process alive', () => {
     expect(heldTimers(), 'closed: nothing holds the process').toBe(base);
   });
 });
+
+describe('what the queue tells those who serve it', () => {
+  it('aRunningProcessLoopCountsAsAConsumerEvenBetweenItsItems', async () => {
+    let surface: import('../src/remote/surface.js').OwnerSurface | undefined;
+    class Serving extends MemStore {
+      attach(s: import('../src/remote/surface.js').OwnerSurface): void {
+        surface = s;
+      }
+    }
+    const [tx, rx] = await new Builder(new Serving()).open();
+    expect(surface!.consuming).toBe(false);
+    const stop = new AbortController();
+    let handled = 0;
+    const running = rx.process(async () => {
+      handled++;
+    }, { signal: stop.signal });
+    await tx.push('a');
+    while (handled === 0) await tick();
+    // Between items: nothing in flight, and for a moment no reserve waiting, yet a consumer runs.
+    expect(surface!.consuming).toBe(true);
+    stop.abort();
+    await running;
+    expect(surface!.consuming).toBe(false);
+    await tx.close();
+  });
+});

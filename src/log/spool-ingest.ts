@@ -49,6 +49,8 @@ export interface SpoolStats {
 
 interface OpenFile {
   readonly id: string;
+  /** When its producer created it (the header's time): files are ingested in that order. */
+  readonly createdAt: number;
   fd: number;
   /** Offset after the last whole record read. */
   offset: number;
@@ -174,9 +176,12 @@ export class SpoolIngest {
     const ids = names.map(parseSpoolName).filter((id): id is string => id !== null).sort();
     this.stats.files = ids.length;
     let pending = 0;
-    for (const id of ids) {
+    // In the order the files were created: one producer after another (two `pq push` runs in a row,
+    // each with a file of its own) keep their order, as pushes of one producer do.
+    const files = ids.filter((id) => !this.#broken.has(id)).map((id) => this.#open(id)).filter((f): f is OpenFile => f !== null);
+    files.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+    for (const { id } of files) {
       if (this.#stopped) return;
-      if (this.#broken.has(id)) continue;
       try {
         pending += await this.#ingestFile(id);
       } catch (e) {
@@ -254,7 +259,7 @@ export class SpoolIngest {
       this.stats.problems.push({ file: path, reason });
       return null;
     }
-    const f: OpenFile = { id, fd, offset: SPOOL_HEADER_BYTES, lastRecord: 0, ended: false };
+    const f: OpenFile = { id, createdAt: header.createdAt, fd, offset: SPOOL_HEADER_BYTES, lastRecord: 0, ended: false };
     this.#files.set(id, f);
     return f;
   }

@@ -376,9 +376,12 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- consumer
 
-  /** A consumer waits for items or holds some now: another process should not take them (`pq pop`). */
+  /** `process()` loops running now: the queue has a consumer even between two of its items. */
+  loops = 0;
+
+  /** A consumer waits for items, holds some, or runs a `process()` loop: another process should not take them (`pq pop`). */
   get consuming(): boolean {
-    return this.#reserveWaiters.length > 0 || this.#inFlightCount > 0;
+    return this.loops > 0 || this.#reserveWaiters.length > 0 || this.#inFlightCount > 0;
   }
 
   tryReserve(holder?: Holder, leaseMs = this.leaseMs): Reserved | null {

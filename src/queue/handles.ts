@@ -152,18 +152,21 @@ export class Consumer<T = Uint8Array> {
     } catch (error) {
       return Promise.reject(error);
     }
-    return runProcess(this.#core, handler as ProcessHandler, {
+    const core = this.#core;
+    // While it runs, the queue has a consumer, also between two items (`QueueCore.consuming`).
+    core.loops++;
+    return runProcess(core, handler as ProcessHandler, {
       concurrency,
       signal,
       onError,
       timeoutMs,
       heartbeat,
       retryDelays: this.#retryDelays,
-      time: this.#core.time,
+      time: core.time,
       holder: this.#holder,
-      accept: isRaw(this.#core.codec) ? undefined : this.#accept,
+      accept: isRaw(core.codec) ? undefined : this.#accept,
       batch,
-    });
+    }).finally(() => core.loops--);
   }
 
   /**

@@ -51,6 +51,9 @@ interface PendingRequest {
 }
 
 /** What `connect()` found at the endpoint. */
+/** How long `reach` waits for an owner's first answer before it takes it for none. */
+const HELLO_TIMEOUT_MS = 2000;
+
 export type Reached = { readonly client: EndpointClient } | { readonly absent: string };
 
 export class EndpointClient implements ProducerBackend {
@@ -111,13 +114,27 @@ export class EndpointClient implements ProducerBackend {
     }
     const client = new EndpointClient(dir, socket);
     let reply: Reply;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      reply = await client.#request((id) => encodeHello(id));
+      // An owner that accepts but never answers (stopped, or stuck) is taken for none: the spool
+      // is safe whatever it does (its next pass ingests what was spooled), a wait for it is not.
+      const silent = new Promise<'silent'>((resolve) => {
+        timer = setTimeout(() => resolve('silent'), HELLO_TIMEOUT_MS);
+        timer.unref?.();
+      });
+      const answer = await Promise.race([client.#request((id) => encodeHello(id)), silent]);
+      if (answer === 'silent') {
+        socket.destroy();
+        return { absent: `the process on ${endpointPath(dir)} did not answer within ${HELLO_TIMEOUT_MS} ms` };
+      }
+      reply = answer;
     } catch (error) {
       socket.destroy();
       // An owner that closed the connection before it answered is closing its queue: none is served.
       if (error instanceof QueueError && error.code === 'ERR_OWNER_GONE') return { absent: `the process that served it on ${endpointPath(dir)} closed the queue` };
       throw error;
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
     }
     if (reply.type !== 'hello' || reply.version !== PROTOCOL_VERSION) {
       socket.destroy();

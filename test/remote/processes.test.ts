@@ -110,6 +110,36 @@ await producer.close();
     await rx.close();
   });
 
+  test('anOwnerThatNeverAnswersIsTakenForNoneTheProducerSpoolsAndTheOwnerIngestsOnceItRuns', async () => {
+    const { base, dir } = fresh();
+    const owner = spawnChild(
+      base,
+      'owner.mjs',
+      `import { Builder, LogStore } from ${dist};
+const [, rx] = await new Builder(await LogStore.open(process.argv[2])).open();
+console.log('ready');
+for await (const item of rx) {
+  console.log('got ' + new TextDecoder().decode(item.bytes));
+  await item.ack();
+}
+`,
+      [dir],
+    );
+    await owner.until((l) => l.includes('ready'));
+    // Stopped: its socket accepts (the kernel's backlog), nobody answers.
+    owner.child.kill('SIGSTOP');
+    try {
+      const producer = await connect(dir);
+      expect(producer.mode).toBe('spool');
+      expect(await producer.push('while it was stopped')).toBe(0);
+      await producer.close();
+    } finally {
+      owner.child.kill('SIGCONT');
+    }
+    // Running again, it finds the spool at its next poll.
+    await owner.until((l) => l.includes('got while it was stopped'));
+  });
+
   test('anOwnerSigkilledMidStreamLosesNoPushThatResolvedAndNoProducerHangs', async () => {
     const { base, dir } = fresh();
     const owner = spawnChild(

@@ -68,6 +68,18 @@ describe('the spool', () => {
     expect(await drainAll(dir)).toEqual(['3', '1', '2']);
   });
 
+  it('spoolFilesAreIngestedInTheOrderTheyWereCreatedNotByTheirRandomIds', async () => {
+    const dir = freshDir();
+    // Ten producers one after another, each a file of its own (as ten `pq push` runs are): their
+    // ids are random, their creation times in order.
+    for (let i = 0; i < 10; i++) {
+      const p = await openSpool(dir, { durability: 'none', fs: nodeFileSystem, now: () => 1_700_000_000_000 + i });
+      await p.pushMany([enc(`run-${i}`)], {}, undefined);
+      await p.close();
+    }
+    expect(await drainAll(dir)).toEqual(Array.from({ length: 10 }, (_, i) => `run-${i}`));
+  });
+
   it('aDirectoryThatIsNotAStoreIsRefusedAndNothingIsWritten', async () => {
     const dir = freshDir();
     await openSpool(dir, { durability: 'none', fs: nodeFileSystem }).then((p) => p.close());
