@@ -50,7 +50,8 @@ beforeAll(async () => {
 afterAll(async () => {
   if (nc === undefined) return;
   const jsm = await jetstreamManager(nc).catch(() => undefined);
-  for (const name of streams) await jsm?.streams.delete(name).catch(() => {});
+  // A queue's key stream (<stream>_KEYS) goes with it.
+  for (const name of streams) for (const n of [name, `${name}_KEYS`]) await jsm?.streams.delete(n).catch(() => {});
   await nc.close();
   await own?.stop();
 });
@@ -438,7 +439,7 @@ maybe('JetStream: open refuses a consumer with a delivery limit or a start other
   }
   // The server refuses any start but the first item on a work-queue stream today; the queue
   // checks it all the same, for a server that would not.
-  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead' };
+  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead', keyStream: 'S_KEYS', keySubject: 'pq.S.keys' };
   const consumer = (deliver_policy: DeliverPolicy) => ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
   expect(consumerRefusal(consumer(DeliverPolicy.All), names)).toBeUndefined();
   expect(consumerRefusal(consumer(DeliverPolicy.New), names)).toMatch(/deliver_policy new/);
@@ -557,6 +558,7 @@ maybe('JetStream: pulls the consumer refuses (409, too many waiting) are asked a
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
   await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  await jsm.streams.add({ name: `${stream}_KEYS`, subjects: [`pq.${stream}.keys.*`], max_msgs_per_subject: 1, max_age: 120 * 1e9 });
   // One waiting pull at a time: the second consumer's pulls are refused while the first waits.
   await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, max_waiting: 1, filter_subject: `pq.${stream}` });
   const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true, pullExpiresMs: 1000 }).open();

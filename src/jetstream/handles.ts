@@ -11,7 +11,8 @@ import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
 import type { NackOptions, PushOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
-import type { JetStreamCore } from './core.js';
+import { type JetStreamCore, publishError, unanswered } from './core.js';
+import { keyMessageId } from './keys.js';
 import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';
 import { Puller } from './puller.js';
@@ -64,13 +65,24 @@ function firstIndexes(keys: readonly string[]): number[] {
   });
 }
 
+/** The bytes of the header block a publish under message id `id` carries (the ids are ASCII: percent-encoded keys). */
+function headerBytes(id: string): number {
+  return `NATS/1.0\r\nNats-Msg-Id: ${id}\r\n\r\n`.length;
+}
+
 /**
- * The message id an idempotency key is published under: the key percent-encoded (a header value
- * is trimmed and may not hold a line break, so `'a '` would otherwise be `'a'`), then `:key`. Ids
- * that `forward()` publishes into a stream end in `:<seq>`, digits, so the two never meet.
+ * Why a message of `bytes` (with a header block of `headerLength`) cannot be published, or
+ * undefined: the server refuses more than its `max_payload` (the client throws before sending),
+ * a stream more than its `max_msg_size`. Known before sending, so a push over it is
+ * `ERR_TOO_LARGE` and stores nothing, never an outcome left unknown that a retry would repeat.
  */
-export function keyMessageId(key: string): string {
-  return `${encodeURIComponent(key)}:key`;
+function tooLarge(core: JetStreamCore, bytes: number, headerLength: number): string | undefined {
+  const total = bytes + headerLength;
+  const maxPayload = core.s.nc.info?.max_payload;
+  if (maxPayload !== undefined && total > maxPayload) return `the server's max_payload is ${maxPayload} bytes`;
+  const maxMsgSize = core.s.maxMsgSize;
+  if (maxMsgSize >= 0 && total > maxMsgSize) return `stream ${core.s.names.stream} takes messages of at most ${maxMsgSize} bytes (max_msg_size)`;
+  return undefined;
 }
 
 /** The producing handle. Any number of producers, in any number of processes, may push at once. */
@@ -102,14 +114,17 @@ export class JetStreamProducer<T = Uint8Array> {
   /**
    * Publish each payload; with `keys`, each under its key's message id, so that the server drops
    * a key it has seen within its duplicate window and answers with the seq it stored the first
-   * time (README, "A JetStream queue": idempotency keys). A key repeated within the batch is
-   * published once and its later payloads get the first one's seq: a replicated stream refuses a
-   * message id while the first message under it is still being stored. `single`: for `push`.
+   * time (README, "A JetStream queue": idempotency keys). A key whose item was acked is looked up
+   * in the key stream first (see keys.ts): the queue stream forgets it when the server restarts.
+   * A key repeated within the batch is published once and its later payloads get the first
+   * one's seq: a replicated stream refuses a message id while the first message under it is
+   * still being stored. `single`: for `push`.
    */
   #publish(payloads: Iterable<PushValue<T>>, options: PushOptions | undefined, single: boolean): Promise<number[]> {
     let list: Uint8Array[];
     let signal: AbortSignal | undefined;
     let keys: string[] | undefined;
+    let ids: string[] | undefined;
     try {
       ({ signal, keys } = pushSettings(options, single));
       if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
@@ -121,41 +136,72 @@ export class JetStreamProducer<T = Uint8Array> {
       if (keys !== undefined && keys.length !== list.length) {
         throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, keys));
       }
+      ids = keys?.map(keyMessageId);
     } catch (error) {
       return Promise.reject(error);
     }
     const error = this.#core.operationalError();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const { js, names, timeoutMs } = this.#core.s;
-    const counters = this.#core.counters;
-    counters.pendingPushes += list.length;
-    // With keys: the index of the first payload of each key; a later one waits for that publish.
-    const firstOf = keys === undefined ? undefined : firstIndexes(keys);
-    const publishes: Promise<number>[] = [];
-    list.forEach((bytes, i) => {
-      const first = firstOf?.[i];
-      if (first !== undefined && first !== i) {
-        publishes.push(publishes[first]!);
-        return;
+    for (let i = 0; i < list.length; i++) {
+      const why = tooLarge(this.#core, list[i]!.length, ids === undefined ? 0 : headerBytes(ids[i]!));
+      if (why !== undefined) {
+        const which = single ? 'The payload' : `payloads[${i}]`;
+        return Promise.reject(new QueueError('ERR_TOO_LARGE', `${which} is ${list[i]!.length} bytes: ${why}; nothing was stored`));
       }
-      publishes.push(
-        js.publish(names.subject, bytes, keys === undefined ? { timeout: timeoutMs } : { timeout: timeoutMs, msgID: keyMessageId(keys[i]!) }).then(
-          (ack) => {
-            // A duplicate stored nothing: the server answers with the seq of the first publish.
-            if (!ack.duplicate) counters.pushed++;
-            return ack.seq;
-          },
-          (cause: unknown) => {
-            throw new QueueError('ERR_STORE', `The server did not confirm the publish: ${errorMessage(cause)}; the item may or may not be stored`, { cause });
-          },
+    }
+    const core = this.#core;
+    const { names } = core.s;
+    const counters = core.counters;
+    counters.pendingPushes += list.length;
+    const stored = (seq: number, duplicate: boolean): number => {
+      // A duplicate stored nothing: the server answers with the seq of the first publish.
+      if (!duplicate) counters.pushed++;
+      return seq;
+    };
+    let all: Promise<number[]>;
+    if (ids === undefined) {
+      all = Promise.all(
+        list.map((bytes) =>
+          core.publish(names.subject, bytes).then(
+            (ack) => stored(ack.seq, ack.duplicate),
+            (cause: unknown) => {
+              throw publishError('the push', cause);
+            },
+          ),
         ),
       );
-    });
-    const all = Promise.all(publishes).finally(() => {
-      counters.pendingPushes -= list.length;
-    });
-    return this.#core.track(all);
+    } else {
+      const firstOf = firstIndexes(ids);
+      const publishes: Promise<number>[] = [];
+      list.forEach((bytes, i) => {
+        const first = firstOf[i]!;
+        if (first !== i) {
+          publishes.push(publishes[first]!);
+          return;
+        }
+        publishes.push(this.#publishKeyed(bytes, ids![i]!, stored));
+      });
+      all = Promise.all(publishes);
+    }
+    return core.track(
+      all.finally(() => {
+        counters.pendingPushes -= list.length;
+      }),
+    );
+  }
+
+  /** Publish one payload under a key's message id, unless the key stream remembers the key. */
+  async #publishKeyed(bytes: Uint8Array, id: string, stored: (seq: number, duplicate: boolean) => number): Promise<number> {
+    const core = this.#core;
+    const known = await core.api('the look-up of an idempotency key (nothing was stored)', () => core.s.keys.seqOf(id));
+    if (known !== undefined) return known;
+    try {
+      const ack = await core.publish(core.s.names.subject, bytes, id);
+      return stored(ack.seq, ack.duplicate);
+    } catch (cause) {
+      throw publishError('the push', cause);
+    }
   }
 
   stats(): Promise<JetStreamQueueStats> {
@@ -211,6 +257,7 @@ export class JetStreamConsumer<T = Uint8Array> {
     const s = core.s;
     this.#puller = new Puller({
       nc: s.nc,
+      watch: s.watch,
       apiPrefix: s.apiPrefix,
       stream: s.names.stream,
       consumer: s.names.consumer,
@@ -383,7 +430,9 @@ export class JetStreamConsumer<T = Uint8Array> {
   /**
    * The next item if the server has one ready now, else `null`. Unlike the embedded queue's, it
    * cannot answer synchronously: it asks the server once (a pull that does not wait) and
-   * resolves with its answer.
+   * resolves with its answer. While the connection is down it waits for it, up to `timeoutMs`;
+   * when no answer comes it rejects with `ERR_STORE` (it never resolves `null` for a server it
+   * could not ask).
    */
   async tryReserve(): Promise<JetStreamReserved<T> | null> {
     const error = this.#core.operationalError();
@@ -395,7 +444,13 @@ export class JetStreamConsumer<T = Uint8Array> {
     const stray = this.#takeStray(this.#core.s.leaseMs);
     if (stray !== undefined) return stray;
     for (;;) {
-      const delivery = await this.#puller.tryOne();
+      let delivery;
+      try {
+        delivery = await this.#puller.tryOne();
+      } catch (cause) {
+        // No answer is not "empty": the caller must not take it for an empty queue.
+        throw unanswered('tryReserve()', cause);
+      }
       if (delivery === null) return null;
       if (this.closed) {
         await delivery.nak(0).catch(() => {});
@@ -466,7 +521,8 @@ export class JetStreamConsumer<T = Uint8Array> {
   /** Take what the server has ready now, until `items` holds `n`. */
   async #fill(items: JetStreamReserved<T>[], n: number, leaseMs: number): Promise<void> {
     while (items.length < n && !this.closed) {
-      const deliveries = await this.#puller.tryMany(n - items.length);
+      // The server gone in between: the batch is what is in hand.
+      const deliveries = await this.#puller.tryMany(n - items.length).catch(() => []);
       if (deliveries.length === 0) return;
       for (let i = 0; i < deliveries.length; i++) {
         const delivery = deliveries[i]!;
@@ -525,6 +581,11 @@ export class JetStreamConsumer<T = Uint8Array> {
 
   stats(): Promise<JetStreamQueueStats> {
     return queueStats(this.#core, this as JetStreamConsumer<unknown>);
+  }
+
+  /** @internal */
+  pullsLost(): void {
+    this.#puller.reset();
   }
 
   /** Close this consumer's pulls, return what it holds; waiting reserves reject with `failure` if given, else resolve null. @internal */

@@ -7,7 +7,7 @@
  * See README, "When one machine is not enough", and DESIGN.md, "The JetStream queue" and
  * "Store-and-forward".
  */
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Codec, bytes, checkCodec, isRaw } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
@@ -15,10 +15,13 @@ import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../
 import { leaseLength } from '../queue/leases.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from '../queue/retry.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { ConnectionWatch } from './connection.js';
 import { JetStreamCore } from './core.js';
+import { KeyRecords } from './keys.js';
+import { Sweeper } from './sweep.js';
 import { JetStreamConsumer, JetStreamProducer } from './handles.js';
 import { type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
-import { type Names, type SetUp, setUp } from './setup.js';
+import { NAME_BYTES_MAX, type Names, type SetUp, setUp, subjectMatches } from './setup.js';
 
 export { JetStreamConsumer, JetStreamProducer } from './handles.js';
 export { JetStreamReserved } from './reserved.js';
@@ -42,7 +45,12 @@ export interface JetStreamQueueOptions {
   deadLetterStream?: string;
   /** The subject of the dead-letter stream. @default `<subject>.dead` */
   deadLetterSubject?: string;
-  /** Never create anything: the two streams and the consumer must exist (`ERR_NOT_FOUND` otherwise). @default false */
+  /**
+   * The stream that remembers the idempotency keys of acked items for the duplicate window, on
+   * subjects `<subject>.keys.*`. @default `<stream>_KEYS`
+   */
+  keyStream?: string;
+  /** Never create anything: the three streams and the consumer must exist (`ERR_NOT_FOUND` otherwise). @default false */
   bind?: boolean;
   /** Replicas of the streams created (1, 3 or 5 on a cluster). @default 1 */
   replicas?: number;
@@ -75,6 +83,29 @@ function nameOption(name: string, value: unknown, fallback: string | undefined, 
   return value;
 }
 
+const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length;
+
+/**
+ * Check every stream and consumer name against the server's limit before anything is made: a
+ * long stream name gives derived names (`<stream>_DEAD`, `<stream>_KEYS`) longer still, which the
+ * server would refuse only after the queue stream was created.
+ */
+function checkLengths(names: Names, given: Record<string, unknown>): void {
+  const each: [keyof Names, string][] = [
+    ['stream', 'options.stream'],
+    ['deadLetterStream', 'options.deadLetterStream'],
+    ['keyStream', 'options.keyStream'],
+    ['consumer', 'options.consumer'],
+  ];
+  for (const [key, option] of each) {
+    const name = names[key];
+    const bytes = utf8Bytes(name);
+    if (bytes <= NAME_BYTES_MAX) continue;
+    const derived = given[option.slice('options.'.length)] === undefined ? `, derived from options.stream (give ${option}, or a shorter stream name)` : '';
+    throw new RangeError(`Expected \`${option}\` to be a name of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}: ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)}`);
+  }
+}
+
 function isConnection(nc: unknown): nc is NatsConnection {
   const c = nc as Partial<NatsConnection> | null;
   return c !== null && typeof c === 'object' && typeof c.publish === 'function' && typeof c.subscribe === 'function' && typeof c.request === 'function' && typeof c.closed === 'function';
@@ -92,7 +123,7 @@ interface Settings {
 
 function settingsOf(options: JetStreamQueueOptions): Settings {
   const o = optionsObject('options', options === undefined ? null : options);
-  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
+  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'keyStream', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
   const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');
@@ -102,9 +133,14 @@ function settingsOf(options: JetStreamQueueOptions): Settings {
     consumer: nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)'),
     deadLetterStream: nameOption('options.deadLetterStream', o.deadLetterStream, `${stream}_DEAD`, NAME, streamWhat),
     deadLetterSubject: nameOption('options.deadLetterSubject', o.deadLetterSubject, `${subject}.dead`, SUBJECT, 'a subject without wildcards'),
+    keyStream: nameOption('options.keyStream', o.keyStream, `${stream}_KEYS`, NAME, streamWhat),
+    keySubject: `${subject}.keys`,
   };
   if (names.deadLetterStream === stream) throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
+  if (names.keyStream === stream || names.keyStream === names.deadLetterStream) throw new RangeError(expectation('options.keyStream', `a stream other than options.stream and options.deadLetterStream`, names.keyStream));
   if (names.deadLetterSubject === subject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject));
+  if (subjectMatches(`${names.keySubject}.*`, names.deadLetterSubject)) throw new RangeError(expectation('options.deadLetterSubject', `a subject outside the key records' ${names.keySubject}.*`, names.deadLetterSubject));
+  checkLengths(names, o);
   if (o.bind !== undefined && typeof o.bind !== 'boolean') throw new TypeError(expectation('options.bind', 'a boolean', o.bind));
   const replicas = o.replicas === undefined ? 1 : positiveInteger('options.replicas', o.replicas);
   if (replicas > 5) throw new RangeError(expectation('options.replicas', 'a positive integer of at most 5', replicas));
@@ -181,7 +217,10 @@ export class JetStreamBuilder<T = Uint8Array> {
     const s = this.#settings;
     let found: SetUp;
     let jsm;
+    const watch = new ConnectionWatch(nc);
     try {
+      // Opened while the connection is down (a server restarting), the requests would be dropped.
+      if (!(await watch.whenUp(s.timeoutMs))) throw new OpenError('ERR_STORE', `JetStream could not open the queue: no connection to the server within ${s.timeoutMs} ms`);
       jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
       found = await setUp(jsm, {
         names: s.names,
@@ -191,6 +230,7 @@ export class JetStreamBuilder<T = Uint8Array> {
         maxAckPending: s.maxAckPending,
       });
     } catch (error) {
+      watch.close();
       if (error instanceof QueueError) throw error;
       throw new OpenError('ERR_STORE', `JetStream could not open the queue: ${(error as Error)?.message ?? error}`, { cause: error });
     }
@@ -207,7 +247,7 @@ export class JetStreamBuilder<T = Uint8Array> {
     warnIfWeaker(durability, 'group', `JetStream queue ${s.names.stream}`, "the embedded queue's default policy (group) survives a power loss");
     const core = new JetStreamCore({
       nc,
-      js: jetstream(nc, { timeout: s.timeoutMs }),
+      watch,
       jsm,
       apiPrefix: '$JS.API',
       names: s.names,
@@ -221,6 +261,14 @@ export class JetStreamBuilder<T = Uint8Array> {
       timeoutMs: s.timeoutMs,
       pullExpiresMs: s.pullExpiresMs,
       durability,
+      maxMsgSize: found.maxMsgSize,
+      keys: new KeyRecords({ nc, watch, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
+      sweeper: new Sweeper({
+        jsm,
+        targets: [{ stream: s.names.stream, consumer: s.names.consumer, subject: s.names.subject, onlySubject: found.onlySubject }],
+        lost: () => watch.lost,
+        againAfterMs: found.ackWaitMs,
+      }),
     });
     return [new JetStreamProducer<T>(core), new JetStreamConsumer<T>(core, true)];
   }

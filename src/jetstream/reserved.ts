@@ -158,7 +158,11 @@ export class JetStreamReserved<T = Uint8Array> {
     if (refused) return Promise.reject(refused);
     const counters = this.#core.counters;
     counters.pendingAcks++;
-    const done = this.#delivery.ackAck().then(
+    // An item with an idempotency key has it recorded first: the ack deletes the message whose
+    // id the queue stream would otherwise rebuild its memory of the key from at a restart.
+    const recorded = this.#core.s.keys.remember(this.#delivery, this.seq);
+    const acked = recorded === undefined ? this.#delivery.ackAck() : recorded.then(() => this.#delivery.ackAck());
+    const done = acked.then(
       () => {
         counters.pendingAcks--;
         counters.acked++;

@@ -6,7 +6,8 @@ import type { JetStreamConsumer } from './handles.js';
 
 /**
  * What {@link JetStreamConsumer.stats} tells: the server's counts, and this process's counters.
- * Once the queue is closed (or failed) the server is not asked: its counts are 0.
+ * Once the queue is closed (or failed) the server is not asked: its counts are 0. While the
+ * server cannot be reached, `stats()` rejects with `ERR_STORE` after the timeout.
  */
 export interface JetStreamQueueStats {
   /** Messages the consumer has not delivered yet (the server's `num_pending`). */
@@ -70,7 +71,9 @@ export async function queueStats(core: JetStreamCore, consumer: JetStreamConsume
   const error = core.operationalError();
   if (error) return { ready: 0, inFlight: 0, redeliveries: 0, streamMessages: 0, deadLetters: 0, ...local };
   const { jsm, names } = core.s;
-  const [info, stream, dead] = await Promise.all([jsm.consumers.info(names.stream, names.consumer), jsm.streams.info(names.stream), jsm.streams.info(names.deadLetterStream)]);
+  const [info, stream, dead] = await core.api('stats()', () =>
+    Promise.all([jsm.consumers.info(names.stream, names.consumer), jsm.streams.info(names.stream), jsm.streams.info(names.deadLetterStream)]),
+  );
   return {
     ready: info.num_pending,
     inFlight: info.num_ack_pending,
