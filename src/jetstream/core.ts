@@ -14,7 +14,7 @@ import type { ConnectionWatch } from './connection.js';
 import type { JetStreamDurability } from './durability.js';
 import type { KeyRecords } from './keys.js';
 import type { Delivery } from './message.js';
-import { PublishRefused, RequestFailure, type Stored, publish } from './request.js';
+import { PublishRefused, RequestFailure, type Requester, type Stored } from './request.js';
 import type { Names } from './setup.js';
 import type { JetStreamQueueStats } from './stats.js';
 import type { Sweeper } from './sweep.js';
@@ -76,6 +76,7 @@ const HISTORY_MAX = 65_536;
 export interface CoreSettings {
   readonly nc: NatsConnection;
   readonly watch: ConnectionWatch;
+  readonly requester: Requester;
   readonly jsm: JetStreamManager;
   readonly apiPrefix: string;
   readonly names: Names;
@@ -187,7 +188,7 @@ export class JetStreamCore {
   /** Publish into a stream; `msgID`: under that id, sent again if the connection is lost before the answer. */
   publish(subject: string, bytes: Uint8Array, msgID?: string, hdrs = msgID === undefined ? undefined : headers()): Promise<Stored> {
     if (msgID !== undefined) hdrs!.set('Nats-Msg-Id', msgID);
-    return publish(this.s.watch, this.s.nc, subject, bytes, { headers: hdrs, deadline: performance.now() + this.s.timeoutMs, resend: msgID !== undefined });
+    return this.s.requester.publish(subject, bytes, { headers: hdrs, deadline: performance.now() + this.s.timeoutMs, resend: msgID !== undefined });
   }
 
   get closed(): boolean {
@@ -300,6 +301,7 @@ export class JetStreamCore {
       }
       await Promise.all([...this.consumers].map((c) => c.closeNow(failure)));
       await Promise.allSettled([...this.#pending]);
+      this.s.requester.close();
       this.s.watch.close();
     })();
     return this.#closing;

@@ -258,6 +258,7 @@ export class JetStreamConsumer<T = Uint8Array> {
     this.#puller = new Puller({
       nc: s.nc,
       watch: s.watch,
+      requester: s.requester,
       apiPrefix: s.apiPrefix,
       stream: s.names.stream,
       consumer: s.names.consumer,

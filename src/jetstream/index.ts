@@ -18,6 +18,7 @@ import { expectation, knownKeys, optionsObject, positiveInteger } from '../valid
 import { ConnectionWatch } from './connection.js';
 import { JetStreamCore } from './core.js';
 import { KeyRecords } from './keys.js';
+import { Requester } from './request.js';
 import { Sweeper } from './sweep.js';
 import { JetStreamConsumer, JetStreamProducer } from './handles.js';
 import { type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
@@ -245,9 +246,11 @@ export class JetStreamBuilder<T = Uint8Array> {
     // Measured against the embedded queue's default policy, `group`, under which a push that
     // resolved survives a power loss: the promise a user of the embedded queue is used to.
     warnIfWeaker(durability, 'group', `JetStream queue ${s.names.stream}`, "the embedded queue's default policy (group) survives a power loss");
+    const requester = new Requester(nc, watch);
     const core = new JetStreamCore({
       nc,
       watch,
+      requester,
       jsm,
       apiPrefix: '$JS.API',
       names: s.names,
@@ -262,7 +265,7 @@ export class JetStreamBuilder<T = Uint8Array> {
       pullExpiresMs: s.pullExpiresMs,
       durability,
       maxMsgSize: found.maxMsgSize,
-      keys: new KeyRecords({ nc, watch, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
+      keys: new KeyRecords({ requester, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
       sweeper: new Sweeper({
         jsm,
         targets: [{ stream: s.names.stream, consumer: s.names.consumer, subject: s.names.subject, onlySubject: found.onlySubject }],

@@ -5,11 +5,10 @@
 // a record of its key and seq is published into the key stream (one record per key, kept for the
 // window), and a keyed push looks there first: a key found there resolves with its seq and stores
 // nothing. Keys of items still in the queue stream are in its own map, rebuilt at each start.
-import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { headers } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import type { ConnectionWatch } from './connection.js';
 import type { Delivery } from './message.js';
-import { publish } from './request.js';
+import type { Requester } from './request.js';
 
 /** The header a key record carries: the queue stream's creation time, which tells its incarnation. */
 const STREAM_CREATED_HEADER = 'Pq-Stream-Created';
@@ -38,8 +37,7 @@ function keyIdOf(delivery: Delivery): string | undefined {
 
 /** @internal */
 export interface KeySettings {
-  readonly nc: NatsConnection;
-  readonly watch: ConnectionWatch;
+  readonly requester: Requester;
   readonly jsm: JetStreamManager;
   readonly keyStream: string;
   /** Records are published on `<keySubject>.<token>`. */
@@ -83,6 +81,6 @@ export class KeyRecords {
     const h = headers();
     h.set(STREAM_CREATED_HEADER, this.#s.streamCreated);
     // A second record of a key replaces the first (one per subject), so a resend does no harm.
-    return publish(this.#s.watch, this.#s.nc, this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), { headers: h, deadline: performance.now() + this.#s.timeoutMs, resend: true }).then(() => undefined);
+    return this.#s.requester.publish(this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), { headers: h, deadline: performance.now() + this.#s.timeoutMs, resend: true }).then(() => undefined);
   }
 }

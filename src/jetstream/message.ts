@@ -5,7 +5,7 @@
 // starts again).
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import type { ConnectionWatch } from './connection.js';
-import { request } from './request.js';
+import type { Requester } from './request.js';
 
 /** What the reply subject of a delivered message tells. @internal */
 export interface DeliveryInfo {
@@ -44,12 +44,14 @@ export class Delivery {
   readonly info: DeliveryInfo;
   readonly msg: Msg;
   readonly #nc: NatsConnection;
+  readonly #requester: Requester;
   readonly #watch: ConnectionWatch;
   readonly #timeoutMs: number;
 
-  constructor(nc: NatsConnection, watch: ConnectionWatch, msg: Msg, info: DeliveryInfo, timeoutMs: number) {
+  constructor(nc: NatsConnection, requester: Requester, msg: Msg, info: DeliveryInfo, timeoutMs: number) {
     this.#nc = nc;
-    this.#watch = watch;
+    this.#requester = requester;
+    this.#watch = requester.watch;
     this.msg = msg;
     this.info = info;
     this.#timeoutMs = timeoutMs;
@@ -65,7 +67,7 @@ export class Delivery {
    * held while the connection is down, within the timeout. Rejects with a `RequestFailure`.
    */
   async ackAck(): Promise<void> {
-    await request(this.#watch, this.#nc, this.msg.reply!, '+ACK', { deadline: performance.now() + this.#timeoutMs, resend: true });
+    await this.#requester.request(this.msg.reply!, '+ACK', { deadline: performance.now() + this.#timeoutMs, resend: true });
   }
 
   /**

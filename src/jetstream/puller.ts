@@ -13,7 +13,7 @@
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import type { ConnectionWatch } from './connection.js';
 import { Delivery, parseReply } from './message.js';
-import { RequestFailure } from './request.js';
+import { RequestFailure, type Requester } from './request.js';
 
 /** Most messages one pull request asks for. */
 const BATCH_MAX = 256;
@@ -49,6 +49,8 @@ interface PullRequest {
 export interface PullerSettings {
   readonly nc: NatsConnection;
   readonly watch: ConnectionWatch;
+  /** Sends the acks of what it delivers. */
+  readonly requester: Requester;
   /** `$JS.API` unless the account uses a JetStream domain or prefix. */
   readonly apiPrefix: string;
   readonly stream: string;
@@ -274,7 +276,7 @@ export class Puller {
       return;
     }
     this.#pauseMs = 0;
-    const delivery = new Delivery(this.#s.nc, this.#s.watch, msg, info, this.#s.timeoutMs);
+    const delivery = new Delivery(this.#s.nc, this.#s.requester, msg, info, this.#s.timeoutMs);
     if (request !== undefined) {
       request.remaining--;
       if (request.sink !== undefined) {
