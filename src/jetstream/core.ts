@@ -11,6 +11,7 @@ import type { TimeSource } from '../queue/clock.js';
 import { boundedReason, errorMessage } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
 import type { ConnectionWatch } from './connection.js';
+import { DelayedMover, itemSeqOf } from './delayed.js';
 import type { JetStreamDurability } from './durability.js';
 import type { KeyRecords } from './keys.js';
 import type { Delivery } from './message.js';
@@ -98,6 +99,8 @@ export interface CoreSettings {
   readonly durability: JetStreamDurability;
   /** The largest message the queue stream takes, in bytes; -1: only the server's max_payload. */
   readonly maxMsgSize: number;
+  /** Why a delayed push cannot be kept (`ERR_UNSUPPORTED`), or undefined. */
+  readonly noDelays: string | undefined;
   readonly keys: KeyRecords;
   readonly sweeper: Sweeper;
 }
@@ -138,9 +141,12 @@ export class JetStreamCore {
 
   readonly #stopWatching: () => void;
   #advisories: { unsubscribe(): void } | undefined;
+  /** Moves delayed items into the queue stream as they fall due, once a consumer asks for items. */
+  readonly mover: DelayedMover;
 
   constructor(settings: CoreSettings) {
     this.s = settings;
+    this.mover = new DelayedMover(this);
     // A connection closed under the queue ends it: nothing can be pushed or settled any more.
     settings.nc.closed().then(
       () => this.#fail(new QueueError('ERR_STORE_FAILED', 'The NATS connection closed under the queue')),
@@ -149,9 +155,15 @@ export class JetStreamCore {
     this.#stopWatching = settings.watch.onReconnect(() => this.#serverChanged());
     // A consumer leader that died took the waiting pull requests with it, while this connection
     // stayed up (another node of a cluster): the new leader's election says so at once.
-    const { stream, consumer } = settings.names;
+    const { stream, consumer, delayedConsumer } = settings.names;
     try {
-      this.#advisories = settings.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${stream}.${consumer}`, { callback: () => this.#serverChanged() });
+      // `*`: the consumer of the queue's subject, and the one of its delayed items.
+      this.#advisories = settings.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${stream}.*`, {
+        callback: (_, msg) => {
+          const which = msg.subject.slice(msg.subject.lastIndexOf('.') + 1);
+          if (which === consumer || which === delayedConsumer) this.#serverChanged();
+        },
+      });
     } catch {
       // A closed connection: the queue fails on its own.
     }
@@ -163,6 +175,7 @@ export class JetStreamCore {
   #serverChanged(): void {
     if (this.#closed) return;
     for (const c of this.consumers) c.pullsLost();
+    this.mover.pullsLost();
     void this.s.sweeper.sweep();
   }
 
@@ -245,10 +258,13 @@ export class JetStreamCore {
    * that is not there would lose the item. Resolves once the server confirmed both steps.
    */
   moveToDeadLetters(delivery: Delivery, deliveries: number, reason: string): Promise<void> {
+    // The history and the letter's id go by the message's place in the stream; the letter tells
+    // the item's seq, which for an item that waited in the delayed stream is the one its push had.
     const seq = delivery.info.streamSeq;
+    const itemSeq = itemSeqOf(delivery);
     const h = this.#history.get(seq);
     const hdrs = headers();
-    hdrs.set(DEAD_HEADERS.seq, String(seq));
+    hdrs.set(DEAD_HEADERS.seq, String(itemSeq));
     hdrs.set(DEAD_HEADERS.stream, this.s.names.stream);
     hdrs.set(DEAD_HEADERS.deliveries, String(deliveries));
     hdrs.set(DEAD_HEADERS.firstDeliveredAt, String(h?.first ?? 0));
@@ -262,10 +278,10 @@ export class JetStreamCore {
         const ack = await this.publish(this.s.names.deadLetterSubject, delivery.bytes, id, hdrs);
         if (ack.duplicate) await this.#letterKept(ack.seq, id, seq);
         // A dead-lettered item's key stays remembered, as an acked one's does.
-        await this.s.keys.remember(delivery, seq);
+        await this.s.keys.remember(delivery, itemSeq);
         await delivery.ackAck();
       } catch (cause) {
-        throw unconfirmed(`the move of item ${seq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
+        throw unconfirmed(`the move of item ${itemSeq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
       }
       this.counters.deadLettered++;
       this.#history.delete(seq);
@@ -294,6 +310,7 @@ export class JetStreamCore {
       this.#closed = true;
       this.#stopWatching();
       this.s.sweeper.close();
+      this.mover.close();
       try {
         this.#advisories?.unsubscribe();
       } catch {

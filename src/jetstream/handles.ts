@@ -1,222 +1,21 @@
-// The handles of a JetStream queue: JetStreamProducer and JetStreamConsumer (JetStreamReserved is
-// in reserved.ts), with the calls and the argument checks of the embedded Producer and Consumer.
-// The server decides order, delivery counts, the ack wait and delays; this process keeps its
-// waiting reserves, its reservations and its counters.
-import { encodeValue, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
-import { errorMessage } from '../queue/deliveries.js';
-import { type PushValue, keyOption, keysOption } from '../queue/handles.js';
+// The consuming handle of a JetStream queue, JetStreamConsumer (JetStreamProducer is in
+// producer.ts, JetStreamReserved in reserved.ts), with the calls and the argument checks of the
+// embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
+// process keeps its waiting reserves, its reservations and its counters.
+import { isRaw } from '../codec.js';
+import type { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
-import type { NackOptions, PushOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
+import type { NackOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
-import { type JetStreamCore, publishError, unanswered } from './core.js';
-import { keyMessageId } from './keys.js';
+import { type JetStreamCore, unanswered } from './core.js';
 import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';
 import { Puller } from './puller.js';
 import { type JetStreamProcessHandler, type JetStreamProcessOptions, processOptions, runProcess } from './process.js';
 import { JetStreamReserved } from './reserved.js';
 import { type JetStreamQueueStats, queueStats } from './stats.js';
-
-const encoder = new TextEncoder();
-
-function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array {
-  const codec = core.s.codec;
-  let out: unknown = value;
-  if (!isRaw(codec)) {
-    const encoded = encodeValue(codec, value);
-    if (encoded instanceof QueueError) throw encoded;
-    out = encoded;
-  }
-  if (typeof out === 'string') return encoder.encode(out);
-  if (out instanceof Uint8Array) return out;
-  throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
-}
-
-/**
- * The push options: those of the embedded queue, of which a JetStream stream keeps no schedule.
- * `single`: for `push`, which takes one `key`; `pushMany` takes `keys`, one per payload. Returns
- * the signal and the keys, one per payload, or undefined.
- */
-function pushSettings(options: PushOptions | undefined, single: boolean): { signal: AbortSignal | undefined; keys: string[] | undefined } {
-  const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
-  const signal = optionalSignal('options.signal', o.signal);
-  for (const key of ['priority', 'delayMs', 'notBefore'] as const) {
-    if (o[key] !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A JetStream queue keeps no ${key}: the stream delivers in the order it stored`);
-  }
-  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
-  const keys = o.keys === undefined ? undefined : keysOption(o.keys);
-  if (single && keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', keys));
-  if (!single && key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', key));
-  return { signal, keys: key === undefined ? keys : [key] };
-}
-
-/** For each key, the index of its first occurrence in `keys`. */
-function firstIndexes(keys: readonly string[]): number[] {
-  const seen = new Map<string, number>();
-  return keys.map((key, i) => {
-    const first = seen.get(key);
-    if (first !== undefined) return first;
-    seen.set(key, i);
-    return i;
-  });
-}
-
-/** The bytes of the header block a publish under message id `id` carries (the ids are ASCII: percent-encoded keys). */
-function headerBytes(id: string): number {
-  return `NATS/1.0\r\nNats-Msg-Id: ${id}\r\n\r\n`.length;
-}
-
-/**
- * Why a message of `bytes` (with a header block of `headerLength`) cannot be published, or
- * undefined: the server refuses more than its `max_payload` (the client throws before sending),
- * a stream more than its `max_msg_size`. Known before sending, so a push over it is
- * `ERR_TOO_LARGE` and stores nothing, never an outcome left unknown that a retry would repeat.
- */
-function tooLarge(core: JetStreamCore, bytes: number, headerLength: number): string | undefined {
-  const total = bytes + headerLength;
-  const maxPayload = core.s.nc.info?.max_payload;
-  if (maxPayload !== undefined && total > maxPayload) return `the server's max_payload is ${maxPayload} bytes`;
-  const maxMsgSize = core.s.maxMsgSize;
-  if (maxMsgSize >= 0 && total > maxMsgSize) return `stream ${core.s.names.stream} takes messages of at most ${maxMsgSize} bytes (max_msg_size)`;
-  return undefined;
-}
-
-/** The producing handle. Any number of producers, in any number of processes, may push at once. */
-export class JetStreamProducer<T = Uint8Array> {
-  readonly #core: JetStreamCore;
-
-  /** @internal */
-  constructor(core: JetStreamCore) {
-    this.#core = core;
-  }
-
-  /**
-   * Store one item. Resolves with its seq (the stream sequence) once the server acknowledged the
-   * publish: stored under the stream's replication (a quorum of its replicas). A publish whose
-   * answer does not come within the timeout rejects with `ERR_STORE`; it may have been stored.
-   */
-  push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
-    return this.#publish([payload], options, true).then((seqs) => seqs[0]!);
-  }
-
-  /**
-   * Store a batch; resolves with the seqs in order. The items are published one by one, all at
-   * once: the batch is not atomic, and a failure rejects with the first error, the others stored.
-   */
-  pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
-    return this.#publish(payloads, options, false);
-  }
-
-  /**
-   * Publish each payload; with `keys`, each under its key's message id, so that the server drops
-   * a key it has seen within its duplicate window and answers with the seq it stored the first
-   * time (README, "A JetStream queue": idempotency keys). A key whose item was acked is looked up
-   * in the key stream first (see keys.ts): the queue stream forgets it when the server restarts.
-   * A key repeated within the batch is published once and its later payloads get the first
-   * one's seq: a replicated stream refuses a message id while the first message under it is
-   * still being stored. `single`: for `push`.
-   */
-  #publish(payloads: Iterable<PushValue<T>>, options: PushOptions | undefined, single: boolean): Promise<number[]> {
-    let list: Uint8Array[];
-    let signal: AbortSignal | undefined;
-    let keys: string[] | undefined;
-    let ids: string[] | undefined;
-    try {
-      ({ signal, keys } = pushSettings(options, single));
-      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
-        throw new TypeError(expectation('payloads', 'an iterable of values', payloads));
-      }
-      list = [];
-      let i = 0;
-      for (const p of payloads) list.push(bytesOf(this.#core, `payloads[${i++}]`, p));
-      if (keys !== undefined && keys.length !== list.length) {
-        throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, keys));
-      }
-      ids = keys?.map(keyMessageId);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const error = this.#core.operationalError();
-    if (error) return Promise.reject(error);
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    for (let i = 0; i < list.length; i++) {
-      const why = tooLarge(this.#core, list[i]!.length, ids === undefined ? 0 : headerBytes(ids[i]!));
-      if (why !== undefined) {
-        const which = single ? 'The payload' : `payloads[${i}]`;
-        return Promise.reject(new QueueError('ERR_TOO_LARGE', `${which} is ${list[i]!.length} bytes: ${why}; nothing was stored`));
-      }
-    }
-    const core = this.#core;
-    const { names } = core.s;
-    const counters = core.counters;
-    counters.pendingPushes += list.length;
-    const stored = (seq: number, duplicate: boolean): number => {
-      // A duplicate stored nothing: the server answers with the seq of the first publish.
-      if (!duplicate) counters.pushed++;
-      return seq;
-    };
-    let all: Promise<number[]>;
-    if (ids === undefined) {
-      all = Promise.all(
-        list.map((bytes) =>
-          core.publish(names.subject, bytes).then(
-            (ack) => stored(ack.seq, ack.duplicate),
-            (cause: unknown) => {
-              throw publishError('the push', cause);
-            },
-          ),
-        ),
-      );
-    } else {
-      const firstOf = firstIndexes(ids);
-      const publishes: Promise<number>[] = [];
-      list.forEach((bytes, i) => {
-        const first = firstOf[i]!;
-        if (first !== i) {
-          publishes.push(publishes[first]!);
-          return;
-        }
-        publishes.push(this.#publishKeyed(bytes, ids![i]!, stored));
-      });
-      all = Promise.all(publishes);
-    }
-    return core.track(
-      all.finally(() => {
-        counters.pendingPushes -= list.length;
-      }),
-    );
-  }
-
-  /** Publish one payload under a key's message id, unless the key stream remembers the key. */
-  async #publishKeyed(bytes: Uint8Array, id: string, stored: (seq: number, duplicate: boolean) => number): Promise<number> {
-    const core = this.#core;
-    const known = await core.api('the look-up of an idempotency key (nothing was stored)', () => core.s.keys.seqOf(id));
-    if (known !== undefined) return known;
-    try {
-      const ack = await core.publish(core.s.names.subject, bytes, id);
-      return stored(ack.seq, ack.duplicate);
-    } catch (cause) {
-      throw publishError('the push', cause);
-    }
-  }
-
-  stats(): Promise<JetStreamQueueStats> {
-    return queueStats(this.#core, undefined);
-  }
-
-  /** Close the queue (both handles, and every fork). Idempotent. The connection stays open. */
-  close(): Promise<void> {
-    return this.#core.close();
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close();
-  }
-}
 
 interface Waiter<T> {
   readonly leaseMs: number;
@@ -375,6 +174,8 @@ export class JetStreamConsumer<T = Uint8Array> {
 
   /** Wait for the next item; resolves `null` once the queue (or this fork) is closed. @internal */
   take(signal: AbortSignal | undefined, leaseMs: number): Promise<JetStreamReserved<T> | null> {
+    // A process that consumes moves delayed items as they fall due (a producer alone does not).
+    this.#core.mover.start();
     const error = this.#core.operationalError();
     if (error) return error.code === 'ERR_CLOSED' ? Promise.resolve(null) : Promise.reject(error);
     if (this.#closed) return Promise.resolve(null);
@@ -436,6 +237,7 @@ export class JetStreamConsumer<T = Uint8Array> {
    * could not ask).
    */
   async tryReserve(): Promise<JetStreamReserved<T> | null> {
+    this.#core.mover.start();
     const error = this.#core.operationalError();
     if (error) {
       if (error.code === 'ERR_CLOSED') return null;

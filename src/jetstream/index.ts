@@ -20,11 +20,13 @@ import { JetStreamCore } from './core.js';
 import { KeyRecords } from './keys.js';
 import { Requester } from './request.js';
 import { Sweeper } from './sweep.js';
-import { JetStreamConsumer, JetStreamProducer } from './handles.js';
+import { JetStreamConsumer } from './handles.js';
+import { JetStreamProducer } from './producer.js';
 import { type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
 import { NAME_BYTES_MAX, type Names, type SetUp, setUp, subjectMatches } from './setup.js';
 
-export { JetStreamConsumer, JetStreamProducer } from './handles.js';
+export { JetStreamConsumer } from './handles.js';
+export { JetStreamProducer } from './producer.js';
 export { JetStreamReserved } from './reserved.js';
 export type { JetStreamQueueStats } from './stats.js';
 export { JetStreamDeadLetters } from './dead-letters.js';
@@ -51,7 +53,11 @@ export interface JetStreamQueueOptions {
    * subjects `<subject>.keys.*`. @default `<stream>_KEYS`
    */
   keyStream?: string;
-  /** Never create anything: the three streams and the consumer must exist (`ERR_NOT_FOUND` otherwise). @default false */
+  /**
+   * Never create anything: the queue, dead-letter and key streams and the consumer must exist
+   * (`ERR_NOT_FOUND` otherwise); without the delayed subject and its consumer, delayed pushes
+   * are `ERR_UNSUPPORTED`. @default false
+   */
   bind?: boolean;
   /** Replicas of the streams created (1, 3 or 5 on a cluster). @default 1 */
   replicas?: number;
@@ -92,18 +98,20 @@ const utf8Bytes = (text: string): number => new TextEncoder().encode(text).lengt
  * server would refuse only after the queue stream was created.
  */
 function checkLengths(names: Names, given: Record<string, unknown>): void {
-  const each: [keyof Names, string][] = [
-    ['stream', 'options.stream'],
-    ['deadLetterStream', 'options.deadLetterStream'],
-    ['keyStream', 'options.keyStream'],
-    ['consumer', 'options.consumer'],
+  // Each name, the option that sets it, and what it is made from when it is derived.
+  const each: [keyof Names, string, string | undefined][] = [
+    ['stream', 'options.stream', undefined],
+    ['deadLetterStream', 'options.deadLetterStream', given.deadLetterStream === undefined ? 'options.stream (<stream>_DEAD)' : undefined],
+    ['keyStream', 'options.keyStream', given.keyStream === undefined ? 'options.stream (<stream>_KEYS)' : undefined],
+    ['consumer', 'options.consumer', undefined],
+    ['delayedConsumer', 'options.consumer', 'options.consumer (<consumer>_delayed, the consumer of delayed items)'],
   ];
-  for (const [key, option] of each) {
+  for (const [key, option, derivedFrom] of each) {
     const name = names[key];
     const bytes = utf8Bytes(name);
     if (bytes <= NAME_BYTES_MAX) continue;
-    const derived = given[option.slice('options.'.length)] === undefined ? `, derived from options.stream (give ${option}, or a shorter stream name)` : '';
-    throw new RangeError(`Expected \`${option}\` to be a name of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}: ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)}`);
+    const derived = derivedFrom === undefined ? '' : `; ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)} is derived from ${derivedFrom}`;
+    throw new RangeError(`Expected \`${option}\` to make names of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}`);
   }
 }
 
@@ -128,17 +136,21 @@ function settingsOf(options: JetStreamQueueOptions): Settings {
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
   const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');
+  const consumer = nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)');
   const names: Names = {
     stream,
     subject,
-    consumer: nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)'),
+    consumer,
     deadLetterStream: nameOption('options.deadLetterStream', o.deadLetterStream, `${stream}_DEAD`, NAME, streamWhat),
     deadLetterSubject: nameOption('options.deadLetterSubject', o.deadLetterSubject, `${subject}.dead`, SUBJECT, 'a subject without wildcards'),
     keyStream: nameOption('options.keyStream', o.keyStream, `${stream}_KEYS`, NAME, streamWhat),
     keySubject: `${subject}.keys`,
+    delayedSubject: `${subject}.delayed`,
+    delayedConsumer: `${consumer}_delayed`,
   };
   if (names.deadLetterStream === stream) throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
   if (names.keyStream === stream || names.keyStream === names.deadLetterStream) throw new RangeError(expectation('options.keyStream', `a stream other than options.stream and options.deadLetterStream`, names.keyStream));
+  if (names.deadLetterSubject === names.delayedSubject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than the delayed items' ${names.delayedSubject}`, names.deadLetterSubject));
   if (names.deadLetterSubject === subject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject));
   if (subjectMatches(`${names.keySubject}.*`, names.deadLetterSubject)) throw new RangeError(expectation('options.deadLetterSubject', `a subject outside the key records' ${names.keySubject}.*`, names.deadLetterSubject));
   checkLengths(names, o);
@@ -265,10 +277,15 @@ export class JetStreamBuilder<T = Uint8Array> {
       pullExpiresMs: s.pullExpiresMs,
       durability,
       maxMsgSize: found.maxMsgSize,
+      noDelays: found.noDelays,
       keys: new KeyRecords({ requester, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
       sweeper: new Sweeper({
         jsm,
-        targets: [{ stream: s.names.stream, consumer: s.names.consumer, subject: s.names.subject, onlySubject: found.onlySubject }],
+        stream: s.names.stream,
+        targets: [
+          { consumer: s.names.consumer, subject: s.names.subject },
+          ...(found.noDelays === undefined ? [{ consumer: s.names.delayedConsumer, subject: s.names.delayedSubject }] : []),
+        ],
         lost: () => watch.lost,
         againAfterMs: found.ackWaitMs,
       }),

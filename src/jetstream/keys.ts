@@ -1,10 +1,11 @@
 // Idempotency keys that outlive a restart of the server. A keyed push is published under a message
 // id made of the key, so the queue stream drops a repeat within its duplicate window; but a server
 // rebuilds that map at start from the messages it still holds, and a work-queue stream no longer
-// holds what was acked. So before an item with a key is acked (or moved into the dead letters),
-// a record of its key and seq is published into the key stream (one record per key, kept for the
-// window), and a keyed push looks there first: a key found there resolves with its seq and stores
-// nothing. Keys of items still in the queue stream are in its own map, rebuilt at each start.
+// holds what was acked; and a delayed item waits on another subject, and moves. So keys are also
+// kept in the key stream (one record per key, kept for the window): a keyed push looks there first
+// (a key found resolves with its seq and stores nothing), records its key once stored, and an item
+// with a key has it recorded again before it is acked or moved into the dead letters (for a
+// producer that died between its publish and its record).
 import { headers } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Delivery } from './message.js';
@@ -70,6 +71,14 @@ export class KeyRecords {
     return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
   }
 
+  /** Record that the key's item has `seq`; resolves once the server stored the record. */
+  record(keyId: string, seq: number): Promise<void> {
+    const h = headers();
+    h.set(STREAM_CREATED_HEADER, this.#s.streamCreated);
+    // A second record of a key replaces the first (one per subject), so a resend does no harm.
+    return this.#s.requester.publish(this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), { headers: h, deadline: performance.now() + this.#s.timeoutMs, resend: true }).then(() => undefined);
+  }
+
   /**
    * Record the key of a delivered item before it is acked or moved: a promise that resolves once
    * the server stored the record, or undefined for an item without a key (nothing to wait for:
@@ -77,10 +86,6 @@ export class KeyRecords {
    */
   remember(delivery: Delivery, seq: number): Promise<void> | undefined {
     const keyId = keyIdOf(delivery);
-    if (keyId === undefined) return undefined;
-    const h = headers();
-    h.set(STREAM_CREATED_HEADER, this.#s.streamCreated);
-    // A second record of a key replaces the first (one per subject), so a resend does no harm.
-    return this.#s.requester.publish(this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), { headers: h, deadline: performance.now() + this.#s.timeoutMs, resend: true }).then(() => undefined);
+    return keyId === undefined ? undefined : this.record(keyId, seq);
   }
 }

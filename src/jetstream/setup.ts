@@ -1,5 +1,7 @@
-// The streams and the consumer a JetStream queue runs on: found, checked, or created. The queue
-// stream keeps items until they are acked (work-queue retention); the dead-letter stream keeps what is moved into it until it is purged or
+// The streams and the consumers a JetStream queue runs on: found, checked, or created. The queue
+// stream keeps items until they are acked (work-queue retention), plain ones on the queue's
+// subject and delayed ones on `<subject>.delayed` until they fall due and are moved onto the
+// queue's subject (delayed.ts), each subject with a durable consumer of its own; the dead-letter stream keeps what is moved into it until it is purged or
 // redriven (limits retention, no limits set); the key stream remembers the idempotency keys of
 // acked items for the duplicate window (one record per key, limits retention, max_age the
 // window), which the queue stream forgets when a restart rebuilds its duplicate map from the
@@ -20,6 +22,10 @@ export interface Names {
   readonly keyStream: string;
   /** The key records' subjects start with it: `<keySubject>.<key, base64url>`. */
   readonly keySubject: string;
+  /** The subject of the queue stream delayed items wait on. */
+  readonly delayedSubject: string;
+  /** The durable consumer of the delayed subject. */
+  readonly delayedConsumer: string;
 }
 
 /** The longest stream or consumer name the server takes, in UTF-8 bytes (its JSMaxNameLen). @internal */
@@ -98,11 +104,11 @@ function storageRefusal(info: StreamInfo): string | undefined {
  * a stream also deletes messages by age, and, when a limit is reached with discard `old`, its
  * oldest messages, acked or not; the queue would lose items nobody settled.
  */
-function queueStreamRefusal(info: StreamInfo, names: Names): string | undefined {
+function queueStreamRefusal(info: StreamInfo, subject: string): string | undefined {
   const c = info.config;
   if (c.retention !== RetentionPolicy.Workqueue) return `has ${c.retention} retention; a queue needs a work-queue stream, where an ack removes the item`;
   // A push to a subject the stream does not take would be stored nowhere.
-  if (!takes(c.subjects, names.subject)) return `does not take subject ${names.subject} (it takes ${(c.subjects ?? []).join(', ')}): give the queue its subject`;
+  if (!takes(c.subjects, subject)) return `does not take subject ${subject} (it takes ${(c.subjects ?? []).join(', ')}): give the queue its subject`;
   const storage = storageRefusal(info);
   if (storage !== undefined) return storage;
   if (isSet(c.max_age)) return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms: the server would delete items older than that, acked or not`;
@@ -135,7 +141,7 @@ export function consumerRefusal(info: ConsumerInfo, names: Names, subject = name
 
 /**
  * The duplicate window a stream needs when a process may die between a publish into it and the
- * ack of the message it copies (a dead-letter move): the message
+ * ack of the message it copies (a dead-letter move, a delayed item falling due): the message
  * comes back one ack wait later at the soonest and is published again under the same id, which
  * the server drops only within the window. Twice the ack wait leaves one more ack wait for a
  * consumer to pull the message again.
@@ -193,21 +199,25 @@ export interface SetUp {
   readonly duplicateWindowMs: number;
   /** The queue stream's largest message, in bytes; -1: no limit of its own. */
   readonly maxMsgSize: number;
-  /** The queue stream takes the queue's subject and no other. */
-  readonly onlySubject: boolean;
+  /** Why a delayed push cannot be kept here (`ERR_UNSUPPORTED`), or undefined when it can. */
+  readonly noDelays: string | undefined;
 }
 
-/** What an open created, in order, to delete again (newest first) when a later step fails. */
-type Made = { readonly stream: string; readonly consumer?: string };
+/**
+ * What an open created or changed, in order, to undo (newest first) when a later step fails: a
+ * stream or a consumer it created, or the subjects a stream had before it added one.
+ */
+type Made = { readonly stream: string; readonly consumer?: string; readonly subjects?: string[] };
 
 async function undo(jsm: JetStreamManager, made: readonly Made[]): Promise<string[]> {
   const left: string[] = [];
   for (const m of [...made].reverse()) {
     try {
       if (m.consumer !== undefined) await jsm.consumers.delete(m.stream, m.consumer);
+      else if (m.subjects !== undefined) await jsm.streams.update(m.stream, { ...(await jsm.streams.info(m.stream)).config, subjects: m.subjects });
       else await jsm.streams.delete(m.stream);
     } catch {
-      left.push(m.consumer === undefined ? `stream ${m.stream}` : `consumer ${m.consumer} of ${m.stream}`);
+      left.push(m.consumer !== undefined ? `consumer ${m.consumer} of ${m.stream}` : m.subjects !== undefined ? `the subjects of stream ${m.stream}` : `stream ${m.stream}`);
     }
   }
   return left;
@@ -240,6 +250,7 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
   let dead = await streamInfo(jsm, names.deadLetterStream);
   let keys = await streamInfo(jsm, names.keyStream);
   let consumer = queue === undefined ? undefined : await consumerInfo(jsm, names.stream, names.consumer);
+  const delayedConsumer = queue === undefined ? undefined : await consumerInfo(jsm, names.stream, names.delayedConsumer);
   if (s.bind) {
     if (queue === undefined) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.stream} on the server, and bind was asked for`);
     if (dead === undefined) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.deadLetterStream} on the server, and bind was asked for`);
@@ -248,32 +259,37 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
   }
   const ackWaitOf = (info: ConsumerInfo): number => Math.round((info.config.ack_wait ?? 30e9) / NS_PER_MS);
   const ackWaitMs = consumer === undefined ? s.ackWaitMs : ackWaitOf(consumer);
-  if (queue !== undefined) refuse(`Stream ${names.stream}`, queueStreamRefusal(queue, names));
+  if (queue !== undefined) refuse(`Stream ${names.stream}`, queueStreamRefusal(queue, names.subject));
   if (consumer !== undefined) refuse(`Consumer ${names.consumer}`, consumerRefusal(consumer, names));
   if (dead !== undefined) refuse(`Stream ${names.deadLetterStream}`, deadStreamRefusal(dead, names, ackWaitMs));
   // The window of a queue stream still to be made is the server's default.
   const windowMs = queue === undefined ? DEFAULT_DUPLICATE_WINDOW_MS : windowOf(queue);
   if (keys !== undefined) refuse(`Stream ${names.keyStream}`, keyStreamRefusal(keys, names, windowMs));
+  if (delayedConsumer !== undefined) refuse(`Consumer ${names.delayedConsumer}`, consumerRefusal(delayedConsumer, names, names.delayedSubject));
 
   const addStream = async (config: Partial<StreamConfig> & { name: string }): Promise<StreamInfo> => {
     const info = await jsm.streams.add(config);
     made.push({ stream: config.name });
     return info;
   };
-  const addConsumer = async (config: Partial<ConsumerConfig> & { durable_name: string }): Promise<ConsumerInfo> => {
-    const info = await jsm.consumers.add(names.stream, config);
-    made.push({ stream: names.stream, consumer: config.durable_name });
+  const addConsumer = async (stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<ConsumerInfo> => {
+    const info = await jsm.consumers.add(stream, config);
+    made.push({ stream, consumer: config.durable_name });
     return info;
   };
   if (queue === undefined) {
     queue = await addStream({
       name: names.stream,
-      subjects: [names.subject],
+      subjects: [names.subject, names.delayedSubject],
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       num_replicas: s.replicas,
+      // A delayed item falling due is published here under an id of its own, again if its mover
+      // died before the ack: the window must outlast an ack wait (duplicateWindowMs). It is also
+      // how long keys are remembered.
+      duplicate_window: duplicateWindowMs(ackWaitMs) * NS_PER_MS,
     });
-    refuse(`Stream ${names.stream}`, queueStreamRefusal(queue, names));
+    refuse(`Stream ${names.stream}`, queueStreamRefusal(queue, names.subject));
   }
   if (dead === undefined) {
     dead = await addStream({
@@ -299,7 +315,7 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
     });
     refuse(`Stream ${names.keyStream}`, keyStreamRefusal(keys, names, windowOf(queue)));
   }
-  const consumerConfig = (name: string, subject: string, maxAckPending: number): Partial<ConsumerConfig> & { durable_name: string } => ({
+  const consumerConfig: ConsumerConfigOf = (name, subject, maxAckPending) => ({
     durable_name: name,
     ack_policy: AckPolicy.Explicit,
     ack_wait: ackWaitMs * NS_PER_MS,
@@ -311,9 +327,10 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
     filter_subject: subject,
   });
   if (consumer === undefined) {
-    consumer = await addConsumer(consumerConfig(names.consumer, names.subject, s.maxAckPending));
+    consumer = await addConsumer(names.stream, consumerConfig(names.consumer, names.subject, s.maxAckPending));
     refuse(`Consumer ${names.consumer}`, consumerRefusal(consumer, names));
   }
+  const noDelays = await delayedSetUp(jsm, s, made, { queue, consumer, delayedConsumer, ackWaitMs: ackWaitOf(consumer) }, (c) => addConsumer(names.stream, c), consumerConfig);
   const c = queue.config as typeof queue.config & { persist_mode?: string };
   return {
     ackWaitMs: ackWaitOf(consumer),
@@ -323,6 +340,49 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
     persistMode: c.persist_mode,
     duplicateWindowMs: windowOf(queue),
     maxMsgSize: c.max_msg_size ?? -1,
-    onlySubject: (c.subjects ?? []).length === 1 && c.subjects[0] === names.subject,
+    noDelays,
   };
+}
+
+type ConsumerConfigOf = (name: string, subject: string, maxAckPending: number) => Partial<ConsumerConfig> & { durable_name: string };
+
+/**
+ * The delayed subject and its consumer: the subject is added to a queue stream that lacks it and
+ * the consumer made, unless bind. Delays are refused (the reason is returned), not the open, when
+ * they cannot be kept: the queue works without them, and a queue made before them has neither.
+ */
+async function delayedSetUp(
+  jsm: JetStreamManager,
+  s: SetupSettings,
+  made: Made[],
+  found: { queue: StreamInfo; consumer: ConsumerInfo; delayedConsumer: ConsumerInfo | undefined; ackWaitMs: number },
+  addConsumer: (config: Partial<ConsumerConfig> & { durable_name: string }) => Promise<ConsumerInfo>,
+  consumerConfig: ConsumerConfigOf,
+): Promise<string | undefined> {
+  const { names } = s;
+  const { queue, consumer, ackWaitMs } = found;
+  const windowMs = windowOf(queue);
+  if (windowMs < ackWaitMs) {
+    return `stream ${names.stream} keeps message ids for ${windowMs} ms, less than the consumer's ack wait (${ackWaitMs} ms): a delayed item whose mover died before its ack would be stored twice; give it a duplicate_window of at least ${duplicateWindowMs(ackWaitMs)} ms`;
+  }
+  const filter = consumer.config.filter_subject ?? '';
+  if (filter === '' || subjectMatches(filter, names.delayedSubject)) {
+    return `consumer ${names.consumer} filters on ${filter === '' ? 'every subject' : filter}, which takes the delayed items' ${names.delayedSubject} too`;
+  }
+  const subjects = queue.config.subjects ?? [];
+  if (!takes(subjects, names.delayedSubject)) {
+    if (s.bind) return `stream ${names.stream} does not take subject ${names.delayedSubject}, where delayed items wait (bind was asked for): open the queue once without bind, or add the subject`;
+    // A queue made before delays: its stream takes the delayed subject from now on (and gives it
+    // back if this open fails).
+    await jsm.streams.update(names.stream, { ...queue.config, subjects: [...subjects, names.delayedSubject] });
+    made.push({ stream: names.stream, subjects });
+  }
+  if (found.delayedConsumer === undefined) {
+    if (s.bind) return `no consumer ${names.delayedConsumer} on stream ${names.stream} (bind was asked for): open the queue once without bind to make it`;
+    // Every item waiting for its time is delivered to this consumer and held back with a nak: a
+    // limit on those would stop the items behind it from falling due.
+    const delayed = await addConsumer(consumerConfig(names.delayedConsumer, names.delayedSubject, -1));
+    refuse(`Consumer ${names.delayedConsumer}`, consumerRefusal(delayed, names, names.delayedSubject));
+  }
+  return undefined;
 }

@@ -12,19 +12,17 @@
 //
 // How they are removed matters on 2.9.10: a purge filtered by subject also drops the consumer's
 // pending acks above the floor (its ack floor jumps to the stream's last seq), so items in flight
-// at the crash would never be delivered again. A stream that takes only the queue's subject is
-// compacted instead (a purge by seq alone, which keeps them); one that takes other subjects too
-// has each message at or below the floor read and deleted when it is on the queue's subject.
-import type { JetStreamManager } from '@nats-io/jetstream';
+// at the crash would never be delivered again; and a purge by seq alone would take the delayed
+// items below the floor with it (they share the stream, under another consumer). So each message
+// on the consumer's subject at or below its floor is found (a read of the next message on the
+// subject from a seq on) and deleted, one by one.
+import type { JetStreamManager, MsgRequest } from '@nats-io/jetstream';
 
 /** One consumer whose acked messages are checked for. @internal */
 export interface SweepTarget {
-  readonly stream: string;
   readonly consumer: string;
   /** The subject it delivers. */
   readonly subject: string;
-  /** True when the stream takes no other subject: it may be compacted up to the floor. */
-  readonly onlySubject: boolean;
 }
 
 /** How many deletes of single messages are in flight at once. */
@@ -33,6 +31,7 @@ const DELETES_IN_FLIGHT = 32;
 /** @internal */
 export interface SweepSettings {
   readonly jsm: JetStreamManager;
+  readonly stream: string;
   readonly targets: readonly SweepTarget[];
   /** Rejects when the connection is lost: a check under way then ends (the reconnect starts another). */
   readonly lost: () => Promise<never>;
@@ -46,7 +45,7 @@ export class Sweeper {
   #running: Promise<void> | undefined;
   #again: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
-  /** Per stream, the last seq its consumer had delivered at the check that followed an event: later checks run until the floor passes it. */
+  /** Per consumer, the last seq it had delivered at the check that followed an event: later checks run until the floor passes it. */
   readonly #targets = new Map<string, number>();
   /** Messages purged so far. */
   purged = 0;
@@ -93,38 +92,37 @@ export class Sweeper {
 
   /** Remove what each consumer's ack floor covers; true when a later check is needed. */
   async #check(): Promise<boolean> {
-    const { jsm } = this.#s;
+    const { jsm, stream } = this.#s;
     let more = false;
     for (const t of this.#s.targets) {
-      const info = await jsm.consumers.info(t.stream, t.consumer);
+      const info = await jsm.consumers.info(stream, t.consumer);
       const floor = info.ack_floor.stream_seq;
-      const target = this.#targets.get(t.stream) ?? info.delivered.stream_seq;
-      this.#targets.set(t.stream, target);
+      const target = this.#targets.get(t.consumer) ?? info.delivered.stream_seq;
+      this.#targets.set(t.consumer, target);
       if (floor < target) more = true;
-      // A purge up to seq 1 would be a purge of everything: nothing is acked yet anyway.
-      if (floor < 1) continue;
-      const state = (await jsm.streams.info(t.stream)).state;
-      if (state.messages === 0 || state.first_seq > floor) continue;
-      if (t.onlySubject) this.purged += (await jsm.streams.purge(t.stream, { seq: floor + 1 })).purged;
-      else this.purged += await this.#deleteEach(t, state.first_seq, floor);
+      if (floor >= 1) this.purged += await this.#deleteUpTo(t.subject, floor);
     }
     return more;
   }
 
-  /** Delete each message from `first` to `floor` that is on the target's subject; how many were. */
-  async #deleteEach(t: SweepTarget, first: number, floor: number): Promise<number> {
-    const { jsm } = this.#s;
-    let next = first;
+  /** Delete every message on `subject` at or below `floor`; how many were. */
+  async #deleteUpTo(subject: string, floor: number): Promise<number> {
+    const { jsm, stream } = this.#s;
+    const deletes = new Set<Promise<unknown>>();
     let deleted = 0;
-    const lane = async (): Promise<void> => {
-      while (next <= floor && !this.#closed) {
-        const seq = next++;
-        const msg = await jsm.streams.getMessage(t.stream, { seq });
-        if (msg === null || msg.subject !== t.subject) continue;
-        if (await jsm.streams.deleteMessage(t.stream, seq, false)) deleted++;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(DELETES_IN_FLIGHT, floor - first + 1) }, lane));
+    for (let from = 1; from <= floor && !this.#closed; ) {
+      // The first message on the subject from `from` on (servers from 2.9; the client's type leaves it out).
+      const msg = await jsm.streams.getMessage(stream, { next_by_subj: subject, seq: from } as unknown as MsgRequest);
+      if (msg === null || msg.seq > floor) break;
+      const d = jsm.streams.deleteMessage(stream, msg.seq, false).then((ok) => {
+        if (ok) deleted++;
+      });
+      deletes.add(d);
+      void d.finally(() => deletes.delete(d)).catch(() => {});
+      if (deletes.size >= DELETES_IN_FLIGHT) await Promise.race(deletes);
+      from = msg.seq + 1;
+    }
+    await Promise.all(deletes);
     return deleted;
   }
 }

@@ -3,7 +3,8 @@
  * store directory, SIGKILLed and started again by the test; never the machine's shared server):
  * - acked messages a crash of the server brought back are purged, at the reconnect and at open,
  *   and no unacked item is;
- * - an idempotency key whose item was acked is remembered across a restart;
+ * - an idempotency key whose item was acked is remembered across a restart, and delayed items
+ *   outlive one;
  * - a stream that cannot keep a resolved push across a crash (memory storage) is refused, as
  *   are names the server would refuse, before anything is created; a later failure of an open
  *   deletes what it created;
@@ -197,6 +198,32 @@ describe.skipIf(binary === null)('the JetStream queue under faults', () => {
       await left.ack();
       expect(await rx.tryReserve()).toBeNull();
       expect((await (tx as JetStreamProducer).stats()).streamMessages).toBe(0);
+    } finally {
+      await tx.close();
+    }
+  });
+
+  test('delayedItemsOutliveARestartOfTheServerAndAreHandedOutOnceEach', async () => {
+    const stream = name();
+    const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
+    try {
+      // One waits on the server for its time when the server dies (its consumer holds it back
+      // with a delayed nak), the other was never delivered to a mover.
+      const pushedAt = Date.now();
+      const seqs = [await tx.push('held back', { delayMs: 1000 }), await tx.push('keyed', { delayMs: 1000, key: 'dk' })];
+      const waiting = rx.reserve();
+      await crash();
+      expect(await tx.push('keyed, again', { key: 'dk' })).toBe(seqs[1]);
+      const got = [(await waiting)!, (await rx.reserve())!];
+      expect(Date.now()).toBeGreaterThanOrEqual(pushedAt + 1000);
+      expect(got.map((item) => [item.seq, text(item.bytes), item.deliveries]).sort()).toEqual([
+        [seqs[0], 'held back', 1],
+        [seqs[1], 'keyed', 1],
+      ]);
+      for (const item of got) await item.ack();
+      expect(await rx.tryReserve()).toBeNull();
+      // Each was acked on the delayed subject once moved: nothing waits there any more.
+      expect(await untilStream(stream, (n) => n === 0, 'messages left in the stream')).toBe(0);
     } finally {
       await tx.close();
     }
