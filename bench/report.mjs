@@ -363,15 +363,17 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   }
   {
     const queue = results.filter((r) => r.kind === 'jetstream-queue');
+    const ratios = results.filter((r) => r.kind === 'jetstream-ratio');
     const fwd = results.filter((r) => r.kind === 'jetstream-forward');
     const skipped = results.filter((r) => r.kind === 'jetstream-skipped');
     if (queue.length || fwd.length || skipped.length) {
       md.push('## When one machine is not enough: JetStream');
       md.push('');
       const server = (queue[0] ?? fwd[0])?.server;
-      md.push(`\`bench/jetstream.mjs\` and \`bench/forward.mjs\`, run as child processes against the nats-server on 127.0.0.1:4222${server ? ` (version ${server})` : ''}, 128 B payloads, one timed pass of ${(queue[0] ?? fwd[0])?.items ?? '—'} items after a warm-up. The queue rows: ${queue[0]?.producers ?? 64} producers pushing, then push and \`process()\` (concurrency ${queue[0]?.concurrency ?? 64}) together for end to end; the client row does the same work with the NATS client alone (publish, \`consume()\`, \`ackAck\`). The forward rows drain a LogStore queue (default options) into a stream with \`forward()\`, beside the same publishes made from memory with the same batching.`);
+      md.push(`\`bench/jetstream.mjs\` and \`bench/forward.mjs\`, run as child processes against the nats-server on 127.0.0.1:4222${server ? ` (version ${server})` : ''}, 128 B payloads, ${(queue[0] ?? fwd[0])?.items ?? '—'} items per timed pass after a warm-up. The queue rows: ${queue[0]?.producers ?? 64} producers each awaiting its push; then the consumer draining what they pushed (\`process()\`, concurrency ${queue[0]?.concurrency ?? 64}); then push and consume together for end to end. The client row does the same work with the NATS client alone: \`js.publish\` awaiting each ack, and \`consume()\` pulling 256 at a time with \`ackAck\`, at most ${queue[0]?.concurrency ?? 64} acks in flight. The JetStream queue and the client alternate over ${queue[0]?.rounds ?? 1} round(s), each on a stream of its own: their rows are medians, the ratios the medians of the per-round ratios. The embedded row is one pass. The forward rows drain a LogStore queue (default options) into a stream with \`forward()\`, beside the same publishes made from memory with the same batching.`);
       md.push('');
-      if (queue.length) md.push(table(['backend', 'push only, msgs/s', 'end to end, msgs/s'], queue.map((r) => [r.name, rateFmt(r.push), rateFmt(r.endToEnd)])), '');
+      if (queue.length) md.push(table(['backend', 'push only, msgs/s', 'consume, msgs/s', 'end to end, msgs/s'], queue.map((r) => [r.name, rateFmt(r.push), r.consume === undefined ? '—' : rateFmt(r.consume), rateFmt(r.endToEnd)])), '');
+      if (ratios.length) md.push(table(['JetStream queue / client alone', 'median', 'range over rounds'], ratios.map((r) => [r.name, times(r.value), `${times(Math.min(...r.samples))} – ${times(Math.max(...r.samples))}`])), '');
       if (fwd.length) md.push(table(['forward()', 'items/s', 'publishes from memory, items/s', 'ratio'], fwd.map((r) => [r.name, rateFmt(r.value), rateFmt(r.publishOnly), times(r.value / r.publishOnly)])), '');
       for (const r of skipped) md.push(`- ${r.name}: skipped, ${r.reason}`);
       if (skipped.length) md.push('');

@@ -495,15 +495,19 @@ function jetStreamScript(script, argv) {
 async function runJetStreamSection() {
   const items = quick ? 2_000 : 20_000;
   const out = [];
-  const queue = await jetStreamScript('jetstream.mjs', ['--items', String(items)]);
+  const queue = await jetStreamScript('jetstream.mjs', ['--items', String(items), '--rounds', quick ? '1' : '3']);
   if (queue.skipped) {
     record({ id: 'jetstream/queue/skipped', kind: 'jetstream-skipped', name: 'the JetStream queue', reason: queue.skipped });
     out.push(`queue skipped: ${queue.skipped}`);
   } else {
     for (const [key, name] of [['logStoreGroup', 'embedded queue, LogStore (group, lazy acks)'], ['jetStreamR1', 'JetStream queue (R1, file storage)'], ['clientAlone', 'NATS client alone (R1, file storage)']]) {
-      record({ id: `jetstream/queue/${key}`, kind: 'jetstream-queue', name, items, server: queue.server, producers: queue.producers, concurrency: queue.concurrency, push: queue[key].push, endToEnd: queue[key].endToEnd, unit: 'msgs/s', value: queue[key].push });
+      record({ id: `jetstream/queue/${key}`, kind: 'jetstream-queue', name, items, rounds: queue.rounds, server: queue.server, producers: queue.producers, concurrency: queue.concurrency, push: queue[key].push, consume: queue[key].consume, endToEnd: queue[key].endToEnd, unit: 'msgs/s', value: queue[key].push });
     }
-    out.push(`JetStream queue ${fmtRate(queue.jetStreamR1.push)} push, ${fmtRate(queue.jetStreamR1.endToEnd)} e2e`);
+    // Ours over the client alone, the median of the per-round ratios.
+    for (const cell of ['push', 'consume', 'endToEnd']) {
+      record({ id: `jetstream/ratio/${cell}`, kind: 'jetstream-ratio', name: cell === 'endToEnd' ? 'end to end' : cell, rounds: queue.rounds, unit: 'x', value: queue.ratio[cell], samples: queue.perRound.jetStreamR1.map((r, i) => r[cell] / queue.perRound.clientAlone[i][cell]) });
+    }
+    out.push(`JetStream queue ${fmtRate(queue.jetStreamR1.push)} push, ${fmtRate(queue.jetStreamR1.endToEnd)} e2e (${queue.ratio.push.toFixed(2)}x / ${queue.ratio.endToEnd.toFixed(2)}x the client)`);
   }
   const fwd = await jetStreamScript('forward.mjs', [`--items=${items}`, '--rounds=1']);
   if (fwd.skipped) {

@@ -50,7 +50,8 @@ beforeAll(async () => {
 afterAll(async () => {
   if (nc === undefined) return;
   const jsm = await jetstreamManager(nc).catch(() => undefined);
-  for (const name of streams) await jsm?.streams.delete(name).catch(() => {});
+  // A queue's key stream (<stream>_KEYS) goes with it.
+  for (const name of streams) for (const n of [name, `${name}_KEYS`]) await jsm?.streams.delete(n).catch(() => {});
   await nc.close();
   await own?.stop();
 });
@@ -79,7 +80,7 @@ async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Pr
 
 runQueueSemantics(maybe as never, {
   name: 'JetStream',
-  capabilities: { syncTryReserve: false, nackDelayOnQueueClock: false, orderAcrossConsumers: false, seq: 'stream', duplicateWindowMs: 120_000 },
+  capabilities: { syncTryReserve: false, nackDelayOnQueueClock: false, orderAcrossConsumers: false, seq: 'stream', duplicateWindowMs: 120_000, delaysOnQueueClock: false, priorities: false },
   open: openQueue,
 });
 
@@ -149,16 +150,56 @@ maybe('JetStream: an existing stream that does not take the queue\'s subject is 
   await tx.close();
 });
 
-maybe('JetStream: push options the stream cannot keep are refused with ERR_UNSUPPORTED and store nothing', async () => {
-  const { tx, rx } = await openQueue();
+maybe('JetStream: a delayed push over a queue that cannot keep it is ERR_UNSUPPORTED, naming why, and stores nothing', async () => {
+  const jsm = await jetstreamManager(nc);
+  // Bound to streams made as a queue made before delays had them: the queue works, delays are refused.
+  const stream = uniqueStream();
+  streams.push(stream, `${stream}_DEAD`);
+  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
+  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  await jsm.streams.add({ name: `${stream}_KEYS`, subjects: [`pq.${stream}.keys.*`], max_msgs_per_subject: 1, max_age: 120 * 1e9 });
+  await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, filter_subject: `pq.${stream}` });
+  const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).open();
   try {
-    for (const options of [{ priority: 1 }, { delayMs: 10 }, { notBefore: 0 }]) {
+    for (const options of [{ delayMs: 10 }, { notBefore: Date.now() + 60_000 }]) {
       const error = await tx.push('x', options).catch((e: unknown) => e);
       expect(isQueueError(error, 'ERR_UNSUPPORTED'), JSON.stringify(options)).toBe(true);
+      expect((error as Error).message).toContain(`pq.${stream}.delayed`);
     }
+    expect((await jsm.streams.info(stream)).config.subjects).toEqual([`pq.${stream}`]);
+    // A time already come is no delay, and a plain push goes on.
+    const seq = await tx.push('y', { notBefore: 0 });
+    const item = (await rx.reserve())!;
+    expect([item.seq, new TextDecoder().decode(item.bytes)]).toEqual([seq, 'y']);
+    await item.ack();
     expect(await rx.tryReserve()).toBeNull();
   } finally {
     await tx.close();
+  }
+  // Opened without bind, the same queue gets the delayed subject and its consumer.
+  const [tx2, rx2] = await new JetStreamBuilder(nc, { stream }).open();
+  try {
+    expect((await jsm.streams.info(stream)).config.subjects).toEqual([`pq.${stream}`, `pq.${stream}.delayed`]);
+    const seq = await tx2.push('later', { delayMs: 10 });
+    const item = (await rx2.reserve())!;
+    expect([item.seq, new TextDecoder().decode(item.bytes)]).toEqual([seq, 'later']);
+    await item.ack();
+  } finally {
+    await tx2.close();
+  }
+  // A queue stream that forgets message ids before the ack wait ends would store an item twice
+  // when its mover died between the copy and the ack.
+  const short = uniqueStream();
+  streams.push(short, `${short}_DEAD`);
+  await jsm.streams.add({ name: short, subjects: [`pq.${short}`], retention: RetentionPolicy.Workqueue, duplicate_window: 10 * 1e9 });
+  const [tx3] = await new JetStreamBuilder(nc, { stream: short }).leaseMs(60_000).open();
+  try {
+    const error = await tx3.push('x', { delayMs: 10 }).catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+    expect((error as Error).message).toMatch(/10000 ms, less than the consumer's ack wait \(60000 ms\)/);
+    expect((await jsm.streams.info(short)).config.subjects).toEqual([`pq.${short}`]);
+  } finally {
+    await tx3.close();
   }
 });
 
@@ -438,7 +479,7 @@ maybe('JetStream: open refuses a consumer with a delivery limit or a start other
   }
   // The server refuses any start but the first item on a work-queue stream today; the queue
   // checks it all the same, for a server that would not.
-  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead' };
+  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead', keyStream: 'S_KEYS', keySubject: 'pq.S.keys', delayedSubject: 'pq.S.delayed', delayedConsumer: 'pq_delayed' };
   const consumer = (deliver_policy: DeliverPolicy) => ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
   expect(consumerRefusal(consumer(DeliverPolicy.All), names)).toBeUndefined();
   expect(consumerRefusal(consumer(DeliverPolicy.New), names)).toMatch(/deliver_policy new/);
@@ -557,6 +598,7 @@ maybe('JetStream: pulls the consumer refuses (409, too many waiting) are asked a
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue });
   await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+  await jsm.streams.add({ name: `${stream}_KEYS`, subjects: [`pq.${stream}.keys.*`], max_msgs_per_subject: 1, max_age: 120 * 1e9 });
   // One waiting pull at a time: the second consumer's pulls are refused while the first waits.
   await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, max_waiting: 1, filter_subject: `pq.${stream}` });
   const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true, pullExpiresMs: 1000 }).open();

@@ -17,6 +17,8 @@ const EMBEDDED: QueueCapabilities = {
   orderAcrossConsumers: true,
   seq: 'queue',
   duplicateWindowMs: 0,
+  delaysOnQueueClock: true,
+  priorities: true,
 };
 
 async function openOn(store: Store, options: OpenOptions = {}): Promise<OpenQueue> {

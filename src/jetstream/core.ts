@@ -1,18 +1,24 @@
-// The shared state of one open JetStream queue: the connection, the names, the settings, the
-// counters, the consumers opened on it, and the moves into the dead letters. The server owns the
+// The shared state of one open JetStream queue: the connection and what is known of it, the
+// names, the settings, the counters, the consumers opened on it, the moves into the dead letters,
+// the key records and the check for acked messages a crash brought back. The server owns the
 // items, their order, their delivery counts and their ack waits; this object owns only what one
 // process knows: its reservations, its leases, and its counters.
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Codec } from '../codec.js';
 import { QueueError } from '../errors.js';
 import type { TimeSource } from '../queue/clock.js';
-import { boundedReason } from '../queue/deliveries.js';
+import { boundedReason, errorMessage } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
+import type { ConnectionWatch } from './connection.js';
+import { DelayedMover, itemSeqOf } from './delayed.js';
 import type { JetStreamDurability } from './durability.js';
+import type { KeyRecords } from './keys.js';
 import type { Delivery } from './message.js';
+import { PublishRefused, RequestFailure, type Requester, type Stored } from './request.js';
 import type { Names } from './setup.js';
 import type { JetStreamQueueStats } from './stats.js';
+import type { Sweeper } from './sweep.js';
 
 /** Headers of a dead letter: the item's history, as the embedded dead letters keep it. @internal */
 export const DEAD_HEADERS = {
@@ -38,7 +44,30 @@ export function deadLetterId(stream: string, streamCreated: string, seq: number)
 /** The error of an operation the server did not confirm: its outcome is unknown. @internal */
 export function unconfirmed(what: string, cause: unknown): QueueError {
   if (cause instanceof QueueError) return cause;
-  return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${errorMessage(cause)}`, { cause });
+}
+
+/** The error of a read the server did not answer (stats, a dead-letter listing): nothing changed. @internal */
+export function unanswered(what: string, cause: unknown): QueueError {
+  if (cause instanceof QueueError) return cause;
+  return new QueueError('ERR_STORE', `The server did not answer ${what}: ${errorMessage(cause)}`, { cause });
+}
+
+/**
+ * The error of a publish that failed, saying whether it may be stored: never sent, refused, or
+ * nobody received it is "not stored"; a lost connection or a timeout leaves it unknown. A stream
+ * limit reached (discard new) is `ERR_STORE_FULL`, a message over the stream's `max_msg_size`
+ * `ERR_TOO_LARGE`: retrying those at once would fail the same way. @internal
+ */
+export function publishError(what: string, cause: unknown): QueueError {
+  if (cause instanceof QueueError) return cause;
+  if (cause instanceof PublishRefused) {
+    if (cause.errCode === 10054) return new QueueError('ERR_TOO_LARGE', `The server refused ${what}: ${cause.message}; it was not stored`, { cause });
+    const full = cause.errCode === 10023 || /maximum (messages|bytes)/i.test(cause.message);
+    return new QueueError(full ? 'ERR_STORE_FULL' : 'ERR_STORE', `The server refused ${what}: ${cause.message}; it was not stored`, { cause });
+  }
+  if (cause instanceof RequestFailure && !cause.mayHaveActed) return new QueueError('ERR_STORE', `The server did not store ${what}: ${cause.message}; it was not stored`, { cause });
+  return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${errorMessage(cause)}; it may or may not be stored`, { cause });
 }
 
 /** Delivery times this process saw, kept for the dead letters; bounded, oldest forgotten first. */
@@ -47,7 +76,8 @@ const HISTORY_MAX = 65_536;
 /** @internal */
 export interface CoreSettings {
   readonly nc: NatsConnection;
-  readonly js: JetStreamClient;
+  readonly watch: ConnectionWatch;
+  readonly requester: Requester;
   readonly jsm: JetStreamManager;
   readonly apiPrefix: string;
   readonly names: Names;
@@ -67,6 +97,12 @@ export interface CoreSettings {
   readonly pullExpiresMs: number;
   /** What a push the server acknowledged survives, found at open. */
   readonly durability: JetStreamDurability;
+  /** The largest message the queue stream takes, in bytes; -1: only the server's max_payload. */
+  readonly maxMsgSize: number;
+  /** Why a delayed push cannot be kept (`ERR_UNSUPPORTED`), or undefined. */
+  readonly noDelays: string | undefined;
+  readonly keys: KeyRecords;
+  readonly sweeper: Sweeper;
 }
 
 /** The counters of {@link JetStreamQueueStats} this process keeps. @internal */
@@ -81,10 +117,12 @@ interface History {
   error: string | undefined;
 }
 
-/** Something to close with the queue (a consumer). @internal */
+/** A consumer opened on the queue: closed with it, told when the server lost its pull requests. @internal */
 export interface Closable {
   /** With `failure`, the queue failed: waiting reserves reject with it instead of resolving null. */
   closeNow(failure?: QueueError): Promise<void>;
+  /** The server no longer has this consumer's waiting pull requests: ask again now. */
+  pullsLost(): void;
 }
 
 /** @internal */
@@ -101,13 +139,69 @@ export class JetStreamCore {
   #closing: Promise<void> | undefined;
   #failure: QueueError | undefined;
 
+  readonly #stopWatching: () => void;
+  #advisories: { unsubscribe(): void } | undefined;
+  /** Moves delayed items into the queue stream as they fall due, once a consumer asks for items. */
+  readonly mover: DelayedMover;
+
   constructor(settings: CoreSettings) {
     this.s = settings;
+    this.mover = new DelayedMover(this);
     // A connection closed under the queue ends it: nothing can be pushed or settled any more.
     settings.nc.closed().then(
       () => this.#fail(new QueueError('ERR_STORE_FAILED', 'The NATS connection closed under the queue')),
       () => {},
     );
+    this.#stopWatching = settings.watch.onReconnect(() => this.#serverChanged());
+    // A consumer leader that died took the waiting pull requests with it, while this connection
+    // stayed up (another node of a cluster): the new leader's election says so at once.
+    const { stream, consumer, delayedConsumer } = settings.names;
+    try {
+      // `*`: the consumer of the queue's subject, and the one of its delayed items.
+      this.#advisories = settings.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${stream}.*`, {
+        callback: (_, msg) => {
+          const which = msg.subject.slice(msg.subject.lastIndexOf('.') + 1);
+          if (which === consumer || which === delayedConsumer) this.#serverChanged();
+        },
+      });
+    } catch {
+      // A closed connection: the queue fails on its own.
+    }
+    // In the background: close() does not wait for it, and it never rejects.
+    void settings.sweeper.sweep();
+  }
+
+  /** The server restarted, or the consumer has a new leader: pulls are asked again, and the stream is checked for acked messages it brought back. */
+  #serverChanged(): void {
+    if (this.#closed) return;
+    for (const c of this.consumers) c.pullsLost();
+    this.mover.pullsLost();
+    void this.s.sweeper.sweep();
+  }
+
+  /**
+   * Run a request of the JetStream API (an info, a listing, a purge) once the connection is up,
+   * within the timeout; its failure becomes `ERR_STORE`, never the client's own error. `what`
+   * names the operation; `change`: it changes the server's state, whose outcome is then unknown.
+   */
+  async api<T>(what: string, fn: () => Promise<T>, change = false): Promise<T> {
+    const error = this.operationalError();
+    if (error) throw error;
+    if (!(await this.s.watch.whenUp(this.s.timeoutMs))) {
+      throw new QueueError('ERR_STORE', `The server could not be reached for ${what} within ${this.s.timeoutMs} ms: nothing was asked`);
+    }
+    try {
+      // A connection lost under the request ends it at once, rather than at the timeout.
+      return await Promise.race([fn(), this.s.watch.lost]);
+    } catch (cause) {
+      throw change ? unconfirmed(what, cause) : unanswered(what, cause);
+    }
+  }
+
+  /** Publish into a stream; `msgID`: under that id, sent again if the connection is lost before the answer. */
+  publish(subject: string, bytes: Uint8Array, msgID?: string, hdrs = msgID === undefined ? undefined : headers()): Promise<Stored> {
+    if (msgID !== undefined) hdrs!.set('Nats-Msg-Id', msgID);
+    return this.s.requester.publish(subject, bytes, { headers: hdrs, deadline: performance.now() + this.s.timeoutMs, resend: msgID !== undefined });
   }
 
   get closed(): boolean {
@@ -164,10 +258,13 @@ export class JetStreamCore {
    * that is not there would lose the item. Resolves once the server confirmed both steps.
    */
   moveToDeadLetters(delivery: Delivery, deliveries: number, reason: string): Promise<void> {
+    // The history and the letter's id go by the message's place in the stream; the letter tells
+    // the item's seq, which for an item that waited in the delayed stream is the one its push had.
     const seq = delivery.info.streamSeq;
+    const itemSeq = itemSeqOf(delivery);
     const h = this.#history.get(seq);
     const hdrs = headers();
-    hdrs.set(DEAD_HEADERS.seq, String(seq));
+    hdrs.set(DEAD_HEADERS.seq, String(itemSeq));
     hdrs.set(DEAD_HEADERS.stream, this.s.names.stream);
     hdrs.set(DEAD_HEADERS.deliveries, String(deliveries));
     hdrs.set(DEAD_HEADERS.firstDeliveredAt, String(h?.first ?? 0));
@@ -178,11 +275,13 @@ export class JetStreamCore {
     const move = (async () => {
       try {
         const id = deadLetterId(this.s.names.stream, this.s.streamCreated, seq);
-        const ack = await this.s.js.publish(this.s.names.deadLetterSubject, delivery.bytes, { headers: hdrs, msgID: id, timeout: this.s.timeoutMs });
+        const ack = await this.publish(this.s.names.deadLetterSubject, delivery.bytes, id, hdrs);
         if (ack.duplicate) await this.#letterKept(ack.seq, id, seq);
+        // A dead-lettered item's key stays remembered, as an acked one's does.
+        await this.s.keys.remember(delivery, itemSeq);
         await delivery.ackAck();
       } catch (cause) {
-        throw unconfirmed(`the move of item ${seq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
+        throw unconfirmed(`the move of item ${itemSeq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
       }
       this.counters.deadLettered++;
       this.#history.delete(seq);
@@ -209,8 +308,18 @@ export class JetStreamCore {
   #shutDown(failure: QueueError | undefined): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
+      this.#stopWatching();
+      this.s.sweeper.close();
+      this.mover.close();
+      try {
+        this.#advisories?.unsubscribe();
+      } catch {
+        // The connection closed: nothing to take back.
+      }
       await Promise.all([...this.consumers].map((c) => c.closeNow(failure)));
       await Promise.allSettled([...this.#pending]);
+      this.s.requester.close();
+      this.s.watch.close();
     })();
     return this.#closing;
   }

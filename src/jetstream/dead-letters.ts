@@ -5,7 +5,7 @@ import type { StoredMsg } from '@nats-io/jetstream';
 import type { DeadLetter } from '../store.js';
 import { type DeadLetterListOptions, type DeadLetterSelection, selection } from '../queue/dead-letters.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
-import { DEAD_HEADERS, type JetStreamCore, unconfirmed } from './core.js';
+import { DEAD_HEADERS, type JetStreamCore, publishError } from './core.js';
 
 interface Found {
   readonly letter: DeadLetter;
@@ -56,11 +56,7 @@ export class JetStreamDeadLetters {
     this.#check();
     await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
-    try {
-      return (await jsm.streams.info(names.deadLetterStream)).state.messages;
-    } catch (cause) {
-      throw unconfirmed('the count of dead letters', cause);
-    }
+    return this.#core.api('the count of dead letters', async () => (await jsm.streams.info(names.deadLetterStream)).state.messages);
   }
 
   /** Dead letters in the order of their seqs, from `after` on, at most `limit`. */
@@ -99,16 +95,18 @@ export class JetStreamDeadLetters {
       return Promise.reject(error);
     }
     return this.#inLane(async () => {
-      const { js, jsm, names, timeoutMs } = this.#core.s;
+      const core = this.#core;
+      const { jsm, names } = core.s;
       const seqs: number[] = [];
       for (const found of await this.#chosen(chosen)) {
+        let ack;
         try {
-          const ack = await js.publish(names.subject, found.letter.bytes, { timeout: timeoutMs });
-          await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
-          seqs.push(ack.seq);
+          ack = await core.publish(names.subject, found.letter.bytes);
         } catch (cause) {
-          throw unconfirmed(`the redrive of dead letter ${found.letter.seq}`, cause);
+          throw publishError(`the redrive of dead letter ${found.letter.seq} (it is still a dead letter)`, cause);
         }
+        await core.api(`the delete of dead letter ${found.letter.seq}, redriven as item ${ack.seq} (it may be in both)`, () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false), true);
+        seqs.push(ack.seq);
       }
       return seqs;
     });
@@ -126,11 +124,7 @@ export class JetStreamDeadLetters {
       const { jsm, names } = this.#core.s;
       let count = 0;
       for (const found of await this.#chosen(chosen)) {
-        try {
-          await jsm.streams.deleteMessage(names.deadLetterStream, found.at, false);
-        } catch (cause) {
-          throw unconfirmed(`the purge of dead letter ${found.letter.seq}`, cause);
-        }
+        await this.#core.api(`the purge of dead letter ${found.letter.seq}`, () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false), true);
         count++;
       }
       return count;
@@ -154,15 +148,13 @@ export class JetStreamDeadLetters {
     await Promise.allSettled([...this.#core.moves]);
     const { jsm, names } = this.#core.s;
     const found: Found[] = [];
-    try {
+    await this.#core.api('a read of the dead letters', async () => {
       const state = (await jsm.streams.info(names.deadLetterStream)).state;
       for (let at = state.first_seq; at <= state.last_seq && state.messages > 0; at++) {
         const msg = await jsm.streams.getMessage(names.deadLetterStream, { seq: at });
         if (msg !== null) found.push({ letter: letterOf(msg), at });
       }
-    } catch (cause) {
-      throw unconfirmed('a read of the dead letters', cause);
-    }
+    });
     return found.sort((a, b) => a.letter.seq - b.letter.seq);
   }
 

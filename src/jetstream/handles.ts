@@ -1,176 +1,21 @@
-// The handles of a JetStream queue: JetStreamProducer and JetStreamConsumer (JetStreamReserved is
-// in reserved.ts), with the calls and the argument checks of the embedded Producer and Consumer.
-// The server decides order, delivery counts, the ack wait and delays; this process keeps its
-// waiting reserves, its reservations and its counters.
-import { encodeValue, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
-import { errorMessage } from '../queue/deliveries.js';
-import { type PushValue, keyOption, keysOption } from '../queue/handles.js';
+// The consuming handle of a JetStream queue, JetStreamConsumer (JetStreamProducer is in
+// producer.ts, JetStreamReserved in reserved.ts), with the calls and the argument checks of the
+// embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
+// process keeps its waiting reserves, its reservations and its counters.
+import { isRaw } from '../codec.js';
+import type { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
-import type { NackOptions, PushOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
+import type { NackOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
-import type { JetStreamCore } from './core.js';
+import { type JetStreamCore, unanswered } from './core.js';
 import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';
 import { Puller } from './puller.js';
 import { type JetStreamProcessHandler, type JetStreamProcessOptions, processOptions, runProcess } from './process.js';
 import { JetStreamReserved } from './reserved.js';
 import { type JetStreamQueueStats, queueStats } from './stats.js';
-
-const encoder = new TextEncoder();
-
-function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array {
-  const codec = core.s.codec;
-  let out: unknown = value;
-  if (!isRaw(codec)) {
-    const encoded = encodeValue(codec, value);
-    if (encoded instanceof QueueError) throw encoded;
-    out = encoded;
-  }
-  if (typeof out === 'string') return encoder.encode(out);
-  if (out instanceof Uint8Array) return out;
-  throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
-}
-
-/**
- * The push options: those of the embedded queue, of which a JetStream stream keeps no schedule.
- * `single`: for `push`, which takes one `key`; `pushMany` takes `keys`, one per payload. Returns
- * the signal and the keys, one per payload, or undefined.
- */
-function pushSettings(options: PushOptions | undefined, single: boolean): { signal: AbortSignal | undefined; keys: string[] | undefined } {
-  const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
-  const signal = optionalSignal('options.signal', o.signal);
-  for (const key of ['priority', 'delayMs', 'notBefore'] as const) {
-    if (o[key] !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A JetStream queue keeps no ${key}: the stream delivers in the order it stored`);
-  }
-  const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
-  const keys = o.keys === undefined ? undefined : keysOption(o.keys);
-  if (single && keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', keys));
-  if (!single && key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', key));
-  return { signal, keys: key === undefined ? keys : [key] };
-}
-
-/** For each key, the index of its first occurrence in `keys`. */
-function firstIndexes(keys: readonly string[]): number[] {
-  const seen = new Map<string, number>();
-  return keys.map((key, i) => {
-    const first = seen.get(key);
-    if (first !== undefined) return first;
-    seen.set(key, i);
-    return i;
-  });
-}
-
-/**
- * The message id an idempotency key is published under: the key percent-encoded (a header value
- * is trimmed and may not hold a line break, so `'a '` would otherwise be `'a'`), then `:key`. Ids
- * that `forward()` publishes into a stream end in `:<seq>`, digits, so the two never meet.
- */
-export function keyMessageId(key: string): string {
-  return `${encodeURIComponent(key)}:key`;
-}
-
-/** The producing handle. Any number of producers, in any number of processes, may push at once. */
-export class JetStreamProducer<T = Uint8Array> {
-  readonly #core: JetStreamCore;
-
-  /** @internal */
-  constructor(core: JetStreamCore) {
-    this.#core = core;
-  }
-
-  /**
-   * Store one item. Resolves with its seq (the stream sequence) once the server acknowledged the
-   * publish: stored under the stream's replication (a quorum of its replicas). A publish whose
-   * answer does not come within the timeout rejects with `ERR_STORE`; it may have been stored.
-   */
-  push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
-    return this.#publish([payload], options, true).then((seqs) => seqs[0]!);
-  }
-
-  /**
-   * Store a batch; resolves with the seqs in order. The items are published one by one, all at
-   * once: the batch is not atomic, and a failure rejects with the first error, the others stored.
-   */
-  pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
-    return this.#publish(payloads, options, false);
-  }
-
-  /**
-   * Publish each payload; with `keys`, each under its key's message id, so that the server drops
-   * a key it has seen within its duplicate window and answers with the seq it stored the first
-   * time (README, "A JetStream queue": idempotency keys). A key repeated within the batch is
-   * published once and its later payloads get the first one's seq: a replicated stream refuses a
-   * message id while the first message under it is still being stored. `single`: for `push`.
-   */
-  #publish(payloads: Iterable<PushValue<T>>, options: PushOptions | undefined, single: boolean): Promise<number[]> {
-    let list: Uint8Array[];
-    let signal: AbortSignal | undefined;
-    let keys: string[] | undefined;
-    try {
-      ({ signal, keys } = pushSettings(options, single));
-      if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
-        throw new TypeError(expectation('payloads', 'an iterable of values', payloads));
-      }
-      list = [];
-      let i = 0;
-      for (const p of payloads) list.push(bytesOf(this.#core, `payloads[${i++}]`, p));
-      if (keys !== undefined && keys.length !== list.length) {
-        throw new RangeError(expectation('options.keys', `an array of ${list.length} keys, one per payload`, keys));
-      }
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const error = this.#core.operationalError();
-    if (error) return Promise.reject(error);
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    const { js, names, timeoutMs } = this.#core.s;
-    const counters = this.#core.counters;
-    counters.pendingPushes += list.length;
-    // With keys: the index of the first payload of each key; a later one waits for that publish.
-    const firstOf = keys === undefined ? undefined : firstIndexes(keys);
-    const publishes: Promise<number>[] = [];
-    list.forEach((bytes, i) => {
-      const first = firstOf?.[i];
-      if (first !== undefined && first !== i) {
-        publishes.push(publishes[first]!);
-        return;
-      }
-      publishes.push(
-        js.publish(names.subject, bytes, keys === undefined ? { timeout: timeoutMs } : { timeout: timeoutMs, msgID: keyMessageId(keys[i]!) }).then(
-          (ack) => {
-            // A duplicate stored nothing: the server answers with the seq of the first publish.
-            if (!ack.duplicate) counters.pushed++;
-            return ack.seq;
-          },
-          (cause: unknown) => {
-            throw new QueueError('ERR_STORE', `The server did not confirm the publish: ${errorMessage(cause)}; the item may or may not be stored`, { cause });
-          },
-        ),
-      );
-    });
-    const all = Promise.all(publishes).finally(() => {
-      counters.pendingPushes -= list.length;
-    });
-    return this.#core.track(all);
-  }
-
-  stats(): Promise<JetStreamQueueStats> {
-    return queueStats(this.#core, undefined);
-  }
-
-  /** Close the queue (both handles, and every fork). Idempotent. The connection stays open. */
-  close(): Promise<void> {
-    return this.#core.close();
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close();
-  }
-}
 
 interface Waiter<T> {
   readonly leaseMs: number;
@@ -211,6 +56,8 @@ export class JetStreamConsumer<T = Uint8Array> {
     const s = core.s;
     this.#puller = new Puller({
       nc: s.nc,
+      watch: s.watch,
+      requester: s.requester,
       apiPrefix: s.apiPrefix,
       stream: s.names.stream,
       consumer: s.names.consumer,
@@ -327,6 +174,8 @@ export class JetStreamConsumer<T = Uint8Array> {
 
   /** Wait for the next item; resolves `null` once the queue (or this fork) is closed. @internal */
   take(signal: AbortSignal | undefined, leaseMs: number): Promise<JetStreamReserved<T> | null> {
+    // A process that consumes moves delayed items as they fall due (a producer alone does not).
+    this.#core.mover.start();
     const error = this.#core.operationalError();
     if (error) return error.code === 'ERR_CLOSED' ? Promise.resolve(null) : Promise.reject(error);
     if (this.#closed) return Promise.resolve(null);
@@ -383,9 +232,12 @@ export class JetStreamConsumer<T = Uint8Array> {
   /**
    * The next item if the server has one ready now, else `null`. Unlike the embedded queue's, it
    * cannot answer synchronously: it asks the server once (a pull that does not wait) and
-   * resolves with its answer.
+   * resolves with its answer. While the connection is down it waits for it, up to `timeoutMs`;
+   * when no answer comes it rejects with `ERR_STORE` (it never resolves `null` for a server it
+   * could not ask).
    */
   async tryReserve(): Promise<JetStreamReserved<T> | null> {
+    this.#core.mover.start();
     const error = this.#core.operationalError();
     if (error) {
       if (error.code === 'ERR_CLOSED') return null;
@@ -395,7 +247,13 @@ export class JetStreamConsumer<T = Uint8Array> {
     const stray = this.#takeStray(this.#core.s.leaseMs);
     if (stray !== undefined) return stray;
     for (;;) {
-      const delivery = await this.#puller.tryOne();
+      let delivery;
+      try {
+        delivery = await this.#puller.tryOne();
+      } catch (cause) {
+        // No answer is not "empty": the caller must not take it for an empty queue.
+        throw unanswered('tryReserve()', cause);
+      }
       if (delivery === null) return null;
       if (this.closed) {
         await delivery.nak(0).catch(() => {});
@@ -466,7 +324,8 @@ export class JetStreamConsumer<T = Uint8Array> {
   /** Take what the server has ready now, until `items` holds `n`. */
   async #fill(items: JetStreamReserved<T>[], n: number, leaseMs: number): Promise<void> {
     while (items.length < n && !this.closed) {
-      const deliveries = await this.#puller.tryMany(n - items.length);
+      // The server gone in between: the batch is what is in hand.
+      const deliveries = await this.#puller.tryMany(n - items.length).catch(() => []);
       if (deliveries.length === 0) return;
       for (let i = 0; i < deliveries.length; i++) {
         const delivery = deliveries[i]!;
@@ -525,6 +384,11 @@ export class JetStreamConsumer<T = Uint8Array> {
 
   stats(): Promise<JetStreamQueueStats> {
     return queueStats(this.#core, this as JetStreamConsumer<unknown>);
+  }
+
+  /** @internal */
+  pullsLost(): void {
+    this.#puller.reset();
   }
 
   /** Close this consumer's pulls, return what it holds; waiting reserves reject with `failure` if given, else resolve null. @internal */

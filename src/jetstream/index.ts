@@ -7,7 +7,7 @@
  * See README, "When one machine is not enough", and DESIGN.md, "The JetStream queue" and
  * "Store-and-forward".
  */
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Codec, bytes, checkCodec, isRaw } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
@@ -15,12 +15,18 @@ import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../
 import { leaseLength } from '../queue/leases.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from '../queue/retry.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { ConnectionWatch } from './connection.js';
 import { JetStreamCore } from './core.js';
-import { JetStreamConsumer, JetStreamProducer } from './handles.js';
+import { KeyRecords } from './keys.js';
+import { Requester } from './request.js';
+import { Sweeper } from './sweep.js';
+import { JetStreamConsumer } from './handles.js';
+import { JetStreamProducer } from './producer.js';
 import { type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
-import { type Names, type SetUp, setUp } from './setup.js';
+import { NAME_BYTES_MAX, type Names, type SetUp, setUp, subjectMatches } from './setup.js';
 
-export { JetStreamConsumer, JetStreamProducer } from './handles.js';
+export { JetStreamConsumer } from './handles.js';
+export { JetStreamProducer } from './producer.js';
 export { JetStreamReserved } from './reserved.js';
 export type { JetStreamQueueStats } from './stats.js';
 export { JetStreamDeadLetters } from './dead-letters.js';
@@ -42,7 +48,16 @@ export interface JetStreamQueueOptions {
   deadLetterStream?: string;
   /** The subject of the dead-letter stream. @default `<subject>.dead` */
   deadLetterSubject?: string;
-  /** Never create anything: the two streams and the consumer must exist (`ERR_NOT_FOUND` otherwise). @default false */
+  /**
+   * The stream that remembers the idempotency keys of acked items for the duplicate window, on
+   * subjects `<subject>.keys.*`. @default `<stream>_KEYS`
+   */
+  keyStream?: string;
+  /**
+   * Never create anything: the queue, dead-letter and key streams and the consumer must exist
+   * (`ERR_NOT_FOUND` otherwise); without the delayed subject and its consumer, delayed pushes
+   * are `ERR_UNSUPPORTED`. @default false
+   */
   bind?: boolean;
   /** Replicas of the streams created (1, 3 or 5 on a cluster). @default 1 */
   replicas?: number;
@@ -75,6 +90,31 @@ function nameOption(name: string, value: unknown, fallback: string | undefined, 
   return value;
 }
 
+const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length;
+
+/**
+ * Check every stream and consumer name against the server's limit before anything is made: a
+ * long stream name gives derived names (`<stream>_DEAD`, `<stream>_KEYS`) longer still, which the
+ * server would refuse only after the queue stream was created.
+ */
+function checkLengths(names: Names, given: Record<string, unknown>): void {
+  // Each name, the option that sets it, and what it is made from when it is derived.
+  const each: [keyof Names, string, string | undefined][] = [
+    ['stream', 'options.stream', undefined],
+    ['deadLetterStream', 'options.deadLetterStream', given.deadLetterStream === undefined ? 'options.stream (<stream>_DEAD)' : undefined],
+    ['keyStream', 'options.keyStream', given.keyStream === undefined ? 'options.stream (<stream>_KEYS)' : undefined],
+    ['consumer', 'options.consumer', undefined],
+    ['delayedConsumer', 'options.consumer', 'options.consumer (<consumer>_delayed, the consumer of delayed items)'],
+  ];
+  for (const [key, option, derivedFrom] of each) {
+    const name = names[key];
+    const bytes = utf8Bytes(name);
+    if (bytes <= NAME_BYTES_MAX) continue;
+    const derived = derivedFrom === undefined ? '' : `; ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)} is derived from ${derivedFrom}`;
+    throw new RangeError(`Expected \`${option}\` to make names of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}`);
+  }
+}
+
 function isConnection(nc: unknown): nc is NatsConnection {
   const c = nc as Partial<NatsConnection> | null;
   return c !== null && typeof c === 'object' && typeof c.publish === 'function' && typeof c.subscribe === 'function' && typeof c.request === 'function' && typeof c.closed === 'function';
@@ -92,19 +132,28 @@ interface Settings {
 
 function settingsOf(options: JetStreamQueueOptions): Settings {
   const o = optionsObject('options', options === undefined ? null : options);
-  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
+  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'keyStream', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
   const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');
+  const consumer = nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)');
   const names: Names = {
     stream,
     subject,
-    consumer: nameOption('options.consumer', o.consumer, 'pq', NAME, 'a consumer name (no dots, wildcards, slashes or spaces)'),
+    consumer,
     deadLetterStream: nameOption('options.deadLetterStream', o.deadLetterStream, `${stream}_DEAD`, NAME, streamWhat),
     deadLetterSubject: nameOption('options.deadLetterSubject', o.deadLetterSubject, `${subject}.dead`, SUBJECT, 'a subject without wildcards'),
+    keyStream: nameOption('options.keyStream', o.keyStream, `${stream}_KEYS`, NAME, streamWhat),
+    keySubject: `${subject}.keys`,
+    delayedSubject: `${subject}.delayed`,
+    delayedConsumer: `${consumer}_delayed`,
   };
   if (names.deadLetterStream === stream) throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
+  if (names.keyStream === stream || names.keyStream === names.deadLetterStream) throw new RangeError(expectation('options.keyStream', `a stream other than options.stream and options.deadLetterStream`, names.keyStream));
+  if (names.deadLetterSubject === names.delayedSubject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than the delayed items' ${names.delayedSubject}`, names.deadLetterSubject));
   if (names.deadLetterSubject === subject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject));
+  if (subjectMatches(`${names.keySubject}.*`, names.deadLetterSubject)) throw new RangeError(expectation('options.deadLetterSubject', `a subject outside the key records' ${names.keySubject}.*`, names.deadLetterSubject));
+  checkLengths(names, o);
   if (o.bind !== undefined && typeof o.bind !== 'boolean') throw new TypeError(expectation('options.bind', 'a boolean', o.bind));
   const replicas = o.replicas === undefined ? 1 : positiveInteger('options.replicas', o.replicas);
   if (replicas > 5) throw new RangeError(expectation('options.replicas', 'a positive integer of at most 5', replicas));
@@ -181,7 +230,10 @@ export class JetStreamBuilder<T = Uint8Array> {
     const s = this.#settings;
     let found: SetUp;
     let jsm;
+    const watch = new ConnectionWatch(nc);
     try {
+      // Opened while the connection is down (a server restarting), the requests would be dropped.
+      if (!(await watch.whenUp(s.timeoutMs))) throw new OpenError('ERR_STORE', `JetStream could not open the queue: no connection to the server within ${s.timeoutMs} ms`);
       jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
       found = await setUp(jsm, {
         names: s.names,
@@ -191,6 +243,7 @@ export class JetStreamBuilder<T = Uint8Array> {
         maxAckPending: s.maxAckPending,
       });
     } catch (error) {
+      watch.close();
       if (error instanceof QueueError) throw error;
       throw new OpenError('ERR_STORE', `JetStream could not open the queue: ${(error as Error)?.message ?? error}`, { cause: error });
     }
@@ -205,9 +258,11 @@ export class JetStreamBuilder<T = Uint8Array> {
     // Measured against the embedded queue's default policy, `group`, under which a push that
     // resolved survives a power loss: the promise a user of the embedded queue is used to.
     warnIfWeaker(durability, 'group', `JetStream queue ${s.names.stream}`, "the embedded queue's default policy (group) survives a power loss");
+    const requester = new Requester(nc, watch);
     const core = new JetStreamCore({
       nc,
-      js: jetstream(nc, { timeout: s.timeoutMs }),
+      watch,
+      requester,
       jsm,
       apiPrefix: '$JS.API',
       names: s.names,
@@ -221,6 +276,19 @@ export class JetStreamBuilder<T = Uint8Array> {
       timeoutMs: s.timeoutMs,
       pullExpiresMs: s.pullExpiresMs,
       durability,
+      maxMsgSize: found.maxMsgSize,
+      noDelays: found.noDelays,
+      keys: new KeyRecords({ requester, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
+      sweeper: new Sweeper({
+        jsm,
+        stream: s.names.stream,
+        targets: [
+          { consumer: s.names.consumer, subject: s.names.subject },
+          ...(found.noDelays === undefined ? [{ consumer: s.names.delayedConsumer, subject: s.names.delayedSubject }] : []),
+        ],
+        lost: () => watch.lost,
+        againAfterMs: found.ackWaitMs,
+      }),
     });
     return [new JetStreamProducer<T>(core), new JetStreamConsumer<T>(core, true)];
   }

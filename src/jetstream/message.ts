@@ -4,6 +4,8 @@
 // so that the server's answer confirms it), -NAK with a delay, +WPI (in progress: the ack wait
 // starts again).
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
+import type { ConnectionWatch } from './connection.js';
+import type { Requester } from './request.js';
 
 /** What the reply subject of a delivered message tells. @internal */
 export interface DeliveryInfo {
@@ -42,10 +44,14 @@ export class Delivery {
   readonly info: DeliveryInfo;
   readonly msg: Msg;
   readonly #nc: NatsConnection;
+  readonly #requester: Requester;
+  readonly #watch: ConnectionWatch;
   readonly #timeoutMs: number;
 
-  constructor(nc: NatsConnection, msg: Msg, info: DeliveryInfo, timeoutMs: number) {
+  constructor(nc: NatsConnection, requester: Requester, msg: Msg, info: DeliveryInfo, timeoutMs: number) {
     this.#nc = nc;
+    this.#requester = requester;
+    this.#watch = requester.watch;
     this.msg = msg;
     this.info = info;
     this.#timeoutMs = timeoutMs;
@@ -55,14 +61,22 @@ export class Delivery {
     return this.msg.data;
   }
 
-  /** Ack, resolving once the server confirms it (the stream then no longer holds the message). */
+  /**
+   * Ack, resolving once the server confirms it (the stream then no longer holds the message).
+   * Sent again if the connection is lost before the answer (a second ack changes nothing), and
+   * held while the connection is down, within the timeout. Rejects with a `RequestFailure`.
+   */
   async ackAck(): Promise<void> {
-    await this.#nc.request(this.msg.reply!, '+ACK', { timeout: this.#timeoutMs });
+    await this.#requester.request(this.msg.reply!, '+ACK', { deadline: performance.now() + this.#timeoutMs, resend: true });
   }
 
-  /** Return it, to be delivered again after `delayMs` (0: at once). Resolves once the server has it. */
+  /**
+   * Return it, to be delivered again after `delayMs` (0: at once). Resolves once the server has
+   * it; held while the connection is down, within the timeout (the client would drop it).
+   */
   async nak(delayMs: number): Promise<void> {
     const body = delayMs > 0 ? `-NAK ${JSON.stringify({ delay: Math.round(delayMs * 1e6) })}` : '-NAK';
+    if (!(await this.#watch.whenUp(this.#timeoutMs))) throw new Error('no connection to the server within the timeout');
     this.#nc.publish(this.msg.reply!, body);
     await this.#nc.flush();
   }
@@ -72,6 +86,8 @@ export class Delivery {
    * throws: over a closed connection there is nobody to tell, and the queue fails on its own.
    */
   working(): void {
+    // While the connection is down the client would drop it; the next one goes out once it is up.
+    if (!this.#watch.up) return;
     try {
       this.#nc.publish(this.msg.reply!, '+WPI');
     } catch {

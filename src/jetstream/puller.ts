@@ -1,18 +1,27 @@
 // Pull requests to a JetStream consumer, made by hand. Each request has an inbox and a
 // subscription of its own (a delivered message carries the subject it was published on, not the
 // inbox: only the subscription tells which request brought it), so that the status that ends a
-// request (404 no messages, 408 expired, 409 refused) tells how many messages it will no longer
-// bring. A
-// request the server lost (a node stopped, a leader changed) ends on a local timer a little
-// after its expiry. The client's own pull API is not used here: it cannot ask for no_wait (it
-// wants expiries of 1 s or more), which `tryReserve()` needs, and one place for pulls keeps their
-// count exact.
+// request (404 no messages, 408 expired, 409 refused, 503 no JetStream answered) tells how many
+// messages it will no longer bring. A request the server lost (a node stopped, a leader changed)
+// ends on a local timer a little after its expiry, or at once when the queue learns of it: at a
+// reconnect (a restarted server has no waiting requests) and when the consumer elects a leader
+// (see `reset`). Nothing is asked while the connection is down: the client would drop the
+// request. A pull that does not wait and could not be answered (the connection lost under it, a
+// 503) fails rather than ending empty, which would read as an empty queue. The client's own
+// pull API is not used here: it cannot ask for no_wait (it wants expiries of 1 s or more), which
+// `tryReserve()` needs, and one place for pulls keeps their count exact.
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import type { ConnectionWatch } from './connection.js';
 import { Delivery, parseReply } from './message.js';
+import { RequestFailure, type Requester } from './request.js';
 
 /** Most messages one pull request asks for. */
 const BATCH_MAX = 256;
-/** How long past its expiry a request is given before it is taken as lost. */
+/**
+ * How long past its expiry a request is given before it is taken as lost. A pull that does not
+ * wait has no expiry: a 2.9 server answers it at once (404) when it has nothing, but holds it
+ * while it counts messages pending redelivery that it cannot deliver yet; its timer ends it then.
+ */
 const LOST_AFTER_MS = 2000;
 /**
  * A request refused (409: too many waiting requests on the consumer, the consumer deleted) is
@@ -29,14 +38,19 @@ interface PullRequest {
   sub: Subscription;
   /**
    * A one-shot request (tryReserve, reserveMany) takes its messages itself, then null once it
-   * ended; undefined for the shared ones.
+   * ended (`failed`: the server could not be asked, so an empty answer says nothing of the
+   * queue: the connection was lost under it, or no JetStream answered); undefined for the shared
+   * ones.
    */
-  sink?: (delivery: Delivery | null) => void;
+  sink?: (delivery: Delivery | null, failed?: boolean) => void;
 }
 
 /** @internal */
 export interface PullerSettings {
   readonly nc: NatsConnection;
+  readonly watch: ConnectionWatch;
+  /** Sends the acks of what it delivers. */
+  readonly requester: Requester;
   /** `$JS.API` unless the account uses a JetStream domain or prefix. */
   readonly apiPrefix: string;
   readonly stream: string;
@@ -65,6 +79,20 @@ export class Puller {
 
   constructor(settings: PullerSettings) {
     this.#s = settings;
+    this.#followLosses();
+  }
+
+  /**
+   * At each loss of the connection, end the one-shot requests under way as failed: their answer
+   * will not come, and an empty one would read as an empty queue. (The shared ones are asked
+   * again at the reconnect.)
+   */
+  #followLosses(): void {
+    this.#s.watch.lost.catch(() => {
+      if (this.#closed) return;
+      for (const [id, request] of [...this.#requests]) if (request.sink !== undefined) this.#end(id, false, true);
+      this.#followLosses();
+    });
   }
 
   /**
@@ -85,16 +113,49 @@ export class Puller {
     return this.tryMany(1).then((list) => list[0] ?? null);
   }
 
-  /** Up to `n` messages the consumer has ready for us now (maybe none); never waits on the server's side. */
-  tryMany(n: number): Promise<Delivery[]> {
-    if (this.#closed) return Promise.resolve([]);
+  /**
+   * Up to `n` messages the consumer has ready for us now (maybe none); never waits on the
+   * server's side. While the connection is down it waits for it, up to the answer timeout.
+   * Rejects with a `RequestFailure` when no answer came and no message either: an empty answer
+   * must mean the consumer had nothing, not that the server was gone.
+   */
+  async tryMany(n: number): Promise<Delivery[]> {
+    if (this.#closed) return [];
+    if (!(await this.#s.watch.whenUp(this.#s.timeoutMs))) throw new RequestFailure('no connection to the server within the timeout', false);
+    if (this.#closed) return [];
     const got: Delivery[] = [];
-    return new Promise((resolve) =>
-      this.#request(n, true, (delivery) => {
-        if (delivery === null) resolve(got);
-        else got.push(delivery);
+    return new Promise((resolve, reject) =>
+      this.#request(n, true, (delivery, failed) => {
+        if (delivery !== null) got.push(delivery);
+        else if (failed === true && got.length === 0) reject(new RequestFailure('the server could not be asked for items (the connection was lost, or no JetStream answered)', false));
+        else resolve(got);
       }),
     );
+  }
+
+  /**
+   * The server no longer has the waiting requests (it restarted: a reconnect; the consumer's
+   * leader changed): end them all now rather than on their timers, and ask again. Without it, a
+   * consumer sat idle for up to a pull's expiry after every restart.
+   */
+  reset(): void {
+    if (this.#closed) return;
+    for (const [id, request] of [...this.#requests]) {
+      this.#requests.delete(id);
+      clearTimeout(request.timer);
+      if (request.sink !== undefined) {
+        request.sub.unsubscribe();
+        request.sink(null, true);
+        continue;
+      }
+      this.#asked -= request.remaining;
+      // Drained, not dropped: a leader that stepped down may still send what it had.
+      this.#cancel(request);
+    }
+    this.#pauseMs = 0;
+    if (this.#resume !== undefined) clearTimeout(this.#resume);
+    this.#resume = undefined;
+    this.#pump();
   }
 
   /**
@@ -108,7 +169,7 @@ export class Puller {
     for (const [, request] of this.#requests) {
       clearTimeout(request.timer);
       request.sub.unsubscribe();
-      request.sink?.(null);
+      request.sink?.(null, false);
     }
     this.#requests.clear();
     this.#asked = 0;
@@ -144,6 +205,8 @@ export class Puller {
 
   #pump(): void {
     if (this.#closed || this.#resume !== undefined) return;
+    // Sent now, a request would be dropped by the client; the reconnect pumps again.
+    if (!this.#s.watch.up) return;
     while (this.#wanted > this.#asked) {
       const n = Math.min(BATCH_MAX, this.#wanted - this.#asked);
       this.#asked += n;
@@ -167,20 +230,24 @@ export class Puller {
       // The connection is closed or closing: the request ends, the consumer learns it elsewhere.
       clearTimeout(timer);
       if (this.#requests.has(id)) this.#end(id);
-      else if (sink !== undefined) sink(null);
+      else if (sink !== undefined) sink(null, true);
       else this.#asked -= batch;
     }
   }
 
-  /** A request ended: what it would have brought is asked for again, if still wanted (after a pause if it was refused). */
-  #end(id: string, refused = false): void {
+  /**
+   * A request ended: what it would have brought is asked for again, if still wanted (after a
+   * pause if it was refused). `refused`: a 409, or a 503 (no JetStream answered); for a one-shot
+   * request, that or a lost connection means the server could not be asked.
+   */
+  #end(id: string, refused = false, failed = refused): void {
     const request = this.#requests.get(id);
     if (request === undefined) return;
     this.#requests.delete(id);
     clearTimeout(request.timer);
     request.sub.unsubscribe();
     if (request.sink !== undefined) {
-      request.sink(null);
+      request.sink(null, failed);
       return;
     }
     this.#asked -= request.remaining;
@@ -205,11 +272,11 @@ export class Puller {
       // A status: 100 is an idle heartbeat; 404 (nothing for no_wait) and 408 (expired) end the
       // request; 409 refuses it.
       const code = msg.headers?.code ?? 0;
-      if (code >= 400) this.#end(id, code === 409);
+      if (code >= 400) this.#end(id, code === 409 || code === 503, code === 503);
       return;
     }
     this.#pauseMs = 0;
-    const delivery = new Delivery(this.#s.nc, msg, info, this.#s.timeoutMs);
+    const delivery = new Delivery(this.#s.nc, this.#s.requester, msg, info, this.#s.timeoutMs);
     if (request !== undefined) {
       request.remaining--;
       if (request.sink !== undefined) {

@@ -10,6 +10,7 @@ import type { NackOptions } from '../queue/types.js';
 import { expectation } from '../validate.js';
 import { type JetStreamCore, unconfirmed } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
+import { itemSeqOf } from './delayed.js';
 import type { Delivery } from './message.js';
 
 /** A reserved item: ack it to remove it, nack it to have it delivered again. */
@@ -17,6 +18,7 @@ export class JetStreamReserved<T = Uint8Array> {
   readonly #core: JetStreamCore;
   readonly #consumer: JetStreamConsumer<T>;
   readonly #delivery: Delivery;
+  readonly #seq: number;
   #value: unknown;
   #settled = false;
   #expired = false;
@@ -31,12 +33,16 @@ export class JetStreamReserved<T = Uint8Array> {
     this.#core = core;
     this.#consumer = consumer;
     this.#delivery = delivery;
+    this.#seq = itemSeqOf(delivery);
     this.#leaseMs = leaseMs;
   }
 
-  /** The stream sequence: stable across redeliveries, unique in the stream. Dedupe on it. */
+  /**
+   * The seq its push resolved with: the stream sequence (for a delayed item, the delayed
+   * stream's), stable across redeliveries, unique in the queue. Dedupe on it.
+   */
   get seq(): number {
-    return this.#delivery.info.streamSeq;
+    return this.#seq;
   }
 
   /** 1 on first delivery, +1 on each redelivery, as the server counts them (every process's). */
@@ -158,11 +164,15 @@ export class JetStreamReserved<T = Uint8Array> {
     if (refused) return Promise.reject(refused);
     const counters = this.#core.counters;
     counters.pendingAcks++;
-    const done = this.#delivery.ackAck().then(
+    // An item with an idempotency key has it recorded first: the ack deletes the message whose
+    // id the queue stream would otherwise rebuild its memory of the key from at a restart.
+    const recorded = this.#core.s.keys.remember(this.#delivery, this.seq);
+    const acked = recorded === undefined ? this.#delivery.ackAck() : recorded.then(() => this.#delivery.ackAck());
+    const done = acked.then(
       () => {
         counters.pendingAcks--;
         counters.acked++;
-        this.#core.forget(this.seq);
+        this.#core.forget(this.#delivery.info.streamSeq);
       },
       (cause: unknown) => {
         counters.pendingAcks--;
@@ -222,7 +232,7 @@ export class JetStreamReserved<T = Uint8Array> {
 
   /** @internal */
   noteError(error: unknown): void {
-    this.#core.noteError(this.seq, errorMessage(error));
+    this.#core.noteError(this.#delivery.info.streamSeq, errorMessage(error));
   }
 
   /** Returned by a close (or a reserveMany that failed): back to the queue at once. @internal */

@@ -6,7 +6,8 @@ import type { JetStreamConsumer } from './handles.js';
 
 /**
  * What {@link JetStreamConsumer.stats} tells: the server's counts, and this process's counters.
- * Once the queue is closed (or failed) the server is not asked: its counts are 0.
+ * Once the queue is closed (or failed) the server is not asked: its counts are 0. While the
+ * server cannot be reached, `stats()` rejects with `ERR_STORE` after the timeout.
  */
 export interface JetStreamQueueStats {
   /** Messages the consumer has not delivered yet (the server's `num_pending`). */
@@ -15,8 +16,10 @@ export interface JetStreamQueueStats {
   inFlight: number;
   /** Redelivered and not yet acked, by any process (the server's `num_redelivered`). */
   redeliveries: number;
-  /** Messages the queue stream holds (ready, in flight, and waiting for a nack delay). */
+  /** Messages the queue stream holds: ready, in flight, waiting for a nack delay, and delayed. */
   streamMessages: number;
+  /** Delayed pushes waiting for their time (nacks with a delay are in `inFlight`). */
+  delayed: number;
   /** Dead letters the dead-letter stream holds. */
   deadLetters: number;
   /** Reservations this process holds. */
@@ -68,14 +71,23 @@ export async function queueStats(core: JetStreamCore, consumer: JetStreamConsume
     durability: core.s.durability,
   };
   const error = core.operationalError();
-  if (error) return { ready: 0, inFlight: 0, redeliveries: 0, streamMessages: 0, deadLetters: 0, ...local };
-  const { jsm, names } = core.s;
-  const [info, stream, dead] = await Promise.all([jsm.consumers.info(names.stream, names.consumer), jsm.streams.info(names.stream), jsm.streams.info(names.deadLetterStream)]);
+  if (error) return { ready: 0, inFlight: 0, redeliveries: 0, streamMessages: 0, delayed: 0, deadLetters: 0, ...local };
+  const { jsm, names, noDelays } = core.s;
+  const [info, stream, dead, delayed] = await core.api('stats()', () =>
+    Promise.all([
+      jsm.consumers.info(names.stream, names.consumer),
+      jsm.streams.info(names.stream),
+      jsm.streams.info(names.deadLetterStream),
+      noDelays === undefined ? jsm.consumers.info(names.stream, names.delayedConsumer) : undefined,
+    ]),
+  );
   return {
     ready: info.num_pending,
     inFlight: info.num_ack_pending,
     redeliveries: info.num_redelivered,
     streamMessages: stream.state.messages,
+    // Not yet delivered to a mover, or held back by one with a delayed nak.
+    delayed: delayed === undefined ? 0 : delayed.num_pending + delayed.num_ack_pending,
     deadLetters: dead.state.messages,
     ...local,
   };

@@ -21,6 +21,8 @@ const READY_BOUND_MS = 20_000;
 export class NatsServer {
   #child: ChildProcess | null = null;
   #port = -1;
+  /** What the server wrote to stderr since it was last started (for a failing test to print). */
+  log = '';
   readonly storeDir: string;
 
   private constructor(
@@ -71,8 +73,11 @@ export class NatsServer {
       });
       child.once('exit', (code, signal) => fail(new Error(`nats-server exited (${code ?? signal}) before it was ready:\n${log}`)));
     });
-    // Keep draining its log so that a full pipe never blocks the server.
-    child.stderr!.resume();
+    // Keep draining its log so that a full pipe never blocks the server; the last part is kept.
+    this.log = log;
+    child.stderr!.on('data', (chunk: string) => {
+      this.log = (this.log + chunk).slice(-65_536);
+    });
   }
 
   /** SIGKILL the server and wait until it is gone: what it wrote stays in its store directory. */

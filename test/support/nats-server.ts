@@ -52,6 +52,8 @@ export interface NatsNode {
   readonly dir: string;
   /** Stop it (SIGTERM, then SIGKILL if it lingers); resolves once it has exited. */
   stop(): Promise<void>;
+  /** SIGKILL it (its directory stays until `stop()`); resolves once it has exited. */
+  kill(): Promise<void>;
   readonly exited: boolean;
 }
 
@@ -81,6 +83,12 @@ function start(binary: string, spec: NodeSpec): NatsNode {
     dir,
     get exited() {
       return exited;
+    },
+    async kill() {
+      if (!exited) {
+        child.kill('SIGKILL');
+        await done;
+      }
     },
     async stop() {
       if (!exited) {

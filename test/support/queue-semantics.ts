@@ -41,6 +41,8 @@ export interface AnyConsumer {
   /** Synchronous in the embedded queue, a promise in the JetStream one: the suite awaits it. */
   tryReserve(): AnyReserved | null | Promise<AnyReserved | null>;
   process(handler: unknown, options?: unknown): Promise<void>;
+  /** Synchronous in the embedded queue, a promise in the JetStream one: the suite awaits it. */
+  stats(): { delayed: number } | Promise<{ delayed: number }>;
   fork(): AnyConsumer;
   close(): Promise<void>;
   readonly deadLetters: { list(options?: unknown): Promise<DeadLetter[]> };
@@ -93,6 +95,13 @@ export interface QueueCapabilities {
    * embedded queue: a move is one atomic store call, never repeated).
    */
   readonly duplicateWindowMs: number;
+  /**
+   * Delays (`delayMs`, `notBefore`) run on the queue's clock, which a test moves; false: on the
+   * wall clock and the server's timers (JetStream), and a test waits for the item instead.
+   */
+  readonly delaysOnQueueClock: boolean;
+  /** Pushes keep a priority; false: a push with one other than 0 is `ERR_UNSUPPORTED` and stores nothing. */
+  readonly priorities: boolean;
 }
 
 export interface QueueBackend {
@@ -410,6 +419,106 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
     expect(items.map((r) => r.seq)).toEqual(seqs);
     expect(seqs[0]).not.toBe(seqs[1]);
     for (const r of items) await r.ack();
+  });
+
+  /** Wait for a delay of `ms` to pass, on the clock the backend's delays run on. */
+  const passDelay = (clock: ManualClock, ms: number): void => {
+    if (caps.delaysOnQueueClock) clock.advance(ms);
+  };
+  const DELAY_MS = 1500;
+
+  t('aDelayedItemIsHandedOutOnceItsTimeHasComeNewerItemsGoFirstAndItKeepsItsSeq', async ({ tx, rx, clock }) => {
+    const pushedAt = Date.now();
+    const later = await tx.push('later', { delayMs: DELAY_MS });
+    const now = await tx.push('now');
+    const first = (await rx.reserve())!;
+    expect([first.seq, text(first.bytes)]).toEqual([now, 'now']);
+    await first.ack();
+    expect(await rx.tryReserve()).toBeNull();
+    expect((await rx.stats()).delayed).toBe(1);
+    passDelay(clock, DELAY_MS);
+    // On the server's timers: the reserve waits for it.
+    const due = (await rx.reserve())!;
+    if (!caps.delaysOnQueueClock) expect(Date.now()).toBeGreaterThanOrEqual(pushedAt + DELAY_MS);
+    expect([due.seq, text(due.bytes), due.deliveries]).toEqual([later, 'later', 1]);
+    // Once due it is an item like any other: redelivered under the same seq, dead-lettered with it.
+    await due.nack();
+    const again = (await rx.reserve())!;
+    expect([again.seq, again.deliveries]).toEqual([later, 2]);
+    await again.deadLetter('done with it');
+    expect((await rx.deadLetters.list()).map((l) => [l.seq, text(l.bytes), l.deliveries])).toEqual([[later, 'later', 2]]);
+    expect(await rx.tryReserve()).toBeNull();
+  });
+
+  t('aTimeAlreadyComeIsNoDelay', async ({ tx, rx }) => {
+    const seqs = [await tx.push('a', { notBefore: 0 }), await tx.push('b', { delayMs: 0 }), await tx.push('c', { notBefore: new Date(0) })];
+    expect((await rx.stats()).delayed).toBe(0);
+    const got: [number, string][] = [];
+    for (let i = 0; i < 3; i++) {
+      const item = (await rx.reserve())!;
+      got.push([item.seq, text(item.bytes)]);
+      await item.ack();
+    }
+    expect(await rx.tryReserve()).toBeNull();
+    expect(got).toEqual([
+      [seqs[0], 'a'],
+      [seqs[1], 'b'],
+      [seqs[2], 'c'],
+    ]);
+  });
+
+  t('aKeyPushedWithADelayIsRememberedByAPlainPushAndTheOtherWayRound', async ({ tx, rx, clock }) => {
+    const delayed = await tx.push('delayed', { key: 'k1', delayMs: DELAY_MS });
+    expect(await tx.push('again, plain', { key: 'k1' })).toBe(delayed);
+    const plain = await tx.push('plain', { key: 'k2' });
+    expect(await tx.push('again, delayed', { key: 'k2', delayMs: DELAY_MS })).toBe(plain);
+    const first = (await rx.reserve())!;
+    expect([first.seq, text(first.bytes)]).toEqual([plain, 'plain']);
+    await first.ack();
+    passDelay(clock, DELAY_MS);
+    const second = (await rx.reserve())!;
+    expect([second.seq, text(second.bytes)]).toEqual([delayed, 'delayed']);
+    await second.ack();
+    // Acked, still remembered.
+    expect(await tx.push('once more', { key: 'k1', delayMs: DELAY_MS })).toBe(delayed);
+    expect(await rx.tryReserve()).toBeNull();
+  });
+
+  t('badScheduleOptionsAreTypedErrorsAndStoreNothing', async ({ tx, rx }) => {
+    await rejectsWith(tx.push('x', { delayMs: 1, notBefore: 1 }), typeError, 'delayMs and notBefore');
+    await rejectsWith(tx.push('x', { delayMs: -1 }), rangeError, 'delayMs -1');
+    await rejectsWith(tx.push('x', { delayMs: 1e16 }), rangeError, 'delayMs 1e16');
+    await rejectsWith(tx.push('x', { notBefore: 'soon' }), typeError, 'notBefore "soon"');
+    await rejectsWith(tx.push('x', { notBefore: 1.5 }), rangeError, 'notBefore 1.5');
+    await rejectsWith(tx.push('x', { priority: 1.5 }), rangeError, 'priority 1.5');
+    await rejectsWith(tx.push('x', { priority: 128 }), rangeError, 'priority 128');
+    await rejectsWith(tx.push('x', { priority: '1' }), typeError, 'priority "1"');
+    expect(await rx.tryReserve()).toBeNull();
+    expect((await rx.stats()).delayed).toBe(0);
+  });
+
+  t('priorityIsKeptOrRefusedAsTheBackendDeclares', async ({ tx, rx }) => {
+    if (!caps.priorities) {
+      await rejectsWith(tx.push('urgent', { priority: 10 }), code('ERR_UNSUPPORTED'), 'a push with a priority');
+      await rejectsWith(tx.pushMany(['a', 'b'], { priority: -5 }), code('ERR_UNSUPPORTED'), 'a pushMany with a priority');
+      // Priority 0 is no priority.
+      const seq = await tx.push('routine', { priority: 0 });
+      const item = (await rx.reserve())!;
+      expect([item.seq, text(item.bytes)]).toEqual([seq, 'routine']);
+      await item.ack();
+      expect(await rx.tryReserve()).toBeNull();
+      return;
+    }
+    await tx.push('routine');
+    await tx.push('urgent', { priority: 10 });
+    await tx.push('background', { priority: -5 });
+    const got: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const item = (await rx.reserve())!;
+      got.push(text(item.bytes));
+      await item.ack();
+    }
+    expect(got).toEqual(['urgent', 'routine', 'background']);
   });
 
   const windowed = test.skipIf(caps.duplicateWindowMs === 0);
