@@ -122,7 +122,7 @@ export interface Link {
 export function linksOf(file: string, text: string): Link[] {
   const plain = outsideBlocks(text).replace(/`[^`\n]*`/g, (m) => (m.includes('](') ? m.replace(/[^\n]/g, ' ') : m));
   const links: Link[] = [];
-  for (const m of plain.matchAll(/\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)/g)) {
+  for (const m of plain.matchAll(/\[((?:[^[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)/g)) {
     links.push({ file, line: plain.slice(0, m.index).split('\n').length, target: m[2]!, text: m[1]!.replace(/\s+/g, ' ') });
   }
   return links;
