@@ -336,7 +336,7 @@ it.skipIf(natsBinary === null)('theStoreAndForwardExampleStartsOfflineAndForward
     expect(example.lines).toEqual(['[ 1, 2, 3 ]']);
     server = await NatsServer.start(natsBinary!, { port });
     // 'close': the child has exited and its output is all read.
-    const closed = new Promise<number | null>((resolve) => example.child.once('close', resolve));
+    const closed = new Promise<number | null>((resolve) => example!.child.once('close', resolve));
     expect(await closed).toBe(0);
     expect(example.lines).toEqual(['[ 1, 2, 3 ]', '0 3']);
     // The local queue (group) survives a power loss; the server, fsyncing on an interval, may not.
