@@ -112,7 +112,7 @@ describe.each(RUNTIMES)('$name', (rt) => {
     expect(first.startsWith(rt.versionLine)).toBe(true);
   });
 
-  test('theReadmeLogStoreCodeRoundTripsThroughAReopen', () => {
+  test('theDocsLogStoreCodeRoundTripsThroughAReopen', () => {
     const dir = fresh();
     const out = runToEnd(rt, dir, 'round-trip.mjs', docsLogStoreBlock() + ROUND_TRIP, [join(dir, 'queue')]);
     expect(JSON.parse(out)).toEqual({ first: 'survives a crash and a power loss once this resolves', ready: 1, left: 'second', countAfterAck: 0 });

@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { expect, it } from 'vitest';
-import { type Link, allDocFiles, anchorsOf, docText, headingsOf, linksOf, root } from '../support/docs.js';
+import { type Link, allDocFiles, anchorsOf, docFiles, docText, headingsOf, linksOf, root } from '../support/docs.js';
 
 /** What is wrong with `link`, or null: a missing file, or an anchor no heading of the target has. */
 function brokenLink(link: Link, read: (file: string) => string | null): string | null {
@@ -104,4 +104,15 @@ it('theCitationCheckCatchesATitleThatIsNoHeading', () => {
   expect(cites(guide!.doc, guide!.title, read)).toBe(false);
   expect(cites('DESIGN.md', 'What `sync` promises', read)).toBe(true);
   expect(cites('DESIGN.md', 'Eager acks', read)).toBe(false);
+});
+
+// The README is the front door, read in minutes: short, and every page under docs/ is one link from
+// it (the generated API reports are one link from the reference's index, which it links).
+it('theReadmeIsShortAndLinksEveryPageUnderDocs', () => {
+  const readme = docText('README.md');
+  expect(readme.split('\n').length).toBeLessThanOrEqual(300);
+  const linked = new Set(linksOf('README.md', readme).map((l) => l.target.split('#')[0]));
+  const pages = docFiles().filter((f) => f.startsWith('docs/') && !f.startsWith('docs/reference/api/'));
+  expect(pages.length).toBeGreaterThan(15);
+  expect(pages.filter((page) => !linked.has(page))).toEqual([]);
 });
