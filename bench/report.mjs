@@ -1,7 +1,9 @@
 // Regenerates BENCHMARKS.md and bench/charts/*.svg from a results file written by bench/run.mjs.
 // Usage: node bench/report.mjs [bench/results/latest.json]
 // The charts are drawn by vega-lite (compiled to a vega spec, rendered headless to SVG).
-// "Where the time goes" is kept by hand in bench/where-the-time-goes.md and included verbatim.
+// "Where the time goes" is kept by hand in bench/where-the-time-goes.md and included, each line
+// `<!-- targets: key ... -->` there made the table of those targets' figures in this run (`met`:
+// every target met): headings name scenarios and stay put from run to run, figures live in tables.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +23,8 @@ const rateFmt = (x) => fmtValue(x, 'msgs/s');
 const pct = (x) => (x === undefined || Number.isNaN(x) ? 'n/a' : `${(x * 100).toFixed(0)} %`);
 const times = (x) => (x === undefined || Number.isNaN(x) ? 'n/a' : `${x.toFixed(2)}×`);
 const noisy = (r) => (r && r.spread > 0.2 ? ` ±${Math.round((r.spread * 100) / 2)}%` : '');
+const TARGET_HEAD = ['what', 'measured', 'baseline', 'ratio', 'target', 'status'];
+const targetRow = (t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.reference ? 'reference' : t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'];
 const table = (head, rows) => [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i === 0 ? '---' : '---:')).join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 
 async function svg(spec) {
@@ -113,7 +117,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('');
   md.push('The project\'s performance targets. `met` / **MISSED** compare the ratio with the target; the causes of every miss are in [Where the time goes](#where-the-time-goes). The fsync-bound rows with a round count come from [interleaved A/B rounds](#interleaved-ab-rounds-fsync-bound-targets): every contestant ran once per round, back to back, and the ratio is the median of the per-round ratios (range in brackets); "measured" and "baseline" are then the medians of the contestants\' rates.');
   md.push('');
-  md.push(table(['what', 'measured', 'baseline', 'ratio', 'target', 'status'], targets.map((t) => [t.what, fmtValue(t.measured, t.unit), t.baselineLabel ?? fmtValue(t.baseline, t.unit), fmtRatio(t), fmtGoal(t), t.reference ? 'reference' : t.met === null ? 'n/a' : t.met ? 'met' : '**MISSED**'])));
+  md.push(table(TARGET_HEAD, targets.map(targetRow)));
   md.push('');
 
   // ---------------------------------------------------------------- charts
@@ -319,7 +323,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     const rates = results.filter((r) => r.kind === 'poison-rate');
     if (rates.length) {
       const good = rates[0].goodItems.toLocaleString('en-US');
-      md.push(`## One poison item among ${good} good ones (LogStore, process(), default options)`);
+      md.push('## One poison item among good ones (LogStore, process(), default options)');
       md.push('');
       md.push(`\`bench/lib/poison.mjs\`: ${good} good items of 128 B and, first in line, one item whose handler always throws, consumed by \`process(handler)\` (concurrency 1, the default retry policy) on a LogStore opened with \`new Builder(store).open()\` (\`group\` pushes, \`lazy\` acks), against the same run without the poison item. The items are pushed before the clock starts; the clock stops when the last good item has run. ${output.config.abRounds} rounds, the order rotated; a ratio is taken per round.`);
       md.push('');
@@ -407,7 +411,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
     const opens = results.filter((r) => r.kind === 'delayed-open');
     if (opens.length) {
       const n = opens[0].items.toLocaleString('en-US');
-      md.push(`## ${n} delayed items at open (LogStore)`);
+      md.push('## Delayed items at open (LogStore)');
       md.push('');
       md.push(`\`bench/lib/delayed-child.mjs\`: a LogStore filled with ${n} items of 128 B, each pushed with a random delay from 1 s to 1 h (seeded), beside one filled with as many plain items; each store is opened ${output.config.reps} time(s), each in a fresh process, on a \`ManualClock\` stopped before the earliest item is due. Open is \`LogStore.open\` + \`Builder.open()\`: for the delayed store it reads every item once into the schedule. *First due* is, for the delayed store, the time from moving the clock to the earliest not-before time to the waiting \`reserve()\` resolving; for the plain store, the first reserve. Memory is measured with \`--expose-gc\` before and after open.`);
       md.push('');
@@ -480,7 +484,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   }
   const wtg = join(here, 'where-the-time-goes.md');
   if (existsSync(wtg)) {
-    md.push(readFileSync(wtg, 'utf8').trim(), '');
+    md.push(withTargetTables(readFileSync(wtg, 'utf8').trim(), targets), '');
   }
   writeFileSync(outFile, `${md.join('\n')}\n`);
   written.unshift(relative(root, outFile));
@@ -493,6 +497,25 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   output.targets = computeTargets(output);
   const written = await writeReport(output);
   console.log(`wrote ${written.join(', ')}`);
+}
+
+/**
+ * `text` with each line `<!-- targets: key ... -->` made the table of those targets (`met`: every
+ * target met, references aside). A key no target of this run has is left out of its table; a table
+ * left with no row says so. An unknown key is a mistake in the hand-written file: see
+ * test/bench-report.test.ts, which checks every key against a full run.
+ */
+export function withTargetTables(text, targets) {
+  return text.replace(/^<!-- targets: (.*?) -->$/gm, (_, list) => {
+    const keys = list.split(/[\s,]+/).filter((k) => k !== '');
+    const rows = keys.includes('met') ? targets.filter((t) => !t.reference && t.met === true) : keys.map((k) => targets.find((t) => t.key === k)).filter((t) => t !== undefined);
+    return rows.length === 0 ? '(not measured in this run)' : table(TARGET_HEAD, rows.map(targetRow));
+  });
+}
+
+/** The keys the `<!-- targets: ... -->` lines of `text` name, `met` aside. */
+export function targetKeysOf(text) {
+  return [...text.matchAll(/^<!-- targets: (.*?) -->$/gm)].flatMap((m) => m[1].split(/[\s,]+/)).filter((k) => k !== '' && k !== 'met');
 }
 
 function jobPeersIntro(first) {

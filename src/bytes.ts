@@ -6,7 +6,7 @@
  *
  * Each queue and each store has an arena of its own, so a view's `.buffer` never holds another
  * queue's payloads; within one queue, `item.bytes.buffer` is shared with neighbouring items and
- * must not be transferred (README, "Reserved").
+ * must not be transferred (docs/reference/api.md, "`Reserved`").
  */
 
 const SLAB_BYTES = 64 * 1024;

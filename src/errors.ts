@@ -1,6 +1,6 @@
 /**
  * Errors with stable codes. Messages may change between versions; codes may not.
- * Each code has its own heading in README.md ("Errors").
+ * Each code has its own heading in docs/reference/errors.md.
  */
 
 /** Every code a {@link QueueError} can carry. */

@@ -2,7 +2,7 @@
  * Processed sets: effectively-once handling on the consumer side. An item's seq never changes
  * across redeliveries and restarts, so a handler that records the seqs it processed can skip a
  * redelivery of one (after a crash between its side effect and the ack, an ack a power loss
- * undid, a lease that ran out). README "Effectively once", DESIGN.md "Processed sets".
+ * undid, a lease that ran out). docs/guides/effectively-once.md "Effectively once", DESIGN.md "Processed sets".
  *
  * The wrapper here drives any {@link ProcessedSet}: it skips recorded seqs, records after the
  * handler (or in the handler's own transaction, for a {@link TransactionalProcessedSet}), acks,
@@ -123,7 +123,7 @@ function isProcessedSet(set: unknown): set is ProcessedSet {
 
 /**
  * Make `handler` effectively once over `set` for the items of `consumer`'s queue: an item whose
- * seq the set holds is acked without running the handler. See README, "Processed sets".
+ * seq the set holds is acked without running the handler. See docs/guides/effectively-once.md, "Processed sets".
  *
  * With a {@link TransactionalProcessedSet} the handler runs inside the set's synchronous
  * transaction, its side effects and the record committing together; it must be synchronous.

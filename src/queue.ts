@@ -89,7 +89,7 @@ export class Builder<T = Uint8Array> {
    * Maximum payload bytes of the unacked items, alongside the item count of `capacity`: a push
    * waits while either is full; a push larger than it rejects with a `RangeError`. Needs a store
    * with `payloadBytes()` (every store of this package has it), else `open()` rejects with
-   * `ERR_UNSUPPORTED`. See README, "Byte capacity".
+   * `ERR_UNSUPPORTED`. See docs/guides/capacity.md, "Byte capacity".
    * @default Infinity
    */
   capacityBytes(n: number): this {
@@ -115,7 +115,7 @@ export class Builder<T = Uint8Array> {
    * `maxPending` acks wait for one, and `close()` syncs what is left. A power loss before that
    * sync can only redeliver those items, never lose one. Under `durability('none')` no ack is
    * synced whatever this says; a store without `sync()` keeps acks under `'group'`.
-   * See README, "Durability".
+   * See docs/guides/durability.md, "Durability".
    * @default follows `durability()`: `'sync'` under `'sync'`, `'lazy'` (maxDelayMs 100, maxPending
    * 4096) under `'group'`, nothing synced under `'none'`
    */
@@ -144,7 +144,7 @@ export class Builder<T = Uint8Array> {
    * gathered: 1 while many callers chain operations in promise callbacks (one batch per turn;
    * measured under `none`, 64 producers end to end, 1.7–3.0× a fixed 16), 16 for a serial caller,
    * who then waits a turn every 16 operations (a fixed 1 costs it 37–80 %). A number fixes the
-   * budget; `Infinity` never defers. See README, "Batching under `none`".
+   * budget; `Infinity` never defers. See docs/guides/durability.md, "Batching under `none`".
    * @default 'auto'
    */
   storeCallsPerTurn(n: number | 'auto'): this {
@@ -173,7 +173,7 @@ export class Builder<T = Uint8Array> {
    * with its last error as the reason. Delivery counts survive restarts and crashes, so a handler
    * that kills the process on one item gets that item dead-lettered after at most `n` restarts.
    * Needs a store that keeps delivery counts (`features.deliveries`: all four stores here);
-   * `open()` rejects with `ERR_UNSUPPORTED` over one that does not. See README, "Dead letters".
+   * `open()` rejects with `ERR_UNSUPPORTED` over one that does not. See docs/guides/dead-letters.md, "Dead letters".
    * @default Infinity
    */
   maxDeliveries(n: number): this {
@@ -185,7 +185,7 @@ export class Builder<T = Uint8Array> {
    * The lease of every reservation, in ms (a positive number, or Infinity for none): a reserved
    * item not settled within it returns to the queue as a dropped reservation does, and its stale
    * holder's calls reject with `ERR_LEASE_EXPIRED`. `reserve({ leaseMs })` overrides it; a holder
-   * renews its lease with `item.extend()`. Leases are kept in memory only. See README, "Leases".
+   * renews its lease with `item.extend()`. Leases are kept in memory only. See docs/guides/processing.md, "Leases".
    * @default Infinity (no lease: an item stays reserved until it is settled, dropped or the queue closes)
    */
   leaseMs(ms: number): this {
@@ -196,7 +196,7 @@ export class Builder<T = Uint8Array> {
   /**
    * The clock the queue reads: for not-before times (`push({ delayMs, notBefore })`), leases,
    * retry delays and `process()` timeouts. A test gives one it moves itself (`ManualClock` from
-   * `persistent-queue/testing`), so that it never sleeps. See README, "Delayed delivery".
+   * `persistent-queue/testing`), so that it never sleeps. See docs/guides/scheduling.md, "Delayed delivery and priorities".
    * @default the system's clocks (`Date.now()` for not-before times, `performance.now()` for lengths)
    */
   clock(clock: Clock): this {
@@ -213,7 +213,7 @@ export class Builder<T = Uint8Array> {
    * rejects with `ERR_KEYS_FULL` until one expires. Needs a store that keeps keys
    * (`features.idempotency`: all four stores here); `open()` rejects with `ERR_UNSUPPORTED` over
    * one that does not. A queue not told this still remembers keys, with the defaults, over such a
-   * store. See README, "Idempotency keys".
+   * store. See docs/guides/effectively-once.md, "Idempotency keys".
    * @default { windowMs: 86400000 (24 h), maxKeys: 100000 }
    */
   idempotency(options: IdempotencyOptions): this {
@@ -234,7 +234,7 @@ export class Builder<T = Uint8Array> {
    * `push(value: T)`, `item.value: T`. A value that fails to encode or validate rejects its push
    * and stores nothing; a payload that fails to decode or validate is never handed out: it is
    * moved into the dead-letter queue with the reason. Any codec but `bytes()` needs a store with
-   * dead letters (`features.deliveries`). See README, "Typed queues".
+   * dead letters (`features.deliveries`). See docs/guides/typed-queues.md, "Typed queues".
    * @default bytes()
    */
   codec<U>(codec: Codec<U>): Builder<U> {

@@ -321,7 +321,7 @@ export interface Store {
    * Optional: serve the queue to other processes and threads. The Builder calls it once the queue
    * is open, before `open()` resolves, with what the queue lets others do (`OwnerSurface`); the
    * store stops serving when it closes. A rejection fails the open (the queue is closed again).
-   * LogStore serves an endpoint in its directory and ingests its spool (README, "Producers in other
+   * LogStore serves an endpoint in its directory and ingests its spool (docs/guides/other-processes.md, "Producers in other
    * processes and threads").
    */
   attach?(surface: OwnerSurface): void | Promise<void>;

@@ -45,6 +45,9 @@ const TARGET_KEYS = [
   'disk-after-ack',
 ];
 
+/** Whether a heading holds a measured figure: a percentage, a ratio, a rate or a time. */
+const carriesAFigure = (heading: string): boolean => /\d\s?(%|×|[kMG]?\/s\b|k\/s|M\/s|ms\b|µs\b|s\b)/.test(heading);
+
 describe('benchmark report', () => {
   it('computesEveryTargetOfTheBriefWithAStatusThatFollowsTheRatio', async () => {
     const { computeTargets } = await targetsModule();
@@ -69,6 +72,42 @@ describe('benchmark report', () => {
     expect(computeTargets(output).find((t) => t.key === 'vs-level-64')!.met).toBe(false);
     ratio.value = 3.5;
     expect(computeTargets(output).find((t) => t.key === 'vs-level-64')!.met).toBe(true);
+  });
+
+  it('benchmarksMdHeadingsNameScenariosAndItsFiguresLiveInTables', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pq-report-'));
+    try {
+      const { writeReport, targetKeysOf } = (await import(join(root, 'bench', 'report.mjs'))) as {
+        writeReport: (o: Output, where: { outFile: string; chartsDir: string }) => Promise<string[]>;
+        targetKeysOf: (text: string) => string[];
+      };
+      const { computeTargets } = await targetsModule();
+      const output = loadResults();
+      await writeReport(output, { outFile: join(dir, 'BENCHMARKS.md'), chartsDir: join(dir, 'charts') });
+      const md = readFileSync(join(dir, 'BENCHMARKS.md'), 'utf8');
+      const headings = [...md.matchAll(/^#{1,6} .*$/gm)].map((m) => m[0]);
+      expect(headings.length).toBeGreaterThan(20);
+      // A heading that carries a figure changes its anchor with every run.
+      expect(headings.filter(carriesAFigure)).toEqual([]);
+      // Every section of "Where the time goes" opens with the table of its targets, each key a target of a full run.
+      const handWritten = readFileSync(join(root, 'bench', 'where-the-time-goes.md'), 'utf8');
+      const keys = new Set(computeTargets(output).map((t) => t.key));
+      expect(targetKeysOf(handWritten).filter((k) => !keys.has(k))).toEqual([]);
+      const sections = md.slice(md.indexOf('\n## Where the time goes\n')).split(/\n### /).slice(1);
+      expect(sections.length).toBeGreaterThan(5);
+      for (const section of sections) expect(section, section.split('\n')[0]).toMatch(/^.*\n\n\| what \| measured \| baseline \| ratio \| target \| status \|\n/);
+      expect(md).not.toContain('<!-- targets:');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('aHeadingWithAFigureIsCaught', () => {
+    expect(carriesAFigure("### The README's consumer code, default options: 61 % (39 %–68 %) of push only")).toBe(true);
+    expect(carriesAFigure('### LogStore `none` end to end, per item: 445.9 k/s (64 producers)')).toBe(true);
+    expect(carriesAFigure('### `group` vs better-sqlite3: 1.10×, target 1.5×')).toBe(true);
+    expect(carriesAFigure('## Open time, memory and disk (LogStore, 128 B items)')).toBe(false);
+    expect(carriesAFigure('### `group`, 64 producers, push only, against the raw loops')).toBe(false);
   });
 
   it('rendersBenchmarksMdAndTheChartsFromTheResults', async () => {

@@ -462,14 +462,14 @@ describe('help, version and --json', () => {
     expect(pq(['push', '--help']).stdout).toMatch(/--create +create the store/);
   });
 
-  it('theReadmeListsExactlyTheCommandsOfPqHelp', () => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## `pq`: the command line'));
+  it('theCliGuideListsExactlyTheCommandsOfPqHelp', () => {
+    const guide = readFileSync(join(root, 'docs', 'guides', 'cli.md'), 'utf8');
+    const section = guide.slice(guide.indexOf('# `pq`: the command line'));
     const block = /```\n(pq demo[\s\S]*?)```/.exec(section)![1]!;
     const help = pq(['--help']).stdout.split('\n');
     const listed: string[] = [];
     for (const line of help.slice(help.indexOf('Commands:') + 1, help.indexOf('', help.indexOf('Commands:')))) {
-      // The README writes each command after `pq `, one column further right.
+      // The guide writes each command after `pq `, one column further right.
       listed.push(line.startsWith('   ') ? ` ${line}` : `pq ${line.slice(2)}`);
     }
     expect(block).toBe([...listed, 'pq --version', ''].join('\n'));

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
 import { distUrl, root } from './support/child-process.js';
+import { docFiles, docText } from './support/docs.js';
 import { takeSpoolIn } from './support/pq-cli.js';
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -249,7 +250,7 @@ test('arethetypeswrong resolves every entry point for ESM and bundlers', () => {
 // ------------------------------------------------------------------------- an app that installed it
 
 /**
- * The NATS clients the README has a Node 20 app install for persistent-queue/jetstream: 3.4.0
+ * The NATS clients the docs have a Node 20 app install for persistent-queue/jetstream: 3.4.0
  * depends on @nats-io/nuid 3.0.0, which declares Node 22 or later.
  */
 const NATS_FOR_NODE_20 = ['@nats-io/transport-node@3.3.1', '@nats-io/jetstream@3.3.1'];
@@ -307,10 +308,9 @@ test('the installed pq runs through its bin symlink', () => {
   expect(direct.stdout).toMatch(/^Usage: pq <command>/);
 });
 
-test('the NATS clients the README names for Node 20 install beside the tarball with engines enforced', () => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+test('the NATS clients the docs name for Node 20 install beside the tarball with engines enforced', () => {
   const command = `npm install ${NATS_FOR_NODE_20.join(' ')}`;
-  expect(readme.includes(command), `README.md has ${command}`).toBe(true);
+  expect(docFiles().filter((file) => docText(file).includes(command)), `the docs have ${command}`).toEqual(['docs/guides/scaling-out.md']);
   // npm refuses the install (ERESOLVE) when the peer range leaves them out, and (EBADENGINE) when
   // a package they pull declares engines this Node is not in.
   const app = fullApp();

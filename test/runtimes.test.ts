@@ -1,6 +1,6 @@
 /**
  * The built package under Bun and Deno, the runtimes pinned as devDependencies (`bun`, `deno`) and
- * run from node_modules/.bin: the README's LogStore code as a push / ack / reopen round trip, a
+ * run from node_modules/.bin: the LogStore code of the docs as a push / ack / reopen round trip, a
  * SIGKILLed writer under `group` (a second process refused while it lives) followed by recovery
  * in a second process of the same runtime,
  * and `pq stats`. Which lock each runtime takes is checked too: the kernel lock's fs-ext is a
@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { distUrl, Lines, printedItems, root, writerSource } from './support/child-process.js';
+import { docBlock } from './support/docs.js';
 import { takeSpoolIn } from './support/pq-cli.js';
 
 const made: string[] = [];
@@ -27,7 +28,6 @@ function fresh(): string {
 }
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
 
 interface Runtime {
   readonly name: 'bun' | 'deno';
@@ -53,14 +53,13 @@ function runToEnd(rt: Runtime, dir: string, name: string, script: string, args: 
   return execFileSync(binOf(rt), [...rt.run, file, ...args], { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1', ...env } });
 }
 
-/** The README's LogStore block, importing the built package and opening `process.argv[2]`. */
-function readmeLogStoreBlock(): string {
-  const block = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes('LogStore.open('));
-  expect(block, 'README has the LogStore example').toBeDefined();
-  return block!.replaceAll("from 'persistent-queue'", `from ${JSON.stringify(distUrl('index.js'))}`).replace("'/var/lib/myapp/queue'", 'process.argv[2]');
+/** The LogStore block of docs/guides/processing.md, importing the built package and opening `process.argv[2]`. */
+function docsLogStoreBlock(): string {
+  const block = docBlock('js', "LogStore.open('/var/lib/myapp/queue')");
+  return block.replaceAll("from 'persistent-queue'", `from ${JSON.stringify(distUrl('index.js'))}`).replace("'/var/lib/myapp/queue'", 'process.argv[2]');
 }
 
-/** After the README block: push a second item, ack the first, close, reopen, find only the second. */
+/** After the docs' block: push a second item, ack the first, close, reopen, find only the second. */
 const ROUND_TRIP = `
 await tx.push('second');
 const text = (item) => new TextDecoder().decode(item.bytes);
@@ -113,9 +112,9 @@ describe.each(RUNTIMES)('$name', (rt) => {
     expect(first.startsWith(rt.versionLine)).toBe(true);
   });
 
-  test('theReadmeLogStoreCodeRoundTripsThroughAReopen', () => {
+  test('theDocsLogStoreCodeRoundTripsThroughAReopen', () => {
     const dir = fresh();
-    const out = runToEnd(rt, dir, 'round-trip.mjs', readmeLogStoreBlock() + ROUND_TRIP, [join(dir, 'queue')]);
+    const out = runToEnd(rt, dir, 'round-trip.mjs', docsLogStoreBlock() + ROUND_TRIP, [join(dir, 'queue')]);
     expect(JSON.parse(out)).toEqual({ first: 'survives a crash and a power loss once this resolves', ready: 1, left: 'second', countAfterAck: 0 });
   });
 

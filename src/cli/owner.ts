@@ -1,6 +1,6 @@
 /**
  * How `pq` acts on a queue another process has open: through that process (the owner), on the
- * endpoint it serves (README, "Producers in other processes and threads"). A store has one owner,
+ * endpoint it serves (docs/guides/other-processes.md, "Producers in other processes and threads"). A store has one owner,
  * which holds its lock and the queue's state in memory; a command that would take the lock goes
  * through the owner instead while one serves, and takes the lock as before while none does.
  */

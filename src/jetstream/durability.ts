@@ -2,7 +2,7 @@
 // the local queue's policy promises. A JetStream publish ack means the message is written, not that
 // it is on disk: each server fsyncs its stream files every `sync_interval` (2 minutes unless its
 // configuration says `always`), so a power loss can take the acknowledged writes of the last
-// interval with it, on every replica that lost power. See README, "What a push survives on
+// interval with it, on every replica that lost power. See docs/guides/scaling-out.md, "What a push survives on
 // JetStream", and DESIGN.md, "The JetStream queue".
 import type { Durability } from '../queue/types.js';
 import { expectation } from '../validate.js';

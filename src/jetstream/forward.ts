@@ -7,7 +7,7 @@
  * in between publishes the item again after a restart, under the same id, and JetStream drops it
  * as a duplicate within the stream's duplicate window. Seqs alone would not do: they start again
  * at 1 in a store deleted and created again, and the new items would be dropped as duplicates of
- * the old ones. See README, "Store-and-forward", and DESIGN.md, "Store-and-forward".
+ * the old ones. See docs/guides/scaling-out.md, "Store-and-forward", and DESIGN.md, "Store-and-forward".
  *
  * While the server cannot be reached the forwarder keeps the items it holds and publishes them
  * again after a bounded, jittered backoff; the local queue goes on taking pushes meanwhile, from
@@ -177,7 +177,7 @@ const systemClock: Clock = {
 /**
  * Forward every item of `rx` into the JetStream stream that captures `target.subject`, until
  * `options.signal` aborts or the queue closes. Validates its arguments first (`TypeError`,
- * `RangeError`, nothing started). See {@link ForwardOptions} and README, "Store-and-forward".
+ * `RangeError`, nothing started). See {@link ForwardOptions} and docs/guides/scaling-out.md, "Store-and-forward".
  */
 export function forward<T>(rx: Consumer<T>, target: ForwardTarget, options?: ForwardOptions): Forwarder {
   if (!(rx instanceof Consumer)) throw new TypeError(expectation('rx', 'a Consumer', rx));

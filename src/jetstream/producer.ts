@@ -44,7 +44,7 @@ interface PushSettings {
 
 /**
  * The push options, checked as the embedded queue checks them. A priority other than 0 is
- * `ERR_UNSUPPORTED` (README, "The JetStream queue"). `single`: for `push`, which takes one `key`;
+ * `ERR_UNSUPPORTED` (docs/guides/scaling-out.md, "The JetStream queue"). `single`: for `push`, which takes one `key`;
  * `pushMany` takes `keys`, one per payload.
  */
 function pushSettings(options: PushOptions | undefined, single: boolean): PushSettings {
@@ -138,7 +138,7 @@ export class JetStreamProducer<T = Uint8Array> {
   /**
    * Publish each payload; with `keys`, each under its key's message id, so that the server drops
    * a key it has seen within its duplicate window and answers with the seq it stored the first
-   * time (README, "A JetStream queue": idempotency keys). A key is looked up in the key stream
+   * time (docs/guides/scaling-out.md, "The JetStream queue": idempotency keys). A key is looked up in the key stream
    * first and recorded there once stored (see keys.ts): the queue stream forgets the keys of acked
    * items when the server restarts, and a delayed item moves. A key repeated
    * within the batch is published once and its later payloads get the first one's seq: a

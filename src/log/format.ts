@@ -23,7 +23,9 @@ export const SEGMENT_VERSION_SCHEDULED = 2;
 export const SEGMENT_VERSION_KEYED = 3;
 /**
  * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
- * until it first stores delivery marks or dead letters, then version 2 (§4.5).
+ * until it first stores delivery marks or dead letters, then version 2 (§4.5); version 3 from its
+ * first checkpoint holding idempotency keys (§4.6), and version 4 while its checkpoint holds a
+ * spool table (§14.3).
  */
 export const CURSOR_FORMAT_VERSION = 4;
 /** The cursor version a store writes until it needs a record of version 2. */

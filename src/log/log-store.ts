@@ -43,7 +43,11 @@ const SEAL_AT_CLOSE_BYTES = 1024 * 1024;
 export interface LogStoreStats {
   /** The store's identity (FORMAT.md §13), null for a read-only open of a store that has none. */
   readonly storeId: string | null;
-  /** The cursor file's format version: 1, or 2 once the store holds delivery marks or dead letters (each segment's own is in `segments`). */
+  /**
+   * The cursor file's format version (FORMAT.md §8): 1; 2 once the store holds delivery marks or
+   * dead letters; 3 once a checkpoint holds idempotency keys; 4 while a checkpoint holds how far
+   * spool files were ingested. Each segment's own is in `segments`.
+   */
   readonly formatVersion: number;
   readonly dir: string;
   readonly segments: readonly {
@@ -53,7 +57,11 @@ export interface LogStoreStats {
     readonly bytes: number;
     readonly sealed: boolean;
     readonly compacted: boolean;
-    /** The header's format version: 2 when the segment may hold items with a priority or a not-before time. */
+    /**
+     * The header's format version (FORMAT.md §2.2, §8): 1 for plain items; 2 when the segment may
+     * hold items with a priority or a not-before time; 3 when it may also hold idempotency keys or
+     * spool origins.
+     */
     readonly version: number;
   }[];
   /** Bytes of every store file, including the active segment's preallocated zeros. */
@@ -73,7 +81,7 @@ export interface LogStoreStats {
   readonly deadLetterBytes: number;
   readonly recovery: LogStoreRecoveryInfo;
   /**
-   * The spool (README, "Other processes"): files waiting in it, records read from them and not
+   * The spool (docs/guides/other-processes.md, "The spool"): files waiting in it, records read from them and not
    * ingested yet, records ingested by this owner, torn bytes cut from dead producers' files, and
    * files it could not ingest (left as they are). For a read-only open, what the spool holds beyond
    * the checkpoint's record of it. Null for a writable store that serves no queue yet.
@@ -229,7 +237,7 @@ export class LogStore implements Store {
     return this.#refuse() ?? this.#deliveries.deadLetter(entries);
   }
 
-  /** Served from memory: the store holds every dead letter's bytes (DESIGN.md "Dead letters"). */
+  /** Served from memory: the store holds every dead letter's bytes (DESIGN.md "Delivery marks and dead letters"). */
   readDeadLetters(range: DeadLetterRange): readonly DeadLetter[] {
     if (this.#state === 'closed' || this.#state === 'closing') throw new QueueError('ERR_CLOSED', 'LogStore is closed');
     return this.#deliveries.readDeadLetters(range);
@@ -426,7 +434,7 @@ export class LogStore implements Store {
   /**
    * An upper bound, from the segment sizes alone (no segment is read): the frames of every live
    * segment after its header. Items acked in a segment that is not yet compacted away, and each
-   * frame's header and metadata, are counted too; see README, "Byte capacity".
+   * frame's header and metadata, are counted too; see docs/guides/capacity.md, "Byte capacity".
    */
   payloadBytes(): number {
     let bytes = 0;

@@ -70,7 +70,7 @@ export interface LogStoreOptions {
    * referenced. A held item keeps its whole chunk (`readAheadBytes`) in memory; items with a
    * priority or a not-before time, which the queue may hold for long, are always copied, and the
    * queue copies a delayed retry and a dead letter. `false`
-   * copies every payload, as earlier releases did (README, "Zero-copy reads").
+   * copies every payload, as earlier releases did (docs/stores/logstore.md, "Zero-copy reads").
    * @default true
    */
   zeroCopyReads?: boolean;
@@ -90,7 +90,7 @@ export interface LogStoreOptions {
    *   flush) and no other sync of the file is running, in the threadpool otherwise (where pushes
    *   gather, the event loop goes on gathering the next batch while the device flushes). The event
    *   loop stands still for at most one device flush at a time, and only for a flush of one
-   *   operation. README, "Blocking syncs", has the measured figures.
+   *   operation. docs/guides/durability.md, "Blocking syncs", has the measured figures.
    * - `true`: every sync on the calling thread (the event loop stands still for every device
    *   flush: for a CLI or a single-purpose worker, not for a process that must keep serving while
    *   the disk works). Under `none` the background flush of the active segment (one fdatasync per
@@ -120,8 +120,8 @@ export interface LogStoreOptions {
   compactDelayMs?: number;
   /**
    * How often the owner of the store (a process with a queue open over it) looks for pushes spooled
-   * by producers in other processes (`connect()` while no process had the queue open: README,
-   * "Other processes"), beyond the look it takes at open. The timer is unref'd. An integer from 1
+   * by producers in other processes (`connect()` while no process had the queue open: docs/guides/other-processes.md,
+   * "The spool"), beyond the look it takes at open. The timer is unref'd. An integer from 1
    * to 2^31 − 1.
    * @default 100
    */
@@ -152,7 +152,7 @@ export interface LogStoreOptions {
   /**
    * Open for reading only: no lock is taken and no byte is written, created or deleted, so the
    * store can be inspected while another process has it open. The store is the state as of this
-   * open (README, "Inspecting a live store"); `append`, `ack`, `compact` and a queue over it
+   * open (docs/stores/logstore.md, "Inspecting a live store"); `append`, `ack`, `compact` and a queue over it
    * reject with `ERR_READ_ONLY`.
    * @default false
    */
@@ -160,7 +160,7 @@ export interface LogStoreOptions {
   /**
    * Serve the queue to producers in other processes and threads while a queue over this store is
    * open: `connect(dir)` then reaches it through the Unix socket `pq.sock` in the store directory
-   * (mode 0600; a named pipe on Windows), removed again at close (README, "Producers in other
+   * (mode 0600; a named pipe on Windows), removed again at close (docs/guides/other-processes.md, "Producers in other
    * processes and threads"). `false` serves nobody. A `readOnly` store never serves. The socket
    * is a file of the real disk: over another `fs` than `nodeFileSystem` (the simulated crash disk)
    * the store serves only when this is `true`.

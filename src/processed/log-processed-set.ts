@@ -18,7 +18,7 @@ export interface LogProcessedSetOptions {
   /**
    * When `record()` resolves. `'group'`: once its entry is fsynced (records written meanwhile
    * share one fsync), so the record survives a power loss; `'none'`: once written, so it survives
-   * a process crash only. See README, "Processed sets".
+   * a process crash only. See docs/guides/effectively-once.md, "Processed sets".
    * @default 'group'
    */
   durability?: 'group' | 'none';

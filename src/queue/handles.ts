@@ -26,7 +26,7 @@ export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: Handl
 export class Consumer<T = Uint8Array> {
   readonly #core: QueueCore;
   readonly #retryDelays: RetryDelayFunction;
-  /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See README, "Dead letters". */
+  /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See docs/guides/dead-letters.md, "Dead letters". */
   readonly deadLetters: DeadLetterQueue<T>;
 
   /** Set on a consumer made by `fork()`: what it holds, so that closing it returns them. */
@@ -46,7 +46,7 @@ export class Consumer<T = Uint8Array> {
    * a time. Closing a forked consumer ends its waits and loops and returns the items it holds to
    * the queue (their holders' later calls reject with `ERR_CLOSED`); the queue stays open.
    * Closing the queue (the producer, or the consumer `open()` returned) closes every fork.
-   * See README, "Competing consumers".
+   * See docs/guides/processing.md, "Competing consumers".
    */
   fork(): Consumer<T> {
     const error = this.#core.operationalError();
@@ -173,7 +173,7 @@ export class Consumer<T = Uint8Array> {
    * Up to `n` items: waits for the first as `reserve()` does, then takes those ready, and those
    * that come within `waitMs` while fewer than `n` are in hand. Resolves `[]` once the queue is
    * closed. Each item is a reservation of its own: settle them one by one, or with `ackMany` /
-   * `nackMany`. See README, "Batches".
+   * `nackMany`. See docs/guides/processing.md, "Batches".
    */
   async reserveMany(n: number, options?: ReserveManyOptions): Promise<Reserved<T>[]> {
     let waitMs: number;

@@ -8,7 +8,7 @@ import { abortReason } from './entry.js';
 
 /** How long a key is remembered by default: 24 hours. */
 export const DEFAULT_KEY_WINDOW_MS = 24 * 60 * 60 * 1000;
-/** How many keys a queue remembers at most by default (see README, "Idempotency keys", for what one costs). */
+/** How many keys a queue remembers at most by default (see docs/guides/effectively-once.md, "Idempotency keys", for what one costs). */
 export const DEFAULT_MAX_KEYS = 100_000;
 
 /** Options of `Builder.idempotency`. */

@@ -52,7 +52,7 @@ export class Producer<T = Uint8Array> {
    * admitted whole: it waits until all of it fits under the capacity. With `keys` (one per
    * payload, not `key`), each payload is pushed as `push` with its key would be: a remembered key
    * gives its seq and stores nothing, a key twice in the batch gives its first payload's seq, and
-   * the rest are stored as one batch. See README, "Idempotency keys".
+   * the rest are stored as one batch. See docs/guides/effectively-once.md, "Idempotency keys".
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
     let list: Uint8Array[];

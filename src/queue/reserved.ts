@@ -68,7 +68,7 @@ export class Reserved<T = Uint8Array> {
   /**
    * 1 on first delivery, +1 on each redelivery. Over a store that keeps delivery counts
    * (`features.deliveries`) the count goes on across restarts and crashes (after a crash it may
-   * count one delivery more than an item had: see README, "Delivery counts"); over another store
+   * count one delivery more than an item had: see docs/guides/dead-letters.md, "Delivery counts"); over another store
    * it starts again from 1 at each open.
    */
   get deliveries(): number {

@@ -1,6 +1,6 @@
 // The public option and result types of the queue, and the durability policies.
 
-/** When a push or ack resolves; see README "Durability". */
+/** When a push or ack resolves; see docs/guides/durability.md "Durability". */
 export type Durability = 'sync' | 'group' | 'none';
 
 /** The durability policies by name. */
@@ -15,7 +15,7 @@ export const Durability = {
 
 export const DURABILITIES: readonly string[] = ['sync', 'group', 'none'];
 
-/** When an ack resolves; see README "Durability". */
+/** When an ack resolves; see docs/guides/durability.md "Durability". */
 export type AckDurability = 'sync' | 'group' | 'lazy';
 
 /** The ack durability policies by name. */
@@ -49,13 +49,13 @@ export interface PushOptions {
   signal?: AbortSignal;
   /**
    * Higher priorities are handed out first; FIFO by seq within one priority. An integer from
-   * -128 to 127. Strict: a lower priority waits while a higher one is ready. See README, "Priorities".
+   * -128 to 127. Strict: a lower priority waits while a higher one is ready. See docs/guides/scheduling.md, "Delayed delivery and priorities".
    * @default 0
    */
   priority?: number;
   /**
    * Not handed out before this many ms from now (the queue's clock); stored at once, ready across
-   * restarts once the time has come. Not together with `notBefore`. See README, "Delayed delivery".
+   * restarts once the time has come. Not together with `notBefore`. See docs/guides/scheduling.md, "Delayed delivery and priorities".
    */
   delayMs?: number;
   /** Not handed out before this time: a Date, or ms since the Unix epoch. Not together with `delayMs`. */
@@ -65,7 +65,7 @@ export interface PushOptions {
    * was pushed less than `Builder.idempotency`'s window ago, acked or not, across restarts and
    * crashes), the push stores nothing and resolves with the seq the key has; the first push's
    * payload, priority and time stand. Needs a store with `features.idempotency`. `push` only. See
-   * README, "Idempotency keys".
+   * docs/guides/effectively-once.md, "Idempotency keys".
    */
   key?: string;
   /**
@@ -81,7 +81,7 @@ export interface ReserveOptions {
   signal?: AbortSignal;
   /**
    * The lease of this reservation, in ms (a positive number, or Infinity for none): unsettled
-   * when it runs out, the item returns to the queue. See README, "Leases".
+   * when it runs out, the item returns to the queue. See docs/guides/processing.md, "Leases".
    * @default the queue's `Builder.leaseMs` (Infinity)
    */
   leaseMs?: number;
@@ -130,7 +130,7 @@ export interface ProcessOptions {
    * within `waitMs` while fewer are in hand) instead of one. When it resolves, every item it left
    * unsettled is acked; when it throws (or runs past `timeoutMs`), every item it left unsettled is
    * retried. It may settle items itself, one by one (partial success). `concurrency` counts batch
-   * handlers. Not with `heartbeat`. See README, "Batches".
+   * handlers. Not with `heartbeat`. See docs/guides/processing.md, "Batches".
    */
   batch?: BatchOptions;
 }

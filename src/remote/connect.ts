@@ -32,7 +32,7 @@ const DURABILITIES: readonly string[] = ['sync', 'group', 'none'];
  * A producer for the queue in the LogStore directory `dir`, from any process or thread. When a
  * process has the queue open, pushes go to it through its endpoint (the socket `pq.sock` in `dir`)
  * and resolve at its durability point, sharing its group commit; when none has, `connect()`
- * spools (README, "Producers in other processes and threads"). Rejects with `TypeError` or
+ * spools (docs/guides/other-processes.md, "Producers in other processes and threads"). Rejects with `TypeError` or
  * `RangeError` for bad arguments, `ERR_UNSUPPORTED_VERSION` for an owner that speaks another
  * protocol version, and with the spool's error when no process serves the queue and the spool
  * cannot be opened.

@@ -1,13 +1,14 @@
 /**
- * Every code a QueueError can carry has one heading in README's reference of error codes, and
- * every such heading names a code (src/errors.ts says so; this keeps it so). A planted mismatch
- * (a code without a heading) is caught: the check compares the two sets both ways.
+ * Every code a QueueError can carry has one heading in the reference of error codes
+ * (docs/reference/errors.md), and every such heading names a code (src/errors.ts says so; this
+ * keeps it so). A planted mismatch (a code without a heading) is caught: the check compares the
+ * two sets both ways.
  */
 import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
 
 const root = new URL('../../', import.meta.url);
-const readme = readFileSync(new URL('README.md', root), 'utf8');
+const reference = readFileSync(new URL('docs/reference/errors.md', root), 'utf8');
 const errors = readFileSync(new URL('src/errors.ts', root), 'utf8');
 
 /** The members of `export type QueueErrorCode = | 'ERR_A' | 'ERR_B' ...;`. */
@@ -17,13 +18,13 @@ function codesOf(source: string): string[] {
 }
 
 function headingsOf(doc: string): string[] {
-  return [...doc.matchAll(/^### `(ERR_[A-Z_]+)`$/gm)].map((m) => m[1]!).sort();
+  return [...doc.matchAll(/^## `(ERR_[A-Z_]+)`$/gm)].map((m) => m[1]!).sort();
 }
 
-it('everyQueueErrorCodeHasOneReadmeHeadingAndEveryHeadingIsACode', () => {
+it('everyQueueErrorCodeHasOneReferenceHeadingAndEveryHeadingIsACode', () => {
   const codes = codesOf(errors);
   expect(codes.length).toBeGreaterThan(10);
-  const headings = headingsOf(readme);
+  const headings = headingsOf(reference);
   expect(new Set(headings).size, 'a heading twice').toBe(headings.length);
   expect(headings).toEqual(codes);
 });
@@ -31,5 +32,5 @@ it('everyQueueErrorCodeHasOneReadmeHeadingAndEveryHeadingIsACode', () => {
 it('theCheckCatchesACodeWithoutAHeading', () => {
   const planted = errors.replace("  | 'ERR_OWNER_GONE'", "  | 'ERR_OWNER_GONE'\n  | 'ERR_PLANTED'");
   expect(codesOf(planted)).toContain('ERR_PLANTED');
-  expect(headingsOf(readme)).not.toEqual(codesOf(planted));
+  expect(headingsOf(reference)).not.toEqual(codesOf(planted));
 });

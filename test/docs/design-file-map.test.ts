@@ -1,0 +1,56 @@
+/**
+ * DESIGN.md's "Architecture, file by file" keeps up with src/: it names every file of the engine
+ * (src/log/), the core (src/queue/) and the file-system port (src/fs/), and every other directory
+ * of src/; and every file it names exists. A file added without a line there, or one renamed or
+ * removed under it, fails here.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { docText, root } from '../support/docs.js';
+
+/** The text of DESIGN.md's "Architecture, file by file", up to the next heading of its level or above. */
+function fileMapOf(design: string): string {
+  const start = design.indexOf('\n### Architecture, file by file\n');
+  expect(start, 'DESIGN.md has "Architecture, file by file"').toBeGreaterThan(0);
+  const next = design.slice(start + 1).search(/\n#{1,3} /);
+  return design.slice(start, next < 0 ? undefined : start + 1 + next);
+}
+
+/**
+ * Whether `map` names `path` (`src/dir/name.ts`): in full, or as `name.ts` on a line or table row
+ * that names its directory (`src/log/crc.ts`, `frame.ts`, ...).
+ */
+function names(map: string, path: string): boolean {
+  if (map.includes(`\`${path}\``)) return true;
+  const dir = path.slice(0, path.lastIndexOf('/') + 1);
+  const base = path.slice(dir.length);
+  return map.split('\n').some((line) => line.includes(`\`${dir}`) && line.includes(`\`${base}\``));
+}
+
+/** The files each named directory holds, and src/'s other directories. */
+const MAPPED_DIRS = ['src/log', 'src/queue', 'src/fs'];
+
+it('designsFileMapNamesEveryFileOfTheEngineAndTheCoreAndEveryOtherDirectoryOfSrc', () => {
+  const map = fileMapOf(docText('DESIGN.md'));
+  const files = MAPPED_DIRS.flatMap((dir) => readdirSync(join(root, dir)).filter((f) => f.endsWith('.ts')).map((f) => `${dir}/${f}`));
+  expect(files.length).toBeGreaterThan(60);
+  expect(files.filter((f) => !names(map, f))).toEqual([]);
+  const dirs = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `src/${e.name}/`);
+  expect(dirs.filter((d) => !map.includes(`\`${d}`))).toEqual([]);
+});
+
+it('everyFileDesignsFileMapNamesExists', () => {
+  const map = fileMapOf(docText('DESIGN.md'));
+  const named = [...map.matchAll(/`(src\/[\w/.-]+\.ts)`/g)].map((m) => m[1]!);
+  expect(named.length).toBeGreaterThan(60);
+  expect(named.filter((path) => !existsSync(join(root, path)))).toEqual([]);
+});
+
+it('theCheckCatchesAFileTheMapDoesNotName', () => {
+  const map = '| `src/log/crc.ts`, `frame.ts` | codecs |\n`src/queue/core.ts` (the core)\n';
+  expect(names(map, 'src/log/frame.ts')).toBe(true);
+  expect(names(map, 'src/queue/core.ts')).toBe(true);
+  expect(names(map, 'src/log/identity.ts')).toBe(false);
+  expect(names(map, 'src/queue/frame.ts')).toBe(false);
+});
