@@ -55,14 +55,18 @@ function lineChart(spec) {
     ticks = [];
     for (let v = 0; v <= top + step / 2; v += step) ticks.push(v);
   }
+  if (values.length === 0) ticks = [];
   for (const v of ticks) {
     svg.appendChild(s('line', { class: 'axis', x1: PAD.left, x2: CHART_W - PAD.right, y1: y(v), y2: y(v) }));
     svg.appendChild(s('text', { class: 'tick', x: PAD.left - 6, y: y(v) + 3, 'text-anchor': 'end' }, spec.unit(v)));
   }
-  const minuteMs = 60_000;
-  for (let m = 0; m * minuteMs <= windowMs; m++) {
-    const t = now - m * minuteMs;
-    svg.appendChild(s('text', { class: 'tick', x: x(t), y: CHART_H - 6, 'text-anchor': m === 0 ? 'end' : 'middle' }, m === 0 ? 'now' : `-${m} min`));
+  // Time ticks back from now: every minute on a long window, every 10, 15 or 30 s on a short one.
+  const stepMs = [10_000, 15_000, 30_000, 60_000].find((ms) => windowMs / ms <= 6) ?? 60_000;
+  for (let m = 0; m * stepMs <= windowMs; m++) {
+    const t = now - m * stepMs;
+    const ago = (m * stepMs) / 1000;
+    const label = m === 0 ? 'now' : ago % 60 === 0 ? `-${ago / 60} min` : `-${ago} s`;
+    svg.appendChild(s('text', { class: 'tick', x: x(t), y: CHART_H - 6, 'text-anchor': m === 0 ? 'end' : 'middle' }, label));
   }
   if (values.length === 0) {
     svg.appendChild(s('text', { class: 'empty', x: PAD.left + innerW / 2, y: PAD.top + innerH / 2, 'text-anchor': 'middle' }, spec.empty));

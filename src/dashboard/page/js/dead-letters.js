@@ -104,7 +104,7 @@ async function renderDeadLetters(main, live) {
         canAct
           ? h(
               'td',
-              null,
+              { class: 'actions' },
               h('button', { type: 'button', 'data-action': 'redrive', onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('redrive', [d.seq])) }, 'Redrive'),
               ' ',
               h('button', { type: 'button', class: 'danger', 'data-action': 'purge', onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('purge', [d.seq])) }, 'Purge'),

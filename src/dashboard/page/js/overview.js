@@ -53,6 +53,9 @@ function renderOverview(main, o) {
   parts.push(h('h3', null, 'Throughput and latency'));
   if (live) {
     const now = o.at;
+    // The charts span the samples there are, from a minute up to five.
+    const earliest = Math.min(now, ...o.rates.map((/** @type {any} */ p) => p.at), ...o.latency.buckets.map((/** @type {any} */ b) => b.at));
+    const windowMs = Math.min(WINDOW_MS, Math.max(60_000, Math.ceil((now - earliest) / 30_000) * 30_000));
     /** @param {string} field */
     const rate = (field) => /** @type {[number, number][]} */ (o.rates.map((/** @type {any} */ p) => [p.at, p[field]]));
     /** @param {'handout' | 'ack'} kind @param {'p50' | 'p99'} q */
@@ -65,7 +68,7 @@ function renderOverview(main, o) {
           id: 'throughput',
           title: 'Per second',
           unit: fmtRate,
-          windowMs: WINDOW_MS,
+          windowMs,
           now,
           empty: 'sampling: the first rates appear within seconds',
           series: [
@@ -80,7 +83,7 @@ function renderOverview(main, o) {
           title: 'Latency (p50 solid, p99 dashed)',
           unit: fmtMs,
           log: true,
-          windowMs: WINDOW_MS,
+          windowMs,
           now,
           empty: 'no item pushed and handed out since the dashboard began to watch',
           series: [
@@ -108,7 +111,8 @@ function renderOverview(main, o) {
     };
     parts.push(table(['#Priority', '#Items', ''], bp.byPriority.map((/** @type {any} */ r) => [String(r.priority), fmtInt(r.count), bar(r.count)]), { 'data-table': 'by-priority', class: 'narrow' }));
     const next = bp.nextDueAt === null ? '' : `; the next delayed item is due at ${fmtTime(bp.nextDueAt)}`;
-    parts.push(h('p', { class: 'note' }, bp.complete ? `Read from the store's files${next}.` : `Counted up to seq ${fmtInt(bp.scannedThrough)} (the count stops there on a very large backlog)${next}.`));
+    const asOf = `as its files held them at ${fmtTime(bp.at)}`;
+    parts.push(h('p', { class: 'note' }, bp.complete ? `Unacked items ${asOf}${next}.` : `Unacked items up to seq ${fmtInt(bp.scannedThrough)} ${asOf} (the count stops there on a very large backlog)${next}.`));
   }
   if (live && f.counters) {
     parts.push(h('h3', null, 'Since the owner opened the queue'));
