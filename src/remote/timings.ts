@@ -23,6 +23,12 @@ const BINS = 64;
 /** Items whose push (or hand-out) time is held while they wait for their hand-out (or ack). */
 export const TRACKED_ITEMS_MAX = 100_000;
 
+/**
+ * Pushes (and hand-outs) timed per second at most: enough for the percentiles a chart shows, and a
+ * bound on the collector's own work on a busy queue, where the channels' messages are the cost left.
+ */
+export const SAMPLES_PER_SECOND_MAX = 256;
+
 /** Nobody asked for this long: the collector unsubscribes and drops what it held. */
 export const WATCH_IDLE_MS = 30_000;
 
@@ -119,8 +125,26 @@ function remember(map: Map<number, number>, seq: number, at: number): void {
   map.set(seq, at);
 }
 
+/** How many of this second's events were chosen for timing. */
+class SecondBudget {
+  #second = -1;
+  #taken = 0;
+
+  take(second: number): boolean {
+    if (second !== this.#second) {
+      this.#second = second;
+      this.#taken = 0;
+    }
+    if (this.#taken >= SAMPLES_PER_SECOND_MAX) return false;
+    this.#taken++;
+    return true;
+  }
+}
+
 interface Watching {
   readonly since: number;
+  readonly pushBudget: SecondBudget;
+  readonly deliverBudget: SecondBudget;
   readonly handout: SecondRing;
   readonly ack: SecondRing;
   /** Push time of items not yet handed out, by seq. */
@@ -186,7 +210,7 @@ export class TimingCollector {
 
   #start(): Watching {
     this.#id = this.#queueId();
-    const w: Watching = { since: this.#clock.wall(), handout: new SecondRing(), ack: new SecondRing(), pushedAt: new Map(), deliveredAt: new Map() };
+    const w: Watching = { since: this.#clock.wall(), pushBudget: new SecondBudget(), deliverBudget: new SecondBudget(), handout: new SecondRing(), ack: new SecondRing(), pushedAt: new Map(), deliveredAt: new Map() };
     this.#watching = w;
     diagnosticsChannel.subscribe(channels.push, this.#onPush);
     diagnosticsChannel.subscribe(channels.deliver, this.#onDeliver);
@@ -202,7 +226,8 @@ export class TimingCollector {
     const m = message as PushMessage;
     const w = this.#watching;
     if (w === null || m.queueId !== this.#id) return;
-    remember(w.pushedAt, m.seq, this.#clock.mono());
+    const now = this.#clock.mono();
+    if (w.pushBudget.take(Math.floor(now / 1000))) remember(w.pushedAt, m.seq, now);
   };
 
   readonly #onDeliver = (message: unknown): void => {
@@ -216,7 +241,7 @@ export class TimingCollector {
       // The first hand-out only: a redelivery's wait is the retry's, not the queue's.
       if (m.deliveries === 1) w.handout.add(Math.floor(this.#clock.wall() / 1000), now - pushedAt);
     }
-    remember(w.deliveredAt, m.seq, now);
+    if (w.deliverBudget.take(Math.floor(now / 1000))) remember(w.deliveredAt, m.seq, now);
   };
 
   readonly #onAck = (message: unknown): void => {

@@ -15,7 +15,7 @@ import { MemStore } from '../../src/mem-store.js';
 import { Builder } from '../../src/queue.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { REQ_TIMINGS, decodeRequest, encodeBare, FRAME_HEADER_BYTES } from '../../src/remote/protocol.js';
-import { TIMING_WINDOW_SECONDS, TRACKED_ITEMS_MAX, TimingCollector, WATCH_IDLE_MS, binOf, binUpperMs, type TimingClock } from '../../src/remote/timings.js';
+import { SAMPLES_PER_SECOND_MAX, TIMING_WINDOW_SECONDS, TRACKED_ITEMS_MAX, TimingCollector, WATCH_IDLE_MS, binOf, binUpperMs, type TimingClock } from '../../src/remote/timings.js';
 
 const dirs: string[] = [];
 const collectors: TimingCollector[] = [];
@@ -173,22 +173,42 @@ describe('the collector', () => {
     await tx.close();
   });
 
-  test('theItemsAwaitingTheirTimingAreBounded', async () => {
+  test('atMostABudgetOfItemsIsTimedEachSecond', async () => {
     const clock = manualClock();
     const [tx, rx] = await new Builder(new MemStore()).open();
     const collector = collect(() => rx.stats().queueId, clock);
     collector.read();
-    const payloads = Array.from({ length: TRACKED_ITEMS_MAX + 10 }, () => new Uint8Array(1));
-    await tx.pushMany(payloads);
-    // The oldest pushes were forgotten: their hand-outs are not timed, the newest are.
-    let timedFrom = 0;
+    await tx.pushMany(Array.from({ length: SAMPLES_PER_SECOND_MAX * 3 }, () => new Uint8Array(1)));
+    for (let item = rx.tryReserve(); item !== null; item = rx.tryReserve()) await item.ack();
+    clock.advance(1000);
+    await tx.pushMany(['a', 'b', 'c']);
+    for (let item = rx.tryReserve(); item !== null; item = rx.tryReserve()) await item.ack();
+    const counts = collector.read().buckets.map((b) => [b.handout?.count, b.ack?.count]);
+    expect(counts).toEqual([
+      [SAMPLES_PER_SECOND_MAX, SAMPLES_PER_SECOND_MAX],
+      [3, 3],
+    ]);
+    await tx.close();
+  });
+
+  test('theItemsAwaitingTheirTimingAreBounded', async () => {
+    const clock = manualClock();
+    const [tx, rx] = await new Builder(new MemStore()).open();
+    const collector = collect(() => rx.stats().queueId, clock);
+    // A backlog growing for longer than the timed items can be held: the oldest pushes are forgotten.
+    const seconds = Math.ceil(TRACKED_ITEMS_MAX / SAMPLES_PER_SECOND_MAX) + 10;
+    for (let s = 0; s < seconds; s++) {
+      collector.read();
+      await tx.pushMany(Array.from({ length: SAMPLES_PER_SECOND_MAX }, () => new Uint8Array(1)));
+      clock.advance(1000);
+    }
+    let firstTimed = 0;
     for (let item = rx.tryReserve(), n = 1; item !== null; item = rx.tryReserve(), n++) {
       void item.ack();
-      if (n === 10) timedFrom = collector.read().buckets[0]?.handout?.count ?? 0;
+      if (firstTimed === 0 && (collector.read().buckets.at(-1)?.handout?.count ?? 0) > 0) firstTimed = n;
     }
-    expect(timedFrom).toBe(0);
-    expect(collector.read().buckets[0]!.handout!.count).toBe(TRACKED_ITEMS_MAX);
-    collector.stop();
+    expect(firstTimed).toBe(seconds * SAMPLES_PER_SECOND_MAX - TRACKED_ITEMS_MAX + 1);
+    expect(collector.read().buckets.at(-1)!.handout!.count).toBe(TRACKED_ITEMS_MAX);
     await tx.close();
   });
 
