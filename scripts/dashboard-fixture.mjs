@@ -109,7 +109,8 @@ export async function startUi(dir, args = []) {
  * A worker daemon that owns the queue in argv[2]: `process()` with `concurrency` 4 and a
  * `maxDeliveries` of 3. Its handler takes `handleMs` per item (argv[3]); an item whose payload starts
  * with `bad` is dead-lettered with the reason `bad input: <payload>`; one starting with `flaky` is
- * dead-lettered the first time this process sees it and acked the next (printing `did <payload>`).
+ * dead-lettered the first time this process sees it and acked the next (printing `did <payload>`);
+ * one ending in `#retry` fails its first delivery (process() retries it).
  * Lines on stdin: `push <payload>` pushes one item; `pause` / `resume` stop and start the handler;
  * `stop` closes the queue and exits. Prints `ready` once it serves.
  */
@@ -133,6 +134,10 @@ const done = rx.process(async (item) => {
     await item.deadLetter('flaky: first attempt of ' + text);
     return;
   }
+  if (text.endsWith('#retry') && !seen.has(text)) {
+    seen.add(text);
+    throw new Error('upstream busy');
+  }
   if (handleMs > 0) await new Promise((r) => setTimeout(r, handleMs));
   await item.ack();
   if (text.startsWith('flaky')) console.log('did ' + text);
@@ -150,15 +155,19 @@ createInterface({ input: process.stdin }).on('line', async (line) => {
 console.log('ready');
 `;
 
-/** A producer in a process of its own: pushes `<prefix>-<n>` through connect() every argv[4] ms until killed. */
+/**
+ * A producer in a process of its own: pushes `<prefix>-<n>` through connect() every argv[4] ms until
+ * killed; with argv[5], every argv[5]-th item ends in ` #retry`.
+ */
 export const PRODUCER = `
 import { connect } from ${JSON.stringify(dist('index.js'))};
 const producer = await connect(process.argv[2]);
 const prefix = process.argv[3];
 const everyMs = Number(process.argv[4]);
+const retryEvery = Number(process.argv[5] ?? 0);
 console.log('producing ' + producer.mode);
 for (let n = 1; ; n++) {
-  await producer.push(prefix + '-' + n);
+  await producer.push(prefix + '-' + n + (retryEvery > 0 && n % retryEvery === 0 ? ' #retry' : ''));
   await new Promise((r) => setTimeout(r, everyMs));
 }
 `;
@@ -234,7 +243,7 @@ console.log('seeded');
 `;
   const seeder = runModule(work, 'seed.mjs', seed, [dir]);
   await seeder.line((l) => l === 'seeded');
-  const producer = runModule(work, 'producer.mjs', PRODUCER, [dir, 'event', '8']);
+  const producer = runModule(work, 'producer.mjs', PRODUCER, [dir, 'event', '8', '40']);
   await producer.line((l) => l.startsWith('producing'));
   const ui = await startUi(dir, ['--allow-actions']);
   if (warmupMs > 0) await new Promise((r) => setTimeout(r, warmupMs));

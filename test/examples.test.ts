@@ -27,7 +27,14 @@ function runAsWritten(block: string) {
     const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
     const file = join(dir, 'example.mjs');
     const testing = pathToFileURL(join(root, 'dist', 'testing', 'index.js')).href;
-    writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`).replaceAll("from 'persistent-queue/testing'", `from '${testing}'`));
+    const dashboard = pathToFileURL(join(root, 'dist', 'dashboard', 'index.js')).href;
+    writeFileSync(
+      file,
+      block
+        .replaceAll("from 'persistent-queue'", `from '${dist}'`)
+        .replaceAll("from 'persistent-queue/testing'", `from '${testing}'`)
+        .replaceAll("from 'persistent-queue/dashboard'", `from '${dashboard}'`),
+    );
     // Bounded: a spawnSync that hangs would hold the test worker past the test's own timeout.
     return spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 50_000 });
   } finally {
@@ -454,6 +461,15 @@ it('theReadmeEnqueueScriptPushesIntoTheRunningWorkerDaemonsQueue', async () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+it('theReadmeDashboardInAServiceRunsAsWrittenAndShowsTheLiveQueue', () => {
+  const block = blocks('js').find((b) => b.includes("from 'persistent-queue/dashboard'"));
+  expect(block, 'README has the dashboard in a service').toBeDefined();
+  const run = runAsWritten(block!);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('true\nlive 2\n');
 });
 
 it('theReadmeSpoolExampleRunsAsWritten', () => {
