@@ -78,6 +78,8 @@ export interface Overview {
   readonly spoolOnly: boolean;
   readonly figures: Figures;
   readonly byPriority: ScheduledCounts | null;
+  /** Why the store's files could not be read beside a live owner (the counts by priority are missing). */
+  readonly filesError: string | null;
   readonly rates: RatePoint[];
   readonly latency: LatencySeries;
   /** Which of the owner's further pages exist (groups, schedules). */
@@ -176,11 +178,21 @@ export class DashboardApi {
       const [stats, timings] = await Promise.all([o.client.stats(), o.client.timings().catch(() => null as Timings | null)]);
       return { stats, timings };
     });
-    const byPriority = kind === 'log' ? await this.#scheduled() : null;
     if (got !== null) {
       this.#note(got.owner, got.value.stats);
-      return this.#live(got.owner, got.value.stats, got.value.timings, byPriority);
+      // The owner's figures stand even when its files cannot be read here (damage the owner has
+      // not met yet, a file it holds open): the counts by priority then say why they are missing.
+      let byPriority: ScheduledCounts | null = null;
+      let filesError: string | null = null;
+      try {
+        byPriority = kind === 'log' ? await this.#scheduled() : null;
+      } catch (error) {
+        if (!(error instanceof QueueError)) throw error;
+        filesError = `${error.code}: ${error.message}`;
+      }
+      return { ...this.#live(got.owner, got.value.stats, got.value.timings, byPriority), filesError };
     }
+    const byPriority = kind === 'log' ? await this.#scheduled() : null;
     this.#history.clear();
     if (kind === 'spool') return this.#spoolOnly();
     const store = await this.#files();
@@ -222,6 +234,7 @@ export class DashboardApi {
         ackDurability: typeof stats.ackDurability === 'string' ? stats.ackDurability : null,
       },
       byPriority,
+      filesError: null,
       rates: this.#history.points(),
       latency: latencySeries(timings),
       extras: { groups: present(stats.groups), schedules: present(stats.schedules) },
@@ -260,6 +273,7 @@ export class DashboardApi {
         ackDurability: null,
       },
       byPriority,
+      filesError: null,
       rates: [],
       latency: latencySeries(null),
       extras: { groups: false, schedules: false },
@@ -297,6 +311,7 @@ export class DashboardApi {
         ackDurability: null,
       },
       byPriority: null,
+      filesError: null,
       rates: [],
       latency: latencySeries(null),
       extras: { groups: false, schedules: false },

@@ -4,7 +4,7 @@
  * request, and that a refused request changes nothing. The owner is this process (a LogStore under
  * the queue, serving its endpoint); the dashboard reaches it through that endpoint as `pq ui` does.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, createServer, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { dashboard, serveDashboard, type ServedDashboard } from '../../src/dashboard/index.js';
 import { SCAN_ITEMS_MAX, listItems } from '../../src/dashboard/items.js';
 import { PAGE_ASSETS } from '../../src/dashboard/page-assets.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore, MIN_SEGMENT_BYTES } from '../../src/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -320,6 +320,28 @@ describe('actions', () => {
 });
 
 describe('reading', () => {
+  test('aStoreWhoseFilesCannotBeReadHereStillShowsTheOwnersFigures', async () => {
+    const dir = freshDir();
+    const [tx] = await new Builder(await LogStore.open(dir, { segmentBytes: MIN_SEGMENT_BYTES })).open();
+    cleanups.push(() => tx.close());
+    for (let i = 0; i < 20; i++) await tx.push(`item ${i}`);
+    const segments = readdirSync(dir).filter((f) => f.startsWith('seg-')).sort();
+    expect(segments.length).toBeGreaterThan(1);
+    // Damage in the seal of a sealed segment: a read-only open of the files refuses them.
+    const first = join(dir, segments[0]!);
+    const bytes = readFileSync(first);
+    bytes[bytes.length - 3]! ^= 0xff;
+    writeFileSync(first, bytes);
+    const d = await serve(dir);
+    const overview = await ask(d.port, { path: `/api/overview?token=${d.token}` });
+    expect(overview.status).toBe(200);
+    expect(overview.json).toMatchObject({ view: 'live', byPriority: null, figures: { ready: 20 } });
+    expect(overview.json.filesError).toMatch(/^ERR_CORRUPT: /);
+    // The items, which only the files hold, are refused with the same typed error.
+    const items = await ask(d.port, { path: `/api/items?token=${d.token}` });
+    expect([items.status, items.json.error.code]).toEqual([500, 'ERR_CORRUPT']);
+  });
+
   test('badQueriesAreTypedErrors', async () => {
     const o = await owner();
     const d = await serve(o.dir);

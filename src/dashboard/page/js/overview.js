@@ -101,7 +101,8 @@ function renderOverview(main, o) {
   }
   parts.push(h('h3', null, 'By priority'));
   const bp = o.byPriority;
-  if (bp === null || bp.byPriority.length === 0) parts.push(h('p', { class: 'note' }, 'No unacked items.'));
+  if (o.filesError) parts.push(h('p', { class: 'banner', 'data-banner': 'files' }, `The store's files could not be read here: ${o.filesError}`));
+  else if (bp === null || bp.byPriority.length === 0) parts.push(h('p', { class: 'note' }, 'No unacked items.'));
   else {
     const max = Math.max(...bp.byPriority.map((/** @type {any} */ r) => r.count));
     const bar = (/** @type {number} */ n) => {
