@@ -33,6 +33,7 @@ import {
   REQ_PURGE,
   REQ_REDRIVE,
   REQ_STATS,
+  REQ_TIMINGS,
   type Request,
   decodeRequest,
   encodeBare,
@@ -246,8 +247,8 @@ function randomRequest(rnd: Prng, id: number, maxItemBytes: number): { frame: Ui
     return { frame: encodeCancel(id, target), request: { type: 'cancel', id, target } };
   }
   if (kind === 4) {
-    const type = rnd.bool() ? 'stats' : 'compact';
-    return { frame: encodeBare(type === 'stats' ? REQ_STATS : REQ_COMPACT, id), request: { type, id } };
+    const type = (['stats', 'compact', 'timings'] as const)[rnd.int(3)]!;
+    return { frame: encodeBare(type === 'stats' ? REQ_STATS : type === 'compact' ? REQ_COMPACT : REQ_TIMINGS, id), request: { type, id } };
   }
   if (kind === 5) {
     const after = rnd.int(2 ** 32);

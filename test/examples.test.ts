@@ -24,7 +24,14 @@ function runAsWritten(block: string) {
     const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
     const file = join(dir, 'example.mjs');
     const testing = pathToFileURL(join(root, 'dist', 'testing', 'index.js')).href;
-    writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${dist}'`).replaceAll("from 'persistent-queue/testing'", `from '${testing}'`));
+    const dashboard = pathToFileURL(join(root, 'dist', 'dashboard', 'index.js')).href;
+    writeFileSync(
+      file,
+      block
+        .replaceAll("from 'persistent-queue'", `from '${dist}'`)
+        .replaceAll("from 'persistent-queue/testing'", `from '${testing}'`)
+        .replaceAll("from 'persistent-queue/dashboard'", `from '${dashboard}'`),
+    );
     // Bounded: a spawnSync that hangs would hold the test worker past the test's own timeout.
     return spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 50_000 });
   } finally {
@@ -114,7 +121,7 @@ console.log(JSON.stringify(seen));
 
 it('thePrometheusExampleRunsAsWrittenAndItsServerAnswersTheSameText', () => {
   const example = docBlock('js', 'function metrics(');
-  const server = docBlock('js', 'createServer(');
+  const server = docBlock('js', 'createServer(', 'res.end(metrics([rx]))');
   const dir = mkdtempSync(join(tmpdir(), 'pq-docs-'));
   try {
     const dist = pathToFileURL(join(root, 'dist', 'index.js')).href;
@@ -422,6 +429,14 @@ it('theEnqueueScriptPushesIntoTheRunningWorkerDaemonsQueue', async () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+it('theDashboardInAServiceRunsAsWrittenAndShowsTheLiveQueue', () => {
+  const block = docBlock('js', "from 'persistent-queue/dashboard'", "basePath: '/ops/queue/'");
+  const run = runAsWritten(block);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe('true\nlive 2\n');
 });
 
 it('theSpoolExampleRunsAsWritten', () => {

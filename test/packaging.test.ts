@@ -117,6 +117,15 @@ test('persistent-queue/jetstream is exported types first, and the root does not 
   expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('jetstream/index.js'))});`)).length).toBeGreaterThan(0);
 });
 
+test('persistent-queue/dashboard is exported types first, and only it loads node:http', () => {
+  expect(pkg.exports['./dashboard']).toEqual({ types: './dist/dashboard/index.d.ts', default: './dist/dashboard/index.js' });
+  expect(Object.keys(pkg.exports['./dashboard'] as object)[0]).toBe('types');
+  const http = (loaded: ReturnType<typeof loadedAfter>) => loaded.builtins.filter((m) => m === 'NativeModule http');
+  expect(http(loadedAfter(`await import(${JSON.stringify(distUrl('index.js'))});`))).toEqual([]);
+  // The probe sees node:http once the subpath is imported: the check above can fail.
+  expect(http(loadedAfter(`await import(${JSON.stringify(distUrl('dashboard/index.js'))});`))).toEqual(['NativeModule http']);
+});
+
 // ------------------------------------------------------------------------- the published package
 
 interface PackedFile {
@@ -332,6 +341,7 @@ import { runStoreConformance, type ConformanceOptions } from 'persistent-queue/c
 import { CrashFileSystem, ManualClock, Prng, type Clock } from 'persistent-queue/testing';
 import { SqliteStore, type SqliteStoreOptions } from 'persistent-queue/sqlite';
 import { LevelStore, type LevelStoreOptions } from 'persistent-queue/level';
+import { dashboard, type Dashboard, type DashboardOptions } from 'persistent-queue/dashboard';
 
 export interface Job { id: number }
 
@@ -354,9 +364,12 @@ export const sqlite: SqliteStoreOptions = { driver: 'better-sqlite3' };
 export const level: LevelStoreOptions = { maxItemBytes: 1024 };
 export const stores = async (): Promise<Store[]> => [await SqliteStore.open('q.db', sqlite), await LevelStore.open('q', level)];
 export const closed = (error: unknown): boolean => error instanceof QueueError && error.code === 'ERR_CLOSED';
+export const ops = (): Dashboard => dashboard('q', { basePath: '/ops/', allowActions: false } satisfies DashboardOptions);
+// @ts-expect-error the handler takes a request and a response
+export const misused = (d: Dashboard): void => d.handle('/ops/');
 `;
 
-/** All six entry points: the above, and ./jetstream given the app's own NATS connection. */
+/** All seven entry points: the above, and ./jetstream given the app's own NATS connection. */
 const FULL_APP = `import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { json } from 'persistent-queue';
 import { JetStreamBuilder, forward, type JetStreamConsumer, type JetStreamQueueOptions, type JetStreamReserved } from 'persistent-queue/jetstream';
@@ -428,7 +441,7 @@ function coreApp(): string {
   return app;
 }
 
-/** An app with the Node 20 NATS clients installed, compiling all six entry points. */
+/** An app with the Node 20 NATS clients installed, compiling all seven entry points. */
 function fullApp(): string {
   const app = installedApp('nats', NATS_FOR_NODE_20);
   writeFileSync(join(app, 'core.ts'), CORE_APP);
@@ -447,7 +460,7 @@ for (const [compiler, tsc] of Object.entries(COMPILERS)) {
   });
 
   for (const resolution of Object.keys(RESOLUTIONS) as Resolution[]) {
-    test(`${compiler}, ${resolution}: an app with the NATS clients installed compiles against all six entry points, library files checked`, () => {
+    test(`${compiler}, ${resolution}: an app with the NATS clients installed compiles against all seven entry points, library files checked`, () => {
       const errors = compileErrors(tsc(), fullApp(), resolution, ['full.ts']);
       if (compiler === 'TypeScript 5.0') expect(errors.filter((e) => !inNatsClient(e))).toEqual([]);
       else expect(errors).toEqual([]);

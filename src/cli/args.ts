@@ -239,6 +239,23 @@ export const COMMANDS: readonly CommandSpec[] = [
       'Prints how many were deleted. A --seq that is not a dead letter is reported and skipped.\n' +
       "Through the process that has the queue open while one serves it; otherwise under the store's lock.",
   },
+  {
+    name: 'ui',
+    args: '<dir>',
+    summary: 'serve a dashboard of the queue on 127.0.0.1',
+    options: {
+      port: { type: 'string', value: 'N', help: 'listen on port N of 127.0.0.1 (default 0: a free port)' },
+      'allow-actions': { type: 'boolean', help: 'let the dashboard redrive and purge dead letters (through the process that has the queue open)' },
+    },
+    details:
+      'Prints the URL to open, with a random token that every request must carry, and serves until\n' +
+      'Ctrl-C. Only this machine can connect (127.0.0.1), and only pages addressed to it by that name.\n' +
+      'Pages: overview (figures, throughput and latency charts), items, dead letters, health (recovery,\n' +
+      'verify on demand), and groups and schedules when the queue has them. While a process has the\n' +
+      "queue open and serves it, its live figures; otherwise the store's files, read-only. Without\n" +
+      '--allow-actions the dashboard changes nothing; with it, redrive and purge go through the process\n' +
+      'that has the queue open, each after a confirmation.',
+  },
 ];
 
 /** The commands that gather subcommands (`pq dlq list`), with what `pq <group> --help` says of them. */

@@ -14,6 +14,7 @@ import { stats } from './stats.js';
 import { deadLetterList, deadLetterPurge, deadLetterRedrive } from './dead-letters.js';
 import { demo, demoChild } from './demo.js';
 import { salvage } from './salvage.js';
+import { ListenError, ui } from './ui.js';
 import { Output, OutputClosed, OutputFailed } from './output.js';
 
 const RUN: Record<string, Command> = {
@@ -28,6 +29,7 @@ const RUN: Record<string, Command> = {
   'dlq list': deadLetterList,
   'dlq redrive': deadLetterRedrive,
   'dlq purge': deadLetterPurge,
+  ui,
 };
 
 const isHelp = (word: string | undefined): boolean => word === '--help' || word === '-h' || word === 'help';
@@ -72,6 +74,7 @@ function failureOf(error: unknown): Failure {
   if (error instanceof UsageError) return { code: 'ERR_USAGE', message: error.message, help: error.helpHint };
   if (error instanceof ConsumedError) return error.pid === null ? { code: 'ERR_CONSUMED', message: error.message } : { code: 'ERR_CONSUMED', message: error.message, pid: error.pid };
   if (error instanceof OutputFailed) return { code: 'ERR_OUTPUT', message: error.message };
+  if (error instanceof ListenError) return { code: error.code, message: error.message };
   if (error instanceof QueueError) {
     const failure: Failure = { code: error.code, message: error.message };
     if (error.file !== undefined) failure.file = error.file;
@@ -86,7 +89,7 @@ function failureOf(error: unknown): Failure {
 /** One line for every failure a user can meet. */
 function describe(f: Failure): string {
   if (f.code === 'ERR_USAGE') return `pq: ${f.message} (see ${f.help})`;
-  if (f.code === 'ERR_OUTPUT' || f.code === 'ERR_INTERNAL') return `pq: ${f.message}`;
+  if (f.code === 'ERR_OUTPUT' || f.code === 'ERR_INTERNAL' || f.code === 'ERR_LISTEN') return `pq: ${f.message}`;
   const where = f.file !== undefined && !f.message.includes(f.file) ? ` (${f.file}${f.offset !== undefined ? ` at offset ${f.offset}` : ''})` : '';
   const pid = f.pid !== undefined && !f.message.includes(String(f.pid)) ? ` (held by pid ${f.pid})` : '';
   return `pq: ${f.code}: ${f.message}${where}${pid}`;

@@ -22,6 +22,7 @@ import {
   REQ_PURGE,
   REQ_REDRIVE,
   REQ_STATS,
+  REQ_TIMINGS,
   type Reply,
   type Selection,
   decodeReply,
@@ -39,6 +40,7 @@ import { Outbox } from './outbox.js';
 import { endpointPath, withSocketPath } from './socket-path.js';
 import { ENDPOINT_FILE } from '../log/format.js';
 import type { RemotePushOptions } from './surface.js';
+import type { Timings } from './timings.js';
 
 /** Why connecting found no owner to talk to: nothing listens, so the spool is the way in. */
 const NO_OWNER = new Set(['ENOENT', 'ECONNREFUSED']);
@@ -227,6 +229,14 @@ export class EndpointClient implements ProducerBackend {
 
   async purge(selection: Selection): Promise<number> {
     return valueOf(await this.#call((id) => encodeSelection(REQ_PURGE, id, selection)));
+  }
+
+  /**
+   * The owner's push-to-hand-out and hand-out-to-ack latencies per second, for the last minutes.
+   * The first call starts the owner measuring; it stops once nobody has asked for a while.
+   */
+  async timings(): Promise<Timings> {
+    return valueOf(await this.#call((id) => encodeBare(REQ_TIMINGS, id)));
   }
 
   async compact(): Promise<unknown> {

@@ -32,6 +32,8 @@ export const REQ_DEAD_LETTERS = 0x05;
 export const REQ_REDRIVE = 0x06;
 export const REQ_PURGE = 0x07;
 export const REQ_COMPACT = 0x08;
+/** The owner's hand-out and ack latencies of the last minutes (src/remote/timings.ts). */
+export const REQ_TIMINGS = 0x09;
 // Replies (owner to client).
 export const REP_HELLO = 0x81;
 export const REP_SEQS = 0x82;
@@ -135,6 +137,7 @@ export function requestBounds(maxItemBytes: number): FrameBounds {
     [REQ_REDRIVE, [SELECTION_HEADER_BYTES, max]],
     [REQ_PURGE, [SELECTION_HEADER_BYTES, max]],
     [REQ_COMPACT, [0, 0]],
+    [REQ_TIMINGS, [0, 0]],
   ]);
 }
 
@@ -298,8 +301,8 @@ export function encodeCancel(id: number, target: number): Uint8Array {
   return frame;
 }
 
-/** A request with no body: stats or compact. */
-export function encodeBare(type: typeof REQ_STATS | typeof REQ_COMPACT, id: number): Uint8Array {
+/** A request with no body: stats, compact or timings. */
+export function encodeBare(type: typeof REQ_STATS | typeof REQ_COMPACT | typeof REQ_TIMINGS, id: number): Uint8Array {
   return newFrame(type, id, 0);
 }
 
@@ -331,7 +334,7 @@ export type Request =
   | { readonly type: 'hello'; readonly id: number; readonly version: number }
   | { readonly type: 'push'; readonly id: number; readonly payloads: Uint8Array[]; readonly priority: number; readonly notBefore: number; readonly keys: string[] | undefined }
   | { readonly type: 'cancel'; readonly id: number; readonly target: number }
-  | { readonly type: 'stats' | 'compact'; readonly id: number }
+  | { readonly type: 'stats' | 'compact' | 'timings'; readonly id: number }
   | { readonly type: 'deadLetters'; readonly id: number; readonly after: number; readonly limit: number }
   | { readonly type: 'redrive' | 'purge'; readonly id: number; readonly seqs: number[] | undefined; readonly limit: number | undefined };
 
@@ -357,6 +360,8 @@ export function decodeRequest(frame: Frame): Request {
       return { type: 'stats', id };
     case REQ_COMPACT:
       return { type: 'compact', id };
+    case REQ_TIMINGS:
+      return { type: 'timings', id };
     case REQ_DEAD_LETTERS: {
       const after = readU64(body, 0);
       if (after < 0) throw new ProtocolError('the after field of a dead-letter list must be a safe integer');

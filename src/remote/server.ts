@@ -33,6 +33,7 @@ import {
 import { Outbox } from './outbox.js';
 import { withSocketPath } from './socket-path.js';
 import type { OwnerSurface } from './surface.js';
+import { TimingCollector } from './timings.js';
 
 /** What a connection accepts before its hello: the hello alone. */
 const HELLO_BOUNDS: FrameBounds = new Map([[REQ_HELLO, requestBounds(1).get(REQ_HELLO)!]]);
@@ -59,6 +60,8 @@ export class EndpointServer {
   readonly pendingBytesMax: number;
   /** Copies of payloads that arrived as views into a socket's read chunk. */
   readonly arena = new ByteArena();
+  /** Hand-out and ack latencies, measured only while someone asks for them (TIMINGS). */
+  readonly timings: TimingCollector;
   readonly #socketFile: string | null;
   /** The socket file's inode once renamed into place: close removes it only if it is still this one. */
   #ino: number | null = null;
@@ -69,6 +72,7 @@ export class EndpointServer {
     this.maxBodyBytes = maxFrameBodyBytes(surface.maxItemBytes);
     this.bounds = requestBounds(surface.maxItemBytes);
     this.pendingBytesMax = 2 * this.maxBodyBytes;
+    this.timings = new TimingCollector(() => queueIdOf(surface));
     this.#socketFile = onWindows ? null : join(dir, ENDPOINT_FILE);
     this.#server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.#accept(socket));
   }
@@ -130,6 +134,7 @@ export class EndpointServer {
   }
 
   async #close(): Promise<void> {
+    this.timings.stop();
     const stopped = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     await Promise.all([...this.#connections].map((c) => c.finish()));
     await stopped;
@@ -289,6 +294,8 @@ class Connection {
           // A store of very many segments: its figures without the list of them.
           return encodeValue(id, stats, max) ?? encodeValue(id, withoutSegmentList(stats), max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The queue\'s figures do not fit one frame'));
         });
+      case 'timings':
+        return Promise.resolve().then(() => encodeValue(id, this.#server.timings.read(), max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The timings do not fit one frame')));
       case 'compact':
         return surface.compact().then((result) => encodeValue(id, result, max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The compaction\'s result does not fit one frame')));
       case 'deadLetters':
@@ -377,6 +384,12 @@ class Withdrawal {
   get signal(): AbortSignal {
     return this as unknown as AbortSignal;
   }
+}
+
+/** The id the queue's diagnostics messages carry (`stats().queueId`). */
+function queueIdOf(surface: OwnerSurface): number {
+  const id = surface.stats().queueId;
+  return typeof id === 'number' ? id : 0;
 }
 
 function withoutSegmentList(stats: Record<string, unknown>): Record<string, unknown> {
