@@ -20,6 +20,8 @@ import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, STORE_
 import { expectation, nonEmptyString, optionsObject } from './validate.js';
 import { schedulingTests } from './conformance-scheduling.js';
 import { idempotencyTests } from './conformance-idempotency.js';
+import { groupTests } from './conformance-groups.js';
+import { scheduleTests } from './conformance-schedules.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 
 /** The test registration function of any runner: `test(name, fn)`; `fn` gets the runner's test context, if any. */
@@ -81,6 +83,8 @@ export function runStoreConformance<S extends Store>(test: TestFunction, options
   if (options.crash) crashTests(suite);
   schedulingTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
   idempotencyTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
+  groupTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
+  scheduleTests(suite, { reopen: options.reopen !== undefined, crash: options.crash !== undefined });
 }
 
 function makeSuite<S extends Store>(test: TestFunction, options: ConformanceOptions<S>): Suite<S> {

@@ -1,10 +1,11 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
 export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
-export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions } from './queue.js';
+export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './queue.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } from './queue.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';
+export { describeSchedules } from './queue/schedules.js';
 export { connect, type ConnectOptions } from './remote/connect.js';
 export { RemoteProducer } from './remote/producer.js';
 export { effectivelyOnce } from './processed-set.js';
@@ -15,8 +16,8 @@ export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSche
 export type { MemStoreOptions } from './mem-store.js';
 export { QueueError, OpenError, isQueueError } from './errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
-export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey } from './store.js';
-export { MAX_KEY_BYTES, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './store.js';
+export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './store.js';
+export { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './store.js';
 export { channels } from './diagnostics.js';
 export type {
   ChannelMessages,

@@ -9,19 +9,22 @@ const encoder = new TextEncoder();
 /** A lone surrogate: UTF-8 has no encoding for it, so such a key could not be stored and read back equal. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** UTF-8 bytes of `key`, or -1 when it holds a lone surrogate (no UTF-8 encoding gives it back). */
-function keyByteLength(key: string): number {
-  // ASCII keys (the common case) need no encoding to be measured.
-  for (let i = 0; i < key.length; i++) {
-    if (key.charCodeAt(i) > 0x7f) return LONE_SURROGATE.test(key) ? -1 : encoder.encode(key).length;
+/**
+ * UTF-8 bytes of `text`, or -1 when it holds a lone surrogate (no UTF-8 encoding gives it back):
+ * the measure of every name a store keeps with an item (keys, groups).
+ */
+export function utf8Length(text: string): number {
+  // ASCII names (the common case) need no encoding to be measured.
+  for (let i = 0; i < text.length; i++) {
+    if (text.charCodeAt(i) > 0x7f) return LONE_SURROGATE.test(text) ? -1 : encoder.encode(text).length;
   }
-  return key.length;
+  return text.length;
 }
 
 /** True when `key` is one a store accepts: a string of 1 to {@link MAX_KEY_BYTES} UTF-8 bytes. */
 export function isValidKey(key: unknown): key is string {
   if (typeof key !== 'string') return false;
-  const n = keyByteLength(key);
+  const n = utf8Length(key);
   return n >= 1 && n <= MAX_KEY_BYTES;
 }
 

@@ -5,10 +5,12 @@
  * reopen tests use.
  */
 import { OpenError, QueueError } from './errors.js';
-import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
+import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoredSchedule, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
 import { optionsObject, positiveInteger } from './validate.js';
 import { scheduleFault } from './schedule-records.js';
 import { KeyTable, keyFault } from './key-records.js';
+import { groupFault } from './group-records.js';
+import { ScheduleTable, fireFault, storedScheduleFault } from './schedule-table.js';
 
 export interface MemStoreOptions {
   /**
@@ -33,7 +35,7 @@ const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
   /** What `append` and `ack` return once they finished, which is during the call (`Store.done`). */
   readonly done: Promise<void> = DONE;
 
@@ -58,6 +60,8 @@ export class MemStore implements Store {
   readonly #storeId = globalThis.crypto.randomUUID();
   /** Idempotency keys of the items appended with one, acked or not, until `keepKeysFrom` lets them go. */
   readonly #keys = new KeyTable();
+  /** Schedules, with the progress of the items fired for them, acked or not. */
+  readonly #schedules = new ScheduleTable();
 
   constructor(options?: MemStoreOptions) {
     const o = optionsObject('options', options);
@@ -88,7 +92,22 @@ export class MemStore implements Store {
       deadLetters: this.#dead.length,
       storeId: this.#storeId,
       keys: this.#keys.list(),
+      schedules: this.#schedules.list(),
     };
+  }
+
+  putSchedule(schedule: StoredSchedule, _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    const fault = storedScheduleFault(schedule, this.maxItemBytes);
+    if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot store ${fault}`));
+    this.#schedules.put({ name: schedule.name, spec: schedule.spec, bytes: schedule.bytes.slice(), firedThrough: schedule.firedThrough, nextAt: schedule.nextAt });
+    return DONE;
+  }
+
+  dropSchedule(name: string, _sync: boolean): Promise<void> {
+    if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
+    if (!this.#schedules.drop(name)) return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no schedule ${JSON.stringify(name)}`));
+    return DONE;
   }
 
   /** Exact: a walk over the live items, in memory. */
@@ -183,12 +202,17 @@ export class MemStore implements Store {
         );
       }
       // The same refusals as the stores on disk make (a plain item pays the two comparisons).
-      const fault = (isScheduled(item) ? scheduleFault(item) : undefined) ?? (item.key !== undefined || item.keyedAt !== undefined ? keyFault(item) : undefined);
+      const fault =
+        (isScheduled(item) ? scheduleFault(item) : undefined) ??
+        (item.key !== undefined || item.keyedAt !== undefined ? keyFault(item) : undefined) ??
+        (item.group !== undefined ? groupFault(item) : undefined) ??
+        (item.fired !== undefined ? fireFault(item) : undefined);
       if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot store ${fault}`));
     }
     // The queue hands over bytes it copied from the caller: they are ours to keep.
     for (const item of items) this.#items.push(item);
     this.#keys.addItems(items);
+    if (this.#schedules.size > 0) this.#schedules.addFires(items);
     this.#nextSeq = seq;
     return DONE;
   }

@@ -14,6 +14,7 @@ import { ownerSurface } from './queue/owner.js';
 import { OpenError, QueueError } from './errors.js';
 import type { Store } from './store.js';
 import { isStore, keepsDeliveries, keepsKeys } from './store.js';
+import { storedScheduleFault } from './schedule-table.js';
 import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type IdempotencyOptions, type KeyWindow } from './queue/idempotency.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 import { QueueCore } from './queue/core.js';
@@ -26,12 +27,16 @@ import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from './queue/retry.js';
 import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAckOptions } from './queue/types.js';
+import { type RateLimit, type RateLimitOptions, rateLimitOf } from './queue/rate-limit.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
 export type { Clock } from './queue/clock.js';
 export type { PushValue } from './queue/handles.js';
 export type { IdempotencyOptions } from './queue/idempotency.js';
+export type { RateLimitBy, RateLimitOptions } from './queue/rate-limit.js';
+export type { CatchUp, ScheduleOptions, ScheduleSpec } from './queue/schedule-slots.js';
+export type { ScheduleInfo } from './queue/schedules.js';
 export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './queue/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
 export type { BatchHandler, ProcessHandler } from './queue/handles.js';
@@ -70,6 +75,7 @@ export class Builder<T = Uint8Array> {
   #keyWindow: KeyWindow = { windowMs: DEFAULT_KEY_WINDOW_MS, maxKeys: DEFAULT_MAX_KEYS };
   /** `idempotency()` was called: a store without keys is refused at open. */
   #keysAsked = false;
+  #rateLimit: RateLimit | undefined;
 
   constructor(store: Store) {
     if (!isStore(store)) throw new TypeError(expectation('store', 'a Store', store));
@@ -228,6 +234,20 @@ export class Builder<T = Uint8Array> {
   }
 
   /**
+   * At most `max` items handed out in any window of `perMs` ms on the queue's clock, by every
+   * consumer of the queue together: for the whole queue (`by: 'queue'`, the default), or for each
+   * group (`by: 'group'`: `push(value, { group })`; the items without a group share one window).
+   * Under a limit by group, an item whose group's window is full waits aside while the items of
+   * other groups go. `item.rateLimited(ms)` (a 429 from an API) pauses the item's window for `ms`.
+   * The windows are kept in memory: a restart starts them empty. See docs/guides/groups-and-rate-limits.md, "Groups and rate limits".
+   * @default none
+   */
+  rateLimit(options: RateLimitOptions): this {
+    this.#rateLimit = rateLimitOf(options);
+    return this;
+  }
+
+  /**
    * How the queue's values become payloads and back: `json<T>()`, `structured<T>()`, `text()`,
    * `bytes()` (the default), a codec with a Standard Schema validator (`json(schema)`,
    * `validated(codec, schema)`), or any `{ name, encode, decode }`. The handles are typed by it:
@@ -303,7 +323,7 @@ export class Builder<T = Uint8Array> {
     const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
       maxDeliveries: this.#maxDeliveries,
       keep,
-    }, this.#leaseMs, this.#time, this.#keyWindow, bytes);
+    }, this.#leaseMs, this.#time, this.#keyWindow, bytes, this.#rateLimit);
     core.codec = this.#codec;
     if (core.keys !== undefined) {
       const keys = recovery.keys;
@@ -342,6 +362,16 @@ export class Builder<T = Uint8Array> {
         throw new OpenError('ERR_STORE', `The store failed to store delivery counts at open: ${(error as Error)?.message ?? error}`, { cause: error });
       }
     }
+    if (core.schedules !== undefined) {
+      const schedules = recovery.schedules;
+      if (!Array.isArray(schedules) || !schedules.every((s) => s !== null && typeof s === 'object' && storedScheduleFault(s, store.maxItemBytes) === undefined)) {
+        core.discard();
+        busyStores.delete(store);
+        await store.close().catch(() => {});
+        throw new OpenError('ERR_STORE', 'The store declares features.schedules but its open() returned no valid schedules: an array of { name, spec, bytes, firedThrough, nextAt }');
+      }
+      await core.schedules.load(schedules);
+    }
     const tx = new Producer<T>(core);
     const rx = new Consumer<T>(core, this.#retryDelays);
     if (typeof store.attach === 'function') {
@@ -354,6 +384,8 @@ export class Builder<T = Uint8Array> {
         throw new OpenError('ERR_STORE', `The store failed to serve the queue to other processes: ${(error as Error)?.message ?? error}`, { cause: error });
       }
     }
+    // The slots that passed while no queue was open fire now (pushes, not waited for).
+    core.schedules?.start();
     return [tx, rx];
   }
 }

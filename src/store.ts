@@ -46,7 +46,53 @@ export interface StoredItem {
    * the item in the same atomic write, so that a crash never ingests a record twice.
    */
   readonly spool?: SpoolSource;
+  /**
+   * Stores with `features.groups`: the item's group, a string of 1 to {@link MAX_GROUP_BYTES}
+   * UTF-8 bytes; absent for an item pushed without one. The queue limits how many items of one
+   * group are in flight at once (`process(handler, { groupConcurrency })`) and may count rate
+   * limits by it.
+   */
+  readonly group?: string;
+  /**
+   * Stores with `features.schedules`: the schedule slot this item was fired for, stored with the
+   * item in the same atomic write, so that a crash never loses a slot's progress while keeping its
+   * item, nor the other way round. The store reports the progress it implies from `open`
+   * (`StoreRecovery.schedules`), acked or not.
+   */
+  readonly fired?: ScheduleFire;
 }
+
+/** What fired an item (`StoredItem.fired`): a schedule's name, the slot, and the slot after it. */
+export interface ScheduleFire {
+  /** The schedule's name (see {@link StoredSchedule.name}). */
+  readonly name: string;
+  /** The slot's time, in ms since the Unix epoch: a non-negative safe integer. */
+  readonly slot: number;
+  /** The schedule's next slot after this one, in ms since the Unix epoch (0 when it has none). */
+  readonly next: number;
+}
+
+/**
+ * A schedule a store keeps (`features.schedules`): what the queue fires, opaque to the store but
+ * for its name, and how far it fired.
+ */
+export interface StoredSchedule {
+  /** A string of 1 to {@link MAX_SCHEDULE_NAME_BYTES} UTF-8 bytes; one schedule per name. */
+  readonly name: string;
+  /** How the queue describes the schedule (its slots and its items' options): at most {@link MAX_SCHEDULE_SPEC_BYTES} UTF-8 bytes. */
+  readonly spec: string;
+  /** The payload of every item it fires (at most the store's `maxItemBytes`). */
+  readonly bytes: Uint8Array;
+  /** Every slot at or before this time (ms since the Unix epoch) fired, or was passed over. */
+  readonly firedThrough: number;
+  /** The schedule's next slot, in ms since the Unix epoch (0 when it has none). */
+  readonly nextAt: number;
+}
+
+/** Longest schedule name, in UTF-8 bytes (one metadata entry of a LogStore frame holds it with its slot). */
+export const MAX_SCHEDULE_NAME_BYTES = 128;
+/** Longest schedule description (`StoredSchedule.spec`), in UTF-8 bytes. */
+export const MAX_SCHEDULE_SPEC_BYTES = 512;
 
 /** Where an ingested item came from: a spool file's id (32 hex digits) and its record number there (from 1). */
 export interface SpoolSource {
@@ -56,6 +102,9 @@ export interface SpoolSource {
 
 /** Longest idempotency key, in UTF-8 bytes (one metadata entry of a LogStore frame holds it). */
 export const MAX_KEY_BYTES = 255;
+
+/** Longest group name, in UTF-8 bytes: a tenant's or an account's id, kept with every item of it. */
+export const MAX_GROUP_BYTES = 64;
 
 /**
  * One idempotency key a store holds (stores with `features.idempotency`): the key, the seq of the
@@ -118,6 +167,13 @@ export interface StoreRecovery {
    * appear more than once (a key forgotten and pushed again): the highest seq wins.
    */
   readonly keys?: readonly StoredKey[];
+  /**
+   * Stores with `features.schedules`: every schedule the store holds, in any order, each with its
+   * `firedThrough` and `nextAt` as its latest `putSchedule` stored them, raised by the items stored
+   * since with a `fired` of its name and a later slot (acked, dead-lettered or not): the fire with
+   * the highest slot gives both. A fire of a name the store holds no schedule of is left out.
+   */
+  readonly schedules?: readonly StoredSchedule[];
 }
 
 /**
@@ -197,6 +253,19 @@ export interface StoreFeatures {
    * without it rejects with `ERR_UNSUPPORTED`. `read` need not return the key.
    */
   readonly idempotency?: boolean;
+  /**
+   * The store keeps each item's `group` as appended, in the same atomic write as the item, and
+   * returns it from `read`. A push with a group over a store without it rejects with
+   * `ERR_UNSUPPORTED`. Items put back by `redrive` have none.
+   */
+  readonly groups?: boolean;
+  /**
+   * The store keeps schedules (`putSchedule`, `dropSchedule`), keeps each item's `fired` in the
+   * same atomic write as the item, and reports the schedules with the progress their fires imply
+   * as `schedules` from `open`. The queue's `schedule()` over a store without it rejects with
+   * `ERR_UNSUPPORTED`.
+   */
+  readonly schedules?: boolean;
 }
 
 /** What {@link Store.usage} reports. */
@@ -251,9 +320,10 @@ export interface Store {
    */
   append(items: readonly StoredItem[], sync: boolean): Promise<void>;
   // The store may keep `items` and the objects in it: the core never changes the array, nor the
-  // `seq`, `bytes`, `priority`, `notBefore`, `key` and `keyedAt` of an item, after the call (the
-  // bytes are the core's own copy). Over a store without `features.scheduling` every item's
-  // priority and not-before time are 0; over one without `features.idempotency` no item has a key.
+  // `seq`, `bytes`, `priority`, `notBefore`, `key`, `keyedAt`, `group` and `fired` of an item, after the
+  // call (the bytes are the core's own copy). Over a store without `features.scheduling` every
+  // item's priority and not-before time are 0; over one without `features.idempotency` no item has
+  // a key; over one without `features.groups` no item has a group.
 
   /**
    * Remove a batch of items, in any order. Each seq was appended and not yet acked. With `sync`
@@ -265,7 +335,8 @@ export interface Store {
    * Unacked items in `(after, before)`, in seq order, at most `limit`, skipping acked ones.
    * May return synchronously (the core then serves `tryReserve()` from it without waiting)
    * or a promise. Items must be returned exactly as appended (with `features.scheduling`, their
-   * `priority` and `notBefore` too).
+   * `priority` and `notBefore` too; with `features.groups`, their `group`; with
+   * `features.schedules`, their `fired`).
    */
   read(range: ReadRange): readonly StoredItem[] | Promise<readonly StoredItem[]>;
 
@@ -325,6 +396,20 @@ export interface Store {
    * processes and threads").
    */
   attach?(surface: OwnerSurface): void | Promise<void>;
+
+  // ---- Schedules: required when `features.schedules` is true. ----
+  //
+  // Never called while another of the two is in flight; each may overlap an append, an ack or a sync.
+
+  /**
+   * Store `schedule`, replacing the one of its name, if any. With `sync` it survives power loss when
+   * the promise resolves; without it, a process exit. A schedule outside the contract is refused
+   * with `ERR_STORE` and nothing changes.
+   */
+  putSchedule?(schedule: StoredSchedule, sync: boolean): Promise<void>;
+
+  /** Delete the schedule of `name` (one the store holds). `sync` as for `putSchedule`. */
+  dropSchedule?(name: string, sync: boolean): Promise<void>;
 
   // ---- Delivery counts and dead letters: required when `features.deliveries` is true. ----
   //
@@ -390,6 +475,11 @@ export function isStore(value: unknown): value is Store {
 /** True when `store` declares `features.idempotency` and has the method it needs. */
 export function keepsKeys(store: Store): boolean {
   return store.features.idempotency === true && typeof store.keepKeysFrom === 'function';
+}
+
+/** True when `store` declares `features.schedules` and has the methods it needs. */
+export function keepsSchedules(store: Store): boolean {
+  return store.features.schedules === true && typeof store.putSchedule === 'function' && typeof store.dropSchedule === 'function';
 }
 
 /** True when `store` declares `features.deliveries` and has every method it needs. */

@@ -65,6 +65,30 @@ it('theLeaseExampleRunsAsWrittenAndFencesTheStalledHolder', () => {
   expect(run.stdout).toBe('true\nERR_LEASE_EXPIRED\n2 1\n');
 });
 
+it('theGroupExampleRunsAsWrittenAndTheSmallTenantIsNotHeldBehindTheFlood', () => {
+  const block = docBlock('js', 'groupConcurrency: 1', "'tenant-small'");
+  const run = runAsWritten(block);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("[ 'big 1', 'small 1', 'big 2' ]\n");
+});
+
+it('thePerTenantWorkerRunsAsWrittenWithinEachTenantsRateAndItsThrottledDeliveryIsNotCounted', () => {
+  const block = docBlock('js', ".rateLimit({ max: 2, perMs: 250, by: 'group' })");
+  const run = runAsWritten(block);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("[\n  'globex invoice 1 (delivery 1)',\n  'globex invoice 2 (delivery 1)',\n  'globex invoice 3 (delivery 1)'\n]\n0 0\n");
+});
+
+it('theNightlyJobRunsAsWrittenAndCatchesUpEachMissedNightAcrossTheChangeToSummerTime', () => {
+  const block = docBlock('js', "tx.schedule('nightly-report'");
+  const run = runAsWritten(block);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  expect(run.stdout).toBe("[\n  '2026-03-28T02:00:00.000Z',\n  '2026-03-29T01:00:00.000Z',\n  '2026-03-30T01:00:00.000Z'\n]\n2026-03-31T01:00:00.000Z\n");
+});
+
 it('theWorkerWithADeadLetterQueueRunsAsWrittenAndMovesOnlyTheBadItem', () => {
   const block = docBlock('js', '.maxDeliveries(3)', 'new Builder(await LogStore.open(dir))');
   const run = runAsWritten(block);

@@ -15,12 +15,12 @@ test('runStoreConformance rejects bad arguments with typed errors', () => {
 
 test('reopen tests of a store without features.reopen are reported as skipped, never passed', async () => {
   class NoReopen extends MemStore {
-    override readonly features: StoreFeatures = { reopen: false, crashSafe: false, deliveries: true, scheduling: true, idempotency: true };
+    override readonly features: StoreFeatures = { reopen: false, crashSafe: false, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
   }
   const registered: { name: string; fn: (context?: unknown) => Promise<void> }[] = [];
   runStoreConformance((name, fn) => registered.push({ name, fn }), { name: 'NoReopen', create: () => new NoReopen(), reopen: (p) => p });
   const reopenTests = registered.filter((r) => /reopen|return to the store at close/.test(r.name) && !/declares/.test(r.name));
-  expect(reopenTests.length).toBe(9);
+  expect(reopenTests.length).toBe(11);
   for (const r of reopenTests) {
     const notes: string[] = [];
     await r.fn({ skip: (note?: string) => notes.push(note ?? '') });

@@ -107,6 +107,26 @@ await (await LevelStore.open(dir + '/q')).close();
   expect(peersIn(level).some((f) => f.includes('classic-level'))).toBe(true);
 });
 
+test('cron-parser is an optional peer, loaded only once a cron schedule is met', () => {
+  expect(pkg.peerDependencies?.['cron-parser']).toMatch(/^\^5\b/);
+  expect(pkg.peerDependenciesMeta?.['cron-parser']?.optional).toBe(true);
+  const cron = (loaded: ReturnType<typeof loadedAfter>) => loaded.cjs.filter((f) => f.includes('node_modules/cron-parser/'));
+  const every = loadedAfter(`
+const root = await import(${JSON.stringify(distUrl('index.js'))});
+const [tx] = await new root.Builder(new root.MemStore()).open();
+await tx.schedule('tick', { everyMs: 60000 }, 'x');
+await tx.close();
+`);
+  expect(cron(every)).toEqual([]);
+  const cronned = loadedAfter(`
+const root = await import(${JSON.stringify(distUrl('index.js'))});
+const [tx] = await new root.Builder(new root.MemStore()).open();
+await tx.schedule('nightly', { cron: '0 3 * * *' }, 'x');
+await tx.close();
+`);
+  expect(cron(cronned).length).toBeGreaterThan(0);
+});
+
 test('persistent-queue/jetstream is exported types first, and the root does not load the NATS client', () => {
   expect(pkg.exports['./jetstream']).toEqual({ types: './dist/jetstream/index.d.ts', default: './dist/jetstream/index.js' });
   expect(Object.keys(pkg.exports['./jetstream'] as object)[0]).toBe('types');

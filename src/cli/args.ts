@@ -135,6 +135,17 @@ export const COMMANDS: readonly CommandSpec[] = [
       'on stderr when it is a terminal.',
   },
   {
+    name: 'schedules',
+    args: '<dir>',
+    summary: 'list the schedules a store keeps, with when each fires next',
+    options: {},
+    details:
+      'Read-only: takes no lock and writes nothing. One line per schedule: its name, its slots\n' +
+      '(every N ms, or a cron expression and its time zone), its catch-up policy and its next fire\n' +
+      'time (ISO 8601 UTC); a time already passed fires when a queue next opens the store.\n' +
+      '--json prints one JSON object per schedule.',
+  },
+  {
     name: 'dump',
     args: '<dir>',
     summary: 'print unacked items without consuming them',

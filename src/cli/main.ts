@@ -15,6 +15,7 @@ import { deadLetterList, deadLetterPurge, deadLetterRedrive } from './dead-lette
 import { demo, demoChild } from './demo.js';
 import { salvage } from './salvage.js';
 import { ListenError, ui } from './ui.js';
+import { schedules } from './schedules.js';
 import { Output, OutputClosed, OutputFailed } from './output.js';
 
 const RUN: Record<string, Command> = {
@@ -26,6 +27,7 @@ const RUN: Record<string, Command> = {
   push,
   pop,
   compact,
+  schedules,
   'dlq list': deadLetterList,
   'dlq redrive': deadLetterRedrive,
   'dlq purge': deadLetterPurge,

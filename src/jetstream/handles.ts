@@ -3,7 +3,7 @@
 // embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
 // process keeps its waiting reserves, its reservations and its counters.
 import { isRaw } from '../codec.js';
-import type { QueueError } from '../errors.js';
+import { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
@@ -14,6 +14,7 @@ import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';
 import { Puller } from './puller.js';
 import { type JetStreamProcessHandler, type JetStreamProcessOptions, processOptions, runProcess } from './process.js';
+import { unsupportedFlow } from './producer.js';
 import { JetStreamReserved } from './reserved.js';
 import { type JetStreamQueueStats, queueStats } from './stats.js';
 
@@ -220,7 +221,8 @@ export class JetStreamConsumer<T = Uint8Array> {
     let leaseMs: number;
     try {
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['signal', 'leaseMs']);
+      knownKeys('options', o, ['signal', 'leaseMs', 'groupConcurrency']);
+      if (o.groupConcurrency !== undefined) throw new QueueError('ERR_UNSUPPORTED', unsupportedFlow.group);
       signal = optionalSignal('options.signal', o.signal);
       leaseMs = o.leaseMs === undefined ? this.#core.s.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
     } catch (error) {
@@ -283,7 +285,8 @@ export class JetStreamConsumer<T = Uint8Array> {
     try {
       positiveInteger('n', n);
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs']);
+      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs', 'groupConcurrency']);
+      if (o.groupConcurrency !== undefined) throw new QueueError('ERR_UNSUPPORTED', unsupportedFlow.group);
       signal = optionalSignal('options.signal', o.signal);
       waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
       leaseMs = o.leaseMs === undefined ? this.#core.s.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);

@@ -132,7 +132,10 @@ interface Settings {
 
 function settingsOf(options: JetStreamQueueOptions): Settings {
   const o = optionsObject('options', options === undefined ? null : options);
-  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'keyStream', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval']);
+  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'keyStream', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval', 'rateLimit']);
+  if (o.rateLimit !== undefined) {
+    throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue keeps no rate limit: a window kept in each process would let every process take the limit, and the server counts every delivery (no throttled delivery can go uncounted)');
+  }
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
   const subject = nameOption('options.subject', o.subject, `pq.${stream}`, SUBJECT, 'a subject without wildcards');

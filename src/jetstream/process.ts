@@ -41,8 +41,9 @@ export interface Settings {
 /** @internal */
 export function processOptions(options: JetStreamProcessOptions | undefined): Settings {
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch']);
+  knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch', 'groupConcurrency']);
   if (o.batch !== undefined) throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue has no batch mode in process()');
+  if (o.groupConcurrency !== undefined) throw new QueueError('ERR_UNSUPPORTED', "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight");
   if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
   const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
   const signal = optionalSignal('options.signal', o.signal);

@@ -49,7 +49,8 @@ interface PushSettings {
  */
 function pushSettings(options: PushOptions | undefined, single: boolean): PushSettings {
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys', 'group']);
+  if (o.group !== undefined) throw new QueueError('ERR_UNSUPPORTED', unsupportedFlow.group);
   const signal = optionalSignal('options.signal', o.signal);
   if (o.priority !== undefined) {
     const what = `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`;
@@ -108,6 +109,12 @@ function tooLarge(core: JetStreamCore, bytes: number, headerLength: number): str
   return undefined;
 }
 
+/** Why the JetStream queue refuses the flow controls of the embedded queue (docs/guides/scaling-out.md, "The JetStream queue"). */
+export const unsupportedFlow = {
+  group: "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight, so groups and groupConcurrency are refused",
+  schedule: 'A JetStream queue keeps no schedules: the server holds no schedule whose progress a fire could store in the write of its item',
+} as const;
+
 /** The producing handle. Any number of producers, in any number of processes, may push at once. */
 export class JetStreamProducer<T = Uint8Array> {
   readonly #core: JetStreamCore;
@@ -133,6 +140,16 @@ export class JetStreamProducer<T = Uint8Array> {
    */
   pushMany(payloads: Iterable<PushValue<T>>, options?: PushOptions): Promise<number[]> {
     return this.#publish(payloads, options, false);
+  }
+
+  /** Refused with `ERR_UNSUPPORTED`: see {@link unsupportedFlow}. */
+  schedule(..._args: unknown[]): Promise<never> {
+    return Promise.reject(new QueueError('ERR_UNSUPPORTED', unsupportedFlow.schedule));
+  }
+
+  /** Refused with `ERR_UNSUPPORTED`: see {@link unsupportedFlow}. */
+  unschedule(..._args: unknown[]): Promise<never> {
+    return Promise.reject(new QueueError('ERR_UNSUPPORTED', unsupportedFlow.schedule));
   }
 
   /**

@@ -193,6 +193,14 @@ export class JetStreamReserved<T = Uint8Array> {
     return this.retryAfter(delay, false);
   }
 
+  /**
+   * Refused with `ERR_UNSUPPORTED`: the server counts every delivery, so a throttled one cannot go
+   * uncounted. Return the item with `nack({ delayMs })` instead.
+   */
+  rateLimited(_retryAfterMs: number): Promise<never> {
+    return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A JetStream queue cannot leave a delivery uncounted (the server counts each): nack({ delayMs }) returns the item after the wait, counted'));
+  }
+
   /** @internal */
   retryAfter(delay: number, retried: boolean): Promise<void> {
     const refused = this.#settle();

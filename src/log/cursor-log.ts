@@ -13,11 +13,13 @@ import type { RecordPayload } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import { KeyTable } from '../key-records.js';
 import { SpoolProgress } from './spool-progress.js';
+import { ScheduleTable } from '../schedule-table.js';
 import {
   CURSOR_FILE,
   CURSOR_VERSION_DELIVERIES,
   CURSOR_VERSION_KEYS,
   CURSOR_VERSION_PLAIN,
+  CURSOR_VERSION_SCHEDULES,
   CURSOR_VERSION_SPOOL,
   FRAME_HEADER_BYTES,
   FRAME_OFF_LENGTH,
@@ -26,6 +28,8 @@ import {
   RECORD_ACK,
   RECORD_MARK,
   RECORD_OPENED,
+  RECORD_SCHEDULE,
+  RECORD_UNSCHEDULE,
   TMP_SUFFIX,
   readU32,
   readU64,
@@ -71,6 +75,11 @@ export class CursorLog {
    * frames after it, and the items appended since. A checkpoint with an entry is version 4.
    */
   spool = new SpoolProgress();
+  /**
+   * The schedules (FORMAT §4.7): the durable checkpoint's, the SCHEDULE and UNSCHEDULE records
+   * after it, and the fires of the items written since. A checkpoint that holds one is version 5.
+   */
+  schedules = new ScheduleTable();
   /** The `nextSeq` of the durable checkpoint: every key of an item below it is in that checkpoint. */
   checkpointNextSeq = 1;
   #fd = -1;
@@ -129,6 +138,9 @@ export class CursorLog {
   writeRecords(records: readonly RecordPayload[], what: string): Promise<never> | null {
     if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
     if (this.version < CURSOR_VERSION_DELIVERIES) {
+      return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
+    }
+    if (this.version < CURSOR_VERSION_SCHEDULES && records.some((r) => r.type === RECORD_SCHEDULE || r.type === RECORD_UNSCHEDULE)) {
       return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
     }
     let bytes = 0;
@@ -273,7 +285,7 @@ export class CursorLog {
    * lane, or the store is closing or recovering. Rejects with ERR_STORE_FULL (the current cursor
    * file stays in place and valid) or fails the instance.
    */
-  async writeCheckpoint(flags: number, nextSeq: number, syncData: () => Promise<void>, version = this.version): Promise<AckSet> {
+  async writeCheckpoint(flags: number, nextSeq: number, syncData: () => Promise<void>, version = this.version, floor = 0): Promise<AckSet> {
     // Capture the state first: appends may continue during the sync, and the checkpoint must not
     // claim their seqs are durable. ACKs cannot change it meanwhile (the lane is held).
     const snapshot = this.acks.clone();
@@ -283,13 +295,26 @@ export class CursorLog {
     // the first spool entry moves it to version 4, which holds everything version 3 holds.
     if (keys.length > 0 && version < CURSOR_VERSION_KEYS) version = CURSOR_VERSION_KEYS;
     const spool = this.spool.list();
+    const schedules = this.schedules.list();
     // An empty spool table needs no version 4: version 3 holds everything else it holds, and a
-    // store whose spool is ingested becomes readable by version-3 readers again.
-    if (spool.length > 0) version = CURSOR_VERSION_SPOOL;
-    else if (version === CURSOR_VERSION_SPOOL) version = CURSOR_VERSION_KEYS;
+    // store whose spool is ingested becomes readable by version-3 readers again. So for the
+    // schedules and version 5, which holds everything version 4 holds.
+    if (schedules.length > 0) version = CURSOR_VERSION_SCHEDULES;
+    else if (spool.length > 0) version = CURSOR_VERSION_SPOOL;
+    else if (version >= CURSOR_VERSION_SPOOL) version = CURSOR_VERSION_KEYS;
+    // An upgrade asked for (the records about to be written need that version) is kept, empty.
+    if (floor > version) version = floor;
     const deliveries = version >= CURSOR_VERSION_DELIVERIES ? this.deliveries.clone() : null;
     await syncData();
-    const buf = encodeCheckpoint(snapshot, nextSeq, flags, deliveries, version >= CURSOR_VERSION_KEYS ? keys : null, version >= CURSOR_VERSION_SPOOL ? spool : null);
+    const buf = encodeCheckpoint(
+      snapshot,
+      nextSeq,
+      flags,
+      deliveries,
+      version >= CURSOR_VERSION_KEYS ? keys : null,
+      version >= CURSOR_VERSION_SPOOL ? spool : null,
+      version >= CURSOR_VERSION_SCHEDULES ? schedules : null,
+    );
     const path = join(this.dir, CURSOR_FILE);
     const tmp = path + TMP_SUFFIX;
     try {

@@ -1,4 +1,4 @@
-// Implements FORMAT.md §4 "Cursor file" (checkpoint of versions 1 to 3, ACK/OPENED records; the key entries are in ./key-format.ts).
+// Implements FORMAT.md §4 "Cursor file" (checkpoint of versions 1 to 5, ACK/OPENED records; the key entries are in ./key-format.ts, the schedule entries in ./schedule-format.ts).
 import { crc32c32 } from './crc.js';
 import {
   CUR_KNOWN_FLAGS,
@@ -16,6 +16,8 @@ import {
   CUR_OFF_KEY_COUNT,
   CUR_OFF_KEYS_BYTES,
   CUR_OFF_SPOOL_COUNT,
+  CUR_OFF_SCHEDULE_COUNT,
+  CUR_OFF_SCHEDULES_BYTES,
   CURSOR_FORMAT_VERSION,
   CURSOR_HEADER_BYTES,
   CURSOR_MAGIC,
@@ -26,6 +28,9 @@ import {
   CURSOR_VERSION_PLAIN,
   CURSOR_VERSION_SPOOL,
   CURSOR_V4_HEADER_BYTES,
+  CURSOR_V5_HEADER_BYTES,
+  CURSOR_VERSION_SCHEDULES,
+  SCHEDULE_ENTRY_FIXED_BYTES,
   SPOOL_ENTRY_BYTES,
   SPOOL_ID_BYTES,
   DEAD_ENTRY_FIXED_BYTES,
@@ -43,7 +48,8 @@ import {
 import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, writeDeadEntry, writeMarkEntry, type EncodedDead, type EncodedMark } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import { encodeKeys, readKeys, writeKeys } from './key-format.js';
-import type { StoredKey } from '../store.js';
+import type { StoredKey, StoredSchedule } from '../store.js';
+import { encodeSchedule, readSchedules, scheduleEntryBytes, writeScheduleEntry } from './schedule-format.js';
 import { spoolIdBytes, spoolIdText } from './item-meta.js';
 
 /** One entry of a version-4 checkpoint's spool table (FORMAT §14.3). */
@@ -191,6 +197,10 @@ export interface CheckpointHeader {
   readonly keysBytes: number;
   /** Version 4 only (0 before): spool entries, after the dead letters. */
   readonly spoolCount: number;
+  /** Version 5 only (0 before): schedule entries, where they start (after the keys) and their bytes. */
+  readonly scheduleCount: number;
+  readonly schedulesAt: number;
+  readonly schedulesBytes: number;
 }
 
 /**
@@ -206,22 +216,32 @@ export function encodeCheckpoint(
   deliveries: DeliveryState | null = null,
   keys: readonly StoredKey[] | null = null,
   spool: readonly SpoolEntry[] | null = null,
+  schedules: readonly StoredSchedule[] | null = null,
 ): Buffer {
   const problem = acks.check();
   if (problem !== null) throw new Error(`refusing to write an inconsistent cursor: ${problem}`);
   if (keys !== null && deliveries === null) throw new Error('refusing to write an inconsistent cursor: a version-3 checkpoint holds the delivery state too');
   if (spool !== null && keys === null) throw new Error('refusing to write an inconsistent cursor: a version-4 checkpoint holds the keys too');
+  if (schedules !== null && spool === null) throw new Error('refusing to write an inconsistent cursor: a version-5 checkpoint holds the spool table too');
   const n = acks.starts.length;
   const v2 = deliveries !== null;
   const v3 = keys !== null;
   const v4 = spool !== null;
-  const rangesAt = v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
+  const v5 = schedules !== null;
+  const rangesAt = v5 ? CURSOR_V5_HEADER_BYTES : v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
   let marks: EncodedMark[] = [];
   let dead: EncodedDead[] = [];
   let bytes = rangesAt + n * RANGE_BYTES;
   const encodedKeys = v3 ? encodeKeys(keys) : { encoded: [], bytes: 0 };
   for (const k of encodedKeys.encoded) if (k.entry.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: key of seq ${k.entry.seq} is not below ${nextSeq}`);
   bytes += encodedKeys.bytes;
+  const encodedSchedules = v5 ? schedules.map(encodeSchedule) : [];
+  let schedulesBytes = 0;
+  for (let i = 0; i < encodedSchedules.length; i++) {
+    if (i > 0 && !(encodedSchedules[i - 1]!.schedule.name < encodedSchedules[i]!.schedule.name)) throw new Error('refusing to write an inconsistent cursor: schedules out of order');
+    schedulesBytes += scheduleEntryBytes(encodedSchedules[i]!);
+  }
+  bytes += schedulesBytes;
   if (v4) {
     for (let i = 0; i < spool.length; i++) {
       const e = spool[i]!;
@@ -243,7 +263,7 @@ export function encodeCheckpoint(
   }
   const buf = Buffer.alloc(bytes);
   writeU32(buf, CUR_OFF_MAGIC, CURSOR_MAGIC);
-  writeU16(buf, CUR_OFF_VERSION, v4 ? CURSOR_VERSION_SPOOL : v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
+  writeU16(buf, CUR_OFF_VERSION, v5 ? CURSOR_VERSION_SCHEDULES : v4 ? CURSOR_VERSION_SPOOL : v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
   writeU16(buf, CUR_OFF_FLAGS, flags);
   writeU64(buf, CUR_OFF_LWM, acks.lwm);
   writeU64(buf, CUR_OFF_NEXT_SEQ, nextSeq);
@@ -262,6 +282,11 @@ export function encodeCheckpoint(
       writeU32(buf, CUR_OFF_KEY_COUNT, encodedKeys.encoded.length);
       writeU32(buf, CUR_OFF_KEYS_BYTES, encodedKeys.bytes);
       p = writeKeys(buf, p, encodedKeys.encoded);
+    }
+    if (v5) {
+      writeU32(buf, CUR_OFF_SCHEDULE_COUNT, encodedSchedules.length);
+      writeU32(buf, CUR_OFF_SCHEDULES_BYTES, schedulesBytes);
+      for (const e of encodedSchedules) p = writeScheduleEntry(buf, p, e);
     }
     for (const m of marks) p = writeMarkEntry(buf, p, m);
     for (const d of dead) p = writeDeadEntry(buf, p, d);
@@ -310,7 +335,7 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
       return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
     }
     const keysAt = CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES;
-    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0, spoolCount: 0 };
+    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: keysAt, schedulesBytes: 0 };
   }
   if (fileSize < CURSOR_V2_HEADER_BYTES || buf.length < CURSOR_V2_HEADER_BYTES) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-2 header` };
@@ -327,8 +352,17 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   if (v4 && (fileSize < CURSOR_V4_HEADER_BYTES || buf.length < CURSOR_V4_HEADER_BYTES)) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-4 header` };
   }
-  const rangesAt = v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : CURSOR_V2_HEADER_BYTES;
+  const v5 = version >= CURSOR_VERSION_SCHEDULES;
+  if (v5 && (fileSize < CURSOR_V5_HEADER_BYTES || buf.length < CURSOR_V5_HEADER_BYTES)) {
+    return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-5 header` };
+  }
+  const rangesAt = v5 ? CURSOR_V5_HEADER_BYTES : v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : CURSOR_V2_HEADER_BYTES;
   const spoolCount = v4 ? readU32(buf, CUR_OFF_SPOOL_COUNT) : 0;
+  const scheduleCount = v5 ? readU32(buf, CUR_OFF_SCHEDULE_COUNT) : 0;
+  const schedulesBytes = v5 ? readU32(buf, CUR_OFF_SCHEDULES_BYTES) : 0;
+  if (schedulesBytes < scheduleCount * SCHEDULE_ENTRY_FIXED_BYTES) {
+    return { kind: 'corrupt', offset: CUR_OFF_SCHEDULES_BYTES, reason: `schedule section of ${schedulesBytes} bytes cannot hold ${scheduleCount} schedules` };
+  }
   const keyCount = v3 ? readU32(buf, CUR_OFF_KEY_COUNT) : 0;
   const keysBytes = v3 ? readU32(buf, CUR_OFF_KEYS_BYTES) : 0;
   if (keysBytes < keyCount * KEY_ENTRY_FIXED_BYTES || keysBytes > keyCount * (KEY_ENTRY_FIXED_BYTES + MAX_KEY_BYTES_ON_DISK)) {
@@ -336,15 +370,15 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   }
   // The whole checkpoint lies in the file, and its counts fit in it at their smallest entry size,
   // before anything is allocated for it.
-  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES + spoolCount * SPOOL_ENTRY_BYTES;
+  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + schedulesBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES + spoolCount * SPOOL_ENTRY_BYTES;
   if (checkpointBytes < 0 || checkpointBytes > fileSize) {
     return { kind: 'corrupt', offset: CUR_OFF_CHECKPOINT_BYTES, reason: `checkpoint size ${checkpointBytes} runs past the file` };
   }
   if (least > checkpointBytes) {
-    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, mark, dead-letter and spool counts run past the checkpoint' };
+    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, schedule, mark, dead-letter and spool counts run past the checkpoint' };
   }
   const keysAt = rangesAt + rangeCount * RANGE_BYTES;
-  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes, spoolCount };
+  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes, spoolCount, scheduleCount, schedulesAt: keysAt + keysBytes, schedulesBytes };
 }
 
 /** Check the CRC and decode the ranges of a checkpoint whose bytes `[0, checkpointBytes)` are in `buf`. */
@@ -386,7 +420,7 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
   const end = h.checkpointBytes;
   if (h.deliveredBelow < 1) return { kind: 'corrupt', offset: CUR_OFF_DELIVERED_BELOW, reason: `delivered-below bound ${h.deliveredBelow} out of range` };
   state.deliveredBelow = h.deliveredBelow;
-  let p = h.keysAt + h.keysBytes;
+  let p = h.schedulesAt + h.schedulesBytes;
   let prev = 0;
   for (let i = 0; i < h.markCount; i++) {
     const m = readMarkEntry(buf, p, end);
@@ -426,6 +460,13 @@ export function decodeCheckpointSpool(buf: Uint8Array, h: CheckpointHeader): Spo
     out.push({ file, records });
   }
   return out;
+}
+
+/** The schedule entries of a version-5 checkpoint accepted by `decodeCheckpointBody` (none before version 5). */
+export function decodeCheckpointSchedules(buf: Uint8Array, h: CheckpointHeader): StoredSchedule[] | { kind: 'corrupt'; offset: number; reason: string } {
+  if (h.scheduleCount === 0 && h.schedulesBytes === 0) return [];
+  const schedules = readSchedules(buf, h.schedulesAt, h.schedulesAt + h.schedulesBytes, h.scheduleCount);
+  return Array.isArray(schedules) ? schedules : { kind: 'corrupt', ...schedules };
 }
 
 /** The key entries of a version-3 checkpoint accepted by `decodeCheckpointBody` (none before version 3). */

@@ -6,7 +6,7 @@
  */
 
 /** The highest segment-file version this code reads (FORMAT.md §8). */
-export const SEGMENT_FORMAT_VERSION = 3;
+export const SEGMENT_FORMAT_VERSION = 4;
 /** The segment version written while a store holds no item with a priority or a not-before time. */
 export const SEGMENT_VERSION_PLAIN = 1;
 /**
@@ -22,12 +22,18 @@ export const SEGMENT_VERSION_SCHEDULED = 2;
  */
 export const SEGMENT_VERSION_KEYED = 3;
 /**
+ * The segment version whose ITEM frames may also carry a group (FORMAT.md §3.1): a version-3
+ * reader would skip it and hand out more items of one group at once than a consumer allows, so it
+ * must refuse the file instead. Version 4 holds everything version 3 holds.
+ */
+export const SEGMENT_VERSION_GROUPS = 4;
+/**
  * The highest cursor-file version this code reads (FORMAT.md §8). A store writes cursor version 1
  * until it first stores delivery marks or dead letters, then version 2 (§4.5); version 3 from its
  * first checkpoint holding idempotency keys (§4.6), and version 4 while its checkpoint holds a
  * spool table (§14.3).
  */
-export const CURSOR_FORMAT_VERSION = 4;
+export const CURSOR_FORMAT_VERSION = 5;
 /** The cursor version a store writes until it needs a record of version 2. */
 export const CURSOR_VERSION_PLAIN = 1;
 /** The cursor version that holds delivery marks and dead letters (FORMAT.md §4.1, §4.2). */
@@ -36,6 +42,8 @@ export const CURSOR_VERSION_DELIVERIES = 2;
 export const CURSOR_VERSION_KEYS = 3;
 /** The cursor version whose checkpoint also holds how far each spool file was ingested (FORMAT.md §4.1, §14.3). */
 export const CURSOR_VERSION_SPOOL = 4;
+/** The cursor version whose checkpoint also holds the store's schedules, and whose log may hold SCHEDULE and UNSCHEDULE records (FORMAT.md §4.1, §4.2, §4.7). */
+export const CURSOR_VERSION_SCHEDULES = 5;
 
 /** Bytes 0..3 of every segment file: ASCII "PQSG". */
 export const SEGMENT_MAGIC = 0x47535150; // 'P' 'Q' 'S' 'G' read as a little-endian u32
@@ -79,6 +87,9 @@ export const RECORD_DROP = 7;
 export const RECORD_REDRIVE = 8;
 /** Spool files only (FORMAT.md §14.2): the producer closed the file; nothing follows. */
 export const RECORD_SPOOL_END = 9;
+/** Cursor version 5 only (FORMAT.md §4.2): a schedule stored (added or replaced), and one deleted. */
+export const RECORD_SCHEDULE = 10;
+export const RECORD_UNSCHEDULE = 11;
 
 /** Largest metadata area a frame can carry (the field is a u16). */
 export const MAX_META_BYTES = 0xffff;
@@ -102,6 +113,21 @@ export const META_KEYED_AT_BYTES = 8;
 export const META_TAG_SPOOL = 5;
 export const SPOOL_ID_BYTES = 16;
 export const META_SPOOL_BYTES = SPOOL_ID_BYTES + 8;
+/** Metadata tag of an item's group (version-4 segments, FORMAT.md §3.1): 1 to 64 bytes of UTF-8. */
+export const META_TAG_GROUP = 6;
+/** Longest group on disk, in UTF-8 bytes (the Store contract's MAX_GROUP_BYTES). */
+export const MAX_GROUP_BYTES_ON_DISK = 64;
+/**
+ * Metadata tag of the schedule slot an item was fired for (version-4 segments, FORMAT.md §3.1):
+ * the slot (i64), the schedule's next slot (i64), then the schedule's name (1 to 128 bytes of UTF-8).
+ */
+export const META_TAG_FIRE = 7;
+/** The fixed part of a fire entry's value: slot and next, i64 each. */
+export const META_FIRE_FIXED_BYTES = 16;
+/** Longest schedule name on disk, in UTF-8 bytes (the Store contract's MAX_SCHEDULE_NAME_BYTES). */
+export const MAX_SCHEDULE_NAME_BYTES_ON_DISK = 128;
+/** Longest schedule description on disk, in UTF-8 bytes (the Store contract's MAX_SCHEDULE_SPEC_BYTES). */
+export const MAX_SCHEDULE_SPEC_BYTES_ON_DISK = 512;
 
 /**
  * Hard upper bound of a payload length the reader accepts, whatever `maxItemBytes` was when the
@@ -177,6 +203,14 @@ export const CURSOR_V4_HEADER_BYTES = 72;
 export const CUR_OFF_SPOOL_COUNT = 64;
 /** One spool progress entry: the file's 16-byte id, then the records of it ingested (u64). */
 export const SPOOL_ENTRY_BYTES = SPOOL_ID_BYTES + 8;
+
+// ---- Cursor version 5 (FORMAT.md §4.1, §4.7) ----
+/** A version-5 checkpoint header: the version-4 fields, then scheduleCount (u32) and schedulesBytes (u32). */
+export const CURSOR_V5_HEADER_BYTES = 80;
+export const CUR_OFF_SCHEDULE_COUNT = 72;
+export const CUR_OFF_SCHEDULES_BYTES = 76;
+/** One schedule: firedThrough u64, nextAt u64, nameBytes u8, specBytes u16, payloadBytes u32, then name, spec and payload. */
+export const SCHEDULE_ENTRY_FIXED_BYTES = 23;
 
 // ---- Spool files (FORMAT.md §14) ----
 /** The store directory's subdirectory that holds the spool files. */

@@ -6,8 +6,10 @@
  */
 import type { FrameRules } from './frame-reader.js';
 import { decodeDeliveryRecord, isDeliveryRecordType, type DeliveryRecord } from './delivery-format.js';
+import { decodeScheduleRecord, isScheduleRecordType, type ScheduleRecord } from './schedule-format.js';
 import {
   CURSOR_VERSION_DELIVERIES,
+  CURSOR_VERSION_SCHEDULES,
   FRAME_HEADER_BYTES,
   MAX_CURSOR_RECORD_BYTES,
   MAX_PAYLOAD_BYTES_CAP,
@@ -17,11 +19,11 @@ import {
   RECORD_OPENED,
   RECORD_SEAL,
   SEAL_PAYLOAD_BYTES,
-  SEGMENT_VERSION_KEYED,
+  SEGMENT_VERSION_PLAIN,
   SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from './format.js';
-import { decodeItemMeta, type ItemSchedule } from './item-meta.js';
+import { decodeItemMeta, decodedSegmentVersion, type ItemSchedule } from './item-meta.js';
 import { frameBytes, payloadOffset, type FrameHeader } from './frame.js';
 import { decodeSealPayload, type SealInfo } from './segment.js';
 
@@ -43,15 +45,14 @@ export class SegmentFrames implements FrameRules {
   seal: SealInfo | null = null;
   /** End of the last ITEM with a seq below `durableNextSeq` (0 when none). */
   durableEnd = 0;
-  /** Accepted ITEM records with a priority or a not-before time. */
-  scheduled = 0;
-  /** Accepted ITEM records with an idempotency key. */
-  keyed = 0;
+  /** The lowest segment version that holds every accepted ITEM record (1 while they are plain). */
+  need = SEGMENT_VERSION_PLAIN;
   /**
-   * The priority, not-before time and key of the ITEM frame `contentOk` last accepted (0, 0 and
-   * no key for a plain one, and in a version-1 segment, whose readers skip the metadata area).
+   * The priority, not-before time, key and group of the ITEM frame `contentOk` last accepted (0,
+   * 0, none and none for a plain one, and in a version-1 segment, whose readers skip the metadata
+   * area).
    */
-  readonly schedule: ItemSchedule = { priority: 0, notBefore: 0, key: undefined, keyedAt: 0 };
+  readonly schedule: ItemSchedule = { priority: 0, notBefore: 0, key: undefined, keyedAt: 0, group: undefined };
   /** Damage was skipped in this segment: the records accepted are not all it held. */
   private skippedDamage = false;
 
@@ -76,9 +77,12 @@ export class SegmentFrames implements FrameRules {
         this.schedule.notBefore = 0;
         this.schedule.key = undefined;
         this.schedule.keyedAt = 0;
+        this.schedule.spool = undefined;
+        this.schedule.group = undefined;
+        this.schedule.fired = undefined;
         return true;
       }
-      return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.schedule, this.version >= SEGMENT_VERSION_KEYED);
+      return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.schedule, this.version);
     }
     if (h.type !== RECORD_SEAL || h.length !== SEAL_PAYLOAD_BYTES || h.metaBytes !== 0) return false;
     const s = decodeSealPayload(buf, payloadOffset(at, h), h.seq);
@@ -127,8 +131,8 @@ export class SegmentFrames implements FrameRules {
       return;
     }
     if (h.seq < this.durableNextSeq) this.durableEnd = offset + frameBytes(h);
-    if (this.schedule.priority !== 0 || this.schedule.notBefore !== 0) this.scheduled++;
-    if (this.schedule.key !== undefined) this.keyed++;
+    const need = decodedSegmentVersion(this.schedule);
+    if (need > this.need) this.need = need;
     if (this.records === 0) this.firstSeq = h.seq;
     this.lastSeq = h.seq;
     this.records++;
@@ -141,8 +145,9 @@ export const MISSING_SEAL = 'sealed segment ends without a seal record';
 /**
  * The record log of the cursor file after its checkpoint: ACK records (well-formed ranges) and
  * OPENED records, numbered 1, 2, 3...; after a version-2 checkpoint also MARK, DEAD, DROP and
- * REDRIVE records (FORMAT §4.2). Collects the acked ranges through `onRange` (a DEAD record acks
- * its seqs too) and the delivery records through `onDelivery`.
+ * REDRIVE records, after a version-5 one SCHEDULE and UNSCHEDULE records too (FORMAT §4.2).
+ * Collects the acked ranges through `onRange` (a DEAD record acks its seqs too), the delivery
+ * records through `onDelivery` and the schedule records through `onSchedule`.
  */
 export class CursorFrames implements FrameRules {
   readonly maxPayloadBytes: number;
@@ -154,8 +159,11 @@ export class CursorFrames implements FrameRules {
   sawRecord = false;
   readonly #ackBound: number;
   readonly #deliveries: boolean;
+  readonly #schedules: boolean;
   /** The delivery record `contentOk` decoded, handed to `accept`. */
   #decoded: DeliveryRecord | null = null;
+  /** The schedule record `contentOk` decoded, handed to `accept`. */
+  #schedule: ScheduleRecord | null = null;
 
   constructor(
     maxRangesPerRecord: number,
@@ -163,9 +171,11 @@ export class CursorFrames implements FrameRules {
     /** The checkpoint's version: only version 2 may be followed by delivery records. */
     version = 1,
     private readonly onDelivery: (record: DeliveryRecord) => void = () => undefined,
+    private readonly onSchedule: (record: ScheduleRecord) => void = () => undefined,
   ) {
     this.#ackBound = maxRangesPerRecord * RANGE_BYTES;
     this.#deliveries = version >= CURSOR_VERSION_DELIVERIES;
+    this.#schedules = version >= CURSOR_VERSION_SCHEDULES;
     this.maxPayloadBytes = this.#deliveries ? MAX_CURSOR_RECORD_BYTES : this.#ackBound;
   }
 
@@ -176,11 +186,16 @@ export class CursorFrames implements FrameRules {
 
   contentOk(h: FrameHeader, buf: Uint8Array, at: number): boolean {
     this.#decoded = null;
+    this.#schedule = null;
     if (h.seq !== this.lastRecord + 1 || h.metaBytes !== 0) return false;
     if (h.type === RECORD_OPENED) return h.length === 0;
     if (this.#deliveries && isDeliveryRecordType(h.type)) {
       this.#decoded = decodeDeliveryRecord(h.type, buf, payloadOffset(at, h), h.length);
       return this.#decoded !== null;
+    }
+    if (this.#schedules && isScheduleRecordType(h.type)) {
+      this.#schedule = decodeScheduleRecord(h.type, buf, payloadOffset(at, h), h.length);
+      return this.#schedule !== null;
     }
     if (h.type !== RECORD_ACK || h.length === 0 || h.length % RANGE_BYTES !== 0) return false;
     const p0 = payloadOffset(at, h);
@@ -195,7 +210,7 @@ export class CursorFrames implements FrameRules {
   plausible(h: FrameHeader, skippedBytes: number): boolean {
     // Record numbers are consecutive and every record takes at least a header.
     return (
-      (h.type === RECORD_ACK || h.type === RECORD_OPENED || (this.#deliveries && isDeliveryRecordType(h.type))) &&
+      (h.type === RECORD_ACK || h.type === RECORD_OPENED || (this.#deliveries && isDeliveryRecordType(h.type)) || (this.#schedules && isScheduleRecordType(h.type))) &&
       h.seq > this.lastRecord &&
       h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
     );
@@ -205,6 +220,12 @@ export class CursorFrames implements FrameRules {
     this.lastRecord = h.seq;
     this.sawRecord = true;
     if (h.type === RECORD_OPENED) return;
+    const schedule = this.#schedule;
+    if (schedule !== null) {
+      this.#schedule = null;
+      this.onSchedule(schedule);
+      return;
+    }
     const record = this.#decoded;
     this.#decoded = null;
     if (record !== null) {

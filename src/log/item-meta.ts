@@ -1,15 +1,25 @@
-// Implements FORMAT.md §3.1 "ITEM (type 1)": the priority, not-before, key and keyed-at entries of an ITEM frame's metadata area.
+// Implements FORMAT.md §3.1 "ITEM (type 1)": the priority, not-before, key, keyed-at, spool, group and fire entries of an ITEM frame's metadata area.
 /**
  * An item's scheduling fields and idempotency key on disk. A plain item (priority 0, no
  * not-before time, no key) has no metadata at all, so its frame is byte for byte what version 1
  * writes; a scheduled one carries only its non-zero fields, as TLV entries of the frame's metadata
  * area, and lives only in a version-2 or version-3 segment; a keyed one carries its key and the
- * time it was stored, and lives only in a version-3 segment (FORMAT.md §8).
+ * time it was stored, and lives only in a version-3 segment or later; one with a group lives only
+ * in a version-4 segment (FORMAT.md §8).
  */
-import { PRIORITY_MAX, type SpoolSource, type StoredItem } from '../store.js';
+import { PRIORITY_MAX, type ScheduleFire, type SpoolSource, type StoredItem } from '../store.js';
 import {
+  MAX_GROUP_BYTES_ON_DISK,
   MAX_KEY_BYTES_ON_DISK,
+  MAX_SCHEDULE_NAME_BYTES_ON_DISK,
   META_ENTRY_HEADER_BYTES,
+  META_FIRE_FIXED_BYTES,
+  META_TAG_FIRE,
+  META_TAG_GROUP,
+  SEGMENT_VERSION_GROUPS,
+  SEGMENT_VERSION_KEYED,
+  SEGMENT_VERSION_PLAIN,
+  SEGMENT_VERSION_SCHEDULED,
   META_KEYED_AT_BYTES,
   META_TAG_KEY,
   META_TAG_KEYED_AT,
@@ -34,6 +44,26 @@ export interface ItemSchedule {
   keyedAt: number;
   /** The spool record an ingested item came from (version-3 segments), or undefined. */
   spool?: SpoolSource | undefined;
+  /** The item's group (version-4 segments), or undefined. */
+  group?: string | undefined;
+  /** The schedule slot the item was fired for (version-4 segments), or undefined. */
+  fired?: ScheduleFire | undefined;
+}
+
+/** The lowest segment version that holds `item`'s metadata (FORMAT.md §8): 1 for a plain item. */
+export function itemSegmentVersion(item: StoredItem): number {
+  if (item.group !== undefined || item.fired !== undefined) return SEGMENT_VERSION_GROUPS;
+  if (item.key !== undefined || item.spool !== undefined) return SEGMENT_VERSION_KEYED;
+  if ((item.priority !== undefined && item.priority !== 0) || (item.notBefore !== undefined && item.notBefore !== 0)) return SEGMENT_VERSION_SCHEDULED;
+  return SEGMENT_VERSION_PLAIN;
+}
+
+/** The lowest segment version that holds the metadata a frame was read with, as `itemSegmentVersion`. */
+export function decodedSegmentVersion(s: ItemSchedule): number {
+  if (s.group !== undefined || s.fired !== undefined) return SEGMENT_VERSION_GROUPS;
+  if (s.key !== undefined || s.spool !== undefined) return SEGMENT_VERSION_KEYED;
+  if (s.priority !== 0 || s.notBefore !== 0) return SEGMENT_VERSION_SCHEDULED;
+  return SEGMENT_VERSION_PLAIN;
 }
 
 const utf8 = new TextEncoder();
@@ -53,6 +83,8 @@ export function itemMetaBytes(item: StoredItem): number {
   if (item.notBefore !== undefined && item.notBefore !== 0) bytes += NOT_BEFORE_ENTRY_BYTES;
   if (item.key !== undefined) bytes += META_ENTRY_HEADER_BYTES + keyBytesOf(item.key) + KEYED_AT_ENTRY_BYTES;
   if (item.spool !== undefined) bytes += SPOOL_ENTRY_BYTES;
+  if (item.group !== undefined) bytes += META_ENTRY_HEADER_BYTES + keyBytesOf(item.group);
+  if (item.fired !== undefined) bytes += META_ENTRY_HEADER_BYTES + META_FIRE_FIXED_BYTES + keyBytesOf(item.fired.name);
   return bytes;
 }
 
@@ -72,7 +104,7 @@ export function spoolIdText(buf: Uint8Array, at: number): string {
   return s;
 }
 
-/** UTF-8 bytes of a key (checked by the store against `MAX_KEY_BYTES` before it is written). */
+/** UTF-8 bytes of a key or a group (checked by the store against its bound before it is written). */
 function keyBytesOf(key: string): number {
   for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) > 0x7f) return utf8.encode(key).length;
   return key.length;
@@ -111,24 +143,45 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     writeU64(buf, p + META_ENTRY_HEADER_BYTES + SPOOL_ID_BYTES, item.spool.record);
     p += SPOOL_ENTRY_BYTES;
   }
+  if (item.group !== undefined) {
+    const { written } = utf8.encodeInto(item.group, buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_GROUP_BYTES_ON_DISK));
+    buf[p] = META_TAG_GROUP;
+    buf[p + 1] = written;
+    p += META_ENTRY_HEADER_BYTES + written;
+  }
+  if (item.fired !== undefined) {
+    const v = p + META_ENTRY_HEADER_BYTES;
+    writeI64(buf, v, item.fired.slot);
+    writeI64(buf, v + 8, item.fired.next);
+    const { written } = utf8.encodeInto(item.fired.name, buf.subarray(v + META_FIRE_FIXED_BYTES, v + META_FIRE_FIXED_BYTES + MAX_SCHEDULE_NAME_BYTES_ON_DISK));
+    buf[p] = META_TAG_FIRE;
+    buf[p + 1] = META_FIRE_FIXED_BYTES + written;
+    p = v + META_FIRE_FIXED_BYTES + written;
+  }
   return p;
 }
 
 /**
- * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a version-2 or
- * version-3 segment into `out`. False when it is malformed: an entry running past the area, a
- * known tag with the wrong length or twice, a not-before time that is not a non-negative safe
- * integer (the one rule every store applies on append, `src/schedule-records.ts`: a value no
- * append could have written). With `keys` (a version-3 segment), also a key that is empty or not
- * UTF-8, a keyed-at time that is not a non-negative safe integer, or one of the two without the
- * other. Unknown tags are skipped (in a version-2 segment, the key tags too, as its readers do).
+ * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a segment of `version`
+ * 2 or more into `out`. False when it is malformed: an entry running past the area, a known tag
+ * with the wrong length or twice, a not-before time that is not a non-negative safe integer (the
+ * one rule every store applies on append, `src/schedule-records.ts`: a value no append could have
+ * written). From version 3, also a key that is empty or not UTF-8, a keyed-at time that is not a
+ * non-negative safe integer, or one of the two without the other; from version 4, a group that is
+ * empty, longer than 64 bytes or not UTF-8, and a fire whose times are not non-negative safe
+ * integers or whose name is empty, longer than 128 bytes or not UTF-8. Unknown tags are skipped
+ * (the tags of a later version too, as that version's predecessors skip them).
  */
-export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, out: ItemSchedule, keys = false): boolean {
+export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, out: ItemSchedule, version: number): boolean {
+  const keys = version >= SEGMENT_VERSION_KEYED;
+  const groups = version >= SEGMENT_VERSION_GROUPS;
   out.priority = 0;
   out.notBefore = 0;
   out.key = undefined;
   out.keyedAt = 0;
   out.spool = undefined;
+  out.group = undefined;
+  out.fired = undefined;
   let seen = 0;
   const end = at + metaBytes;
   for (let p = at; p < end; ) {
@@ -175,6 +228,30 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
       const record = readU64(buf, v + SPOOL_ID_BYTES);
       if (!Number.isSafeInteger(record) || record < 1) return false;
       out.spool = { file: spoolIdText(buf, v), record };
+    } else if (groups && tag === META_TAG_GROUP) {
+      const bit = 1 << tag;
+      if ((seen & bit) !== 0 || len === 0 || len > MAX_GROUP_BYTES_ON_DISK) return false;
+      seen |= bit;
+      try {
+        out.group = utf8Strict.decode(buf.subarray(v, v + len));
+      } catch {
+        return false;
+      }
+    } else if (groups && tag === META_TAG_FIRE) {
+      const bit = 1 << tag;
+      const nameBytes = len - META_FIRE_FIXED_BYTES;
+      if ((seen & bit) !== 0 || nameBytes < 1 || nameBytes > MAX_SCHEDULE_NAME_BYTES_ON_DISK) return false;
+      seen |= bit;
+      const slot = readI64(buf, v);
+      const next = readI64(buf, v + 8);
+      if (slot === null || slot < 0 || next === null || next < 0) return false;
+      let name: string;
+      try {
+        name = utf8Strict.decode(buf.subarray(v + META_FIRE_FIXED_BYTES, v + len));
+      } catch {
+        return false;
+      }
+      out.fired = { name, slot, next };
     }
     p = v + len;
   }
@@ -183,8 +260,16 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
   return true;
 }
 
-/** `{ seq, bytes }` with the non-zero scheduling fields of `s` added, as `read` returns items. */
-export function withSchedule(seq: number, bytes: Uint8Array, s: Pick<ItemSchedule, 'priority' | 'notBefore'>): StoredItem {
+/** `{ seq, bytes }` with the non-zero scheduling fields of `s`, its group and its fire added, as `read` returns items. */
+export function withSchedule(seq: number, bytes: Uint8Array, s: Pick<ItemSchedule, 'priority' | 'notBefore' | 'group' | 'fired'>): StoredItem {
+  if (s.group !== undefined || s.fired !== undefined) {
+    const item: { seq: number; bytes: Uint8Array; priority?: number; notBefore?: number; group?: string; fired?: ScheduleFire } = { seq, bytes };
+    if (s.priority !== 0) item.priority = s.priority;
+    if (s.notBefore !== 0) item.notBefore = s.notBefore;
+    if (s.group !== undefined) item.group = s.group;
+    if (s.fired !== undefined) item.fired = s.fired;
+    return item;
+  }
   if (s.priority === 0 && s.notBefore === 0) return { seq, bytes };
   if (s.notBefore === 0) return { seq, bytes, priority: s.priority };
   if (s.priority === 0) return { seq, bytes, notBefore: s.notBefore };

@@ -9,6 +9,7 @@
 import type { FileSystem } from '../fs/file-system.js';
 import type { KeyTable } from '../key-records.js';
 import type { SpoolProgress } from './spool-progress.js';
+import type { ScheduleTable } from '../schedule-table.js';
 import { RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED } from './format.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { SegmentFrames } from './frame-rules.js';
@@ -16,10 +17,11 @@ import { closeQuietly, type Segment } from './layout.js';
 import { damaged } from './reader.js';
 
 /**
- * Add to `out` the key of every ITEM frame with a seq at or above `fromSeq` in the version-3
- * segments of `segments`, and to `spool` the spool origin of each (FORMAT §14.3).
+ * Add to `out` the key of every ITEM frame with a seq at or above `fromSeq` in the segments of
+ * version 3 and 4 of `segments`, to `spool` the spool origin of each (FORMAT §14.3), and to
+ * `schedules` the fire of each (FORMAT §4.7).
  */
-export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: number, chunkBytes: number, out: KeyTable, spool?: SpoolProgress): void {
+export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: number, chunkBytes: number, out: KeyTable, spool?: SpoolProgress, schedules?: ScheduleTable): void {
   for (const s of segments) {
     if (s.version < SEGMENT_VERSION_KEYED) continue;
     if (s.seal !== null && s.seal.endSeq <= fromSeq) continue;
@@ -38,6 +40,8 @@ export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: 
           if (key !== undefined) out.add({ key, seq: h.seq, keyedAt: rules.schedule.keyedAt });
           const origin = rules.schedule.spool;
           if (origin !== undefined) spool?.set(origin.file, origin.record);
+          const fired = rules.schedule.fired;
+          if (fired !== undefined) schedules?.addFire(fired);
         }
         frames.accept();
       }

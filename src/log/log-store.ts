@@ -12,12 +12,14 @@ import { claimOpen } from '../fs/open-registry.js';
 import { scheduleFault } from '../schedule-records.js';
 import { keyFault } from '../key-records.js';
 import type { OwnerSurface } from '../remote/surface.js';
-import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoredSchedule, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
+import { Schedules } from './schedules.js';
+import { fireFault } from '../schedule-table.js';
 import { expectation, optionsObject } from '../validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Deliveries } from './deliveries.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
-import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, IDENTITY_FILE_BYTES, SEGMENT_HEADER_BYTES } from './format.js';
+import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, IDENTITY_FILE_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_GROUPS, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN } from './format.js';
 import { SegmentLayout } from './layout.js';
 import { LockWait } from './lock-wait.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
@@ -26,10 +28,11 @@ import { readOnlyView, type ReadOnlyView } from './read-only.js';
 import { LogReader } from './reader.js';
 import { applyRecovery, type LogStoreRecoveryInfo } from './recovery-apply.js';
 import { foreignEntryProblem, planRecovery } from './recovery-plan.js';
-import { itemMetaBytes } from './item-meta.js';
+import { itemMetaBytes, itemSegmentVersion } from './item-meta.js';
 import { spoolFault } from './spool-progress.js';
 import { SpoolIngest, type SpoolStats } from './spool-ingest.js';
-import { SegmentWriter, batchSegmentVersion } from './segment-writer.js';
+import { SegmentWriter } from './segment-writer.js';
+import { groupFault } from '../group-records.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
 export { MIN_SEGMENT_BYTES, type LogStoreOptions } from './options.js';
@@ -95,6 +98,12 @@ export interface LogStoreStats {
    * Null when nobody held it, and for a writable open (which holds it itself).
    */
   readonly liveWriter: { readonly pid: number | null } | null;
+  /**
+   * The schedules the store keeps (docs/guides/schedules.md, "Schedules"), with how far each fired: `firedThrough`
+   * and `nextAt`, in ms since the epoch, as of the last item it fired (the description `spec` is
+   * the queue's).
+   */
+  readonly schedules: readonly StoredSchedule[];
 }
 
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
@@ -108,7 +117,7 @@ export class LogStore implements Store {
   protected static readonly defaultFileSystem: FileSystem | undefined = undefined;
 
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true };
+  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
   /** Absolute path of the store directory. */
   readonly dir: string;
 
@@ -124,6 +133,7 @@ export class LogStore implements Store {
   readonly #reader: LogReader;
   readonly #maintenance: Maintenance;
   readonly #deliveries: Deliveries;
+  readonly #schedules: Schedules;
   #recovery!: LogStoreRecoveryInfo;
   /** Set when opened with `readOnly`: what the store serves, as of its open. */
   #view: ReadOnlyView | null = null;
@@ -157,6 +167,12 @@ export class LogStore implements Store {
       nextSeq: () => this.#writer.nextSeq,
       checkpoint: (version) => this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive(), version),
       append: (items, sync) => this.append(items, sync),
+      written: () => this.#maintenance.poke(),
+    });
+    this.#schedules = new Schedules({
+      cursor: this.#cursor,
+      maxItemBytes: this.maxItemBytes,
+      upgrade: (version) => this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive(), this.#cursor.version, version),
       written: () => this.#maintenance.poke(),
     });
   }
@@ -201,7 +217,20 @@ export class LogStore implements Store {
       scheduledFrom: this.#scheduledFrom(),
       storeId: this.#recovery.storeId!,
       keys: this.#cursor.keys.list(),
+      schedules: this.#schedules.list(),
     });
+  }
+
+  // ---- Schedules (`features.schedules`; `./schedules.ts`) ----
+
+  /** A SCHEDULE record in the cursor file (FORMAT §4.2), after a version-5 checkpoint the first time. */
+  putSchedule(schedule: StoredSchedule, sync: boolean): Promise<void> {
+    return this.#refuse() ?? this.#schedules.putSchedule(schedule, sync);
+  }
+
+  /** An UNSCHEDULE record in the cursor file (FORMAT §4.2). */
+  dropSchedule(name: string, sync: boolean): Promise<void> {
+    return this.#refuse() ?? this.#schedules.dropSchedule(name, sync);
   }
 
   /** True when this store serves an endpoint once its queue is open: opened with `endpoint` (the default) and not `readOnly`. */
@@ -256,8 +285,8 @@ export class LogStore implements Store {
     if (refused !== null) return refused;
     if (items.length === 0) return this.#durability.fail(new Error('append invariant violated: empty batch'));
     let bytes = 0;
-    let scheduled = 0;
-    let keyed = 0;
+    /** The lowest segment version that holds every item of the batch (FORMAT §8). */
+    let need = SEGMENT_VERSION_PLAIN;
     let expect = this.#writer.nextSeq;
     for (let i = 0; i < items.length; i++) {
       const it = items[i]!;
@@ -269,36 +298,45 @@ export class LogStore implements Store {
       expect++;
       bytes += FRAME_HEADER_BYTES + it.bytes.length;
       // Plain items pay a few property reads here; only items with metadata are measured and checked.
-      if ((it.priority !== undefined && it.priority !== 0) || (it.notBefore !== undefined && it.notBefore !== 0) || it.key !== undefined || it.keyedAt !== undefined || it.spool !== undefined) {
-        const fault = scheduleFault(it) ?? keyFault(it) ?? spoolFault(it);
+      if (
+        (it.priority !== undefined && it.priority !== 0) ||
+        (it.notBefore !== undefined && it.notBefore !== 0) ||
+        it.key !== undefined ||
+        it.keyedAt !== undefined ||
+        it.spool !== undefined ||
+        it.group !== undefined ||
+        it.fired !== undefined
+      ) {
+        const fault = scheduleFault(it) ?? keyFault(it) ?? spoolFault(it) ?? groupFault(it) ?? fireFault(it);
         if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `LogStore.append: ${fault}`));
-        scheduled++;
         // An ingested item's origin is read back at open from version-3 segments only, as keys are.
-        if (it.key !== undefined || it.spool !== undefined) keyed++;
+        const version = itemSegmentVersion(it);
+        if (version > need) need = version;
         bytes += itemMetaBytes(it);
       }
     }
-    const need = batchSegmentVersion(scheduled, keyed);
-    if (this.#writer.needsRoll(bytes, need)) return this.#rollThenWrite(items, bytes, sync, scheduled, keyed);
-    return this.#write(items, bytes, sync, scheduled, keyed);
+    if (this.#writer.needsRoll(bytes, need)) return this.#rollThenWrite(items, bytes, sync, need);
+    return this.#write(items, bytes, sync, need);
   }
 
-  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number, keyed: number): Promise<void> {
-    await this.#writer.makeRoom(batchSegmentVersion(scheduled, keyed));
+  async #rollThenWrite(items: readonly StoredItem[], bytes: number, sync: boolean, need: number): Promise<void> {
+    await this.#writer.makeRoom(need);
     this.#maintenance.schedule();
-    return this.#write(items, bytes, sync, scheduled, keyed);
+    return this.#write(items, bytes, sync, need);
   }
 
-  #write(items: readonly StoredItem[], bytes: number, sync: boolean, scheduled: number, keyed: number): Promise<void> {
-    const rejected = this.#writer.write(items, bytes, sync, scheduled, keyed);
+  #write(items: readonly StoredItem[], bytes: number, sync: boolean, need: number): Promise<void> {
+    const rejected = this.#writer.write(items, bytes, sync, need);
     if (rejected !== null) return rejected;
     // The keys are known once their frames are written: a checkpoint holds those below its next
     // seq, which it makes durable first (FORMAT §4.6).
-    if (keyed > 0) {
+    if (need >= SEGMENT_VERSION_KEYED) {
       this.#cursor.keys.addItems(items);
       this.#cursor.spool.addItems(items);
+      // A schedule's progress too: a checkpoint takes it over once the frames are durable (FORMAT §4.7).
+      if (need >= SEGMENT_VERSION_GROUPS) this.#cursor.schedules.addFires(items);
     }
-    if (this.#reader.caching) this.#reader.appended(items, bytes, scheduled === 0 && keyed === 0 ? this.#writer.written(bytes) : null);
+    if (this.#reader.caching) this.#reader.appended(items, bytes, need === SEGMENT_VERSION_PLAIN ? this.#writer.written(bytes) : null);
     const offset = this.#layout.active.bytes;
     if (!sync) {
       this.#durability.afterUnsyncedWrite(this.#writer.fd, offset);
@@ -482,6 +520,7 @@ export class LogStore implements Store {
             ? { files: view.spool.files, pendingRecords: view.spool.records, ingested: 0, tornBytes: 0, problems: [] }
             : null,
       liveWriter: view?.liveWriter ?? null,
+      schedules: view?.schedules ?? this.#schedules.list(),
     };
   }
 

@@ -13,7 +13,8 @@ import { unrefTimer } from '../queue/clock.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import { decodedSegmentVersion } from './item-meta.js';
 import { encodeFrame, payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
@@ -322,7 +323,7 @@ export class Maintenance {
       const seal: SealInfo = { recordCount: out.count, firstSeq: out.firstSeq, lastSeq: out.lastSeq, endSeq };
       const sealFrame = encodeSealFrame(seal);
       fs.write(fd, sealFrame, 0, sealFrame.length, out.pos);
-      const version = nextSegmentVersion(out.scheduled, out.keyed);
+      const version = nextSegmentVersion(out.need);
       const header = encodeSegmentHeader({ flags: SEG_FLAG_COMPACTED, baseSeq: first.base, replacesEndSeq: endSeq, version });
       fs.write(fd, header, 0, header.length, 0);
       await fs.fsync(fd);
@@ -365,9 +366,9 @@ export class Maintenance {
         if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) {
           if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
           else out.add(frames.win.buf, frames.at, bytes, h.seq);
-          if (rules.schedule.priority !== 0 || rules.schedule.notBefore !== 0) out.scheduled++;
-          // An ingested item's origin is read back from version-3 segments only, as keys are.
-          if (rules.schedule.key !== undefined || rules.schedule.spool !== undefined) out.keyed++;
+          // A copied key, spool origin or group needs the version that holds it (FORMAT §8).
+          const need = decodedSegmentVersion(rules.schedule);
+          if (need > out.need) out.need = need;
         }
         frames.accept();
         sinceYield += bytes;
@@ -418,10 +419,8 @@ class CopyBuffer {
   count = 0;
   firstSeq = 0;
   lastSeq = 0;
-  /** Copied records with a priority or a not-before time. */
-  scheduled = 0;
-  /** Copied records with an idempotency key. */
-  keyed = 0;
+  /** The lowest segment version that holds every copied record (1 while they are plain). */
+  need = SEGMENT_VERSION_PLAIN;
 
   constructor(
     private readonly fs: FileSystem,

@@ -28,6 +28,10 @@ import type { LogStoreRecoveryInfo } from './recovery-apply.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
 import { readSpoolBacklog, type SpoolBacklog } from './spool-file.js';
+import { KeyTable } from '../key-records.js';
+import { ScheduleTable } from '../schedule-table.js';
+import type { StoredSchedule } from '../store.js';
+import { scanKeys } from './key-scan.js';
 
 /** Plans made at most, while the directory keeps changing under them. */
 const MAX_ATTEMPTS = 8;
@@ -48,6 +52,8 @@ export interface ReadOnlyView {
   readonly liveWriter: { readonly pid: number | null } | null;
   /** The spool's files, and their records not ingested as of the cursor's checkpoint (FORMAT §14.3). */
   readonly spool: SpoolBacklog;
+  /** The schedules, with the progress of the items fired since the checkpoint (FORMAT §4.7). */
+  readonly schedules: readonly StoredSchedule[];
 }
 
 /** Plan `dir` without writing, retrying while another process changes it. */
@@ -72,7 +78,7 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
       await new Promise((r) => setTimeout(r, attempt * 5));
       continue;
     }
-    return viewOf(fs, dir, plan, holder);
+    return viewOf(fs, dir, plan, holder, opts);
   }
 }
 
@@ -93,7 +99,7 @@ function fingerprint(fs: FileSystem, dir: string): string {
   }
 }
 
-function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { readonly pid: number | null } | null): ReadOnlyView {
+function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { readonly pid: number | null } | null, opts: ResolvedOptions): ReadOnlyView {
   const acks = plan.acks;
   // ACK records past the data (an unsynced crash under `none`, or a writer that appended and
   // acked after the plan read the active segment): the seqs in between are acked, as open does.
@@ -139,7 +145,25 @@ function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { r
     },
     liveWriter,
     spool: spoolOf(fs, dir, plan),
+    schedules: schedulesOf(fs, plan, opts),
   };
+}
+
+/**
+ * The schedules of the checkpoint and its records, raised by the fires of the frames after the
+ * checkpoint, as open finds them; with no schedule, nothing is read.
+ */
+function schedulesOf(fs: FileSystem, plan: RecoveryPlan, opts: ResolvedOptions): StoredSchedule[] {
+  const cursor = plan.cursor;
+  if (cursor === null || cursor.schedules.size === 0) return [];
+  const table: ScheduleTable = cursor.schedules.clone();
+  try {
+    scanKeys(fs, plan.segments, cursor.checkpointNextSeq, opts.readAheadBytes, new KeyTable(), undefined, table);
+  } catch {
+    // A writer changed the segments under the read: the checkpoint's progress stands (it may lag).
+    return cursor.schedules.list();
+  }
+  return table.list();
 }
 
 function spoolOf(fs: FileSystem, dir: string, plan: RecoveryPlan): SpoolBacklog {

@@ -93,7 +93,7 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
     if (activeSeg.seal !== null) {
       // Crashed between sealing and creating the next segment: start it now.
       writer.detach();
-      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq, nextSegmentVersion(scan!.scheduled, scan!.keyed));
+      const { seg, fd } = await writer.createSegment(activeSeg.seal.endSeq, nextSegmentVersion(scan!.need));
       layout.list.push(seg);
       writer.start(seg, fd);
     }
@@ -119,7 +119,10 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   // How far each spool file was ingested (FORMAT §14.3): the checkpoint's table, then the origins
   // of the ITEM frames after it, read in the same pass as their keys.
   for (const e of plan.cursor?.spool ?? []) p.cursor.spool.set(e.file, e.records);
-  scanKeys(fs, layout.list, fromSeq, p.opts.readAheadBytes, p.cursor.keys, p.cursor.spool);
+  // The schedules (FORMAT §4.7): the checkpoint's and its records', raised by the fires of the ITEM
+  // frames after it, read in the same pass.
+  if (plan.cursor !== null) p.cursor.schedules = plan.cursor.schedules.clone();
+  scanKeys(fs, layout.list, fromSeq, p.opts.readAheadBytes, p.cursor.keys, p.cursor.spool, p.cursor.schedules);
   // A file no longer in the spool directory was ingested whole and deleted, durably: its entry goes.
   const present = new Set(spoolFileIds(fs, dir));
   for (const e of p.cursor.spool.list()) if (!present.has(e.file)) p.cursor.spool.forget(e.file);

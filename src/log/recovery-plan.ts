@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { OpenError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSpool, type SpoolEntry } from './cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, decodeCheckpointSpool, type SpoolEntry } from './cursor.js';
+import { ScheduleTable } from '../schedule-table.js';
+import type { ScheduleRecord } from './schedule-format.js';
 import type { StoredKey } from '../store.js';
 import type { DeliveryRecord } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
@@ -19,13 +21,15 @@ import {
   CURSOR_FILE,
   CURSOR_FORMAT_VERSION,
   CURSOR_V2_HEADER_BYTES,
-  CURSOR_V4_HEADER_BYTES,
+  CURSOR_V5_HEADER_BYTES,
   IDENTITY_FILE,
   RECORD_DEAD,
   RECORD_DROP,
   RECORD_MARK,
+  RECORD_SCHEDULE,
   SEGMENT_FORMAT_VERSION,
   SEGMENT_VERSION_PLAIN,
+  SEGMENT_VERSION_GROUPS,
   SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   SEAL_FRAME_BYTES,
@@ -60,10 +64,8 @@ export interface ActiveScan {
   readonly records: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
-  /** Records with a priority or a not-before time. */
-  readonly scheduled: number;
-  /** Records with an idempotency key. */
-  readonly keyed: number;
+  /** The lowest segment version that holds every record (1 while they are plain). */
+  readonly need: number;
   readonly seal: SealInfo | null;
 }
 
@@ -86,6 +88,8 @@ export interface CursorRead {
   readonly keys: readonly StoredKey[];
   /** The spool table of a version-4 checkpoint (none before): records ingested per spool file. */
   readonly spool: readonly SpoolEntry[];
+  /** The schedules of a version-5 checkpoint, with the SCHEDULE and UNSCHEDULE records after it applied (none before version 5). */
+  readonly schedules: ScheduleTable;
   /** Delivery marks and dead letters of the checkpoint and the records, redrives not yet applied. */
   readonly deliveries: DeliveryState;
   /** REDRIVE moves in record order, judged once the data's next seq is known (`planRecovery`). */
@@ -407,7 +411,12 @@ function cannotRead(path: string, e: unknown, collecting: boolean): OpenError {
  * a prefix of the header, then only zeros.
  */
 function isTornSegmentCreation(bytes: Uint8Array, size: number, base: number): boolean {
-  return isTornHeader(bytes, size, base, SEGMENT_VERSION_PLAIN) || isTornHeader(bytes, size, base, SEGMENT_VERSION_SCHEDULED) || isTornHeader(bytes, size, base, SEGMENT_VERSION_KEYED);
+  return (
+    isTornHeader(bytes, size, base, SEGMENT_VERSION_PLAIN) ||
+    isTornHeader(bytes, size, base, SEGMENT_VERSION_SCHEDULED) ||
+    isTornHeader(bytes, size, base, SEGMENT_VERSION_KEYED) ||
+    isTornHeader(bytes, size, base, SEGMENT_VERSION_GROUPS)
+  );
 }
 
 function isTornHeader(bytes: Uint8Array, size: number, base: number, version: number): boolean {
@@ -448,8 +457,7 @@ export function scanActive(
     records: rules.records,
     firstSeq: rules.firstSeq,
     lastSeq: rules.lastSeq,
-    scheduled: rules.scheduled,
-    keyed: rules.keyed,
+    need: rules.need,
     seal: rules.seal,
   };
 }
@@ -457,8 +465,8 @@ export function scanActive(
 /** Read the cursor file: checkpoint, then its records with the tail table. */
 export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPerRecord: number): CursorRead {
   const size = fs.size(fd);
-  const hbuf = new Uint8Array(CURSOR_V4_HEADER_BYTES);
-  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V4_HEADER_BYTES, size), 0);
+  const hbuf = new Uint8Array(CURSOR_V5_HEADER_BYTES);
+  const n = readFully(fs, fd, hbuf, 0, Math.min(CURSOR_V5_HEADER_BYTES, size), 0);
   const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
   if ('kind' in h) {
     if (h.kind === 'unsupported') {
@@ -477,6 +485,14 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
   if ('kind' in keys) throw checkFailed(FILE_CHECKS.badCursor, path, keys.offset, keys.reason);
   const spool = decodeCheckpointSpool(body, h);
   if ('kind' in spool) throw checkFailed(FILE_CHECKS.badCursor, path, spool.offset, spool.reason);
+  const stored = decodeCheckpointSchedules(body, h);
+  if ('kind' in stored) throw checkFailed(FILE_CHECKS.badCursor, path, stored.offset, stored.reason);
+  const schedules = new ScheduleTable();
+  for (const s of stored) schedules.put(s);
+  const onSchedule = (r: ScheduleRecord): void => {
+    if (r.type === RECORD_SCHEDULE) schedules.put(r.schedule);
+    else schedules.drop(r.name);
+  };
   const redrives: { from: number; seq: number }[] = [];
   const onDelivery = (r: DeliveryRecord): void => {
     if (r.type === RECORD_MARK) deliveries.mark(r.below, r.marks);
@@ -486,7 +502,7 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
     } else if (r.type === RECORD_DROP) deliveries.dropDead(r.seqs);
     else redrives.push(...r.moves);
   };
-  const rules = new CursorFrames(maxRangesPerRecord, (s, e) => acks.add(s, e), h.version, onDelivery);
+  const rules = new CursorFrames(maxRangesPerRecord, (s, e) => acks.add(s, e), h.version, onDelivery, onSchedule);
   const result = scanFrames(new FileWindow(fs, fd, size, 64 * 1024), ckBytes, rules, () => false);
   if (result.row.verdict === 'corrupt') throw damageAt(path, result.validEnd, result.reason);
   return {
@@ -504,5 +520,6 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
     redrives,
     keys,
     spool,
+    schedules,
   };
 }

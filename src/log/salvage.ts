@@ -160,8 +160,8 @@ async function copy(fs: FileSystem, src: string, store: LogStore, source: Source
     const run = seqMap.at(-1);
     if (run !== undefined && run.from + run.count === r.seq && run.to + run.count === next) seqMap[seqMap.length - 1] = { ...run, count: run.count + 1 };
     else seqMap.push({ from: r.seq, to: next, count: 1 });
-    // The item keeps its priority and not-before time (the new store rolls to a segment that holds
-    // them), and its spool origin, so the copy of the spool below is not ingested twice.
+    // The item keeps its priority, not-before time, group and fire (the new store rolls to a segment
+    // that holds them), and its spool origin, so the copy of the spool below is not ingested twice.
     const item = withSchedule(next++, r.payload.slice(), r);
     batch.push(r.spool === undefined ? item : { ...item, spool: r.spool });
     batchBytes += r.payload.length;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { errnoCode, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX, segmentName } from './format.js';
+import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, TMP_SUFFIX, segmentName } from './format.js';
 import { encodeFrame, encodeScheduledItemFrame } from './frame.js';
 import { itemMetaBytes } from './item-meta.js';
 import { closeQuietly, newSegment, type Segment, type SegmentLayout } from './layout.js';
@@ -27,27 +27,20 @@ export interface ActiveCounts {
   readonly records: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
-  /** Records with a priority, a not-before time or a key. */
-  readonly scheduled: number;
-  /** Records with an idempotency key. */
-  readonly keyed: number;
+  /** The lowest segment version that holds every record (`itemSegmentVersion`): 1 while they are plain. */
+  readonly need: number;
 }
 
-const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0, scheduled: 0, keyed: 0 };
+const EMPTY: ActiveCounts = { records: 0, firstSeq: 0, lastSeq: 0, need: SEGMENT_VERSION_PLAIN };
 
 /**
- * The version of the segment that follows one holding `scheduled` scheduled records and `keyed`
- * keyed ones: a store that schedules (keys) items keeps writing version 2 (3), so it does not roll
- * at each segment's first such item, and one that stopped goes back to the lowest version that
- * holds what it writes, which older releases read, after one segment.
+ * The version of the segment that follows one whose records needed version `need`: a store that
+ * schedules (keys, groups) items keeps writing version 2 (3, 4), so it does not roll at each
+ * segment's first such item, and one that stopped goes back to the lowest version that holds what
+ * it writes, which older releases read, after one segment.
  */
-export function nextSegmentVersion(scheduled: number, keyed = 0): number {
-  return keyed > 0 ? SEGMENT_VERSION_KEYED : scheduled > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
-}
-
-/** The segment version a batch with `withMeta` items carrying metadata, `keyed` of them with a key, needs. */
-export function batchSegmentVersion(withMeta: number, keyed: number): number {
-  return keyed > 0 ? SEGMENT_VERSION_KEYED : withMeta > 0 ? SEGMENT_VERSION_SCHEDULED : SEGMENT_VERSION_PLAIN;
+export function nextSegmentVersion(need: number): number {
+  return need;
 }
 
 export class SegmentWriter {
@@ -56,8 +49,8 @@ export class SegmentWriter {
   #records = 0;
   #firstSeq = 0;
   #lastSeq = 0;
-  #scheduled = 0;
-  #keyed = 0;
+  /** The lowest version that holds every record of the active segment. */
+  #need = SEGMENT_VERSION_PLAIN;
   /** Size of the active segment file: the write position plus preallocated zeros. */
   #fileBytes = 0;
   /** The seq the next appended item must carry. */
@@ -93,14 +86,13 @@ export class SegmentWriter {
     this.#records = counts.records;
     this.#firstSeq = counts.firstSeq;
     this.#lastSeq = counts.lastSeq;
-    this.#scheduled = counts.scheduled;
-    this.#keyed = counts.keyed;
+    this.#need = counts.need;
     this.durability.resetFlushed();
   }
 
   /**
    * The batch does not fit the active segment, which already holds records; or it needs a segment
-   * version (`need`: 2 for a scheduled item, 3 for a keyed one) the active segment's version is
+   * version (`need`: 2 for a scheduled item, 3 for a keyed one, 4 for a grouped one) the active segment's version is
    * below (FORMAT §8): a header is never rewritten in place, so the store rolls to a new segment.
    */
   needsRoll(bytes: number, need: number): boolean {
@@ -123,17 +115,16 @@ export class SegmentWriter {
    * rejection: ERR_STORE_FULL (cut back durably, nothing of the batch kept) or a fail-stop.
    * `willSync` says whether the caller syncs the batch, which is when preallocation pays.
    */
-  write(items: readonly StoredItem[], bytes: number, willSync: boolean, scheduled: number, keyed = 0): Promise<never> | null {
+  write(items: readonly StoredItem[], bytes: number, willSync: boolean, need: number): Promise<never> | null {
     if (this.#buf.length < bytes) this.#buf = new Uint8Array(Math.max(bytes, this.#buf.length * 2));
     const buf = this.#buf;
     let pos = 0;
-    if (scheduled === 0) {
+    if (need === SEGMENT_VERSION_PLAIN) {
       for (let i = 0; i < items.length; i++) {
         const it = items[i]!;
         pos = encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes);
       }
     } else {
-      const need = batchSegmentVersion(scheduled, keyed);
       if (this.layout.active.version < need) return this.durability.fail(new Error(`items needing segment version ${need} written into ${this.layout.active.name}, a version-${this.layout.active.version} segment`));
       for (let i = 0; i < items.length; i++) {
         const it = items[i]!;
@@ -158,8 +149,7 @@ export class SegmentWriter {
     }
     if (this.#records === 0) this.#firstSeq = items[0]!.seq;
     this.#records += items.length;
-    this.#scheduled += scheduled;
-    this.#keyed += keyed;
+    if (need > this.#need) this.#need = need;
     this.#lastSeq = items[items.length - 1]!.seq;
     this.nextSeq = this.#lastSeq + 1;
     return null;
@@ -221,7 +211,7 @@ export class SegmentWriter {
    * gives after the sealed segment, whichever is higher.
    */
   async roll(endSeq: number, need: number = SEGMENT_VERSION_PLAIN): Promise<void> {
-    const version = Math.max(need, nextSegmentVersion(this.#scheduled, this.#keyed));
+    const version = Math.max(need, nextSegmentVersion(this.#need));
     await this.seal(endSeq);
     this.detach();
     const { seg, fd } = await this.createSegment(endSeq, version);

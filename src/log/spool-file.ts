@@ -27,6 +27,7 @@ import {
   SPOOL_DIR,
   SPOOL_MAGIC,
   SPOOL_SUFFIX,
+  SEGMENT_VERSION_KEYED,
   parseSpoolName,
   readU16,
   readU32,
@@ -117,7 +118,7 @@ export class SpoolFrames implements FrameRules {
       return true;
     }
     // A spool record never carries a spool origin: the owner adds it when it ingests the record.
-    return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.#schedule, true) && this.#schedule.spool === undefined;
+    return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.#schedule, SEGMENT_VERSION_KEYED) && this.#schedule.spool === undefined;
   }
 
   plausible(h: FrameHeader, skippedBytes: number): boolean {

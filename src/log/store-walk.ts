@@ -12,7 +12,7 @@
  * seq, which was durable), and no intact record holds it. Seqs that a SEAL says its segment has no
  * record of (FORMAT §3.2) do not exist and are not lost.
  */
-import type { SpoolSource } from '../store.js';
+import type { ScheduleFire, SpoolSource } from '../store.js';
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
 import type { OpenError } from '../errors.js';
@@ -109,6 +109,10 @@ export interface WalkRecord {
   readonly notBefore: number;
   /** The spool record an ingested item came from (FORMAT §14.3), or undefined. */
   readonly spool: SpoolSource | undefined;
+  /** The item's group (FORMAT §3.1), or undefined. */
+  readonly group: string | undefined;
+  /** The schedule slot the item was fired for (FORMAT §3.1), or undefined. */
+  readonly fired: ScheduleFire | undefined;
 }
 
 /**
@@ -356,7 +360,7 @@ export class StoreWalk {
           this.#ledger.skipTo(h.seq + 1);
           this.records++;
           const p = payloadOffset(frames.at, h);
-          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore, spool: rules.schedule.spool };
+          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore, spool: rules.schedule.spool, group: rules.schedule.group, fired: rules.schedule.fired };
         }
         frames.accept();
         continue;

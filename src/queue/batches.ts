@@ -161,13 +161,13 @@ export async function batchWorker(
     waitIn: async (group, stopped) => {
       for (;;) {
         if (stopped()) return null;
-        const item = await core.reserveIn(group, holder);
+        const item = await core.reserveIn(group, holder, core.leaseMs, settings.groupLimit);
         if (item === null || accept === undefined || accept(item)) return item;
       }
     },
     now: () => {
       for (;;) {
-        const item = core.tryReserve(holder);
+        const item = core.tryReserve(holder, core.leaseMs, settings.groupLimit);
         if (item === null || accept === undefined || accept(item)) return item;
       }
     },

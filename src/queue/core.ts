@@ -7,7 +7,8 @@
 import { ByteArena, unpinned } from '../bytes.js';
 import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
-import { type DeadLetter, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys } from '../store.js';
+import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../store.js';
+import { Schedules } from './schedules.js';
 import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import { KeepAlive, type TimeSource } from './clock.js';
 import { DelayedItems } from './delayed.js';
@@ -24,6 +25,8 @@ import { QueueMonitor, QueueWatches } from './monitor.js';
 import { READ_PENDING, ReadAhead } from './read-ahead.js';
 import { type Lease, Leases } from './leases.js';
 import { Schedule } from './schedule.js';
+import { GroupGate, PARKED_MAX_ITEMS } from './groups.js';
+import { type RateLimit, RateLimiter } from './rate-limit.js';
 import type { AckDurability, Durability, QueueStats } from './types.js';
 
 /** How many items one store read fetches while the schedule is loaded at open. */
@@ -87,6 +90,9 @@ export class QueueCore {
   /** Idempotency keys, over a store that keeps them (`./idempotency.ts`). */
   readonly keys: IdempotencyKeys | undefined;
 
+  /** Durable schedules, over a store that keeps them (`./schedules.ts`). */
+  readonly schedules: Schedules | undefined;
+
   /** The acks handed to the store, in batches (`./ack-pipeline.ts`). */
   readonly #acks: AckPipeline;
 
@@ -100,6 +106,10 @@ export class QueueCore {
   readonly #schedule: Schedule;
   /** Items nacked with a delay, not ready until their time comes; in memory only. */
   readonly #delayed: DelayedItems;
+  /** Items in flight per group, and the items set aside while their group is at a consumer's limit (`./groups.ts`). */
+  readonly #groups = new GroupGate();
+  /** The rate limit's windows and the items set aside for them (`./rate-limit.ts`); undefined without a limit. */
+  readonly #limiter: RateLimiter | undefined;
   /** Reserved items not yet settled. */
   #inFlightCount = 0;
   #reserveWaiters: Waiter<Reserved | null>[] = [];
@@ -140,12 +150,14 @@ export class QueueCore {
     time: TimeSource,
     keyWindow: KeyWindow,
     bytes?: { capacity: number; recovered: number },
+    rateLimit?: RateLimit,
   ) {
     this.leaseMs = leaseMs;
     this.time = time;
     this.#schedule = new Schedule(time, () => this.#serveWaiters());
     this.#delayed = new DelayedItems((entries) => this.#releaseDelayed(entries), time);
     this.#leases = new Leases((leases) => this.#leasesExpired(leases), time);
+    this.#limiter = rateLimit === undefined ? undefined : new RateLimiter(rateLimit, time, (entries) => this.#windowOpened(entries));
     const { nextSeq, count } = recovery;
     this.storedAtOpen = nextSeq;
     // A malformed identity is not one: leaving it out makes store-and-forward ask for an origin.
@@ -191,6 +203,19 @@ export class QueueCore {
     }, { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn });
     this.#storedCount = count;
     this.keys = keepsKeys(store) ? new IdempotencyKeys(store, keyWindow, () => time.wallNow()) : undefined;
+    this.schedules = keepsSchedules(store)
+      ? new Schedules({
+          store,
+          time,
+          sync: durability !== 'none',
+          fire: (bytes, fires, priority, group) => this.#fireSchedule(bytes, fires, priority, group),
+          refusal: () => this.operationalError(),
+          fail: (error) => {
+            this.#fail(error);
+            return this.#failure!;
+          },
+        })
+      : undefined;
     this.#maxDeliveries = deliveries.maxDeliveries;
     this.ledger = deliveries.keep
       ? new DeliveryLedger(store, recovery, {
@@ -207,7 +232,7 @@ export class QueueCore {
       : undefined;
     this.#readAhead = new ReadAhead(store, {
       committedBefore: () => this.#pushes.committedBefore,
-      readyNotReturned: () => this.#ready() - this.#schedule.readyCount,
+      readyNotReturned: () => this.#ready() - this.#schedule.readyCount - this.#parked(),
       appendInFlight: () => this.#pushes.appendInFlight,
       isOpen: () => this.#state === 'open',
       readFailed: (error) => this.#readFailed(error),
@@ -238,7 +263,15 @@ export class QueueCore {
   /** An open that failed after the core was made: drop what it holds (the schedule's timer and items). */
   discard(): void {
     this.#state = 'closed';
+    this.schedules?.stop();
     this.#schedule.clear();
+    this.#groups.clear();
+    this.#limiter?.clear();
+  }
+
+  /** Ready items set aside for a limit (a group's concurrency, a rate window): held in memory, not in the read-ahead. */
+  #parked(): number {
+    return this.#groups.parked + (this.#limiter?.parked ?? 0);
   }
 
   get closed(): boolean {
@@ -276,7 +309,15 @@ export class QueueCore {
       leaseExpired: this.#leaseExpiredCount,
       uncountedDeliveries: this.ledger?.uncounted ?? 0,
       deadLettering: this.ledger?.moving ?? 0,
+      groupLimited: this.#groups.parked,
+      rateLimited: 0,
     };
+    const limiter = this.#limiter;
+    if (limiter !== undefined) {
+      // Under a limit for the queue nothing is set aside: while its window is shut, every ready
+      // item not already waiting for its group waits for the window.
+      stats.rateLimited = limiter.byGroup ? limiter.parked : limiter.closed ? stats.ready - stats.groupLimited : 0;
+    }
     if (this.#bytes !== undefined) {
       stats.capacityBytes = this.#bytes.capacity;
       stats.bytes = this.#bytes.used;
@@ -302,22 +343,22 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- producer
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0): Promise<number | number[]> {
-    return this.#pushes.push(payloads, single, signal, from, priority, notBefore);
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, group?: string): Promise<number | number[]> {
+    return this.#pushes.push(payloads, single, signal, from, priority, notBefore, undefined, 0, undefined, group);
   }
 
   /** Push one payload under an idempotency key (see `./idempotency.ts`). */
-  pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, priority: number, notBefore: number): Promise<number> {
+  pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, priority: number, notBefore: number, group?: string): Promise<number> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
       return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
     }
-    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, [key], keyedAt) as Promise<number>);
+    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, [key], keyedAt, undefined, group) as Promise<number>);
   }
 
   /** Push a batch under idempotency keys, one per payload (see `./idempotency.ts`). */
-  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, priority: number, notBefore: number): Promise<number[]> {
+  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, priority: number, notBefore: number, group?: string): Promise<number[]> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
@@ -326,8 +367,8 @@ export class QueueCore {
     return this.keys.pushMany(
       keys,
       signal,
-      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt) as Promise<number[]>,
-      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt) as Promise<number>,
+      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt, undefined, group) as Promise<number[]>,
+      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt, undefined, group) as Promise<number>,
     );
   }
 
@@ -350,6 +391,13 @@ export class QueueCore {
       }
     }
     return Promise.all(pushes).then(() => undefined);
+  }
+
+  /** The items of schedules' slots: one push of one item per slot, each carrying its slot. */
+  #fireSchedule(bytes: Uint8Array[], fires: ScheduleFire[], priority: number, group: string | undefined): Promise<unknown> {
+    // Each item its own copy: a handler that changes an item's bytes must not change its siblings' or the schedule's.
+    const payloads = bytes.map((b) => this.arena.copy(b));
+    return this.#pushes.push(payloads, false, undefined, undefined, priority, 0, undefined, 0, undefined, group, fires);
   }
 
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */
@@ -384,10 +432,11 @@ export class QueueCore {
     return this.loops > 0 || this.#reserveWaiters.length > 0 || this.#inFlightCount > 0;
   }
 
-  tryReserve(holder?: Holder, leaseMs = this.leaseMs): Reserved | null {
+  /** `groupLimit`: hand out no item of a group that has this many in flight (`process({ groupConcurrency })`). */
+  tryReserve(holder?: Holder, leaseMs = this.leaseMs, groupLimit = Infinity): Reserved | null {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open' || holder?.closed) return null;
-    const entry = this.#takeNext();
+    const entry = this.#takeNext(groupLimit);
     return entry ? this.#deliver(entry, leaseMs, holder) : null;
   }
 
@@ -397,22 +446,25 @@ export class QueueCore {
    * it). Throws what `reserve()` would reject with at once (the queue's failure, an aborted
    * `signal`, damage met reading). `reserve()` itself answers through this.
    */
-  reserveNow(holder?: Holder, leaseMs = this.leaseMs, signal?: AbortSignal): Reserved | null | undefined {
+  reserveNow(holder?: Holder, leaseMs = this.leaseMs, signal?: AbortSignal, groupLimit = Infinity): Reserved | null | undefined {
     if (this.#failure) throw this.#failure;
     if (this.#state !== 'open' || holder?.closed) return null;
     if (signal?.aborted) throw abortReason(signal);
     if (this.#reserveWaiters.length !== 0) return undefined;
-    const entry = this.#takeNext();
+    const entry = this.#takeNext(groupLimit);
     return entry === null ? undefined : this.#deliver(entry, leaseMs, holder);
   }
 
-  reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal, leaseMs, holder) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft));
+  reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder, groupLimit = Infinity): Promise<Reserved | null> {
+    return this.#reserveAtOnce(signal, leaseMs, holder, groupLimit) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft, groupLimit));
   }
 
-  /** reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no listener per worker. */
-  reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined, leaseMs, holder) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder));
+  /**
+   * reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no
+   * listener per worker; `groupLimit` as for `tryReserve`.
+   */
+  reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs, groupLimit = Infinity): Promise<Reserved | null> {
+    return this.#reserveAtOnce(undefined, leaseMs, holder, groupLimit) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder, groupLimit));
   }
 
   /**
@@ -449,6 +501,9 @@ export class QueueCore {
    */
   #wait(waiting: Promise<Reserved | null>): Promise<Reserved | null> {
     this.#hold(true);
+    // It waits behind others, whose group limits may be lower than its own: parked items they
+    // cannot take may be its to take (`#serveWaiters` looks past the ones that cannot).
+    if (this.#groups.parked > 0) this.#serveWaiters();
     return waiting;
   }
 
@@ -464,14 +519,23 @@ export class QueueCore {
    */
   #hold(waiting: boolean): void {
     this.#schedule.hold(waiting);
+    this.schedules?.hold(waiting);
+    this.#limiter?.hold(waiting);
     this.#keepAlive.hold(waiting);
   }
 
+  /** A rate window opened: the items it held aside are ready again, and waiting consumers are served. */
+  #windowOpened(entries: Entry[]): void {
+    if (this.#state !== 'open' || this.#failure) return;
+    for (const entry of entries) this.#schedule.ready(entry);
+    this.#serveWaiters();
+  }
+
   /** The answer of a reserve that need not wait, or undefined when it must. */
-  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined): Promise<Reserved | null> | undefined {
+  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined, groupLimit = Infinity): Promise<Reserved | null> | undefined {
     let now: Reserved | null | undefined;
     try {
-      now = this.reserveNow(holder, leaseMs, signal);
+      now = this.reserveNow(holder, leaseMs, signal, groupLimit);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -483,10 +547,21 @@ export class QueueCore {
    * plain items in the read-ahead (refilled from the store) have priority 0. Returns null when
    * nothing is ready or a fetch from an asynchronous store is in progress.
    */
-  #takeNext(): Entry | null {
+  #takeNext(groupLimit = Infinity): Entry | null {
     if (this.#readError) throw this.#readError;
     const ledger = this.ledger;
     const schedule = this.#schedule;
+    if (this.#groups.parked > 0) {
+      // Items set aside under a lower limit than this taker's may be its to take.
+      const back = this.#groups.reopenFor(groupLimit);
+      if (back !== undefined) for (const entry of back) schedule.ready(entry);
+    }
+    const limiter = this.#limiter;
+    if (limiter !== undefined) {
+      if (limiter.parked > 0) for (const entry of limiter.due()) schedule.ready(entry);
+      // A limit for the queue whose window is shut: nothing may go (the timer serves the waiters when it opens).
+      if (!limiter.byGroup && limiter.queueShut()) return null;
+    }
     for (;;) {
       let lane = schedule.best();
       if (lane !== undefined && lane.priority <= 0) {
@@ -508,13 +583,29 @@ export class QueueCore {
         if (this.#failure) throw this.#failure;
         return null;
       }
-      if (ledger === undefined) return entry;
-      ledger.adopt(entry);
-      if (entry.deliveries >= this.#maxDeliveries) {
-        this.#moveOut(entry, entry.lastError !== '' ? entry.lastError : `handed out ${entry.deliveries} times (maxDeliveries ${this.#maxDeliveries})`);
+      if (ledger !== undefined) {
+        ledger.adopt(entry);
+        if (entry.deliveries >= this.#maxDeliveries) {
+          this.#moveOut(entry, entry.lastError !== '' ? entry.lastError : `handed out ${entry.deliveries} times (maxDeliveries ${this.#maxDeliveries})`);
+          continue;
+        }
+      }
+      const group = entry.group;
+      const atLimit = group !== undefined && groupLimit !== Infinity && this.#groups.inFlight(group) >= groupLimit;
+      if (atLimit || (limiter !== undefined && limiter.byGroup && !limiter.allows(entry))) {
+        // Its group is at the limit, or its rate window is full: it waits aside, and the next
+        // item is taken in its place. Too many aside already: this taker waits instead.
+        if (this.#parked() >= PARKED_MAX_ITEMS) {
+          if (lane !== undefined) schedule.putBack(lane, entry);
+          else schedule.ready(entry);
+          return null;
+        }
+        if (atLimit) this.#groups.park(entry, groupLimit);
+        else limiter!.park(entry);
+        this.#outOfOrder();
         continue;
       }
-      if (ledger.ready(entry)) return entry;
+      if (ledger === undefined || ledger.ready(entry)) return entry;
       // It waits, first in line, for its mark or for the bound that covers it; every item after
       // it waits behind it, so the order holds.
       if (lane !== undefined) schedule.putBack(lane, entry);
@@ -547,9 +638,10 @@ export class QueueCore {
     if (this.ledger === undefined) return Promise.reject(unsupported('deadLetter()'));
     reserved.markSettled();
     this.#endLease(entry);
-    entry.inFlight = false;
-    this.#inFlightCount--;
-    return this.ledger.deadLetter(entry, reason);
+    const freed = this.#landed(entry);
+    const moved = this.ledger.deadLetter(entry, reason);
+    if (freed) this.#serveWaiters();
+    return moved;
   }
 
   /** Dead letters with `seq > after`, at most `limit`, from the store. */
@@ -610,6 +702,8 @@ export class QueueCore {
 
   #deliver(entry: Entry, leaseMs: number, holder: Holder | undefined): Reserved {
     entry.deliveries++;
+    if (entry.group !== undefined) this.#groups.delivered(entry.group);
+    if (this.#limiter !== undefined) this.#limiter.handedOut(entry);
     if (this.ledger !== undefined) this.ledger.delivered(entry, this.time.wallNow());
     entry.token = this.#nextToken++;
     entry.inFlight = true;
@@ -628,6 +722,34 @@ export class QueueCore {
     return new Reserved(this, entry, guard, slot, lease, holder);
   }
 
+  /** Index in the waiting list of the waiter `#takeFor` took its item for. */
+  #takenFor = 0;
+
+  /**
+   * The next item for the waiting reserves: the first waiter's, under its group limit; when that
+   * limit leaves it nothing while items are set aside for their groups, the first later waiter
+   * whose higher limit (or none) lets it take one gets it (`#takenFor` says which), so that a
+   * consumer with a low limit never holds up one with a higher limit behind it.
+   */
+  #takeFor(waiters: Waiter<Reserved | null>[]): Entry | null {
+    this.#takenFor = 0;
+    let limit = waiters[0]!.groupLimit ?? Infinity;
+    const entry = this.#takeNext(limit);
+    if (entry !== null || this.#groups.parked === 0) return entry;
+    for (let i = 1; i < waiters.length; i++) {
+      const higher = waiters[i]!.groupLimit ?? Infinity;
+      if (higher <= limit) continue;
+      limit = higher;
+      const next = this.#takeNext(limit);
+      if (next !== null) {
+        this.#takenFor = i;
+        return next;
+      }
+      if (this.#groups.parked === 0) return null;
+    }
+    return null;
+  }
+
   #serveWaiters(): void {
     const waiters = this.#reserveWaiters;
     if (waiters.length === 0) return this.#hold(false);
@@ -636,13 +758,14 @@ export class QueueCore {
       while (waiters.length > 0) {
         let entry: Entry | null;
         try {
-          entry = this.#takeNext();
+          entry = this.#takeFor(waiters);
         } catch (error) {
           rejectAll(waiters.splice(0), error);
           return;
         }
         if (!entry) return;
-        const waiter = waiters.shift()!;
+        const taken = this.#takenFor;
+        const waiter = taken === 0 ? waiters.shift()! : waiters.splice(taken, 1)[0]!;
         detachAbort(waiter);
         waiter.resolve(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
       }
@@ -657,13 +780,14 @@ export class QueueCore {
     while (waiters.length > 0) {
       let entry: Entry | null;
       try {
-        entry = this.#takeNext();
+        entry = this.#takeFor(waiters);
       } catch (error) {
         failure = { error };
         break;
       }
       if (!entry) break;
-      const waiter = waiters.shift()!;
+      const taken = this.#takenFor;
+      const waiter = taken === 0 ? waiters.shift()! : waiters.splice(taken, 1)[0]!;
       detachAbort(waiter);
       served.push(waiter);
       handed.push(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
@@ -777,11 +901,20 @@ export class QueueCore {
    * close stores (`#exactCounts`); until then, a plain delivery pays nothing for it.
    */
   #addScheduled(entry: Entry): void {
+    this.#outOfOrder();
+    this.#schedule.add(entry);
+  }
+
+  /**
+   * First deliveries may come out of seq order from now on (an item with a priority or a
+   * not-before time, an item set aside for its group's limit): the ledger marks them one by one,
+   * and the reservations in flight are tracked for the counts a clean close stores.
+   */
+  #outOfOrder(): void {
     if (this.ledger !== undefined && this.#inFlightEntries === undefined) {
       this.#inFlightEntries = new Set();
       this.ledger.scheduled();
     }
-    this.#schedule.add(entry);
   }
 
   /** Leases that ran out: their items are ready again, as dropped reservations are. */
@@ -804,9 +937,11 @@ export class QueueCore {
     if (error) return Promise.reject(error);
     reserved.markSettled();
     this.#endLease(entry);
-    entry.inFlight = false;
-    this.#inFlightCount--;
-    return this.#acks.ack(entry);
+    if (!this.#landed(entry)) return this.#acks.ack(entry);
+    // An item of its group was set aside: it may go, once this one counts as being acked.
+    const acked = this.#acks.ack(entry);
+    this.#serveWaiters();
+    return acked;
   }
 
   /** Ready again at once, or after `delayMs` outside the ready items; `retried`: by process(). */
@@ -821,15 +956,42 @@ export class QueueCore {
       // Resolves once the item may be handed out again: its next delivery is counted in the store.
       return this.ledger === undefined || this.#state !== 'open' ? Promise.resolve() : this.#marked(entry);
     }
-    entry.inFlight = false;
-    this.#inFlightCount--;
+    const freed = this.#landed(entry);
     // Held for the delay: a view into a store's read chunk would keep the whole chunk alive.
     entry.bytes = unpinned(entry.bytes);
     this.#delayed.add(entry, delayMs);
     this.#monitor.nacked(entry);
+    if (freed) this.#serveWaiters();
     // Its next delivery is counted now, during the wait, so that it is ready the moment the wait
     // ends. A crash during the wait makes it count one delivery it did not have.
     return this.ledger === undefined ? Promise.resolve() : this.#marked(entry);
+  }
+
+  /**
+   * `item.rateLimited(ms)`: the delivery was refused for its rate (a 429): the item is ready again
+   * after `ms`, this delivery is not counted (its count goes back, so `maxDeliveries` never moves
+   * it for being throttled), and under a rate limit its window (the queue's, or its group's) hands
+   * out nothing for `ms`.
+   */
+  rateLimited(reserved: Reserved<unknown>, entry: Entry, ms: number): Promise<void> {
+    const error = this.#settleable(reserved, entry);
+    if (error) return Promise.reject(error);
+    reserved.markSettled();
+    this.#endLease(entry);
+    // The store holds a record counting this delivery already (it was stored before the hand-out):
+    // the next hand-out is counted by it, and stores nothing new.
+    entry.deliveries--;
+    this.#limiter?.pause(entry, ms);
+    if (ms <= 0) {
+      this.#returnEntry(entry, true);
+      return Promise.resolve();
+    }
+    const freed = this.#landed(entry);
+    entry.bytes = unpinned(entry.bytes);
+    this.#delayed.add(entry, ms);
+    this.#monitor.nacked(entry);
+    if (freed) this.#serveWaiters();
+    return Promise.resolve();
   }
 
   /** Their time came: ready again, by seq among the ready items (delivery is lowest seq first). */
@@ -842,16 +1004,29 @@ export class QueueCore {
   /** Several reservations back at once: every item is back before a waiter is served, so seq order holds among them. */
   #returnEntries(entries: Entry[]): void {
     for (const entry of entries) {
-      entry.inFlight = false;
-      this.#inFlightCount--;
+      this.#landed(entry);
       this.#schedule.ready(entry);
     }
     this.#serveWaiters();
   }
 
-  #returnEntry(entry: Entry, nacked: boolean): void {
+  /**
+   * `entry` is no longer in flight. When its group had items set aside for its limit, the best of
+   * them is ready again (one slot was freed): true then, and the caller serves the waiters.
+   */
+  #landed(entry: Entry): boolean {
     entry.inFlight = false;
     this.#inFlightCount--;
+    const group = entry.group;
+    if (group === undefined) return false;
+    const next = this.#groups.released(group);
+    if (next === undefined) return false;
+    this.#schedule.ready(next);
+    return true;
+  }
+
+  #returnEntry(entry: Entry, nacked: boolean): void {
+    this.#landed(entry);
     this.#schedule.ready(entry);
     // Published before the item can be delivered again: its retry message comes after this one.
     if (nacked) this.#monitor.nacked(entry);
@@ -934,7 +1109,10 @@ export class QueueCore {
       w.reject(failure);
     }
     // Nothing will be handed out: no item still to fall due holds the process, nor any consumer.
+    this.schedules?.stop();
     this.#schedule.clear();
+    this.#groups.clear();
+    this.#limiter?.clear();
     this.#keepAlive.release();
     this.#watches.rejectAll(failure);
     this.#checkQuiet();
@@ -959,7 +1137,7 @@ export class QueueCore {
    *   handed out; every item at or above it that was handed out then gets a mark of its count.
    */
   #exactCounts(): ExactCounts {
-    const known = [...this.#schedule.entries(), ...this.#delayed.entries()];
+    const known = [...this.#schedule.entries(), ...this.#delayed.entries(), ...this.#groups.entries(), ...(this.#limiter?.entries() ?? [])];
     const countedAhead = known.filter((e) => e.deliveries > 0 && (e.marked > e.deliveries || e.marked < 0));
     let lowestUndelivered = this.#readAhead.lowestUnread();
     for (const e of known) if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
@@ -975,6 +1153,7 @@ export class QueueCore {
 
   async #close(): Promise<void> {
     this.#state = 'closing';
+    this.schedules?.stop();
     const closed = closedError();
     // Pushes still waiting for capacity were never admitted: they are rejected, never half-stored.
     this.#pushes.rejectWaiting(closed);
@@ -988,6 +1167,8 @@ export class QueueCore {
     // (Reserved.settled reports them settled because the queue is closed.)
     this.#inFlightCount = 0;
     this.#schedule.clear();
+    this.#groups.clear();
+    this.#limiter?.clear();
     this.ledger?.clear();
     this.#delayed.clear();
     this.#leases.clear();

@@ -1,7 +1,7 @@
 // The records the core keeps per push, per item and per ack batch, and small helpers the core and the handles share.
 import type { ByteArena } from '../bytes.js';
 import { QueueError } from '../errors.js';
-import type { SpoolSource, Store, StoredItem } from '../store.js';
+import type { ScheduleFire, SpoolSource, Store, StoredItem } from '../store.js';
 import { expectation } from '../validate.js';
 import type { Lease } from './leases.js';
 
@@ -21,6 +21,10 @@ export interface PendingPush {
   keyedAt?: number;
   /** Set for records ingested from a spool: where each payload came from, stored with its item. */
   sources?: readonly SpoolSource[];
+  /** The items' group (`push(value, { group })`), or undefined. */
+  group: string | undefined;
+  /** Set for the items a schedule fires: the slot of each payload, stored with its item. */
+  fires?: readonly ScheduleFire[];
   resolve: (seqs: number | number[]) => void;
   reject: (error: unknown) => void;
   signal: AbortSignal | undefined;
@@ -38,6 +42,8 @@ export interface Waiter<T> {
   holder?: Holder;
   /** The group a reserve waiter can be withdrawn with (`waitInGroup`); undefined: none. */
   group?: WaitGroup;
+  /** A reserve waiter takes no item of a group with this many in flight (`process({ groupConcurrency })`); undefined: no limit. */
+  groupLimit?: number;
 }
 
 /**
@@ -71,6 +77,10 @@ export interface Entry extends StoredItem {
   /** Set when stored, never changed: 0 for a plain item. */
   readonly priority: number;
   readonly notBefore: number;
+  /** Set when stored, never changed: undefined for an item without a group. */
+  readonly group: string | undefined;
+  /** Set when stored, never changed: the schedule slot it was fired for, undefined for a pushed item. */
+  readonly fired: ScheduleFire | undefined;
   /** Deliveries so far, this one included. */
   deliveries: number;
   /** Identifies the current reservation, so a stale Reserved cannot settle a redelivery. */
@@ -91,13 +101,13 @@ export interface Entry extends StoredItem {
   lastError: string;
 }
 
-export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0): Entry {
-  return { seq, bytes, priority, notBefore, deliveries: 0, token: 0, inFlight: false, lease: undefined, holder: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0, group: string | undefined = undefined, fired: ScheduleFire | undefined = undefined): Entry {
+  return { seq, bytes, priority, notBefore, group, fired, deliveries: 0, token: 0, inFlight: false, lease: undefined, holder: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
 }
 
 /** The entry of an item pushed with an idempotency key: a plain entry with the two fields added. */
-export function keyedEntry(seq: number, bytes: Uint8Array, priority: number, notBefore: number, key: string, keyedAt: number): Entry {
-  const entry = newEntry(seq, bytes, priority, notBefore) as Entry & { key: string; keyedAt: number };
+export function keyedEntry(seq: number, bytes: Uint8Array, priority: number, notBefore: number, key: string, keyedAt: number, group: string | undefined): Entry {
+  const entry = newEntry(seq, bytes, priority, notBefore, group) as Entry & { key: string; keyedAt: number };
   entry.key = key;
   entry.keyedAt = keyedAt;
   return entry;
@@ -109,9 +119,15 @@ export function withSource(entry: Entry, source: SpoolSource): Entry {
   return entry;
 }
 
-/** The entry of an item read from the store, its priority and not-before time included. */
+/** The entry of an item a schedule fired: the slot is stored with it (`StoredItem.fired`). */
+export function withFire(entry: Entry, fire: ScheduleFire): Entry {
+  (entry as { fired: ScheduleFire | undefined }).fired = fire;
+  return entry;
+}
+
+/** The entry of an item read from the store, its priority, not-before time and group included. */
 export function entryOf(item: StoredItem): Entry {
-  return newEntry(item.seq, item.bytes, item.priority ?? 0, item.notBefore ?? 0);
+  return newEntry(item.seq, item.bytes, item.priority ?? 0, item.notBefore ?? 0, item.group, item.fired);
 }
 
 /** Acks that go to the store in one call and settle together, sharing one promise. */
@@ -167,9 +183,9 @@ export function abortReason(signal: AbortSignal): unknown {
  * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
  * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
  */
-export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder, left?: () => void): Promise<T> {
+export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder, left?: () => void, groupLimit = Infinity): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs, holder, group: undefined };
+    const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs, holder, group: undefined, groupLimit };
     if (signal) {
       waiter.onAbort = () => {
         const i = list.indexOf(waiter);
@@ -184,9 +200,9 @@ export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, le
 }
 
 /** Wait in `list` as a member of `group`: whoever holds the group can withdraw all its members at once, without a listener per member. */
-export function waitInGroup<T>(list: Waiter<T>[], group: WaitGroup, leaseMs?: number, holder?: Holder): Promise<T> {
+export function waitInGroup<T>(list: Waiter<T>[], group: WaitGroup, leaseMs?: number, holder?: Holder, groupLimit = Infinity): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    list.push({ resolve, reject, signal: undefined, onAbort: undefined, leaseMs, holder, group });
+    list.push({ resolve, reject, signal: undefined, onAbort: undefined, leaseMs, holder, group, groupLimit });
   });
 }
 

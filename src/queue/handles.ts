@@ -75,9 +75,9 @@ export class Consumer<T = Uint8Array> {
     return false;
   };
 
-  async #reserveAccepted(signal: AbortSignal | undefined, leaseMs: number): Promise<Reserved<T> | null> {
+  async #reserveAccepted(signal: AbortSignal | undefined, leaseMs: number, groupLimit: number): Promise<Reserved<T> | null> {
     for (;;) {
-      const item = await this.#core.reserve(signal, leaseMs, this.#holder);
+      const item = await this.#core.reserve(signal, leaseMs, this.#holder, groupLimit);
       if (item === null || this.#accept(item)) return item as Reserved<T> | null;
     }
   }
@@ -91,22 +91,34 @@ export class Consumer<T = Uint8Array> {
   reserve(options?: ReserveOptions): Promise<Reserved<T> | null> {
     let signal: AbortSignal | undefined;
     let leaseMs: number;
+    let groupLimit: number;
     try {
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['signal', 'leaseMs']);
+      knownKeys('options', o, ['signal', 'leaseMs', 'groupConcurrency']);
       signal = optionalSignal('options.signal', o.signal);
       leaseMs = o.leaseMs === undefined ? this.#core.leaseMs : leaseLength('options.leaseMs', o.leaseMs, true);
+      groupLimit = groupConcurrencyOption(o.groupConcurrency);
     } catch (error) {
       return Promise.reject(error);
     }
-    if (isRaw(this.#core.codec)) return this.#core.reserve(signal, leaseMs, this.#holder) as Promise<Reserved<T> | null>;
-    return this.#reserveAccepted(signal, leaseMs);
+    if (isRaw(this.#core.codec)) return this.#core.reserve(signal, leaseMs, this.#holder, groupLimit) as Promise<Reserved<T> | null>;
+    return this.#reserveAccepted(signal, leaseMs, groupLimit);
   }
 
-  /** The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. The queue's lease applies. */
-  tryReserve(): Reserved<T> | null {
+  /**
+   * The oldest ready item, or `null` when none is ready or the queue is closed. Never waits. The
+   * queue's lease applies. With `groupConcurrency`, no item of a group that has that many in
+   * flight (as for `process()`).
+   */
+  tryReserve(options?: { groupConcurrency?: number }): Reserved<T> | null {
+    let groupLimit = Infinity;
+    if (options !== undefined) {
+      const o = optionsObject('options', options);
+      knownKeys('options', o, ['groupConcurrency']);
+      groupLimit = groupConcurrencyOption(o.groupConcurrency);
+    }
     for (;;) {
-      const item = this.#core.tryReserve(this.#holder);
+      const item = this.#core.tryReserve(this.#holder, this.#core.leaseMs, groupLimit);
       if (item === null || this.#accept(item)) return item as Reserved<T> | null;
     }
   }
@@ -127,10 +139,11 @@ export class Consumer<T = Uint8Array> {
     let timeoutMs = Infinity;
     let onError: ProcessOptions['onError'];
     let heartbeat = false;
+    let groupLimit = Infinity;
     try {
       if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch']);
+      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch', 'groupConcurrency']);
       if (o.batch !== undefined) {
         const b = optionsObject('options.batch', o.batch);
         knownKeys('options.batch', b, ['size', 'waitMs']);
@@ -142,6 +155,7 @@ export class Consumer<T = Uint8Array> {
       if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
       heartbeat = o.heartbeat === true;
       concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
+      groupLimit = groupConcurrencyOption(o.groupConcurrency);
       signal = optionalSignal('options.signal', o.signal);
       if (o.timeoutMs !== undefined && o.timeoutMs !== Infinity) {
         timeoutMs = delayMs('options.timeoutMs', o.timeoutMs);
@@ -165,6 +179,7 @@ export class Consumer<T = Uint8Array> {
       time: core.time,
       holder: this.#holder,
       accept: isRaw(core.codec) ? undefined : this.#accept,
+      groupLimit,
       batch,
     }).finally(() => core.loops--);
   }
@@ -178,12 +193,14 @@ export class Consumer<T = Uint8Array> {
   async reserveMany(n: number, options?: ReserveManyOptions): Promise<Reserved<T>[]> {
     let waitMs: number;
     let reserveOptions: ReserveOptions;
+    let groupLimit: number;
     try {
       positiveInteger('n', n);
       const o = optionsObject('options', options);
-      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs']);
+      knownKeys('options', o, ['signal', 'waitMs', 'leaseMs', 'groupConcurrency']);
       waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
-      reserveOptions = { signal: o.signal as AbortSignal | undefined, leaseMs: o.leaseMs as number | undefined };
+      groupLimit = groupConcurrencyOption(o.groupConcurrency);
+      reserveOptions = { signal: o.signal as AbortSignal | undefined, leaseMs: o.leaseMs as number | undefined, groupConcurrency: groupLimit };
       if (reserveOptions.leaseMs === undefined) delete reserveOptions.leaseMs;
     } catch (error) {
       return Promise.reject(error);
@@ -195,13 +212,13 @@ export class Consumer<T = Uint8Array> {
       waitIn: async (group, stopped) => {
         for (;;) {
           if (stopped()) return null;
-          const item = await this.#core.reserveIn(group, this.#holder, leaseMs);
+          const item = await this.#core.reserveIn(group, this.#holder, leaseMs, groupLimit);
           if (item === null || this.#accept(item)) return item;
         }
       },
       now: () => {
         for (;;) {
-          const item = this.#core.tryReserve(this.#holder, leaseMs);
+          const item = this.#core.tryReserve(this.#holder, leaseMs, groupLimit);
           if (item === null || this.#accept(item)) return item;
         }
       },
@@ -341,3 +358,8 @@ export class Consumer<T = Uint8Array> {
 }
 
 const isReserved = (item: unknown): boolean => item instanceof Reserved;
+
+/** `groupConcurrency` of `process()`, `reserve()`, `tryReserve()` and `reserveMany()`: a positive integer or Infinity (none, the default). */
+function groupConcurrencyOption(value: unknown): number {
+  return value === undefined ? Infinity : positiveInteger('options.groupConcurrency', value, true);
+}

@@ -27,6 +27,8 @@ export interface ProcessSettings {
   readonly holder: Holder | undefined;
   /** A typed queue's decode step: false when the item was moved to the dead letters instead. */
   readonly accept: ((item: Reserved) => boolean) | undefined;
+  /** No item of a group with this many in flight is taken (`groupConcurrency`); Infinity: no limit. */
+  readonly groupLimit: number;
   /** Batch mode (`process(handler, { batch })`): the handler gets up to `size` items at once. */
   readonly batch?: { readonly size: number; readonly waitMs: number; readonly handler: BatchHandler } | undefined;
 }
@@ -208,7 +210,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const worker = async (slot: number): Promise<void> => {
     let handled = 0;
     while (!halt.stopped) {
-      const item = await core.reserveIn(waiting, settings.holder);
+      const item = await core.reserveIn(waiting, settings.holder, core.leaseMs, settings.groupLimit);
       if (!item) return;
       if (settings.accept !== undefined && !settings.accept(item)) continue;
       const context = new RunContext();

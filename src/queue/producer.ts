@@ -5,6 +5,9 @@ import type { QueueCore } from './core.js';
 import { type PushPayload, abortReason } from './entry.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
 import type { PushOptions, QueueStats, WaitOptions } from './types.js';
+import { QueueError } from '../errors.js';
+import { scheduleDefinition, type ScheduleOptions, type ScheduleSpec } from './schedule-slots.js';
+import { type ScheduleInfo, scheduleName } from './schedules.js';
 
 export { keyOption, keysOption } from './push-options.js';
 
@@ -43,8 +46,8 @@ export class Producer<T = Uint8Array> {
     } catch (error) {
       return Promise.reject(error);
     }
-    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core.time));
-    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time)) as Promise<number>;
+    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core.time), o.group);
+    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time), o.group) as Promise<number>;
   }
 
   /**
@@ -69,11 +72,66 @@ export class Producer<T = Uint8Array> {
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
       const time = notBeforeOf(o, this.#core.time);
       if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
+      if (o.group !== undefined && this.#core.store.features.groups !== true) return this.#core.push([], false, undefined, undefined, 0, 0, o.group) as Promise<number[]>;
       if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined, 0, 0);
       return Promise.resolve([]);
     }
-    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core.time));
-    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time)) as Promise<number[]>;
+    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core.time), o.group);
+    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time), o.group) as Promise<number[]>;
+  }
+
+  /**
+   * Keep a schedule in the store: from now on, an item of `value` is pushed at each of its slots,
+   * `{ everyMs }` (the multiples of the period since the Unix epoch) or `{ cron, tz }` (a cron
+   * expression in an IANA time zone, `'UTC'` by default; needs the optional package `cron-parser`).
+   * Each slot fires once, across restarts, crashes and power losses: the item and the slot's
+   * progress are stored in one write. Slots that pass while no queue is open over the store fire
+   * at the next open as `options.catchUp` says (`'none'`, `'last'` (the default) or `'all'`, the
+   * latest `maxCatchUp` at most). The items are ordinary items (`priority`, `group`, retries and
+   * dead letters apply). Scheduling a name again with the same spec, value and options changes
+   * nothing (declare schedules at every start); with others it replaces the schedule, which fires
+   * from then on. Resolves once the schedule is stored under the queue's durability, with what
+   * `schedules()` lists of it. Needs a store with `features.schedules` (`MemStore`, `LogStore`).
+   * See docs/guides/schedules.md, "Schedules".
+   */
+  schedule(name: string, spec: ScheduleSpec, value: PushValue<T>, options?: ScheduleOptions): Promise<ScheduleInfo> {
+    let bytes: Uint8Array;
+    try {
+      scheduleName(name);
+      const definition = scheduleDefinition(spec, options);
+      bytes = this.#bytesOf('value', value);
+      const schedules = this.#core.schedules;
+      if (schedules === undefined) throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
+      if (definition.priority !== 0 && this.#core.store.features.scheduling !== true) throw new QueueError('ERR_UNSUPPORTED', "A schedule's priority needs a store that keeps priorities (features.scheduling); this store does not");
+      if (definition.group !== undefined && this.#core.store.features.groups !== true) throw new QueueError('ERR_UNSUPPORTED', "A schedule's group needs a store that keeps groups (features.groups); this store does not");
+      const error = this.#core.operationalError();
+      if (error) throw error;
+      return schedules.schedule(name, spec, bytes, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Delete the schedule `name` from the store: no slot of it fires once this resolved (an item
+   * fired before stays an item). Resolves with true, or false when there was none.
+   */
+  unschedule(name: string): Promise<boolean> {
+    try {
+      scheduleName(name);
+      const schedules = this.#core.schedules;
+      if (schedules === undefined) throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
+      const error = this.#core.operationalError();
+      if (error) throw error;
+      return schedules.unschedule(name);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** The schedules the store keeps, by name, with when each fires next. Empty over a store without schedules. */
+  schedules(): ScheduleInfo[] {
+    return this.#core.schedules?.list() ?? [];
   }
 
   stats(): QueueStats {

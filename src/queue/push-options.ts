@@ -3,7 +3,8 @@
 import { encodeValue, isRaw, type Codec } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { isValidKey } from '../key-records.js';
-import { MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { isValidGroup } from '../group-records.js';
+import { MAX_GROUP_BYTES, MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
 import { encoder } from './entry.js';
 import { delayMs } from './retry.js';
@@ -19,13 +20,15 @@ export interface PushSettings {
   key: string | undefined;
   /** `pushMany`'s idempotency keys, one per payload, or undefined. */
   keys: string[] | undefined;
+  /** The items' group, or undefined. */
+  group: string | undefined;
 }
 
 /** Longest delay (about 31,000 years): the time it gives stays a safe integer. */
 const MAX_DELAY_MS = 1e15;
 
 /** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined, keys: undefined });
+const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined, keys: undefined, group: undefined });
 
 /** The not-before time a push asks for, in ms since the epoch (0: none), `delayMs` read off the producer's clock at the call. */
 export function notBeforeOf(o: PushSettings, clock: { wallNow(): number }): number {
@@ -36,7 +39,7 @@ export function notBeforeOf(o: PushSettings, clock: { wallNow(): number }): numb
 export function pushSettings(options: PushOptions | undefined): PushSettings {
   if (options === undefined) return PLAIN_PUSH;
   const o = optionsObject('options', options);
-  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys']);
+  knownKeys('options', o, ['signal', 'priority', 'delayMs', 'notBefore', 'key', 'keys', 'group']);
   const signal = optionalSignal('options.signal', o.signal);
   let priority = 0;
   if (o.priority !== undefined) {
@@ -62,7 +65,8 @@ export function pushSettings(options: PushOptions | undefined): PushSettings {
   }
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   const keys = o.keys === undefined ? undefined : keysOption(o.keys);
-  return { signal, priority, delayMs: ms, at, key, keys };
+  const group = o.group === undefined ? undefined : groupOption('options.group', o.group);
+  return { signal, priority, delayMs: ms, at, key, keys, group };
 }
 
 /** `push()`'s options: as `pushSettings`, and `keys` refused (push takes one key, as `key`). */
@@ -105,6 +109,14 @@ export function payloadBytes(codec: Codec<unknown>, name: string, value: unknown
   if (typeof out === 'string') return encoder.encode(out);
   if (out instanceof Uint8Array) return copy(out);
   throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
+}
+
+/** A group given as `name`: a string of 1 to `MAX_GROUP_BYTES` UTF-8 bytes (`isValidGroup`, the stores' rule too). */
+export function groupOption(name: string, value: unknown): string {
+  const what = `a string of 1 to ${MAX_GROUP_BYTES} UTF-8 bytes`;
+  if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
+  if (!isValidGroup(value)) throw new RangeError(expectation(name, what, value));
+  return value;
 }
 
 /** `options.keys`: an array of idempotency keys, one per payload (its length is checked by the caller). */

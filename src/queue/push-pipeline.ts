@@ -3,9 +3,9 @@
 // pushed while the one before it was stored). The core owns every count the consumer side reads;
 // it answers this object's questions, and hears of each stored batch, through a host.
 import { QueueError } from '../errors.js';
-import type { SpoolSource, Store } from '../store.js';
+import type { ScheduleFire, SpoolSource, Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withSource } from './entry.js';
+import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from './types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -140,12 +140,17 @@ export class PushPipeline {
     keys?: readonly string[],
     keyedAt = 0,
     sources?: readonly SpoolSource[],
+    group?: string,
+    fires?: readonly ScheduleFire[],
   ): Promise<number | number[]> {
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     if ((priority !== 0 || notBefore !== 0) && this.#store.features.scheduling !== true) {
       return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'));
+    }
+    if (group !== undefined && this.#store.features.groups !== true) {
+      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A group needs a store that keeps groups (features.groups); this store does not'));
     }
     // A time already come is no delay: the item is stored as a plain one.
     if (notBefore !== 0 && notBefore <= this.#host.now()) notBefore = 0;
@@ -169,13 +174,14 @@ export class PushPipeline {
         return Promise.reject(new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes)));
       }
     }
-    const pending: PendingPush = { payloads, single, priority, notBefore, resolve: unset, reject: unset, signal, onAbort: undefined };
+    const pending: PendingPush = { payloads, single, priority, notBefore, group, resolve: unset, reject: unset, signal, onAbort: undefined };
     if (from !== undefined) pending.from = from;
     if (keys !== undefined) {
       pending.keys = keys;
       pending.keyedAt = keyedAt;
     }
     if (sources !== undefined) pending.sources = sources;
+    if (fires !== undefined) pending.fires = fires;
     // An executor that closes over `pending` alone: one per push, so its context stays small.
     const promise = new Promise<number | number[]>((resolve, reject) => {
       pending.resolve = resolve;
@@ -295,15 +301,17 @@ export class PushPipeline {
     for (let p = 0, k = 0; p < batch.length; p++) {
       const pending = batch[p]!;
       detachAbort(pending);
-      const { priority, notBefore } = pending;
+      const { priority, notBefore, group } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
       const keys = pending.keys;
       const payloads = pending.payloads;
       const firstItem = k;
-      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!);
-      else for (let i = 0; i < payloads.length; i++) items[k++] = newEntry(seq++, payloads[i]!, priority, notBefore);
+      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!, group);
+      else for (let i = 0; i < payloads.length; i++) items[k++] = newEntry(seq++, payloads[i]!, priority, notBefore, group);
       const sources = pending.sources;
       if (sources !== undefined) for (let i = 0; i < sources.length; i++) withSource(items[firstItem + i]!, sources[i]!);
+      const fires = pending.fires;
+      if (fires !== undefined) for (let i = 0; i < fires.length; i++) withFire(items[firstItem + i]!, fires[i]!);
     }
     this.#appendScheduled = scheduled;
     this.#nextSeq = seq;

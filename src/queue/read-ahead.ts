@@ -191,7 +191,7 @@ export class ReadAhead {
       const item = items[i]!;
       // Items with a priority or a not-before time are in the core's schedule already.
       if (isScheduled(item)) continue;
-      buffer.push(newEntry(item.seq, item.bytes));
+      buffer.push(newEntry(item.seq, item.bytes, 0, 0, item.group, item.fired));
     }
     this.#readCursor = last;
     this.#caughtUp = items.length < READ_AHEAD_COUNT && !this.#host.appendInFlight() && complete;

@@ -4,7 +4,7 @@ import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Entry, type Guard, type Holder } from './entry.js';
 import { type Lease, extendLength } from './leases.js';
-import { nackDelay } from './retry.js';
+import { delayMs, nackDelay } from './retry.js';
 import type { NackOptions } from './types.js';
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
@@ -58,6 +58,16 @@ export class Reserved<T = Uint8Array> {
     } catch (error) {
       return decodeFailure(codec, error);
     }
+  }
+
+  /**
+   * For an item a schedule fired (`tx.schedule()`): the schedule's name and the slot, in ms since
+   * the epoch (each slot fires one item, so a catch-up of several nights hands out one per night).
+   * Undefined for a pushed item.
+   */
+  get fired(): { readonly name: string; readonly slot: number } | undefined {
+    const fired = this.#entry.fired;
+    return fired === undefined ? undefined : { name: fired.name, slot: fired.slot };
   }
 
   /** Stable id of the item, unchanged by redelivery: dedupe on it. */
@@ -154,6 +164,24 @@ export class Reserved<T = Uint8Array> {
       return Promise.reject(error);
     }
     return this.#core.nack(this, this.#entry, delay);
+  }
+
+  /**
+   * The work was refused for its rate (an HTTP 429, a quota): return the item to the queue, ready
+   * again after `retryAfterMs`, without counting this delivery (`deliveries` goes back by one, so
+   * `maxDeliveries` never moves an item for being throttled; after a restart the delivery may
+   * count once). Under a rate limit (`Builder.rateLimit`) the item's window, its group's or the
+   * queue's, hands out nothing more for that long either. `retryAfterMs`: a finite number of ms, 0
+   * or more. See docs/guides/groups-and-rate-limits.md, "Groups and rate limits".
+   */
+  rateLimited(retryAfterMs: number): Promise<void> {
+    let ms: number;
+    try {
+      ms = delayMs('retryAfterMs', retryAfterMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#core.rateLimited(this, this.#entry, ms);
   }
 
   /**

@@ -5,6 +5,7 @@
 // from here or from the read-ahead (plain items, priority 0, in seq order), whichever comes first.
 import type { TimeSource } from './clock.js';
 import { DueTimer } from './due-timer.js';
+import { Heap } from './heap.js';
 import type { Entry } from './entry.js';
 /** A lane drops its consumed slots once this many sit before its head. */
 const LANE_COMPACT_COUNT = 1024;
@@ -68,59 +69,6 @@ class Lane {
   }
 }
 
-/** Entries by not-before time (ties by seq), as a binary heap: a million delayed pushes stay cheap. */
-class TimeHeap {
-  readonly #heap: Entry[] = [];
-
-  get size(): number {
-    return this.#heap.length;
-  }
-
-  peek(): Entry | undefined {
-    return this.#heap[0];
-  }
-
-  push(entry: Entry): void {
-    const heap = this.#heap;
-    let i = heap.length;
-    heap.push(entry);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(entry, heap[parent]!)) break;
-      heap[i] = heap[parent]!;
-      i = parent;
-    }
-    heap[i] = entry;
-  }
-
-  pop(): Entry {
-    const heap = this.#heap;
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      let i = 0;
-      for (;;) {
-        const left = 2 * i + 1;
-        if (left >= heap.length) break;
-        const right = left + 1;
-        const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left;
-        if (!before(heap[child]!, last)) break;
-        heap[i] = heap[child]!;
-        i = child;
-      }
-      heap[i] = last;
-    }
-    return top;
-  }
-
-  entries(): Entry[] {
-    return this.#heap.slice();
-  }
-
-  clear(): void {
-    this.#heap.length = 0;
-  }
-}
 
 function before(a: Entry, b: Entry): boolean {
   return a.notBefore < b.notBefore || (a.notBefore === b.notBefore && a.seq < b.seq);
@@ -134,7 +82,8 @@ export class Schedule {
   #order: Lane[] = [];
   /** Ready items in every lane. */
   #readyCount = 0;
-  readonly #waiting = new TimeHeap();
+  /** Entries by not-before time (ties by seq): a million delayed pushes stay cheap. */
+  readonly #waiting = new Heap<Entry>(before);
   /** Armed for the earliest not-before time; it keeps the process alive only while a consumer waits. */
   readonly #timer: DueTimer;
 
@@ -194,7 +143,7 @@ export class Schedule {
     // One by one, not push(...): a spread of a million arguments overflows the stack.
     const out: Entry[] = [];
     for (const lane of this.#order) for (const entry of lane.entries()) out.push(entry);
-    for (const entry of this.#waiting.entries()) out.push(entry);
+    for (const entry of this.#waiting.values()) out.push(entry);
     return out;
   }
 
@@ -224,7 +173,7 @@ export class Schedule {
     const now = this.#time.wallNow();
     let released = 0;
     while (this.#waiting.size > 0 && this.#waiting.peek()!.notBefore <= now) {
-      this.ready(this.#waiting.pop());
+      this.ready(this.#waiting.pop()!);
       released++;
     }
     // Early (see due-timer.ts), or a wall-clock step back: items not yet due arm it again.

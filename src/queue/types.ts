@@ -74,6 +74,13 @@ export interface PushOptions {
    * payload; the other payloads are stored as one batch.
    */
   keys?: readonly string[];
+  /**
+   * The item's group (a tenant, an account, a resource): a string of 1 to 64 UTF-8 bytes, stored
+   * with the item (`pushMany`: every item of the batch). `process(handler, { groupConcurrency })`
+   * runs at most that many items of one group at once; a rate limit by group counts each group
+   * apart. Needs a store with `features.groups`. See docs/guides/groups-and-rate-limits.md, "Groups and rate limits".
+   */
+  group?: string;
 }
 
 export interface ReserveOptions {
@@ -85,6 +92,8 @@ export interface ReserveOptions {
    * @default the queue's `Builder.leaseMs` (Infinity)
    */
   leaseMs?: number;
+  /** Take no item of a group that has this many in flight, as `process()`'s option does. @default Infinity */
+  groupConcurrency?: number;
 }
 
 export interface WaitOptions {
@@ -126,6 +135,15 @@ export interface ProcessOptions {
    */
   heartbeat?: boolean;
   /**
+   * At most this many items of one group (`push(value, { group })`) in flight at once, counting
+   * every consumer of the queue (forks, other `process()` calls, plain reserves). An item whose
+   * group is at the limit waits aside while the items of other groups behind it are handed out;
+   * within a group, items keep their order (priority, then seq). Items without a group are not
+   * limited by it. See docs/guides/groups-and-rate-limits.md, "Groups and rate limits".
+   * @default Infinity
+   */
+  groupConcurrency?: number;
+  /**
    * Batch mode: the handler gets an array of up to `size` items (those ready, and those that come
    * within `waitMs` while fewer are in hand) instead of one. When it resolves, every item it left
    * unsettled is acked; when it throws (or runs past `timeoutMs`), every item it left unsettled is
@@ -153,6 +171,8 @@ export interface ReserveManyOptions {
   waitMs?: number;
   /** The lease of each reservation, as for `reserve()`. */
   leaseMs?: number;
+  /** As for `reserve()`: no item of a group that has this many in flight. @default Infinity */
+  groupConcurrency?: number;
 }
 
 /** What `onError` is told about the item whose handler failed. */
@@ -246,6 +266,18 @@ export interface QueueStats {
    * flight, not yet in `deadLetters`. `drained()` waits for them.
    */
   deadLettering: number;
+  /**
+   * Ready items set aside because their group is at a consumer's `groupConcurrency`: counted in
+   * `ready` too; handed out as their group's items settle.
+   */
+  groupLimited: number;
+  /**
+   * Ready items held back by the rate limit (`Builder.rateLimit`): under a limit by group, the
+   * items whose group's window is full or paused; under a limit for the queue, every ready item
+   * (but those waiting for their group) while its window is full or paused. Counted in `ready`
+   * too; 0 without a limit.
+   */
+  rateLimited: number;
   /** The byte capacity (`Builder.capacityBytes`); present only on a queue that has one. */
   capacityBytes?: number;
   /**

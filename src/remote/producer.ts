@@ -57,6 +57,7 @@ export class RemoteProducer<T = Uint8Array> {
       return Promise.reject(error);
     }
     if (this.#closed) return Promise.reject(closedError());
+    if (o.group !== undefined) return Promise.reject(noGroups());
     return this.#backend.pushMany([bytes], remoteOptions(o, o.key === undefined ? undefined : [o.key]), o.signal).then(first);
   }
 
@@ -74,6 +75,7 @@ export class RemoteProducer<T = Uint8Array> {
       return Promise.reject(error);
     }
     if (this.#closed) return Promise.reject(closedError());
+    if (o.group !== undefined) return Promise.reject(noGroups());
     if (list.length === 0) return o.signal?.aborted ? Promise.reject(o.signal.reason) : Promise.resolve([]);
     return this.#backend.pushMany(list, remoteOptions(o, o.keys), o.signal);
   }
@@ -90,6 +92,14 @@ export class RemoteProducer<T = Uint8Array> {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/**
+ * Neither the endpoint's frames (FORMAT §15) nor a spool file's records (§14) carry a group: a
+ * push that asks for one is refused rather than stored without it.
+ */
+function noGroups(): QueueError {
+  return new QueueError('ERR_UNSUPPORTED', 'A push from another process cannot carry a group: the endpoint and the spool do not keep one; push it in the owner process');
 }
 
 function remoteOptions(o: PushSettings, keys: readonly string[] | undefined): RemotePushOptions {

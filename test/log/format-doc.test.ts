@@ -8,7 +8,7 @@ import { SegmentFrames } from '../../src/log/frame-rules.js';
 import { LogStore } from '../../src/log-store.js';
 import { describe, expect, test } from 'vitest';
 import { crc32c32 } from '../../src/log/crc.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
 import { decodeDeliveryRecord, markPayloads } from '../../src/log/delivery-format.js';
 import { DeliveryState } from '../../src/log/delivery-state.js';
 import {
@@ -20,6 +20,7 @@ import {
   RECORD_SEAL,
   SEAL_FRAME_BYTES,
   SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_GROUPS,
   SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   readU64,
@@ -139,7 +140,7 @@ describe('FORMAT.md examples', () => {
   test('exampleCursorDecodes', () => {
     const b = hexExample('### Example cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0, spoolCount: 0 });
+    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: 48, schedulesBytes: 0 });
     const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
     const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
@@ -172,7 +173,7 @@ describe('FORMAT.md examples', () => {
   test('exampleVersion2CursorDecodes', () => {
     const b = hexExample('### Example version-2 cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0, spoolCount: 0 });
+    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: 72, schedulesBytes: 0 });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
@@ -232,11 +233,69 @@ describe('FORMAT.md examples', () => {
     }
   });
 
+  test('exampleVersion4SegmentDecodesWithItsGroupAndIsWhatTheWriterWrites', async () => {
+    const b = hexExample('### Example version-4 segment');
+    expect(b.length).toBe(85);
+    expect(decodeSegmentHeader(b, b.length)).toEqual({ version: SEGMENT_VERSION_GROUPS, flags: 0, baseSeq: 1, replacesEndSeq: 0 });
+    const rules = new SegmentFrames(1, false, SEGMENT_VERSION_GROUPS);
+    const reader = new FrameReader(new FileWindow(bufferFs(b), 0, b.length, 4096), SEGMENT_HEADER_BYTES, rules);
+    const got: [number, string, number, string | undefined][] = [];
+    while (reader.next() === 'record') {
+      const h = reader.h;
+      const p = payloadOffset(reader.at, h);
+      got.push([h.seq, new TextDecoder().decode(reader.win.buf.subarray(p, p + h.length)), rules.schedule.priority, rules.schedule.group]);
+      reader.accept();
+    }
+    expect(reader.row.verdict).toBe('end');
+    expect(got).toEqual([
+      [1, 'hi', 2, 'acme'],
+      [2, 'ok', 0, undefined],
+    ]);
+    const dir = mkdtempSync(join(tmpdir(), 'pq-format-'));
+    try {
+      const store = await LogStore.open(join(dir, 'q'), { preallocate: false });
+      await store.open();
+      await store.append([{ seq: 1, bytes: new TextEncoder().encode('hi'), priority: 2, group: 'acme' }], true);
+      await store.append([{ seq: 2, bytes: new TextEncoder().encode('ok') }], true);
+      await store.close();
+      expect(Buffer.from(readFileSync(join(dir, 'q', 'seg-00000000000000000001.log'))).equals(Buffer.from(b))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('exampleVersion5CursorDecodesWithItsScheduleAndIsWhatTheWriterWrites', async () => {
+    const b = hexExample('### Example version-5 cursor');
+    expect(b.length).toBe(179);
+    const h = decodeCheckpointHeader(b, b.length);
+    expect(h).toMatchObject({ version: 5, flags: 1, lwm: 1, nextSeq: 1, rangeCount: 0, checkpointBytes: 179, scheduleCount: 1, schedulesAt: 80, schedulesBytes: 99 });
+    const ck = h as Exclude<typeof h, { kind: string }>;
+    expect(decodeCheckpointBody(b, ck)).toBeInstanceOf(AckSet);
+    const schedule = {
+      name: 'tick',
+      spec: '{"v":1,"everyMs":60000,"catchUp":"last","maxCatchUp":100,"priority":0}',
+      bytes: new TextEncoder().encode('hi'),
+      firedThrough: 1700000040000,
+      nextAt: 1700000100000,
+    };
+    expect(decodeCheckpointSchedules(b, ck)).toEqual([schedule]);
+    const dir = mkdtempSync(join(tmpdir(), 'pq-format-'));
+    try {
+      const store = await LogStore.open(join(dir, 'q'), { preallocate: false });
+      await store.open();
+      await store.putSchedule(schedule, true);
+      await store.close();
+      expect(Buffer.from(readFileSync(join(dir, 'q', 'cursor.pqc'))).equals(Buffer.from(b))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('exampleVersion3CursorDecodesAndIsWhatTheWriterWrites', () => {
     const b = hexExample('### Example version-3 cursor');
     expect(b.length).toBe(120);
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40, spoolCount: 0 });
+    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40, spoolCount: 0, scheduleCount: 0, schedulesAt: 120, schedulesBytes: 0 });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
