@@ -1,7 +1,8 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
 export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
 export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './queue.js';
-export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler } from './queue.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, WorkerOptions } from './queue.js';
+export type { Answer, QueueConsumer, QueueDeadLetters, QueueItem, QueueProducer, QueueStatsCommon } from './api/handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
 export { MemStore } from './mem-store.js';

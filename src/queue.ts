@@ -38,7 +38,7 @@ export type { RateLimitBy, RateLimitOptions } from './queue/rate-limit.js';
 export type { CatchUp, ScheduleOptions, ScheduleSpec } from './queue/schedule-slots.js';
 export type { ScheduleInfo } from './queue/schedules.js';
 export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './queue/types.js';
-export type { HandlerContext, HandlerErrorInfo, NackOptions } from './queue/types.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions, WorkerOptions } from './queue/types.js';
 export type { BatchHandler, ProcessHandler } from './queue/handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue/dead-letters.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue/retry.js';

@@ -4,7 +4,7 @@
  * conformance suite. test/docs/code-blocks.test.ts checks that every block is run by some test.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
@@ -623,3 +623,32 @@ await rx.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The example of code written for both engines, type-checked as a user's strict TypeScript
+// (`persistent-queue` resolved through its package exports to the published types) and run.
+it('theExampleWrittenForBothEnginesTypeChecksUnderStrictAndRuns', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'pq-docs-'));
+  try {
+    mkdirSync(join(dir, 'node_modules'));
+    symlinkSync(root, join(dir, 'node_modules', 'persistent-queue'), 'dir');
+    writeFileSync(join(dir, 'package.json'), '{ "type": "module" }');
+    // And the published classes of both engines, as a user's code holds them, are the interfaces.
+    const parity = `
+import type { Consumer, Producer, QueueItem, RemoteProducer, Reserved } from 'persistent-queue';
+import type { JetStreamConsumer, JetStreamProducer, JetStreamReserved } from 'persistent-queue/jetstream';
+export const consumers: QueueConsumer<string>[] = [] as (Consumer<string> | JetStreamConsumer<string>)[];
+export const producers: QueueProducer<string>[] = [] as (Producer<string> | JetStreamProducer<string> | RemoteProducer<string>)[];
+export const items: QueueItem<string>[] = [] as (Reserved<string> | JetStreamReserved<string>)[];
+`;
+    writeFileSync(join(dir, 'both.mts'), docBlock('ts', 'async function drainReady(rx: QueueConsumer<string>)') + parity);
+    const tsc = join(root, 'node_modules', '.bin', 'tsc');
+    const args = ['both.mts', '--strict', '--target', 'es2022', '--module', 'nodenext', '--lib', 'es2022,esnext.disposable', '--types', 'node', '--typeRoots', join(root, 'node_modules', '@types'), '--outDir', 'out'];
+    const compiled = spawnSync(tsc, args, { cwd: dir, encoding: 'utf8' });
+    expect(compiled.stdout + compiled.stderr).toBe('');
+    const out = execFileSync(process.execPath, [join(dir, 'out', 'both.mjs')], { encoding: 'utf8' });
+    expect(out).toBe("[ 'a', 'b', 'c' ] 0\n");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+

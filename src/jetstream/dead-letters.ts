@@ -1,6 +1,7 @@
 // The dead letters of a JetStream queue: a stream of their own, one message per dead letter, its
 // payload the item's bytes and its headers the item's history (core.ts, DEAD_HEADERS). Listed in
 // the order of the seqs the items had, as the embedded dead letters are.
+import type { QueueDeadLetters } from '../api/handles.js';
 import type { StoredMsg } from '@nats-io/jetstream';
 import type { DeadLetter } from '../store.js';
 import { type DeadLetterListOptions, type DeadLetterSelection, selection } from '../queue/dead-letters.js';
@@ -42,7 +43,7 @@ function letterOf(msg: StoredMsg): DeadLetter {
  * for dead letters counted in thousands. Both wait first for the moves this process has under
  * way, so that they see them.
  */
-export class JetStreamDeadLetters {
+export class JetStreamDeadLetters implements QueueDeadLetters {
   readonly #core: JetStreamCore;
   #lane: Promise<unknown> = Promise.resolve();
 

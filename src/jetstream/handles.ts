@@ -2,6 +2,7 @@
 // producer.ts, JetStreamReserved in reserved.ts), with the calls and the argument checks of the
 // embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
 // process keeps its waiting reserves, its reservations and its counters.
+import type { QueueConsumer } from '../api/handles.js';
 import { isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
@@ -36,7 +37,7 @@ interface Stray {
 }
 
 /** The consuming handle. Consumers in any number of processes compete for the same items. */
-export class JetStreamConsumer<T = Uint8Array> {
+export class JetStreamConsumer<T = Uint8Array> implements QueueConsumer<T, JetStreamReserved<T>> {
   readonly #core: JetStreamCore;
   readonly #puller: Puller;
   readonly #waiters: Waiter<T>[] = [];

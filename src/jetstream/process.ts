@@ -6,7 +6,7 @@ import { setMaxListeners } from 'node:events';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { delayMs } from '../queue/retry.js';
-import type { HandlerContext, HandlerErrorInfo } from '../queue/types.js';
+import type { HandlerContext, WorkerOptions } from '../queue/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { JetStreamCore } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
@@ -15,19 +15,8 @@ import type { JetStreamReserved } from './reserved.js';
 /** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
 export type JetStreamProcessHandler<T = Uint8Array> = (item: JetStreamReserved<T>, context: HandlerContext) => unknown;
 
-/** The options of {@link JetStreamConsumer.process}: those of the embedded queue but `batch`. */
-export interface JetStreamProcessOptions {
-  /** How many handlers run at once. @default 1 */
-  concurrency?: number;
-  /** Stop taking items; `process()` resolves once running handlers have settled. */
-  signal?: AbortSignal;
-  /** Called with each handler error and the item's `{ seq, deliveries }`, before it is retried. */
-  onError?: (error: unknown, item: HandlerErrorInfo) => unknown;
-  /** How long a handler may run; past it, its signal aborts and the item is retried. @default Infinity */
-  timeoutMs?: number;
-  /** Extend a running handler's lease each time half of it has passed. @default false */
-  heartbeat?: boolean;
-}
+/** The options of {@link JetStreamConsumer.process}: those of the embedded queue but `batch` and `groupConcurrency`. */
+export type JetStreamProcessOptions = WorkerOptions;
 
 /** @internal */
 export interface Settings {

@@ -2,6 +2,7 @@
 // Producer: a plain push publishes on the queue's subject; a delayed one on the delayed subject,
 // where it waits for its time (delayed.ts moves it); a keyed one is looked up in the key stream
 // first and recorded there once stored (keys.ts).
+import type { QueueProducer } from '../api/handles.js';
 import { headers } from '@nats-io/transport-node';
 import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
@@ -116,7 +117,7 @@ export const unsupportedFlow = {
 } as const;
 
 /** The producing handle. Any number of producers, in any number of processes, may push at once. */
-export class JetStreamProducer<T = Uint8Array> {
+export class JetStreamProducer<T = Uint8Array> implements QueueProducer<T> {
   readonly #core: JetStreamCore;
 
   /** @internal */

@@ -1,6 +1,7 @@
 // A reservation of the JetStream queue: the delivered message, its lease on the queue's clock,
 // and the in-progress replies that keep the server's ack wait from running out while this
 // process holds it.
+import type { QueueItem } from '../api/handles.js';
 import { decodeFailure, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
@@ -14,7 +15,7 @@ import { itemSeqOf } from './delayed.js';
 import type { Delivery } from './message.js';
 
 /** A reserved item: ack it to remove it, nack it to have it delivered again. */
-export class JetStreamReserved<T = Uint8Array> {
+export class JetStreamReserved<T = Uint8Array> implements QueueItem<T> {
   readonly #core: JetStreamCore;
   readonly #consumer: JetStreamConsumer<T>;
   readonly #delivery: Delivery;

@@ -1,5 +1,6 @@
 // The dead-letter queue as the consumer sees it: count, list, peek, iterate, redrive, purge.
 // Redrives and purges run one at a time, so one never moves a dead letter the other removed.
+import type { QueueDeadLetters } from '../api/handles.js';
 import { AsyncSchemaError, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import type { DeadLetter } from '../store.js';
@@ -50,7 +51,7 @@ export function selection(options: DeadLetterSelection | undefined): { seqs: Set
  * are kept in the same store, in the order of the seqs they had, with their bytes and their
  * delivery history, until redriven or purged.
  */
-export class DeadLetterQueue<T = Uint8Array> {
+export class DeadLetterQueue<T = Uint8Array> implements QueueDeadLetters {
   readonly #core: QueueCore;
   /** The redrive or purge running now; the next one waits for it. */
   #lane: Promise<unknown> = Promise.resolve();

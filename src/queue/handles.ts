@@ -1,5 +1,6 @@
 // The consuming handle users hold: Consumer, a thin layer over QueueCore. Producer and Reserved
 // live in ./producer.ts and ./reserved.ts; this module exports all three, as it always has.
+import type { QueueConsumer } from '../api/handles.js';
 import { isRaw } from '../codec.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
@@ -23,7 +24,7 @@ export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: Handle
 export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
 
 /** The consuming handle: reserve items, then ack or nack each. */
-export class Consumer<T = Uint8Array> {
+export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {
   readonly #core: QueueCore;
   readonly #retryDelays: RetryDelayFunction;
   /** The dead-letter queue: items moved out by `maxDeliveries` or `item.deadLetter()`. See docs/guides/dead-letters.md, "Dead letters". */

@@ -1,5 +1,6 @@
 // The producing handle users hold: Producer, a thin layer over QueueCore that checks what is
 // pushed and how, and the check of `drained()`/`onIdle()` both handles share.
+import type { QueueProducer } from '../api/handles.js';
 import { optionalSignal, optionsObject } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type PushPayload, abortReason } from './entry.js';
@@ -18,7 +19,7 @@ export { keyOption, keysOption } from './push-options.js';
 export type PushValue<T> = 0 extends 1 & T ? T : [T] extends [Uint8Array] ? PushPayload : T;
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
-export class Producer<T = Uint8Array> {
+export class Producer<T = Uint8Array> implements QueueProducer<T> {
   readonly #core: QueueCore;
   /** Copies a caller's buffer into the queue's arena, so the caller may reuse it at once. */
   readonly #copy: (bytes: Uint8Array) => Uint8Array;

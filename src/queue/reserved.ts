@@ -1,4 +1,5 @@
 // A reserved item users hold: Reserved, a thin layer over QueueCore that settles one delivery.
+import type { QueueItem } from '../api/handles.js';
 import { type Codec, decodeFailure, isRaw } from '../codec.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
@@ -8,7 +9,7 @@ import { delayMs, nackDelay } from './retry.js';
 import type { NackOptions } from './types.js';
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
-export class Reserved<T = Uint8Array> {
+export class Reserved<T = Uint8Array> implements QueueItem<T> {
   readonly #core: QueueCore;
   readonly #entry: Entry;
   readonly #token: number;

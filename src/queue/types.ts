@@ -101,7 +101,8 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
-export interface ProcessOptions {
+/** The options of `process()` both engines take (the JetStream queue's `process()` takes these alone). */
+export interface WorkerOptions {
   /**
    * How many handlers run at once.
    * @default 1
@@ -134,6 +135,9 @@ export interface ProcessOptions {
    * @default false
    */
   heartbeat?: boolean;
+}
+
+export interface ProcessOptions extends WorkerOptions {
   /**
    * At most this many items of one group (`push(value, { group })`) in flight at once, counting
    * every consumer of the queue (forks, other `process()` calls, plain reserves). An item whose

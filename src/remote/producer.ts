@@ -2,6 +2,7 @@
 // thread), over the owner's endpoint (./client.ts) or the spool (../log/spool-producer.ts). Values
 // are checked and encoded here, by the same code as the queue's own producer
 // (../queue/push-options.ts), so a push that would be refused locally is refused before it leaves.
+import type { QueueProducer } from '../api/handles.js';
 import type { Codec } from '../codec.js';
 import { QueueError } from '../errors.js';
 import type { PushValue } from '../queue/producer.js';
@@ -22,7 +23,7 @@ const asIs = (bytes: Uint8Array): Uint8Array => bytes;
  * the owner stored the items under its durability policy (through the spool: with 0 per item, once
  * they are in the spool under this producer's policy; the owner numbers them when it takes them in).
  */
-export class RemoteProducer<T = Uint8Array> {
+export class RemoteProducer<T = Uint8Array> implements QueueProducer<T> {
   readonly #backend: ProducerBackend;
   readonly #codec: Codec<unknown>;
   readonly #bytesOf = (name: string, value: unknown): Uint8Array => payloadBytes(this.#codec, name, value, asIs);
