@@ -11,6 +11,7 @@ import { scheduleFault } from './schedule-records.js';
 import { KeyTable, keyFault } from './key-records.js';
 import { groupFault } from './group-records.js';
 import { ScheduleTable, fireFault, storedScheduleFault } from './schedule-table.js';
+import { lowerBound } from './lower-bound.js';
 
 export interface MemStoreOptions {
   /**
@@ -176,14 +177,7 @@ export class MemStore implements Store {
   /** Index of the first dead letter with seq >= `seq`. */
   #deadIndex(seq: number): number {
     const dead = this.#dead;
-    let lo = 0;
-    let hi = dead.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (dead[mid]!.seq < seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return lowerBound(0, dead.length, (i) => dead[i]!.seq < seq);
   }
 
   /** `seq` is stored and unacked. */
@@ -289,14 +283,7 @@ export class MemStore implements Store {
       const first = items[this.#head]!.seq;
       return Math.min(items.length, this.#head + Math.max(0, seq - first));
     }
-    let lo = this.#head;
-    let hi = items.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (items[mid]!.seq < seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return lowerBound(this.#head, items.length, (i) => items[i]!.seq < seq);
   }
 
   #indexOf(seq: number): number {

@@ -51,6 +51,7 @@ import { encodeKeys, readKeys, writeKeys } from './key-format.js';
 import type { StoredKey, StoredSchedule } from '../store.js';
 import { encodeSchedule, readSchedules, scheduleEntryBytes, writeScheduleEntry } from './schedule-format.js';
 import { spoolIdBytes, spoolIdText } from './item-meta.js';
+import { lowerBound } from '../lower-bound.js';
 
 /** One entry of a version-4 checkpoint's spool table (FORMAT §14.3). */
 export interface SpoolEntry {
@@ -92,14 +93,8 @@ export class AckSet {
 
   /** Index of the first range with start > seq. */
   private indexAfter(seq: number): number {
-    let lo = 0;
-    let hi = this.starts.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.starts[mid]! <= seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    const starts = this.starts;
+    return lowerBound(0, starts.length, (i) => starts[i]! <= seq);
   }
 
   /** Mark `[start, end)` acked. Returns how many seqs were not acked before. */

@@ -5,6 +5,7 @@
  */
 import type { DeadLetter, DeliveryMark } from '../store.js';
 import type { AckSet } from './cursor.js';
+import { lowerBound } from '../lower-bound.js';
 
 export class DeliveryState {
   deliveredBelow = 1;
@@ -32,14 +33,7 @@ export class DeliveryState {
   /** Index of the first dead letter with seq >= `seq`. */
   deadIndex(seq: number): number {
     const dead = this.dead;
-    let lo = 0;
-    let hi = dead.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (dead[mid]!.seq < seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return lowerBound(0, dead.length, (i) => dead[i]!.seq < seq);
   }
 
   holdsDead(seq: number): boolean {

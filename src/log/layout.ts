@@ -2,6 +2,7 @@
 import type { FileSystem } from '../fs/file-system.js';
 import { SEGMENT_VERSION_SCHEDULED } from './format.js';
 import type { SealInfo } from './segment.js';
+import { lowerBound } from '../lower-bound.js';
 
 /** One segment file as the engine knows it. */
 export interface Segment {
@@ -46,14 +47,9 @@ export class SegmentLayout {
 
   /** The segment that holds `seq`: the last with base <= seq, or the first. */
   segmentFor(seq: number): Segment {
-    let lo = 0;
-    let hi = this.list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.list[mid]!.base <= seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return this.list[Math.max(0, lo - 1)]!;
+    const list = this.list;
+    const after = lowerBound(0, list.length, (i) => list[i]!.base <= seq);
+    return list[Math.max(0, after - 1)]!;
   }
 
   /** The segment after `seg`, or null when it is the last (or no longer in the layout). */

@@ -17,6 +17,7 @@ import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import { withSchedule } from './item-meta.js';
 import type { Segment, SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
+import { lowerBound } from '../lower-bound.js';
 
 export function damaged(seg: Segment, offset: number, reason: string): QueueError {
   return new QueueError('ERR_CORRUPT', `Store file ${seg.name} is damaged at offset ${offset}: ${reason}`, { file: seg.path, offset });
@@ -125,13 +126,9 @@ class TailCache {
     if (this.#head >= this.#batches.length) return;
     // Appended seqs are consecutive within one session: find the batch holding `from` by its
     // first seq, then walk forward.
-    let lo = this.#head;
-    let hi = this.#batches.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1;
-      if (firstSeqOf(this.#batches[mid]!) <= from) lo = mid;
-      else hi = mid - 1;
-    }
+    const batches = this.#batches;
+    // The last batch from the head whose first seq is at most `from` (the head when none is).
+    const lo = Math.max(this.#head, lowerBound(this.#head, batches.length, (i) => firstSeqOf(batches[i]!) <= from) - 1);
     for (let b = lo; b < this.#batches.length; b++) {
       const batch = this.#batches[b]!;
       if (batch instanceof FrameBatch) {

@@ -2,6 +2,7 @@
 // their delay (delayed.ts) and the leases of reservations (leases.ts).
 import type { TimeSource } from './clock.js';
 import { DueTimer } from './due-timer.js';
+import { lowerBound } from '../lower-bound.js';
 
 /** What a DueList holds: anything with the monotonic time (`TimeSource.monoNow()`) it is due at. */
 export interface Due {
@@ -38,14 +39,8 @@ export class DueList<T extends Due> {
 
   add(item: T): void {
     const list = this.#list;
-    let lo = 0;
-    let hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]!.dueMs <= item.dueMs) lo = mid + 1;
-      else hi = mid;
-    }
-    list.splice(lo, 0, item);
+    const dueMs = item.dueMs;
+    list.splice(lowerBound(0, list.length, (i) => list[i]!.dueMs <= dueMs), 0, item);
     if (item.dueMs < this.#timer.dueMs) this.#timer.arm(item.dueMs);
   }
 
@@ -53,13 +48,8 @@ export class DueList<T extends Due> {
   remove(item: T): void {
     const list = this.#list;
     // The first item due at or after this one's time, then forward over the ties.
-    let lo = 0;
-    let hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]!.dueMs < item.dueMs) lo = mid + 1;
-      else hi = mid;
-    }
+    const dueMs = item.dueMs;
+    const lo = lowerBound(0, list.length, (i) => list[i]!.dueMs < dueMs);
     for (let i = lo; i < list.length && list[i]!.dueMs === item.dueMs; i++) {
       if (list[i] === item) {
         list.splice(i, 1);

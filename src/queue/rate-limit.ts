@@ -10,6 +10,7 @@ import { DueTimer } from './due-timer.js';
 import type { Entry } from './entry.js';
 import { type EntryHeap, entryHeap } from './groups.js';
 import { unpinned } from '../bytes.js';
+import { lowerBound } from '../lower-bound.js';
 
 /** What a rate limit counts by. */
 export type RateLimitBy = 'queue' | 'group';
@@ -83,14 +84,8 @@ class Window {
     const times = this.#times;
     const n = times.length;
     const edge = now - limit.perMs;
-    let lo = 0;
-    let hi = n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (times[(this.#head + mid) % n]! <= edge) lo = mid + 1;
-      else hi = mid;
-    }
-    return limit.max - (n - lo);
+    const head = this.#head;
+    return limit.max - (n - lowerBound(0, n, (i) => times[(head + i) % n]! <= edge));
   }
 
   record(now: number, limit: RateLimit): void {

@@ -7,6 +7,7 @@ import type { TimeSource } from './clock.js';
 import { DueTimer } from './due-timer.js';
 import { Heap } from './heap.js';
 import type { Entry } from './entry.js';
+import { lowerBound } from '../lower-bound.js';
 /** A lane drops its consumed slots once this many sit before its head. */
 const LANE_COMPACT_COUNT = 1024;
 
@@ -54,14 +55,8 @@ class Lane {
       items.push(entry);
       return;
     }
-    let lo = this.#head;
-    let hi = items.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (items[mid]!.seq < entry.seq) lo = mid + 1;
-      else hi = mid;
-    }
-    items.splice(lo, 0, entry);
+    const seq = entry.seq;
+    items.splice(lowerBound(this.#head, items.length, (i) => items[i]!.seq < seq), 0, entry);
   }
 
   entries(): Entry[] {
