@@ -495,13 +495,6 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   return written;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const file = process.argv[2] ?? join(here, 'results', 'latest.json');
-  const output = JSON.parse(readFileSync(file, 'utf8'));
-  output.targets = computeTargets(output);
-  const written = await writeReport(output);
-  console.log(`wrote ${written.join(', ')}`);
-}
 
 /**
  * `text` with each line `<!-- targets: key ... -->` made the table of those targets (`met`: every
@@ -543,8 +536,8 @@ function limitsSection(md, results, config) {
   const body = rows.map((r) => {
     const ours = cell.get(r.ours);
     const d = ours?.loopDelay;
-    const won = Object.entries(r.referenceWon ?? {});
-    const refName = won.length > 1 ? won.map(([c, n]) => `${c} ×${n}`).join(', ') : [r.reference].flat().join(', ');
+    // A reference of several cells names how often each was the faster one.
+    const refName = Array.isArray(r.reference) ? Object.entries(r.referenceWon ?? {}).map(([c, n]) => `\`${c}\` ×${n}`).join(', ') : `\`${r.reference}\``;
     const f = ratioOf(r);
     return [
       r.what,
@@ -578,7 +571,7 @@ function remoteSection(md, results) {
   md.push('');
   md.push(table(['cell', 'median pushes/s', 'range over rounds', 'CPU per push: owner', 'producers'], rates.map((r) => [r.name, rateFmt(r.value), range(rateFmt, r.samples), r.ownerCpuUsPerPush === undefined ? '—' : `${r.ownerCpuUsPerPush.toFixed(1)} µs`, r.producerCpuUsPerPush === undefined ? '—' : `${r.producerCpuUsPerPush.toFixed(1)} µs`])), '');
   const ratios = results.filter((r) => r.kind === 'remote-ratio');
-  md.push(table(['ours', 'against', 'ratio (range)', 'goal', 'status'], ratios.map((r) => [r.what, r.against, `${times(r.value)} (${times(r.min)}–${times(r.max)})`, goalOf(r.goal), statusOf(r.value, r.goal)])), '');
+  md.push(table(['ours', 'against', 'ratio (range)', 'goal', 'status'], ratios.map((r) => [r.what, r.against, `${ratioOf(r)(r.value)} (${ratioOf(r)(r.min)}–${ratioOf(r)(r.max)})`, goalOf(r.goal), statusOf(r.value, r.goal)])), '');
   const lat = results.filter((r) => r.kind === 'remote-latency');
   if (lat.length) {
     md.push(`One producer's serial pushes under \`none\`, ${lat[0].pushes} per round after 500 to warm up, median of the rounds' percentiles:`);
@@ -604,4 +597,12 @@ function jobPeerRows(rates) {
     const e2e = cells.process ? `${fmt(cells.process)}${cells.loop ? `; serial loop ${fmt(cells.loop)}` : ''}` : '—';
     return [label, survives, fmt(cells.push), e2e];
   });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const file = process.argv[2] ?? join(here, 'results', 'latest.json');
+  const output = JSON.parse(readFileSync(file, 'utf8'));
+  output.targets = computeTargets(output);
+  const written = await writeReport(output);
+  console.log(`wrote ${written.join(', ')}`);
 }

@@ -96,8 +96,8 @@ export const LIMITS_ROWS = [
   { key: 'none64-raw', ours: 'none64-e2e', ref: 'raw-write64', goal: 0.4, what: '`none`, 64 producers, end to end', against: 'raw framed append, 64 records per write(2)' },
   { key: 'none1-raw', ours: 'none1-e2e', ref: 'raw-write1', goal: 0.4, what: '`none`, 1 serial producer, end to end', against: 'raw framed append, 1 record per write(2)' },
   { key: 'mem-simple', ours: 'mem1-e2e', ref: 'simple1-e2e', goal: 0.5, what: 'MemStore, 1 serial producer + awaited ack', against: 'the simplest async array queue, the same loop' },
-  { key: 'readme-loop', ours: 'readme-loop', ref: 'group-push', goal: 0.8, sync: true, what: "README's `for await` + `await item.ack()`, 64 producers", against: 'push only, the same queue (`group-push`)' },
-  { key: 'readme-process', ours: 'readme-process', ref: 'group-push', goal: 0.9, sync: true, what: "README's `process({ concurrency: 64 })`, 64 producers", against: 'push only, the same queue (`group-push`)' },
+  { key: 'readme-loop', ours: 'readme-loop', ref: 'group-push', goal: 0.8, sync: true, what: "README's `for await` + `await item.ack()`, 64 producers", against: 'push only, the same queue' },
+  { key: 'readme-process', ours: 'readme-process', ref: 'group-push', goal: 0.9, sync: true, what: "README's `process({ concurrency: 64 })`, 64 producers", against: 'push only, the same queue' },
 ];
 
 /** Run `cell` with the event loop's delay recorded: { rate, loopDelay: { p50Ms, p99Ms, maxMs } }. */
