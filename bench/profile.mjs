@@ -2,12 +2,16 @@
 // self time by function (top N) and by source file.
 // Usage: npm run build && node bench/profile.mjs <store> <policy> <producers> <payloadBytes> <push|drain|e2e> [budgetMs] [--top=25]
 // e.g.   node bench/profile.mjs logstore none 64 128 e2e 3000
+// The store `endpoint` profiles the owner and its producer processes of the `remote` section's cell
+// `endpoint-<policy>` (bench/lib/remote.mjs; producers is the number of processes, 16 pushes in
+// flight each): node bench/profile.mjs endpoint group 4 128 push 3000
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCell } from './lib/cell.mjs';
+import { remoteCells } from './lib/remote.mjs';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const top = Number(process.argv.find((a) => a.startsWith('--top='))?.slice(6) ?? 25);
@@ -17,9 +21,16 @@ const task = { store, policy, producers: Number(producers), payload: Number(payl
 if (process.argv.includes('--child')) {
   const scratch = mkdtempSync(join(tmpdir(), 'pq-prof-'));
   try {
-    await runCell(task, { budgetMs: 300, scratch }); // warm up the JIT outside the figure that matters
-    const r = await runCell(task, { budgetMs: Number(budgetMs), scratch });
-    console.log(`${store} ${policy} p${producers} ${payload} B ${workload}: ${Math.round(r.msgs / r.seconds).toLocaleString('en-US')} msgs/s (${r.msgs} msgs in ${r.seconds.toFixed(2)} s)`);
+    if (store === 'endpoint') {
+      const cell = remoteCells({ processes: task.producers })[`endpoint-${policy}`];
+      await cell(mkdtempSync(join(scratch, 'warm-')), 300);
+      const r = await cell(mkdtempSync(join(scratch, 'run-')), Number(budgetMs));
+      console.log(`endpoint ${policy} ${producers} processes x 16: ${Math.round(r.rate).toLocaleString('en-US')} pushes/s; CPU per push: owner ${r.ownerCpuUsPerPush.toFixed(1)} µs, producers ${r.producerCpuUsPerPush.toFixed(1)} µs`);
+    } else {
+      await runCell(task, { budgetMs: 300, scratch }); // warm up the JIT outside the figure that matters
+      const r = await runCell(task, { budgetMs: Number(budgetMs), scratch });
+      console.log(`${store} ${policy} p${producers} ${payload} B ${workload}: ${Math.round(r.msgs / r.seconds).toLocaleString('en-US')} msgs/s (${r.msgs} msgs in ${r.seconds.toFixed(2)} s)`);
+    }
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
@@ -27,9 +38,19 @@ if (process.argv.includes('--child')) {
   const dir = mkdtempSync(join(tmpdir(), 'pq-cpuprof-'));
   try {
     const self = fileURLToPath(import.meta.url);
-    process.stdout.write(execFileSync(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, self, ...args, '--child'], { encoding: 'utf8' }));
+    // The producer processes of the endpoint cell are profiled too (bench/lib/remote.mjs reads this).
+    const env = store === 'endpoint' ? { ...process.env, PQ_BENCH_PROFILE_PRODUCERS: join(dir, 'producers') } : process.env;
+    process.stdout.write(execFileSync(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, self, ...args, '--child'], { encoding: 'utf8', env }));
     const file = join(dir, readdirSync(dir).find((f) => f.endsWith('.cpuprofile')));
+    if (store === 'endpoint') console.log('the owner:');
     console.log(summarise(JSON.parse(readFileSync(file, 'utf8')), top));
+    if (store === 'endpoint') {
+      // The last run's producers: their profiles are the newest (the warm-up's come first).
+      const files = readdirSync(join(dir, 'producers')).filter((f) => f.endsWith('.cpuprofile')).sort();
+      const last = files.slice(-Number(producers));
+      console.log(`one producer process of ${last.length}:`);
+      console.log(summarise(JSON.parse(readFileSync(join(dir, 'producers', last[0]), 'utf8')), top));
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -80,9 +80,9 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       '(or of a fixed item count, whichever ends first); a `±` marks figures whose repetitions spread by more than 20 % ' +
       '(this is a shared 2-vCPU virtual machine: CPU-bound figures move by ±10–30 % from run to run, fsync-bound ones by up to 2×).',
   );
-  if (output.merged) {
+  for (const m of output.merges ?? (output.merged ? [output.merged] : [])) {
     md.push('');
-    md.push(`Sections ${output.merged.sections.map((x) => `\`${x}\``).join(', ')} were measured again ${output.merged.at.slice(0, 16).replace('T', ' ')} UTC (\`node bench/run.mjs --only=${output.merged.sections.join(',')} --merge\`) and replace that run's figures for them; each compares only figures of its own run.`);
+    md.push(`Sections ${m.sections.map((x) => `\`${x}\``).join(', ')} were measured again ${m.at.slice(0, 16).replace('T', ' ')} UTC (\`node bench/run.mjs --only=${m.sections.join(',')} --merge\`) and replace that run's figures for them; each compares only figures of its own run.`);
   }
   md.push('');
   md.push(table(['machine', ''], [
@@ -103,10 +103,12 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   md.push('npm run bench -- --quick   # about a minute: bench/results/quick.json only (add --report to regenerate this file from it)');
   md.push('node bench/report.mjs bench/results/latest.json   # regenerate this file and the charts from a results file');
   md.push('node bench/profile.mjs logstore none 64 128 e2e 3000   # one cell under --cpu-prof, self time by function');
-  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, jetstream, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, contract, open');
+  md.push('node bench/run.mjs --only=raw,peers               # sections: raw, baseline, jetstream, benny, matrix, readme, poison, scheduling, typed, zerocopy, delayed, peers, jobpeers, ab, limits, remote, contract, open');
   md.push('                                                  # (bench/results/partial.json; with --merge, into latest.json and this file)');
   md.push('node bench/experiments/group-cycle.mjs            # one group commit cycle step by step (see Where the time goes)');
   md.push("node bench/experiments/lazy-acks.mjs 5 1000       # the README's consumer code under each ack policy, in rounds");
+  md.push('node bench/run.mjs --only=limits,remote --merge  # the two sections of targets beside their references, into latest.json');
+  md.push('node bench/profile.mjs endpoint group 4 128 push 3000   # the owner and one producer process of the endpoint cell under --cpu-prof');
   md.push('```');
   md.push('');
   md.push('Scratch files go to `$PQ_BENCH_DIR` (default: the OS temp dir; this run: ' + `\`${env.benchDir.replace(/pq-bench-.*/, '')}\`` + ') and are deleted at the end. Everything imports the built package (`dist/`).');
@@ -160,6 +162,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   for (const [title, file] of charts) md.push(`![${title}](${file})`, '');
 
   // ---------------------------------------------------------------- matrix
+  limitsSection(md, results, output.config);
   md.push('## Throughput matrix (msgs/s)');
   md.push('');
   md.push('Own harness (`bench/lib/queue-work.mjs`), one fresh store per repetition. `push`: N producers each awaiting its push in a loop. `drain`: reserve + ack of a backlog built beforehand (with `pushMany` under `none`, then reopened under the policy), N = acks in flight. `e2e`: N producers and one consumer with up to N acks in flight, capacity 1 024 (producers wait while that many items are unacked, so the run reaches its steady state within the time budget), bounded by time; the rate counts the acks resolved until the producers stop, not the drain of what is left after that. MemStore runs under `none` (it never persists). "vs limit": the best producer count against the physical limit for that policy — raw batched `writeSync` for `none`, the best raw 64-frames + fdatasync loop for `group`, the best raw write + fdatasync per record for `sync`.');
@@ -396,6 +399,7 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
       if (skipped.length) md.push('');
     }
   }
+  remoteSection(md, results);
   {
     const rates = results.filter((r) => r.kind === 'zerocopy-rate');
     if (rates.length) {
@@ -491,13 +495,6 @@ export async function writeReport(output, { outFile = join(root, 'BENCHMARKS.md'
   return written;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const file = process.argv[2] ?? join(here, 'results', 'latest.json');
-  const output = JSON.parse(readFileSync(file, 'utf8'));
-  output.targets = computeTargets(output);
-  const written = await writeReport(output);
-  console.log(`wrote ${written.join(', ')}`);
-}
 
 /**
  * `text` with each line `<!-- targets: key ... -->` made the table of those targets (`met`: every
@@ -518,6 +515,71 @@ export function targetKeysOf(text) {
   return [...text.matchAll(/^<!-- targets: (.*?) -->$/gm)].flatMap((m) => m[1].split(/[\s,]+/)).filter((k) => k !== '' && k !== 'met');
 }
 
+const range = (fmt, xs) => `${fmt(Math.min(...xs))} – ${fmt(Math.max(...xs))}`;
+const ms = (x) => (x === undefined || Number.isNaN(x) ? 'n/a' : x < 1 ? x.toFixed(2) : x.toFixed(1));
+const goalOf = (goal) => (goal === undefined ? '—' : goal >= 1 ? `≥ ${goal}×` : `≥ ${goal * 100} %`);
+const statusOf = (value, goal) => (goal === undefined ? '—' : value >= goal ? 'met' : '**MISSED**');
+const ratioOf = (r) => (r.goal !== undefined && r.goal < 1 ? (x) => pct(x) : times);
+
+/** "The log at the disk's limit": section `limits`, one table, each row ours beside its reference. */
+function limitsSection(md, results, config) {
+  const rows = results.filter((r) => r.kind === 'limits-row');
+  if (!rows.length) return;
+  const cell = new Map(results.filter((r) => r.kind === 'limits-rate').map((r) => [r.name, r]));
+  const rounds = rows[0].samples.length;
+  md.push("## The log at the disk's limit");
+  md.push('');
+  md.push(
+    `\`bench/lib/limits.mjs\` (\`node bench/run.mjs --only=limits\`): each per-item target beside its reference, 128 B payloads, default options unless the row names one. Every cell runs once per round for ${config.abBudgetMs} ms, ${rounds} rounds, in one process, the order rotated by one each round; a ratio is taken within each round and the table gives the median of the rounds with its range. The machine is shared with other work (2 cores): a cell's rate moves from round to round, the ratio of a round much less. Where the reference is a raw fdatasync loop, it is the faster of the threadpool's \`fdatasync\` and \`fdatasyncSync\` on the main thread in that round (the count says how often each won). The last three columns are the event loop's delay during our cell (\`perf_hooks.monitorEventLoopDelay\`, 1 ms resolution, less that 1 ms: how late a timer due every millisecond fired; median of the rounds, in ms): what a timer or a socket in the same process waits while the queue runs.`,
+  );
+  md.push('');
+  const body = rows.map((r) => {
+    const ours = cell.get(r.ours);
+    const d = ours?.loopDelay;
+    // A reference of several cells names how often each was the faster one.
+    const refName = Array.isArray(r.reference) ? Object.entries(r.referenceWon ?? {}).map(([c, n]) => `\`${c}\` ×${n}`).join(', ') : `\`${r.reference}\``;
+    const f = ratioOf(r);
+    return [
+      r.what,
+      `${r.against} (${refName})`,
+      rateFmt(ours?.value),
+      rateFmt(r.denominatorMedian),
+      `${f(r.value)} (${f(r.min)}–${f(r.max)})`,
+      goalOf(r.goal),
+      statusOf(r.value, r.goal),
+      r.sync ? ms(d?.p50Ms) : `(${ms(d?.p50Ms)})`,
+      r.sync ? ms(d?.p99Ms) : `(${ms(d?.p99Ms)})`,
+      r.sync ? ms(d?.maxMs) : `(${ms(d?.maxMs)})`,
+    ];
+  });
+  md.push(table(['ours', 'against', 'ours, msgs/s', 'reference, msgs/s', 'ratio (range)', 'goal', 'status', 'loop delay p50', 'p99', 'max'], body), '');
+  md.push('Loop delays in brackets are of rows that do not wait on fdatasync. Every cell of the rounds:');
+  md.push('');
+  md.push(table(['cell', 'median msgs/s', 'range over rounds'], [...cell.values()].map((c) => [`${c.ours ? 'ours: ' : ''}\`${c.name}\``, rateFmt(c.value), range(rateFmt, c.samples)])), '');
+}
+
+/** "Producers in other processes": section `remote`. */
+function remoteSection(md, results) {
+  const rates = results.filter((r) => r.kind === 'remote-rate');
+  if (!rates.length) return;
+  const first = rates[0];
+  md.push('## Producers in other processes');
+  md.push('');
+  md.push(
+    `\`bench/lib/remote.mjs\` (\`node bench/run.mjs --only=remote\`): the ways into a queue from another process, each beside its reference, ${first.payloadBytes} B payloads, ${first.samples.length} rounds of ${first.budgetMs} ms per cell, the order rotated by one each round, a ratio taken within each round (median and range). *local*: the owner's own 64 producers awaiting \`push\` in a loop; *endpoint*: the same owner, ${first.processes} producer processes × ${first.inFlight} pushes in flight each through \`connect()\` (64 in flight, as local); *spool-group*: nobody owns the queue, 64 concurrent pushes into a spool file under \`group\` (what \`connect()\` appends to then; measured in the bench's process); *plainjob*: ${first.processes} processes × ${first.inFlight} concurrent adds into one SQLite file that each opens itself (WAL, synchronous=NORMAL: a job survives a process crash, not a power loss). CPU per push is the owner's process (for local and spool, the only one) and the producer processes' together. The machine is shared with other work, and its 2 cores run the owner and the ${first.processes} producer processes here.`,
+  );
+  md.push('');
+  md.push(table(['cell', 'median pushes/s', 'range over rounds', 'CPU per push: owner', 'producers'], rates.map((r) => [r.name, rateFmt(r.value), range(rateFmt, r.samples), r.ownerCpuUsPerPush === undefined ? '—' : `${r.ownerCpuUsPerPush.toFixed(1)} µs`, r.producerCpuUsPerPush === undefined ? '—' : `${r.producerCpuUsPerPush.toFixed(1)} µs`])), '');
+  const ratios = results.filter((r) => r.kind === 'remote-ratio');
+  md.push(table(['ours', 'against', 'ratio (range)', 'goal', 'status'], ratios.map((r) => [r.what, r.against, `${ratioOf(r)(r.value)} (${ratioOf(r)(r.min)}–${ratioOf(r)(r.max)})`, goalOf(r.goal), statusOf(r.value, r.goal)])), '');
+  const lat = results.filter((r) => r.kind === 'remote-latency');
+  if (lat.length) {
+    md.push(`One producer's serial pushes under \`none\`, ${lat[0].pushes} per round after 500 to warm up, median of the rounds' percentiles:`);
+    md.push('');
+    md.push(table(['serial push, `none`', 'p50', 'p99'], lat.map((r) => [r.name === 'remote' ? 'through the endpoint (another process)' : "the owner's own", `${(r.p50Ms * 1000).toFixed(1)} µs`, `${(r.p99Ms * 1000).toFixed(1)} µs`])), '');
+  }
+}
+
 function jobPeersIntro(first) {
   const rounds = first ? first.samples.length : 0;
   return `\`bench/lib/job-peers.mjs\`: ${first?.producers ?? 64} producers each running a serial \`await add\` loop of a ${first?.payload ?? 128}-byte payload for ${first ? first.budgetMs : '—'} ms per cell, ${rounds} round(s), the order of the cells rotated each round; the figure is the median. End to end counts jobs handled while the producers ran, by each project's usual consumer: ours \`process(handler, { concurrency: 64 })\` and the README's serial \`for await\` + \`await item.ack()\` loop; BullMQ a \`Worker\` with concurrency 64 (jobs removed on completion); pg-boss \`work()\` fetching up to 64 jobs, polling every 0.5 s; plainjob a worker polling every 10 ms. Ours is LogStore with the Builder's defaults (\`group\`) unless the row says otherwise. "Survives" is what a job whose add resolved survives.`;
@@ -535,4 +597,12 @@ function jobPeerRows(rates) {
     const e2e = cells.process ? `${fmt(cells.process)}${cells.loop ? `; serial loop ${fmt(cells.loop)}` : ''}` : '—';
     return [label, survives, fmt(cells.push), e2e];
   });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const file = process.argv[2] ?? join(here, 'results', 'latest.json');
+  const output = JSON.parse(readFileSync(file, 'utf8'));
+  output.targets = computeTargets(output);
+  const written = await writeReport(output);
+  console.log(`wrote ${written.join(', ')}`);
 }

@@ -4,7 +4,7 @@
 //   full:  bench/results/latest.json, then BENCHMARKS.md and bench/charts/*.svg (bench/report.mjs)
 //   quick: bench/results/quick.json (BENCHMARKS.md is left alone unless --report is given)
 //   --only without --merge: bench/results/partial.json (likewise)
-// Options: --quick, --report, --merge (with --only), --only=raw,baseline,jetstream,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,contract,open, --dir=<scratch dir>.
+// Options: --quick, --report, --merge (with --only), --only=raw,baseline,jetstream,benny,matrix,readme,poison,scheduling,typed,zerocopy,delayed,peers,jobpeers,ab,limits,remote,contract,open, --dir=<scratch dir>.
 // A benchmark measures, it does not assert: targets are reported, never enforced here.
 import b from 'benny';
 import { fork } from 'node:child_process';
@@ -30,6 +30,8 @@ import { TYPED_CELLS, TYPED_PRODUCERS, runTypedRounds } from './lib/typed.mjs';
 import { ZERO_COPY_CELLS, runZeroCopyRounds } from './lib/zero-copy.mjs';
 import { BASELINE_CELLS, BASELINE_PAYLOAD_BYTES, runBaselineRounds } from './lib/baseline.mjs';
 import { JOB_PEER_CELLS, JOB_PEER_PAYLOAD_BYTES, JOB_PEER_PRODUCERS, runJobPeerRounds } from './lib/job-peers.mjs';
+import { LIMITS_CELLS, LIMITS_PAYLOAD_BYTES, LIMITS_ROWS, runLimitsRounds } from './lib/limits.mjs';
+import { REMOTE_IN_FLIGHT, REMOTE_PAYLOAD_BYTES, REMOTE_PROCESSES, REMOTE_RATIOS, REMOTE_SECTION_CELLS, runRemoteRounds } from './lib/remote.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -43,8 +45,8 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, jobPeerRounds: 1, poisonGood: 20_000, delayedItems: 100_000 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, jobPeerRounds: 3, poisonGood: 100_000, delayedItems: 1_000_000 };
+  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, jobPeerRounds: 1, poisonGood: 20_000, delayedItems: 100_000, remoteRounds: 1, remoteBudgetMs: 500, remoteSerialPushes: 1000 }
+  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, jobPeerRounds: 3, poisonGood: 100_000, delayedItems: 1_000_000, remoteRounds: 5, remoteBudgetMs: 1500, remoteSerialPushes: 5000 };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -106,6 +108,9 @@ if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', wei
 if (wants('jobpeers')) plan.push({ section: 'jobpeers', weight: (config.jobPeerRounds * JOB_PEER_CELLS.length * config.abBudgetMs * 1.6) / config.budgetMs });
 if (wants('jetstream')) plan.push({ section: 'jetstream', weight: (quick ? 10 : 60) / (config.budgetMs / 1000) });
 if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
+// Each per-item target beside its reference in the same rounds, and producers in other processes.
+if (wants('limits')) plan.push({ section: 'limits', weight: (config.abRounds * Object.keys(LIMITS_CELLS).length * config.abBudgetMs * 1.5) / config.budgetMs });
+if (wants('remote')) plan.push({ section: 'remote', weight: (config.remoteRounds * REMOTE_SECTION_CELLS.length * (config.remoteBudgetMs + 600)) / config.budgetMs });
 if (wants('contract'))
   for (const store of ['sqlitestore', 'levelstore'])
     for (const policy of policies)
@@ -357,6 +362,51 @@ async function runReadme() {
     const push = pushCellOf(kind);
     const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names[push]}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[push]) });
     out.push(`${kind} ${(e.value * 100).toFixed(0)} % of push`);
+  }
+  return out.join(', ');
+}
+
+// ------------------------------------------------------------------ the log at the disk's limit
+
+async function runLimitsSection() {
+  const { rates, loopDelays, rows } = await runLimitsRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
+  for (const [cell, samples] of Object.entries(rates)) {
+    const delays = loopDelays[cell];
+    const loopDelay = delays && { p50Ms: median(delays.map((d) => d.p50Ms)), p99Ms: median(delays.map((d) => d.p99Ms)), maxMs: median(delays.map((d) => d.maxMs)), worstMaxMs: Math.max(...delays.map((d) => d.maxMs)) };
+    record({ id: `limits/${cell}`, kind: 'limits-rate', name: cell, ours: Boolean(LIMITS_CELLS[cell].ours), payloadBytes: LIMITS_PAYLOAD_BYTES, budgetMs: config.abBudgetMs, unit: 'msgs/s', samples, loopDelay });
+  }
+  const out = [];
+  for (const row of LIMITS_ROWS) {
+    const r = rows[row.key];
+    if (!r) continue;
+    const won = {};
+    for (const c of r.referenceCells) won[c] = (won[c] ?? 0) + 1;
+    const e = record({ id: `limits/row/${row.key}`, kind: 'limits-row', key: row.key, what: row.what, against: row.against, ours: row.ours, reference: row.ref, sync: Boolean(row.sync), goal: row.goal, unit: 'ratio', samples: r.ratios, min: Math.min(...r.ratios), max: Math.max(...r.ratios), denominatorSamples: r.references, denominatorMedian: median(r.references), referenceWon: won });
+    out.push(`${row.key} ${e.value.toFixed(2)}`);
+  }
+  return out.join(', ');
+}
+
+// ------------------------------------------------------------------ producers in other processes
+
+async function runRemoteSection() {
+  const { rates, cpu, ratios, serial } = await runRemoteRounds({ scratch, rounds: config.remoteRounds, budgetMs: config.remoteBudgetMs, serial: config.remoteSerialPushes });
+  const settings = { processes: REMOTE_PROCESSES, inFlight: REMOTE_IN_FLIGHT, payloadBytes: REMOTE_PAYLOAD_BYTES, budgetMs: config.remoteBudgetMs };
+  for (const [cell, samples] of Object.entries(rates)) {
+    const of = (k) => (cpu[cell].every((c) => c[k] !== undefined) ? median(cpu[cell].map((c) => c[k])) : undefined);
+    record({ id: `remote/${cell}`, kind: 'remote-rate', name: cell, ...settings, unit: 'msgs/s', samples, ownerCpuUsPerPush: of('owner'), producerCpuUsPerPush: of('producer') });
+  }
+  const out = [];
+  for (const [id, samples] of Object.entries(ratios)) {
+    const { goal, what, against } = REMOTE_RATIOS[id];
+    const e = record({ id: `remote/ratio/${id}`, kind: 'remote-ratio', name: id, what, against, goal, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[id.split('/')[1]]) });
+    out.push(`${id} ${e.value.toFixed(2)}`);
+  }
+  if (serial) {
+    for (const side of ['remote', 'local']) {
+      const xs = serial[side];
+      record({ id: `remote/serial/${side}`, kind: 'remote-latency', name: side, pushes: config.remoteSerialPushes, unit: 'ms', samples: xs.map((x) => x.p50Ms), p50Ms: median(xs.map((x) => x.p50Ms)), p99Ms: median(xs.map((x) => x.p99Ms)) });
+    }
   }
   return out.join(', ');
 }
@@ -687,6 +737,14 @@ for (let i = 0; i < plan.length; i++) {
       label = `A/B rounds: ${task.group.title}`;
       run = () => runAb(task.group);
       break;
+    case 'limits':
+      label = `the log at the disk's limit: ${LIMITS_ROWS.length} rows, each beside its reference, ${Object.keys(LIMITS_CELLS).length} cells per round`;
+      run = () => runLimitsSection();
+      break;
+    case 'remote':
+      label = `producers in other processes: the endpoint (${REMOTE_PROCESSES} processes × ${REMOTE_IN_FLIGHT}), the spool and plainjob, beside in-process push`;
+      run = () => runRemoteSection();
+      break;
     case 'contract':
       task.payload = 128;
       label = `${task.store} (Store contract) ${task.policy}, ${task.workload}, ${task.producers} producer(s)`;
@@ -727,7 +785,10 @@ if (merged) {
   // Keep the earlier run's figures of every other section; these sections' figures replace theirs.
   const earlier = JSON.parse(readFileSync(file, 'utf8'));
   const mine = (r) => merged.sections.some((section) => r.id?.startsWith(`${section}/`));
-  Object.assign(output, { ...earlier, merged: { ...merged, into: earlier.startedAt }, results: [...earlier.results.filter((r) => !mine(r)), ...results] });
+  // Every merge since the full run is kept, the newest last, each naming the sections it replaced.
+  const before = (earlier.merges ?? (earlier.merged ? [earlier.merged] : [])).filter((m) => !m.sections.every((x) => merged.sections.includes(x)));
+  const merges = [...before, { ...merged, into: earlier.startedAt }];
+  Object.assign(output, { ...earlier, config: { ...earlier.config, ...config }, merged: merges[merges.length - 1], merges, results: [...earlier.results.filter((r) => !mine(r)), ...results] });
 }
 output.targets = computeTargets(output);
 mkdirSync(dirname(file), { recursive: true });

@@ -43,6 +43,18 @@ const TARGET_KEYS = [
   'open-kill',
   'open-memory',
   'disk-after-ack',
+  'limits-sync-raw',
+  'limits-sync-sqlite',
+  'limits-group-raw',
+  'limits-group-sqlite',
+  'limits-none64-raw',
+  'limits-none1-raw',
+  'limits-mem-simple',
+  'limits-readme-loop',
+  'limits-readme-process',
+  'remote-endpoint-group-vs-local-group',
+  'remote-endpoint-group-vs-plainjob',
+  'remote-endpoint-none-vs-plainjob',
 ];
 
 /** Whether a heading holds a measured figure: a percentage, a ratio, a rate or a time. */

@@ -118,7 +118,8 @@ function rawWrites(dir, frameBytes, perWrite, budgetMs) {
 
 export const BASELINE_CELLS = ['simple', 'memstore', 'logstore-none', 'raw-write-per-push', 'raw-batched'];
 
-async function runCell(cell, scratch, frameBytes, budgetMs) {
+/** One cell of the per-item baselines on a fresh store or file; returns msgs/s. */
+export async function runBaselineCell(cell, scratch, frameBytes, budgetMs) {
   if (cell === 'simple') {
     return simpleEndToEnd(new SimpleQueue(), budgetMs);
   }
@@ -149,7 +150,7 @@ export async function runBaselineRounds({ scratch, rounds, budgetMs, frameBytes 
     const r = {};
     for (let k = 0; k < BASELINE_CELLS.length; k++) {
       const cell = BASELINE_CELLS[(k + round) % BASELINE_CELLS.length];
-      r[cell] = await runCell(cell, scratch, frameBytes, budgetMs);
+      r[cell] = await runBaselineCell(cell, scratch, frameBytes, budgetMs);
       rates[cell].push(r[cell]);
     }
     for (const key of Object.keys(ratios)) {

@@ -125,6 +125,17 @@ export function computeTargets(output) {
     if (f) add({ key: `readme-${kind}-floor`, reference: true, what: `(reference, not a target) the contract's floor (bench/lib/floor.mjs) with the same consumer, vs its own push only, same rounds`, measured: v(`readme/logstore/p64/128/floor-${kind}`), baseline: f.denominatorMedian, ratio: f.value, rounds: f.samples.length, ratioMin: f.min, ratioMax: f.max, source: 'ab', goal, unit: 'msgs/s' });
   }
 
+  // The log at the disk's limit (section `limits`): every per-item target beside its reference in
+  // the same rounds, so that each ratio is taken within one round (bench/lib/limits.mjs).
+  for (const row of output.results.filter((r) => r.kind === 'limits-row')) {
+    const ours = v(`limits/${row.ours}`);
+    add({ key: `limits-${row.key}`, what: `${row.what} vs ${row.against} (section "The log at the disk's limit")`, measured: ours, baseline: row.denominatorMedian, ratio: row.value, rounds: row.samples.length, ratioMin: row.min, ratioMax: row.max, source: 'ab', goal: row.goal, unit: 'msgs/s' });
+  }
+  // Producers in other processes (section `remote`): the ratios that have a goal.
+  for (const r of output.results.filter((x) => x.kind === 'remote-ratio' && x.goal !== undefined)) {
+    add({ key: `remote-${r.name.replace('/', '-vs-')}`, what: `${r.what} vs ${r.against} (section "Producers in other processes")`, measured: v(`remote/${r.name.split('/')[0]}`), baseline: r.denominatorMedian, ratio: r.value, rounds: r.samples.length, ratioMin: r.min, ratioMax: r.max, source: 'ab', goal: r.goal, unit: 'msgs/s' });
+  }
+
   const sizes = [...new Set(output.results.filter((r) => r.kind === 'open').map((r) => r.items))].sort((a, b) => a - b);
   const big = sizes[sizes.length - 1];
   if (big !== undefined) {
