@@ -31,14 +31,8 @@ export const ui: Command = async (cli, { values, positionals }) => {
   } catch (error) {
     throw new ListenError(port, error);
   }
-  if (cli.json) {
-    cli.out.line(JSON.stringify({ url: served.url, port: served.port, allowActions }));
-  } else {
-    cli.out.line(`pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`);
-    cli.out.line(served.url);
-  }
-  await cli.out.flush();
-  await new Promise<void>((resolve) => {
+  // Ctrl-C is listened for before the URL is printed: whoever reads the URL may stop it at once.
+  const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
@@ -47,6 +41,14 @@ export const ui: Command = async (cli, { values, positionals }) => {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+  if (cli.json) {
+    cli.out.line(JSON.stringify({ url: served.url, port: served.port, allowActions }));
+  } else {
+    cli.out.line(`pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`);
+    cli.out.line(served.url);
+  }
+  await cli.out.flush();
+  await stopped;
   await served.close();
   return 0;
 };
