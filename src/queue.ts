@@ -20,7 +20,7 @@ import { expectation, knownKeys, optionsObject, positiveInteger } from './valida
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { leaseLength } from './queue/leases.js';
-import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './queue/clock.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './clock.js';
 import { type Codec, bytes, checkCodec, isRaw } from './codec.js';
 import type { TurnBudget } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
@@ -31,7 +31,7 @@ import { type RateLimit, type RateLimitOptions, rateLimitOf } from './queue/rate
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './queue/types.js';
-export type { Clock } from './queue/clock.js';
+export type { Clock } from './clock.js';
 export type { PushValue } from './queue/handles.js';
 export type { IdempotencyOptions } from './queue/idempotency.js';
 export type { RateLimitBy, RateLimitOptions } from './queue/rate-limit.js';

@@ -10,7 +10,7 @@ import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../store.js';
 import { Schedules } from './schedules.js';
 import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
-import { KeepAlive, type TimeSource } from './clock.js';
+import { KeepAlive, type TimeSource } from '../clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
