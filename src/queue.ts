@@ -26,7 +26,7 @@ import type { TurnBudget } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from './queue/retry.js';
-import { ACK_DURABILITIES, AckDurability, DURABILITIES, Durability, type LazyAckOptions } from './queue/types.js';
+import { ACK_DURABILITIES, type AckDurability, DURABILITIES, type Durability, type LazyAckOptions } from './queue/types.js';
 import { type RateLimit, type RateLimitOptions, rateLimitOf } from './queue/rate-limit.js';
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';

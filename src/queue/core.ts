@@ -592,7 +592,7 @@ export class QueueCore {
       }
       const group = entry.group;
       const atLimit = group !== undefined && groupLimit !== Infinity && this.#groups.inFlight(group) >= groupLimit;
-      if (atLimit || (limiter !== undefined && limiter.byGroup && !limiter.allows(entry))) {
+      if (atLimit || (limiter?.byGroup && !limiter.allows(entry))) {
         // Its group is at the limit, or its rate window is full: it waits aside, and the next
         // item is taken in its place. Too many aside already: this taker waits instead.
         if (this.#parked() >= PARKED_MAX_ITEMS) {

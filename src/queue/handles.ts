@@ -3,7 +3,7 @@
 import { isRaw } from '../codec.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type Holder } from './entry.js';
+import type { Holder } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
 import { leaseLength } from './leases.js';
 import { type Taker, gather, settleAll } from './batches.js';

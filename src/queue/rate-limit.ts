@@ -72,7 +72,7 @@ class Window {
       const free = this.#times[this.#head]! + limit.perMs;
       if (free > at) at = free;
     }
-    return this.pausedUntil > at ? this.pausedUntil : at;
+    return Math.max(this.pausedUntil, at);
   }
 
   /** Hand-outs left in the window at `now` (0 while paused). */

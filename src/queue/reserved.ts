@@ -2,7 +2,7 @@
 import { type Codec, decodeFailure, isRaw } from '../codec.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type Entry, type Guard, type Holder } from './entry.js';
+import type { Entry, Guard, Holder } from './entry.js';
 import { type Lease, extendLength } from './leases.js';
 import { delayMs, nackDelay } from './retry.js';
 import type { NackOptions } from './types.js';

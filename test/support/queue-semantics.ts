@@ -12,7 +12,7 @@ import { expect, type TestAPI } from 'vitest';
 import { isQueueError } from '../../src/errors.js';
 import { type Codec, json } from '../../src/codec.js';
 import type { DeadLetter } from '../../src/store.js';
-import { ManualClock } from '../../src/testing/manual-clock.js';
+import type { ManualClock } from '../../src/testing/manual-clock.js';
 
 /** What the suite holds of a reservation: the calls both backends' `Reserved` have. */
 export interface AnyReserved {
