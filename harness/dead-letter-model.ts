@@ -42,7 +42,7 @@
 import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
 import { LogStore, type LogStoreOptions } from '../src/log-store.js';
 import type { DeadLetter, StoreRecovery } from '../src/store.js';
-import { CrashFileSystem, Prng } from '../src/testing/index.js';
+import { CrashFileSystem, type Prng } from '../src/testing/index.js';
 import { PropertyViolation, payload, readAll } from './crash-model.js';
 
 export type AckPolicy = 'sync' | 'group' | 'lazy';
@@ -317,7 +317,9 @@ class DlqRunner {
         if (info.where !== 'queue' || info.dead !== 0) this.fail(`ack of seq ${seq}, which is not an item in the queue`);
         info.ack = ISSUED;
       }
-      return ack(seqs, flag).then(() => durable(flag, (l) => seqs.forEach((seq) => (this.info(seq).ack = Math.max(this.info(seq).ack, l) as Level))));
+      return ack(seqs, flag).then(() => durable(flag, (l) => {
+        for (const seq of seqs) this.info(seq).ack = Math.max(this.info(seq).ack, l) as Level;
+      }));
     };
     const mark = store.markDelivered.bind(store);
     store.markDelivered = (below, marks, flag) => {
@@ -375,7 +377,9 @@ class DlqRunner {
         if (info.dead === 0 || info.redrive !== 0) this.fail(`purge of seq ${seq}, which is not a dead letter`);
         info.drop = ISSUED;
       }
-      return drop(seqs, flag).then(() => durable(flag, (l) => seqs.forEach((seq) => (this.info(seq).drop = Math.max(this.info(seq).drop, l) as Level))));
+      return drop(seqs, flag).then(() => durable(flag, (l) => {
+        for (const seq of seqs) this.info(seq).drop = Math.max(this.info(seq).drop, l) as Level;
+      }));
     };
     const redrive = store.redrive.bind(store);
     store.redrive = (moves, flag) => {
@@ -423,7 +427,7 @@ class DlqRunner {
   created(seq: number, id: number, bytes: Uint8Array): void {
     const old = this.seqs.get(seq);
     if (old !== undefined && old.where !== 'gone') this.fail(`seq ${seq} is assigned again while it is held (id ${old.id})`);
-    if (old !== undefined && old.stored) this.fail(`seq ${seq} is assigned again although it was stored once (id ${old.id})`);
+    if (old?.stored) this.fail(`seq ${seq} is assigned again although it was stored once (id ${old.id})`);
     this.seqs.set(seq, {
       seq, id, bytes, stored: false, where: 'queue', ack: 0, dead: 0, drop: 0, redriveTo: undefined, redrive: 0,
       count: 0, base: 0, markIssued: 0, markWritten: 0, markSynced: 0, letter: undefined,

@@ -216,7 +216,7 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
       const push = { priority, delayMs, ...(group === undefined ? {} : { group }) };
       const seqs = count === 1 ? [await tx.push(texts[0]!, push)] : await tx.pushMany(texts, push);
       const notBefore = delayMs > 0 ? clock.now() + delayMs : 0;
-      seqs.forEach((seq, i) => items.set(seq, { seq, text: texts[i]!, group, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false, deliveries: 0 }));
+      for (const [i, seq] of seqs.entries()) items.set(seq, { seq, text: texts[i]!, group, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false, deliveries: 0 });
     } else if (roll < 34) {
       const ms = rng.pick([1, 10, 30, 80, 200]);
       log.push(`advance ${ms}`);

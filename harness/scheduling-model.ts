@@ -151,7 +151,7 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
       log.push(`push ${texts.join(',')} priority ${priority} delayMs ${delayMs} at ${clock.now()}`);
       const seqs = count === 1 ? [await tx.push(texts[0]!, { priority, delayMs })] : await tx.pushMany(texts, { priority, delayMs });
       const notBefore = delayMs > 0 ? clock.now() + delayMs : 0;
-      seqs.forEach((seq, i) => items.set(seq, { seq, text: texts[i]!, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false }));
+      for (const [i, seq] of seqs.entries()) items.set(seq, { seq, text: texts[i]!, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false });
     } else if (roll < 34) {
       const ms = rng.pick([1, 10, 20, 50, 120, 400]);
       log.push(`advance ${ms}`);

@@ -25,6 +25,7 @@ export class LogStore extends Engine {
 
   /** As the engine's `open`; typed as this class, which is what it constructs. */
   static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
+    // biome-ignore lint/complexity/noThisInStatic: the engine's open constructs `this`, so called on this class it makes one of this class.
     return super.open(dir, options) as Promise<LogStore>;
   }
 

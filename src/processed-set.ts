@@ -10,7 +10,7 @@
  */
 import { QueueError } from './errors.js';
 import { Consumer, Reserved } from './queue/handles.js';
-import type { HandlerContext } from './queue/types.js';
+import type { HandlerContext } from './api/types.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
 
 /**

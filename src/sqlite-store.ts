@@ -470,18 +470,14 @@ export class SqliteStore implements Store {
     // The bound every format-1 store has already: storing it would change the format for nothing.
     if (this.#deliveries === undefined && below === 1 && marks.length === 0) return;
     let deliveries: DeliveryStatements;
-    try {
-      this.#write(sync, () => {
-        deliveries = this.#deliveries ?? this.#upgrade();
-        for (const mark of marks) {
-          if (this.#holds.get(mark.seq) === undefined) throw new QueueError('ERR_STORE', `SqliteStore cannot mark seq ${mark.seq}: not held`);
-          deliveries.putMark.run(mark.seq, mark.deliveries, mark.firstDeliveredAt, mark.lastDeliveredAt, mark.lastError);
-        }
-        deliveries.setBelow.run(below);
-      });
-    } catch (e) {
-      throw e;
-    }
+    this.#write(sync, () => {
+      deliveries = this.#deliveries ?? this.#upgrade();
+      for (const mark of marks) {
+        if (this.#holds.get(mark.seq) === undefined) throw new QueueError('ERR_STORE', `SqliteStore cannot mark seq ${mark.seq}: not held`);
+        deliveries.putMark.run(mark.seq, mark.deliveries, mark.firstDeliveredAt, mark.lastDeliveredAt, mark.lastError);
+      }
+      deliveries.setBelow.run(below);
+    });
     this.#deliveries = deliveries!;
     this.#deliveredBelow = below;
     for (const mark of marks) this.#marked.add(mark.seq);

@@ -26,7 +26,7 @@ function watch<T>(promise: Promise<T>): { settled: () => boolean; promise: Promi
   return { settled: () => done, promise: tracked };
 }
 
-let cleanups: (() => void)[] = [];
+const cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const c of cleanups.splice(0)) c();
 });

@@ -58,7 +58,7 @@ describe('pq salvage', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
     expect(r.stdout).toContain(`copied 3 item(s), 14 B, into ${saved}; 1 acked record(s) left out`);
-    expect(r.stdout).toMatch(new RegExp(`damaged at offset \\d+: damaged frame followed by valid data`));
+    expect(r.stdout).toMatch(/damaged at offset \d+: damaged frame followed by valid data/);
     expect(r.stdout).toMatch(/^ {2}bytes \d+\.\.\d+ damaged; lost seq 3$/m);
     expect(r.stdout).toContain('lost 1 item(s): seq 3\n');
     expect(r.stdout).toContain('seqs renumbered: 2 -> 1, 4..5 -> 2..3\n');

@@ -236,7 +236,9 @@ describe('what a subscriber sees', () => {
       diagnosticsChannel.subscribe(name, fn);
       return () => diagnosticsChannel.unsubscribe(name, fn);
     });
-    stops.push(() => subscriptions.forEach((u) => u()));
+    stops.push(() => {
+      for (const u of subscriptions) u();
+    });
     await tx.push('x');
     const waiting = rx.reserve();
     await tick();
@@ -331,7 +333,9 @@ describe('with no subscriber', () => {
         delete (channel as { publish?: unknown }).publish;
       });
     }
-    stops.push(() => restore.forEach((r) => r()));
+    stops.push(() => {
+      for (const r of restore) r();
+    });
     return calls;
   }
 

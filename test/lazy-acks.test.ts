@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AckDurability, Builder, LogStore, MemStore, QueueError } from '../src/index.js';
-import type { AckDurability as AckPolicy, Durability } from '../src/queue/types.js';
+import type { AckDurability as AckPolicy, Durability } from '../src/api/types.js';
 import type { Store } from '../src/store.js';
 import { RecordingStore } from './support/stores.js';
 

@@ -37,8 +37,12 @@ const scratch = mkdtempSync(join(tmpdir(), 'pq-diagnostics-'));
 /** Messages seen per channel while subscribed: proof that the subscribed runs did publish. */
 const seen = Object.fromEntries(Object.values(current.channels).map((name) => [name, 0]));
 const subscribers = Object.values(current.channels).map((name) => [name, () => seen[name]++]);
-const subscribe = () => subscribers.forEach(([name, fn]) => diagnosticsChannel.subscribe(name, fn));
-const unsubscribe = () => subscribers.forEach(([name, fn]) => diagnosticsChannel.unsubscribe(name, fn));
+const subscribe = () => {
+  for (const [name, fn] of subscribers) diagnosticsChannel.subscribe(name, fn);
+};
+const unsubscribe = () => {
+  for (const [name, fn] of subscribers) diagnosticsChannel.unsubscribe(name, fn);
+};
 
 async function openQueue(lib, kind) {
   const dir = kind === 'log' ? mkdtempSync(join(scratch, 'q-')) : null;

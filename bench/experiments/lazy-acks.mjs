@@ -22,6 +22,7 @@ const wanted = process.argv[4]?.split(',');
 /** `store` with acks resolved at once and written once per turn; `sync()` writes what is pending first. */
 function ackPerTurn(store) {
   let pending = [];
+  // biome-ignore lint/correctness/noUnusedVariables: read by `flushing ??=` below, which schedules one flush per turn.
   let flushing;
   const flush = () => {
     flushing = undefined;

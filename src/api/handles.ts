@@ -8,9 +8,7 @@
 // the embedded queue, which holds what it is asked about, and a promise of `X` on the JetStream
 // queue. Code written for both awaits it; awaiting a value that is not a promise costs one turn.
 import type { DeadLetter } from '../store.js';
-import type { DeadLetterListOptions, DeadLetterSelection } from '../queue/dead-letters.js';
-import type { PushValue } from '../queue/producer.js';
-import type { HandlerContext, NackOptions, PushOptions, ReserveManyOptions, ReserveOptions, WorkerOptions } from '../queue/types.js';
+import type { DeadLetterListOptions, DeadLetterSelection, HandlerContext, NackOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, WorkerOptions } from './types.js';
 
 /** An answer the embedded queue gives at once and the JetStream queue after asking its server. */
 export type Answer<X> = X | Promise<X>;

@@ -243,7 +243,7 @@ export class DashboardApi {
 
   #readOnly(store: LogStore, byPriority: ScheduledCounts | null): Overview {
     const s = store.inspect();
-    const delayed = byPriority !== null && byPriority.complete ? byPriority.delayed : null;
+    const delayed = byPriority?.complete ? byPriority.delayed : null;
     return {
       view: 'read-only',
       at: Date.now(),

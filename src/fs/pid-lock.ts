@@ -171,7 +171,7 @@ export function liveLockHolder(lockPath: string, env: PidLockEnv = processEnv): 
   if (!holder.exists || pid === null) return null;
   if (pid === env.pid) return start === (env.start ?? PROCESS_START) ? { pid } : null;
   if (!env.isAlive(pid)) return null;
-  const now = start !== null && start.startsWith('t') ? linuxStart(pid) : null;
+  const now = start?.startsWith('t') ? linuxStart(pid) : null;
   return now !== null && now !== start ? null : { pid };
 }
 

@@ -7,7 +7,7 @@ import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Codec } from '../codec.js';
 import { QueueError } from '../errors.js';
-import type { TimeSource } from '../queue/clock.js';
+import type { TimeSource } from '../clock.js';
 import { boundedReason, errorMessage } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
 import type { ConnectionWatch } from './connection.js';

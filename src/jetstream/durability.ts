@@ -4,7 +4,7 @@
 // configuration says `always`), so a power loss can take the acknowledged writes of the last
 // interval with it, on every replica that lost power. See docs/guides/scaling-out.md, "What a push survives on
 // JetStream", and DESIGN.md, "The JetStream queue".
-import type { Durability } from '../queue/types.js';
+import type { Durability } from '../api/types.js';
 import { expectation } from '../validate.js';
 
 /** The server's `sync_interval` as its operator set it: `'always'` (fsync before each ack) or ms between fsyncs. */

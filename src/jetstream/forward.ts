@@ -20,7 +20,7 @@ import type { JetStreamOptions, PubAck } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isQueueError, QueueError } from '../errors.js';
 import { Consumer, type Reserved } from '../queue/handles.js';
-import { type Clock, checkClock } from '../queue/clock.js';
+import { type Clock, checkClock } from '../clock.js';
 import { STORE_ID_PATTERN } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import { type JetStreamDurability, type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';

@@ -8,7 +8,7 @@ import { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
-import type { NackOptions, ReserveManyOptions, ReserveOptions } from '../queue/types.js';
+import type { NackOptions, ReserveManyOptions, ReserveOptions } from '../api/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import { type JetStreamCore, unanswered } from './core.js';
 import { JetStreamDeadLetters } from './dead-letters.js';

@@ -11,7 +11,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Codec, bytes, checkCodec, isRaw } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
-import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../queue/clock.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../clock.js';
 import { leaseLength } from '../queue/leases.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from '../queue/retry.js';
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';

@@ -6,7 +6,7 @@ import { setMaxListeners } from 'node:events';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { delayMs } from '../queue/retry.js';
-import type { HandlerContext, WorkerOptions } from '../queue/types.js';
+import type { HandlerContext, WorkerOptions } from '../api/types.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { JetStreamCore } from './core.js';
 import type { JetStreamConsumer } from './handles.js';

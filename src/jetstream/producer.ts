@@ -8,7 +8,7 @@ import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { type PushValue, keyOption, keysOption } from '../queue/handles.js';
 import { delayMs } from '../queue/retry.js';
-import type { PushOptions } from '../queue/types.js';
+import type { PushOptions } from '../api/types.js';
 import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
 import { type JetStreamCore, publishError } from './core.js';

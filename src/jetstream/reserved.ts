@@ -7,7 +7,7 @@ import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { extendLength } from '../queue/leases.js';
 import { nackDelay } from '../queue/retry.js';
-import type { NackOptions } from '../queue/types.js';
+import type { NackOptions } from '../api/types.js';
 import { expectation } from '../validate.js';
 import { type JetStreamCore, unconfirmed } from './core.js';
 import type { JetStreamConsumer } from './handles.js';

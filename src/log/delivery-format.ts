@@ -263,7 +263,7 @@ export function deadPayloads(entries: readonly EncodedDead[]): RecordPayload[] {
 export function dropPayloads(seqs: readonly number[]): RecordPayload[] {
   return runs(seqs, () => DROP_ENTRY_BYTES, 0).map((run) => {
     const payload = new Uint8Array(run.length * DROP_ENTRY_BYTES);
-    run.forEach((s, i) => writeU64(payload, i * DROP_ENTRY_BYTES, s));
+    for (let i = 0; i < run.length; i++) writeU64(payload, i * DROP_ENTRY_BYTES, run[i]!);
     return { type: RECORD_DROP, payload };
   });
 }

@@ -4,8 +4,15 @@
  * log owns one; recovery builds one from the checkpoint and the records after it.
  */
 import type { DeadLetter, DeliveryMark } from '../store.js';
-import type { AckSet } from './cursor.js';
 import { lowerBound } from '../lower-bound.js';
+
+/**
+ * What the marks are pruned against: the acked set (./cursor.ts's AckSet). Only its question is
+ * named here, so that this module, which the cursor's decoder builds, does not import the cursor.
+ */
+interface AckedSeqs {
+  has(seq: number): boolean;
+}
 
 export class DeliveryState {
   deliveredBelow = 1;
@@ -76,14 +83,14 @@ export class DeliveryState {
   }
 
   /** The marks of items still unacked and below `nextSeq`, in seq order. */
-  liveMarks(acks: AckSet, nextSeq: number): DeliveryMark[] {
+  liveMarks(acks: AckedSeqs, nextSeq: number): DeliveryMark[] {
     const out: DeliveryMark[] = [];
     for (const m of this.marks.values()) if (m.seq < nextSeq && !acks.has(m.seq)) out.push(m);
     return out.sort((a, b) => a.seq - b.seq);
   }
 
   /** Drop the marks of acked seqs and of seqs at or past `nextSeq`. */
-  pruneMarks(acks: AckSet, nextSeq: number): void {
+  pruneMarks(acks: AckedSeqs, nextSeq: number): void {
     for (const seq of this.marks.keys()) if (seq >= nextSeq || acks.has(seq)) this.marks.delete(seq);
   }
 }

@@ -187,6 +187,7 @@ export class LogStore implements Store {
    */
   static async open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
     if (typeof dir !== 'string' || dir.length === 0) throw new TypeError(expectation('dir', 'a non-empty string', dir));
+    // biome-ignore lint/complexity/noThisInStatic: the subclass of src/log-store.ts sets its own default file system (node:fs), read through `this`.
     const opts = resolveOptions(options, this.defaultFileSystem);
     const store = new this(resolve(dir), opts);
     await store.#recover();

@@ -9,7 +9,7 @@
  */
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { unrefTimer } from '../queue/clock.js';
+import { unrefTimer } from '../clock.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';

@@ -1,6 +1,6 @@
 // The options of LogStore.open, their defaults and their validation.
 import type { FileSystem } from '../fs/file-system.js';
-import { checkClock, type Clock } from '../queue/clock.js';
+import { checkClock, type Clock } from '../clock.js';
 import { MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD } from './format.js';
 import { lockSignalOption, lockTimeoutOption } from './lock-wait.js';
 import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../validate.js';

@@ -29,7 +29,7 @@ import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
 import { readSpoolBacklog, type SpoolBacklog } from './spool-file.js';
 import { KeyTable } from '../key-records.js';
-import { ScheduleTable } from '../schedule-table.js';
+import type { ScheduleTable } from '../schedule-table.js';
 import type { StoredSchedule } from '../store.js';
 import { scanKeys } from './key-scan.js';
 

@@ -139,7 +139,7 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   if (durability.failure !== null) throw durability.failure;
   p.cursor.durableLwm = p.cursor.acks.lwm;
   return {
-    cleanShutdown: created || (plan.cursor !== null && plan.cursor.clean),
+    cleanShutdown: created || plan.cursor?.clean === true,
     created,
     tornBytes: cut.tornBytes,
     zeroTailBytes: cut.zeroTailBytes,

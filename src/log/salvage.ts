@@ -13,7 +13,7 @@
  * the new ones, run by run.
  */
 import { basename, dirname, join, resolve, sep } from 'node:path';
-import { OpenError, QueueError } from '../errors.js';
+import { type OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import type { StoredItem } from '../store.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';

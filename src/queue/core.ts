@@ -10,7 +10,7 @@ import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../store.js';
 import { Schedules } from './schedules.js';
 import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
-import { KeepAlive, type TimeSource } from './clock.js';
+import { KeepAlive, type TimeSource } from '../clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
@@ -27,7 +27,7 @@ import { type Lease, Leases } from './leases.js';
 import { Schedule } from './schedule.js';
 import { GroupGate, PARKED_MAX_ITEMS } from './groups.js';
 import { type RateLimit, RateLimiter } from './rate-limit.js';
-import type { AckDurability, Durability, QueueStats } from './types.js';
+import type { AckDurability, Durability, QueueStats } from '../api/types.js';
 
 /** How many items one store read fetches while the schedule is loaded at open. */
 const SCHEDULE_SCAN_COUNT = 4096;
@@ -592,7 +592,7 @@ export class QueueCore {
       }
       const group = entry.group;
       const atLimit = group !== undefined && groupLimit !== Infinity && this.#groups.inFlight(group) >= groupLimit;
-      if (atLimit || (limiter !== undefined && limiter.byGroup && !limiter.allows(entry))) {
+      if (atLimit || (limiter?.byGroup && !limiter.allows(entry))) {
         // Its group is at the limit, or its rate window is full: it waits aside, and the next
         // item is taken in its place. Too many aside already: this taker waits instead.
         if (this.#parked() >= PARKED_MAX_ITEMS) {

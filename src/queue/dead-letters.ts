@@ -1,6 +1,7 @@
 // The dead-letter queue as the consumer sees it: count, list, peek, iterate, redrive, purge.
 // Redrives and purges run one at a time, so one never moves a dead letter the other removed.
 import type { QueueDeadLetters } from '../api/handles.js';
+import type { DeadLetterListOptions, DeadLetterSelection } from '../api/types.js';
 import { AsyncSchemaError, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import type { DeadLetter } from '../store.js';
@@ -10,21 +11,7 @@ import type { QueueCore } from './core.js';
 /** How many dead letters one store read returns while iterating, redriving or purging. */
 const PAGE = 256;
 
-/** Options of {@link DeadLetterQueue.list}. */
-export interface DeadLetterListOptions {
-  /** Only dead letters with a seq above this. @default 0 */
-  after?: number;
-  /** At most this many. @default 100 */
-  limit?: number;
-}
-
-/** Options of {@link DeadLetterQueue.redrive} and {@link DeadLetterQueue.purge}. */
-export interface DeadLetterSelection {
-  /** Only these dead letters (by the seq they had); seqs that are not dead letters are skipped. @default every one */
-  seqs?: Iterable<number>;
-  /** At most this many, oldest first. @default Infinity */
-  limit?: number;
-}
+export type { DeadLetterListOptions, DeadLetterSelection } from '../api/types.js';
 
 function nonNegativeSeq(name: string, value: unknown): number {
   if (typeof value !== 'number') throw new TypeError(expectation(name, 'a non-negative integer', value));

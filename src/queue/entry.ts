@@ -5,7 +5,7 @@ import type { ScheduleFire, SpoolSource, Store, StoredItem } from '../store.js';
 import { expectation } from '../validate.js';
 import type { Lease } from './leases.js';
 
-export type PushPayload = Uint8Array | string;
+export type { PushPayload } from '../api/types.js';
 
 export interface PendingPush {
   payloads: Uint8Array[];

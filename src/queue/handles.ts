@@ -4,24 +4,20 @@ import type { QueueConsumer } from '../api/handles.js';
 import { isRaw } from '../codec.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type Holder } from './entry.js';
+import type { Holder } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
 import { leaseLength } from './leases.js';
 import { type Taker, gather, settleAll } from './batches.js';
 import { runProcess } from './process.js';
+import type { BatchHandler, ProcessHandler } from './run-context.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
-import type { BatchOptions, HandlerContext, NackOptions, ProcessOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from './types.js';
+import type { BatchOptions, NackOptions, ProcessOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from '../api/types.js';
 import { waitFor } from './producer.js';
 import { Reserved } from './reserved.js';
 
 export { Producer, type PushValue, keyOption, keysOption } from './producer.js';
 export { Reserved } from './reserved.js';
-
-/** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
-export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: HandlerContext) => unknown;
-
-/** A batch handler of `process(handler, { batch })`: resolving acks every item it left unsettled, throwing retries them. */
-export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
+export type { BatchHandler, ProcessHandler } from './run-context.js';
 
 /** The consuming handle: reserve items, then ack or nack each. */
 export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {

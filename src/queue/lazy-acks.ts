@@ -2,7 +2,7 @@
 // within a bound (a delay and a count). At-least-once tolerates redelivery, so an ack lost to a
 // power loss before its sync only redelivers its item; it never loses one.
 import type { Store } from '../store.js';
-import type { AckDurability, Durability } from './types.js';
+import type { AckDurability, Durability } from '../api/types.js';
 
 /** The bound of the `lazy` ack policy (`Builder.ackDurability('lazy', options)`). */
 export interface LazyAckBound {

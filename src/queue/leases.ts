@@ -3,7 +3,7 @@
 // the core returns the item to the queue as it returns a dropped reservation.
 import type { QueueError } from '../errors.js';
 import { expectation } from '../validate.js';
-import type { TimeSource } from './clock.js';
+import type { TimeSource } from '../clock.js';
 import { DueList } from './due-list.js';
 import type { Entry } from './entry.js';
 

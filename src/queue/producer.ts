@@ -3,20 +3,16 @@
 import type { QueueProducer } from '../api/handles.js';
 import { optionalSignal, optionsObject } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type PushPayload, abortReason } from './entry.js';
+import { abortReason } from './entry.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
-import type { PushOptions, QueueStats, WaitOptions } from './types.js';
+import type { PushOptions, PushValue, QueueStats, WaitOptions } from '../api/types.js';
 import { QueueError } from '../errors.js';
 import { scheduleDefinition, type ScheduleOptions, type ScheduleSpec } from './schedule-slots.js';
 import { type ScheduleInfo, scheduleName } from './schedules.js';
 
 export { keyOption, keysOption } from './push-options.js';
 
-/**
- * What `push` takes: a value of the queue's type, through its codec (`Builder.codec`); for the
- * default byte queue, a `Uint8Array` or a string (stored as UTF-8).
- */
-export type PushValue<T> = 0 extends 1 & T ? T : [T] extends [Uint8Array] ? PushPayload : T;
+export type { PushValue } from '../api/types.js';
 
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer<T = Uint8Array> implements QueueProducer<T> {

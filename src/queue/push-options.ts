@@ -8,7 +8,7 @@ import { MAX_GROUP_BYTES, MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../s
 import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
 import { encoder } from './entry.js';
 import { delayMs } from './retry.js';
-import type { PushOptions } from './types.js';
+import type { PushOptions } from '../api/types.js';
 
 export interface PushSettings {
   signal: AbortSignal | undefined;

@@ -7,7 +7,7 @@ import type { ScheduleFire, SpoolSource, Store } from '../store.js';
 import { expectation } from '../validate.js';
 import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
-import type { Durability } from './types.js';
+import type { Durability } from '../api/types.js';
 import { payloadBytes } from './byte-budget.js';
 
 /** What the push pipeline asks of the core. */

@@ -5,7 +5,7 @@
 // group, an item whose window is full waits aside ("parked", as for a group's concurrency) while
 // the items of other groups go; under a limit for the queue nothing can go, and nothing is moved.
 import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
-import type { TimeSource } from './clock.js';
+import type { TimeSource } from '../clock.js';
 import { DueTimer } from './due-timer.js';
 import type { Entry } from './entry.js';
 import { type EntryHeap, entryHeap } from './groups.js';
@@ -73,7 +73,7 @@ class Window {
       const free = this.#times[this.#head]! + limit.perMs;
       if (free > at) at = free;
     }
-    return this.pausedUntil > at ? this.pausedUntil : at;
+    return Math.max(this.pausedUntil, at);
   }
 
   /** Hand-outs left in the window at `now` (0 while paused). */

@@ -3,10 +3,10 @@ import type { QueueItem } from '../api/handles.js';
 import { type Codec, decodeFailure, isRaw } from '../codec.js';
 import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { type Entry, type Guard, type Holder } from './entry.js';
+import type { Entry, Guard, Holder } from './entry.js';
 import { type Lease, extendLength } from './leases.js';
 import { delayMs, nackDelay } from './retry.js';
-import type { NackOptions } from './types.js';
+import type { NackOptions } from '../api/types.js';
 
 /** A reserved item. Ack it to remove it, nack it to have it redelivered. */
 export class Reserved<T = Uint8Array> implements QueueItem<T> {

@@ -9,7 +9,7 @@ import { QueueError } from '../errors.js';
 import { isValidScheduleName } from '../schedule-table.js';
 import { MAX_SCHEDULE_NAME_BYTES, type ScheduleFire, type Store, type StoredSchedule } from '../store.js';
 import { expectation } from '../validate.js';
-import type { TimeSource } from './clock.js';
+import type { TimeSource } from '../clock.js';
 import { DueTimer } from './due-timer.js';
 import { Heap } from './heap.js';
 import { type CatchUp, type ScheduleDefinition, type Slots, cronSlots, dueSlots, everySlots, loadCron, parseSpecText, scheduleDefinition, specText } from './schedule-slots.js';

@@ -213,7 +213,7 @@ export class EndpointClient implements ProducerBackend {
 
   /** The owner's queue and store figures, and whether a consumer of it is reserving items. */
   async stats(): Promise<Record<string, unknown>> {
-    return valueOf(await this.#call((id) => encodeBare(REQ_STATS, id)));
+    return replyValue(await this.#call((id) => encodeBare(REQ_STATS, id)));
   }
 
   /** Dead letters with a seq above `after`, at most `limit` (fewer when they would not fit one frame). */
@@ -228,7 +228,7 @@ export class EndpointClient implements ProducerBackend {
   }
 
   async purge(selection: Selection): Promise<number> {
-    return valueOf(await this.#call((id) => encodeSelection(REQ_PURGE, id, selection)));
+    return replyValue(await this.#call((id) => encodeSelection(REQ_PURGE, id, selection)));
   }
 
   /**
@@ -236,11 +236,11 @@ export class EndpointClient implements ProducerBackend {
    * The first call starts the owner measuring; it stops once nobody has asked for a while.
    */
   async timings(): Promise<Timings> {
-    return valueOf(await this.#call((id) => encodeBare(REQ_TIMINGS, id)));
+    return replyValue(await this.#call((id) => encodeBare(REQ_TIMINGS, id)));
   }
 
   async compact(): Promise<unknown> {
-    return valueOf(await this.#call((id) => encodeBare(REQ_COMPACT, id)));
+    return replyValue(await this.#call((id) => encodeBare(REQ_COMPACT, id)));
   }
 
   #call(frame: (id: number) => Uint8Array): Promise<Reply> {
@@ -357,7 +357,7 @@ function seqsOf(reply: Reply): number[] {
   return reply.seqs;
 }
 
-function valueOf<T>(reply: Reply): T {
+function replyValue<T>(reply: Reply): T {
   if (reply.type !== 'value') throw new QueueError('ERR_OWNER_GONE', `The owner answered with a ${reply.type} reply where a value was due`);
   return reply.value as T;
 }

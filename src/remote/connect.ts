@@ -4,7 +4,7 @@ import { type Codec, checkCodec, isRaw, bytes } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
 import { openSpool } from '../log/spool-producer.js';
-import type { Durability } from '../queue/types.js';
+import type { Durability } from '../api/types.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
 import { EndpointClient } from './client.js';
 import { RemoteProducer } from './producer.js';

@@ -7,7 +7,7 @@ import type { Codec } from '../codec.js';
 import { QueueError } from '../errors.js';
 import type { PushValue } from '../queue/producer.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from '../queue/push-options.js';
-import type { PushOptions } from '../queue/types.js';
+import type { PushOptions } from '../api/types.js';
 import type { ProducerBackend } from './backend.js';
 import type { RemotePushOptions } from './surface.js';
 

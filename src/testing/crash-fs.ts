@@ -1569,7 +1569,7 @@ function planRandomCrash(disk: Disk, prng: Prng): { decisions: Map<number, Decis
     const pending = group.pending;
     const shape = prng.int(4);
     const kept = shape === 0 ? 0 : shape === 1 ? pending.length : prng.int(pending.length + 1);
-    pending.forEach((entry, i) => decisions.set(entry.index, i < kept ? 'keep' : 'drop'));
+    for (const [i, entry] of pending.entries()) decisions.set(entry.index, i < kept ? 'keep' : 'drop');
     if (kept < pending.length && prng.bool(0.5)) decisions.set(pending[kept]!.index, tear(pending[kept]!));
     // F3: the size may have reached the disk without the data.
     if (kept < pending.length || group.uncertain.length > 0) {

@@ -1,6 +1,6 @@
 // A clock that moves only when told to, for tests of delays, leases and retries that never sleep.
 import { expectation } from '../validate.js';
-import type { Clock } from '../queue/clock.js';
+import type { Clock } from '../clock.js';
 
 interface ManualTimer {
   readonly id: number;

@@ -78,7 +78,7 @@ async function record(
 }
 
 /** How many crash points `crashPoints({ from, zeroTail: true })` must yield, computed from the trace alone. */
-export function expectedStates(trace: readonly TraceEntry[], from: number, to: number): number {
+function expectedStates(trace: readonly TraceEntry[], from: number, to: number): number {
   // File sizes before each write, replayed by path (a rename moves the file; an fd keeps writing
   // to the file it opened, named by the path it was opened with).
   const files = new Map<string, { size: number }>();

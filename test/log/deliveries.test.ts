@@ -291,7 +291,7 @@ describe('checkpoints and compaction', () => {
     for (let i = 0; i < texts.length; i += 10) await store.append(items(s + i, texts.slice(i, i + 10)), true);
     await store.deadLetter([dead(s + 3, texts[3]!), dead(s + 150, texts[150]!)]);
     await store.ack(
-      texts.map((_, i) => s + i).filter((q, i) => i !== 3 && i !== 150 && i % 7 !== 0),
+      texts.map((_, i) => s + i).filter((_, i) => i !== 3 && i !== 150 && i % 7 !== 0),
       true,
     );
     const result = await store.compact();

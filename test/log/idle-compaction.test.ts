@@ -12,7 +12,7 @@ import { Builder, type Clock } from '../../src/queue.js';
 import { CrashFileSystem, ManualClock } from '../../src/testing/index.js';
 import { FRAME_HEADER_BYTES, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES } from '../../src/log/format.js';
 import { distUrl, type Lines, runModule } from '../support/child-process.js';
-import { cleanupDirs, enc, freshDir, openStore, readAllSeqs, segFiles, WrappedFs } from './helpers.js';
+import { cleanupDirs, enc, freshDir, openStore, readAllSeqs, WrappedFs } from './helpers.js';
 
 afterAll(cleanupDirs);
 

@@ -12,7 +12,7 @@ import { expect, type TestAPI } from 'vitest';
 import { isQueueError } from '../../src/errors.js';
 import { type Codec, json } from '../../src/codec.js';
 import type { QueueConsumer, QueueItem, QueueProducer } from '../../src/api/handles.js';
-import { ManualClock } from '../../src/testing/manual-clock.js';
+import type { ManualClock } from '../../src/testing/manual-clock.js';
 
 /**
  * What the suite holds: the API both engines implement (src/api/handles.ts). Each backend's

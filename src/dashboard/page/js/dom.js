@@ -104,7 +104,7 @@ async function answer(response) {
     // Not JSON: said below.
   }
   if (!response.ok) {
-    const error = body && body.error ? body.error : { code: `HTTP_${response.status}`, message: response.statusText };
+    const error = body?.error ? body.error : { code: `HTTP_${response.status}`, message: response.statusText };
     throw new ApiError(response.status, String(error.code), String(error.message));
   }
   return body;

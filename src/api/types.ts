@@ -298,3 +298,27 @@ export interface QueueStats {
   segments?: number;
 }
 
+/** A payload of the default byte queue: bytes, or a string stored as UTF-8. */
+export type PushPayload = Uint8Array | string;
+
+/**
+ * What `push` takes: a value of the queue's type, through its codec (`Builder.codec`); for the
+ * default byte queue, a `Uint8Array` or a string (stored as UTF-8).
+ */
+export type PushValue<T> = 0 extends 1 & T ? T : [T] extends [Uint8Array] ? PushPayload : T;
+
+/** Options of `deadLetters.list()`. */
+export interface DeadLetterListOptions {
+  /** Only dead letters with a seq above this. @default 0 */
+  after?: number;
+  /** At most this many. @default 100 */
+  limit?: number;
+}
+
+/** Options of `deadLetters.redrive()` and `deadLetters.purge()`. */
+export interface DeadLetterSelection {
+  /** Only these dead letters (by the seq they had); seqs that are not dead letters are skipped. @default every one */
+  seqs?: Iterable<number>;
+  /** At most this many, oldest first. @default Infinity */
+  limit?: number;
+}

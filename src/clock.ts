@@ -2,7 +2,7 @@
 // the process), a monotonic clock for lengths measured within one process (leases, retry delays),
 // and the timers that wake the queue when something falls due. A test injects one object
 // (`Builder.clock`) that answers all three, so that it moves time itself and never sleeps.
-import { expectation } from '../validate.js';
+import { expectation } from './validate.js';
 
 /**
  * A clock the queue reads instead of the system's (`Builder.clock`). `now()` is milliseconds

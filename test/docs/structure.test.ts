@@ -1,0 +1,268 @@
+/**
+ * The layers of src/ and what each may import, checked on every import of every file: no runtime
+ * import cycle anywhere; no type-only cycle but the back edges named below; no import of a layer,
+ * a file or a node: module that the layer's row does not allow. CONTRIBUTING.md, "Layers", holds
+ * the same table for readers, and a test here keeps the two equal. An exception is one import,
+ * named with its reason; one that no longer exists fails too, so the list shrinks as code moves.
+ *
+ * The dashboard page's scripts (src/dashboard/page/js/*.js) are classic browser scripts: they
+ * import nothing, and only the .ts files of src/ are read here.
+ */
+import { expect, it } from 'vitest';
+import { docText, root } from '../support/docs.js';
+import { type Edge, cyclesOf, importGraph, importsOf, sourceFiles } from '../support/import-graph.js';
+
+interface Layer {
+  /** As CONTRIBUTING.md's table names it. */
+  readonly name: string;
+  /** Its files: a folder (`src/log/`), a file, or top-level files by pattern (`src/*-records.ts`). A file named whole wins over its folder. */
+  readonly files: readonly string[];
+  /** Layers it may import, or single files of other layers (a door a tool goes through). Its own layer is always allowed; `*` allows all. */
+  readonly imports: readonly string[];
+  /** Layers or files it may take types from (`import type`), and nothing at run time. */
+  readonly types?: readonly string[];
+  /** Modules outside src/ it must never import; `*` for any. */
+  readonly never?: readonly string[];
+}
+
+// What the operator tools (pq, the dashboard) reach below the public entry points, each for one
+// thing the public API does not offer: who holds a store's lock and how to reach its owner, and the
+// spool's backlog counted without opening the store.
+const TOOL_DOORS = [
+  'src/fs/node-fs.ts', // the node:fs binding the doors below are called with
+  'src/log/format.ts', // the store directory's file names (the spool, the endpoint file, classifyEntry)
+  'src/log/store-dir.ts', // liveHolder(): the process holding the store's lock
+  'src/log/spool-file.ts', // readSpoolBacklog(): what waits in the spool
+  'src/remote/client.ts', // EndpointClient: the operator's side of the owner's endpoint
+];
+
+/** The layers, bottom up. CONTRIBUTING.md, "Layers", is this table in prose. */
+const LAYERS: readonly Layer[] = [
+  { name: 'contract', files: ['src/store.ts', 'src/errors.ts', 'src/*-records.ts', 'src/schedule-table.ts', 'src/remote/surface.ts'], imports: [], never: ['*'] },
+  { name: 'helpers', files: ['src/validate.ts', 'src/bytes.ts', 'src/codec.ts', 'src/diagnostics.ts', 'src/clock.ts', 'src/lower-bound.ts'], imports: ['contract'] },
+  { name: 'api', files: ['src/api/'], imports: ['contract', 'helpers'], never: ['*'] },
+  { name: 'fs', files: ['src/fs/'], imports: ['contract', 'helpers'] },
+  { name: 'core', files: ['src/queue/', 'src/queue.ts'], imports: ['contract', 'helpers', 'api'], never: ['*'] },
+  { name: 'engine', files: ['src/log/'], imports: ['contract', 'helpers', 'fs'], never: ['node:fs', 'node:fs/promises', 'node:net', 'node:http'] },
+  { name: 'mem-store', files: ['src/mem-store.ts'], imports: ['contract', 'helpers'], never: ['*'] },
+  { name: 'log-store', files: ['src/log-store.ts'], imports: ['contract', 'helpers', 'fs', 'engine', 'endpoint'] },
+  { name: 'sqlite', files: ['src/sqlite-store.ts', 'src/sqlite/'], imports: ['contract', 'helpers', 'fs'], types: ['once'] },
+  { name: 'level', files: ['src/level-store.ts', 'src/level/'], imports: ['contract', 'helpers', 'fs'] },
+  { name: 'once', files: ['src/processed-set.ts', 'src/processed/'], imports: ['contract', 'helpers', 'fs', 'api', 'core', 'log-store'] },
+  { name: 'endpoint', files: ['src/remote/'], imports: ['contract', 'helpers', 'fs', 'engine', 'api', 'core'] },
+  {
+    name: 'jetstream',
+    files: ['src/jetstream/'],
+    // The option parsing, retry policies, leases and batch checks both queues share; never the
+    // embedded queue's state (src/queue/core.ts) or its workers.
+    imports: ['contract', 'helpers', 'api', 'src/queue/retry.ts', 'src/queue/leases.ts', 'src/queue/deliveries.ts', 'src/queue/dead-letters.ts', 'src/queue/batches.ts', 'src/queue/handles.ts'],
+  },
+  { name: 'testing', files: ['src/testing/'], imports: ['contract', 'helpers', 'fs'] },
+  { name: 'conformance', files: ['src/conformance*.ts'], imports: ['contract', 'helpers', 'testing', 'src/queue.ts'] },
+  { name: 'dashboard', files: ['src/dashboard/'], imports: ['contract', 'helpers', 'src/log-store.ts', ...TOOL_DOORS], types: ['src/remote/timings.ts'] },
+  { name: 'cli', files: ['src/cli/'], imports: ['contract', 'helpers', 'src/index.ts', 'src/dashboard/index.ts', ...TOOL_DOORS] },
+  { name: 'entry', files: ['src/index.ts'], imports: ['*'] },
+];
+
+/** Type-only imports the table does not allow, kept for a reason each. */
+const EXCEPTIONS: readonly { from: string; to: string; why: string }[] = [
+  {
+    from: 'src/log/spool-producer.ts',
+    to: 'src/remote/backend.ts',
+    why: "the spool's producer is one of the two backends of connect(), and implements the interface src/remote/ defines for both (types only)",
+  },
+];
+
+/**
+ * Type-only imports that close a cycle, each a pair of modules that name each other on purpose. A
+ * type cycle costs nothing at run time, but a new one usually means a type in the wrong module:
+ * any other fails.
+ */
+const TYPE_BACK_EDGES: readonly { from: string; to: string; why: string }[] = [
+  { from: 'src/store.ts', to: 'src/remote/surface.ts', why: "Store.attach() is handed the owner's surface, whose types name the contract's DeadLetter" },
+  { from: 'src/queue/reserved.ts', to: 'src/queue/core.ts', why: 'a reservation settles through the core that made it' },
+  { from: 'src/queue/entry.ts', to: 'src/queue/leases.ts', why: 'an entry holds its current lease, and a lease its entry' },
+  { from: 'src/jetstream/delayed.ts', to: 'src/jetstream/core.ts', why: 'the mover of delayed items is handed the core that owns it' },
+  { from: 'src/jetstream/reserved.ts', to: 'src/jetstream/handles.ts', why: 'an item is handed the consumer that took it' },
+  { from: 'src/jetstream/process.ts', to: 'src/jetstream/handles.ts', why: 'the workers of process() are handed the consumer they run for' },
+  { from: 'src/jetstream/stats.ts', to: 'src/jetstream/core.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
+  { from: 'src/jetstream/stats.ts', to: 'src/jetstream/handles.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
+];
+
+/** Files that hold nothing but re-exports: what an entry point offers is decided elsewhere. */
+const RE_EXPORTS_ONLY = ['src/index.ts', 'src/testing/index.ts'];
+
+function matches(pattern: string, path: string): boolean {
+  if (pattern.endsWith('/')) return path.startsWith(pattern);
+  if (!pattern.includes('*')) return path === pattern;
+  return new RegExp(`^${pattern.replace(/[.]/g, '\\.').replace(/\*/g, '[^/]*')}$`).test(path);
+}
+
+/** The layer of a file of src/, or undefined; a file or pattern that names it wins over a folder. */
+function layerOf(path: string): Layer | undefined {
+  const whole = LAYERS.filter((l) => l.files.some((p) => !p.endsWith('/') && matches(p, path)));
+  if (whole.length > 0) return whole.length === 1 ? whole[0] : undefined;
+  const folder = LAYERS.filter((l) => l.files.some((p) => p.endsWith('/') && matches(p, path)));
+  return folder.length === 1 ? folder[0] : undefined;
+}
+
+function allows(entries: readonly string[] | undefined, target: string, targetLayer: Layer): boolean {
+  return (entries ?? []).some((e) => e === '*' || e === targetLayer.name || e === target);
+}
+
+/** Everything wrong with `edges` over `files`, one line each; empty when the rules hold. */
+function problems(files: readonly string[], edges: readonly Edge[]): string[] {
+  const found: string[] = [];
+  const known = new Set(files);
+  for (const file of files) if (layerOf(file) === undefined) found.push(`${file} is in no layer, or in two: give it one row`);
+  for (const edge of edges) {
+    const from = layerOf(edge.from);
+    if (from === undefined) continue;
+    const kind = edge.runtime ? 'imports' : 'imports types from';
+    if (!edge.to.startsWith('src/')) {
+      const never = from.never ?? [];
+      if (!edge.to.startsWith('.') && never.some((n) => n === '*' || n === edge.to)) found.push(`${edge.from} ${kind} ${edge.to}: ${from.name} imports ${never.includes('*') ? 'nothing outside src/' : `none of ${never.join(', ')}`}`);
+      continue;
+    }
+    if (!known.has(edge.to)) {
+      found.push(`${edge.from} ${kind} ${edge.to}, which is not a file of src/`);
+      continue;
+    }
+    const to = layerOf(edge.to);
+    if (to === undefined || to === from) continue;
+    if (allows(from.imports, edge.to, to)) continue;
+    if (!edge.runtime && allows(from.types, edge.to, to)) continue;
+    if (!edge.runtime && EXCEPTIONS.some((e) => e.from === edge.from && e.to === edge.to)) continue;
+    found.push(`${edge.from} ${kind} ${edge.to}: ${from.name} may not import ${to.name}${allows(from.types, edge.to, to) ? ' at run time' : ''}`);
+  }
+  for (const cycle of cyclesOf(edges.filter((e) => e.runtime))) found.push(`runtime import cycle: ${cycle.join(' -> ')}`);
+  // With the named back edges left out, every remaining cycle is one; those made of runtime
+  // imports only are the ones reported just above.
+  const backEdge = (e: Edge): boolean => !e.runtime && TYPE_BACK_EDGES.some((b) => b.from === e.from && b.to === e.to);
+  const runtimeStep = (from: string, to: string): boolean => edges.some((e) => e.from === from && e.to === to && e.runtime);
+  for (const cycle of cyclesOf(edges.filter((e) => !backEdge(e)))) {
+    if (cycle.every((to, i) => i === 0 || runtimeStep(cycle[i - 1]!, to))) continue;
+    found.push(`type import cycle: ${cycle.join(' -> ')} (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)`);
+  }
+  return found;
+}
+
+/** Listed exceptions and back edges that no longer match an import as written. */
+function staleListings(edges: readonly Edge[]): string[] {
+  const typeEdge = (from: string, to: string): boolean => edges.some((e) => e.from === from && e.to === to && !e.runtime);
+  return [...EXCEPTIONS, ...TYPE_BACK_EDGES].filter((x) => !typeEdge(x.from, x.to)).map((x) => `${x.from} -> ${x.to} is listed but no longer a type-only import`);
+}
+
+const files = sourceFiles(root, 'src');
+const edges = importGraph(root, 'src');
+
+it('everyFileOfSrcIsInOneLayerAndImportsOnlyWhatItsLayerMay', () => {
+  expect(files.length).toBeGreaterThan(150);
+  expect(edges.filter((e) => e.to.startsWith('src/')).length).toBeGreaterThan(500);
+  expect(problems(files, edges)).toEqual([]);
+});
+
+it('srcHasNoRuntimeImportCycleAndNoTypeCycleButTheNamedBackEdges', () => {
+  expect(cyclesOf(edges.filter((e) => e.runtime))).toEqual([]);
+  expect(staleListings(edges)).toEqual([]);
+});
+
+/** Whether a module's text holds nothing but comments and `export … from` statements. */
+function onlyReExports(text: string): boolean {
+  const rest = text
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/^\s*\/\/.*$/gm, '')
+    .replace(/^export\s+(?:type\s+)?(?:\*(?:\s+as\s+[\w$]+)?|\{[^}]*\})\s*from\s*'[^']+';$/gm, '');
+  return rest.trim() === '';
+}
+
+it('theEntryPointsOnlyReExport', () => {
+  for (const file of RE_EXPORTS_ONLY) expect(onlyReExports(docText(file)), file).toBe(true);
+  expect(onlyReExports("export { a } from './a.js';\nexport type {\n  B,\n} from './b.js';\n")).toBe(true);
+  expect(onlyReExports("export { a } from './a.js';\nexport const b = a + 1;\n")).toBe(false);
+  expect(onlyReExports("import { a } from './a.js';\nexport { a };\n")).toBe(false);
+});
+
+/** CONTRIBUTING.md's "Layers" table: layer name, files, may import (`types only:` before the type-only ones). */
+function contributingLayers(): { name: string; files: string[]; imports: string[]; types: string[] }[] {
+  const text = docText('CONTRIBUTING.md');
+  const start = text.indexOf('\n## Layers\n');
+  expect(start, 'CONTRIBUTING.md has "## Layers"').toBeGreaterThan(0);
+  const section = text.slice(start + 1, text.indexOf('\n## ', start + 1));
+  const ticks = (cell: string): string[] => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+  return section
+    .split('\n')
+    .filter((line) => /^\| `/.test(line))
+    .map((line) => {
+      const [name, filesCell, importCell] = line.split('|').slice(1, 4).map((c) => c.trim());
+      const [imports, types = ''] = importCell!.split('types only:');
+      return { name: ticks(name!)[0]!, files: ticks(filesCell!), imports: ticks(imports!), types: ticks(types) };
+    });
+}
+
+it('contributingsLayersTableIsTheTableThisTestChecks', () => {
+  const sorted = (list: readonly string[] = []): string[] => [...list].sort();
+  const documented = contributingLayers().map((l) => ({ ...l, imports: sorted(l.imports), types: sorted(l.types) }));
+  expect(documented).toEqual(LAYERS.map((l) => ({ name: l.name, files: [...l.files], imports: sorted(l.imports), types: sorted(l.types) })));
+});
+
+it('contributingNamesEveryExceptionAndTypeBackEdge', () => {
+  const text = docText('CONTRIBUTING.md');
+  const section = text.slice(text.indexOf('\n## Layers\n')).replace(/\s+/g, ' ');
+  for (const x of [...EXCEPTIONS, ...TYPE_BACK_EDGES]) expect(section, `${x.from} -> ${x.to}`).toContain(`\`${x.from}\` → \`${x.to}\``);
+});
+
+// The checks above can fail: each planted import below breaks one rule and is caught.
+
+/** The real graph with one more import of `from`, written as the code would write it. */
+function planted(from: string, line: string): Edge[] {
+  return [...edges, ...importsOf(from, line)];
+}
+
+it('aPlantedRuntimeCycleIsReportedWithItsPath', () => {
+  const found = problems(files, planted('src/queue/run-context.ts', "import { batchWorker } from './batches.js';"));
+  expect(found).toContain('runtime import cycle: src/queue/batches.ts -> src/queue/run-context.ts -> src/queue/batches.ts');
+  const three = [...importsOf('src/a.ts', "import { b } from './b.js';"), ...importsOf('src/b.ts', "export { c } from './c.js';"), ...importsOf('src/c.ts', "import {\n  type A,\n  a,\n} from './a.js';")];
+  expect(cyclesOf(three)).toEqual([['src/a.ts', 'src/b.ts', 'src/c.ts', 'src/a.ts']]);
+});
+
+it('aPlantedTypeCycleFailsUnlessItsBackEdgeIsNamed', () => {
+  const found = problems(files, planted('src/queue/run-context.ts', "import type { Workers } from './batches.js';"));
+  expect(found).toContain('type import cycle: src/queue/batches.ts -> src/queue/run-context.ts -> src/queue/batches.ts (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)');
+  expect(cyclesOf(importsOf('src/a.ts', "import type { A } from './a.js';"))).toEqual([['src/a.ts', 'src/a.ts']]);
+});
+
+it('aPlantedImportAcrossTheLayersIsCaught', () => {
+  const cases: [from: string, line: string, problem: string][] = [
+    ['src/fs/node-fs.ts', "import { LogStore } from '../log/log-store.js';", 'src/fs/node-fs.ts imports src/log/log-store.ts: fs may not import engine'],
+    ['src/fs/pid-lock.ts', "import type { QueueCore } from '../queue/core.js';", 'src/fs/pid-lock.ts imports types from src/queue/core.ts: fs may not import core'],
+    ['src/log/reader.ts', "import { QueueCore } from '../queue/core.js';", 'src/log/reader.ts imports src/queue/core.ts: engine may not import core'],
+    ['src/log/reader.ts', "import { run } from '../cli/main.js';", 'src/log/reader.ts imports src/cli/main.ts: engine may not import cli'],
+    ['src/log/reader.ts', "import { readFileSync } from 'node:fs';", 'src/log/reader.ts imports node:fs: engine imports none of node:fs, node:fs/promises, node:net, node:http'],
+    ['src/queue/core.ts', "import { Segment } from '../log/segment.js';", 'src/queue/core.ts imports src/log/segment.ts: core may not import engine'],
+    ['src/queue/core.ts', "import { dashboard } from '../dashboard/index.js';", 'src/queue/core.ts imports src/dashboard/index.ts: core may not import dashboard'],
+    ['src/queue/core.ts', "import { JetStreamCore } from '../jetstream/core.js';", 'src/queue/core.ts imports src/jetstream/core.ts: core may not import jetstream'],
+    ['src/queue/core.ts', "import { setTimeout } from 'node:timers';", 'src/queue/core.ts imports node:timers: core imports nothing outside src/'],
+    ['src/jetstream/forward.ts', "import { QueueCore } from '../queue/core.js';", 'src/jetstream/forward.ts imports src/queue/core.ts: jetstream may not import core'],
+    ['src/cli/stats.ts', "import { Cursor } from '../log/cursor.js';", 'src/cli/stats.ts imports src/log/cursor.ts: cli may not import engine'],
+    ['src/dashboard/api.ts', "import { Timings } from '../remote/timings.js';", 'src/dashboard/api.ts imports src/remote/timings.ts: dashboard may not import endpoint at run time'],
+    ['src/sqlite/schema.ts', "import { effectivelyOnce } from '../processed-set.js';", 'src/sqlite/schema.ts imports src/processed-set.ts: sqlite may not import once at run time'],
+    ['src/level/format.ts', "import { SqliteStore } from '../sqlite-store.js';", 'src/level/format.ts imports src/sqlite-store.ts: level may not import sqlite'],
+    ['src/queue/core.ts', "import { gone } from './gone.js';", 'src/queue/core.ts imports src/queue/gone.ts, which is not a file of src/'],
+  ];
+  // An import upward may close a cycle too (the engine importing the CLI does); that is reported apart.
+  const acrossLayers = (found: string[]): string[] => found.filter((p) => !p.startsWith('runtime import cycle'));
+  for (const [from, line, problem] of cases) expect(acrossLayers(problems(files, planted(from, line))), line).toEqual([problem]);
+  // Allowed: a tool through its door, a type from a types-only layer, a store's own folder.
+  for (const [from, line] of [
+    ['src/cli/stats.ts', "import { liveHolder } from '../log/store-dir.js';"],
+    ['src/dashboard/api.ts', "import type { TimingBucket } from '../remote/timings.js';"],
+    ['src/sqlite-store.ts', "import { loadDriver } from './sqlite/driver.js';"],
+  ] as const) {
+    expect(problems(files, planted(from, line)), line).toEqual([]);
+  }
+});
+
+it('aFileInNoLayerIsCaught', () => {
+  expect(problems([...files, 'src/stray.ts'], edges)).toEqual(['src/stray.ts is in no layer, or in two: give it one row']);
+});
