@@ -12,7 +12,7 @@
  */
 import { ownerSurface } from './queue/owner.js';
 import { OpenError, QueueError } from './errors.js';
-import type { Store } from './store.js';
+import type { Store, StoreRecovery } from './store.js';
 import { isStore, keepsDeliveries, keepsKeys } from './store.js';
 import { storedScheduleFault } from './schedule-table.js';
 import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type IdempotencyOptions, type KeyWindow } from './queue/idempotency.js';
@@ -262,9 +262,8 @@ export class Builder<T = Uint8Array> {
     return this as unknown as Builder<U>;
   }
 
-  /** Open the store and return the queue's two handles. */
-  async open(): Promise<[Producer<T>, Consumer<T>]> {
-    const store = this.#store;
+  /** What this Builder asks of the store that the store does not declare: refused before anything is opened. */
+  #refuseWhatTheStoreCannotKeep(store: Store): void {
     const keep = keepsDeliveries(store);
     if (!keep && this.#maxDeliveries !== Infinity) {
       throw new QueueError('ERR_UNSUPPORTED', 'maxDeliveries needs a store that keeps delivery counts (features.deliveries); this store does not');
@@ -279,98 +278,69 @@ export class Builder<T = Uint8Array> {
     if (this.#keysAsked && !keepsKeys(store)) {
       throw new QueueError('ERR_UNSUPPORTED', 'idempotency() needs a store that keeps idempotency keys (features.idempotency); this store does not');
     }
+  }
+
+  /** The payload bytes the store holds, for `capacityBytes`; undefined without that limit. */
+  async #recoveredBytes(store: Store): Promise<{ capacity: number; recovered: number } | undefined> {
+    if (this.#capacityBytes === Infinity) return undefined;
+    let recovered: unknown;
+    try {
+      recovered = await store.payloadBytes!();
+    } catch (error) {
+      recovered = error instanceof Error ? error : new Error(String(error));
+    }
+    if (typeof recovered !== 'number' || !Number.isSafeInteger(recovered) || recovered < 0) {
+      if (recovered instanceof QueueError) throw recovered;
+      const what = recovered instanceof Error ? `failed: ${recovered.message}` : `returned ${String(recovered)}, not a non-negative safe integer`;
+      throw new OpenError('ERR_STORE', `The store's payloadBytes() ${what}`, recovered instanceof Error ? { cause: recovered } : undefined);
+    }
+    return { capacity: this.#capacityBytes, recovered };
+  }
+
+  /**
+   * Open the store and return the queue's two handles. In steps: refuse what the store cannot
+   * keep (nothing touched yet); open the store; build the core over what it recovered and load
+   * the rest of it; hand the queue to other processes. A step that fails undoes the ones before it
+   * in one place, and the store is closed and free again.
+   */
+  async open(): Promise<[Producer<T>, Consumer<T>]> {
+    const store = this.#store;
+    this.#refuseWhatTheStoreCannotKeep(store);
     if (busyStores.has(store)) throw new OpenError('ERR_LOCKED', 'This store already backs an open queue');
     busyStores.add(store);
-    let recovery;
+    let recovery: StoreRecovery;
     try {
       recovery = await store.open();
     } catch (error) {
       busyStores.delete(store);
-      if (error instanceof QueueError) throw error;
-      throw new OpenError('ERR_STORE', `The store failed to open: ${(error as Error)?.message ?? error}`, { cause: error });
+      throw storeFailure('The store failed to open', error);
     }
-    if (
-      recovery === null ||
-      typeof recovery !== 'object' ||
-      !Number.isSafeInteger(recovery.nextSeq) ||
-      recovery.nextSeq < 1 ||
-      !Number.isSafeInteger(recovery.count) ||
-      recovery.count < 0 ||
-      recovery.count >= recovery.nextSeq
-    ) {
+    let core: QueueCore | undefined;
+    try {
+      checkRecovery(recovery);
+      const bytes = await this.#recoveredBytes(store);
+      const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability ?? defaultAckDurability(this.#durability), this.#lazyBound);
+      core = new QueueCore({
+        store,
+        capacity: this.#capacity,
+        durability: this.#durability,
+        acks,
+        recovery,
+        storeCallsPerTurn: this.#storeCallsPerTurn,
+        deliveries: { maxDeliveries: this.#maxDeliveries, keep: keepsDeliveries(store) },
+        leaseMs: this.#leaseMs,
+        time: this.#time,
+        keyWindow: this.#keyWindow,
+        bytes,
+        rateLimit: this.#rateLimit,
+      });
+      core.codec = this.#codec;
+      await loadRecovered(core, store, recovery);
+    } catch (error) {
+      core?.discard();
       busyStores.delete(store);
       await store.close().catch(() => {});
-      throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
-    }
-    let bytes: { capacity: number; recovered: number } | undefined;
-    if (this.#capacityBytes !== Infinity) {
-      let recovered: unknown;
-      try {
-        recovered = await store.payloadBytes!();
-      } catch (error) {
-        recovered = error instanceof Error ? error : new Error(String(error));
-      }
-      if (typeof recovered !== 'number' || !Number.isSafeInteger(recovered) || recovered < 0) {
-        busyStores.delete(store);
-        await store.close().catch(() => {});
-        if (recovered instanceof QueueError) throw recovered;
-        const what = recovered instanceof Error ? `failed: ${recovered.message}` : `returned ${String(recovered)}, not a non-negative safe integer`;
-        throw new OpenError('ERR_STORE', `The store's payloadBytes() ${what}`, recovered instanceof Error ? { cause: recovered } : undefined);
-      }
-      bytes = { capacity: this.#capacityBytes, recovered };
-    }
-    const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability ?? defaultAckDurability(this.#durability), this.#lazyBound);
-    const core = new QueueCore(store, this.#capacity, this.#durability, acks, recovery, this.#storeCallsPerTurn, {
-      maxDeliveries: this.#maxDeliveries,
-      keep,
-    }, this.#leaseMs, this.#time, this.#keyWindow, bytes, this.#rateLimit);
-    core.codec = this.#codec;
-    if (core.keys !== undefined) {
-      const keys = recovery.keys;
-      if (!Array.isArray(keys) || !keys.every((k) => k !== null && typeof k === 'object' && typeof k.key === 'string' && Number.isSafeInteger(k.seq) && k.seq >= 1 && k.seq < recovery.nextSeq && Number.isSafeInteger(k.keyedAt))) {
-        core.discard();
-        busyStores.delete(store);
-        await store.close().catch(() => {});
-        throw new OpenError('ERR_STORE', 'The store declares features.idempotency but its open() returned no valid keys: an array of { key, seq, keyedAt } with seqs below nextSeq');
-      }
-      core.keys.load(keys);
-    }
-    const scheduledFrom = recovery.scheduledFrom;
-    if (store.features.scheduling === true) {
-      try {
-        // Without it the queue could not tell where its scheduled items are: the read-ahead skips them.
-        if (typeof scheduledFrom !== 'number' || !Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1 || scheduledFrom > recovery.nextSeq) {
-          throw new OpenError('ERR_STORE', `The store declares features.scheduling but its open() returned scheduledFrom ${String(scheduledFrom)}, not a seq from 1 to nextSeq (${recovery.nextSeq})`);
-        }
-        if (scheduledFrom < recovery.nextSeq) await core.loadSchedule(scheduledFrom);
-      } catch (error) {
-        core.discard();
-        busyStores.delete(store);
-        await store.close().catch(() => {});
-        if (error instanceof QueueError) throw error;
-        throw new OpenError('ERR_STORE', `The store failed to read its scheduled items at open: ${(error as Error)?.message ?? error}`, { cause: error });
-      }
-    }
-    if (core.ledger !== undefined) {
-      try {
-        await core.ledger.start();
-      } catch (error) {
-        core.discard();
-        busyStores.delete(store);
-        await store.close().catch(() => {});
-        if (error instanceof QueueError) throw error;
-        throw new OpenError('ERR_STORE', `The store failed to store delivery counts at open: ${(error as Error)?.message ?? error}`, { cause: error });
-      }
-    }
-    if (core.schedules !== undefined) {
-      const schedules = recovery.schedules;
-      if (!Array.isArray(schedules) || !schedules.every((s) => s !== null && typeof s === 'object' && storedScheduleFault(s, store.maxItemBytes) === undefined)) {
-        core.discard();
-        busyStores.delete(store);
-        await store.close().catch(() => {});
-        throw new OpenError('ERR_STORE', 'The store declares features.schedules but its open() returned no valid schedules: an array of { name, spec, bytes, firedThrough, nextAt }');
-      }
-      await core.schedules.load(schedules);
+      throw error;
     }
     const tx = new Producer<T>(core);
     const rx = new Consumer<T>(core, this.#retryDelays);
@@ -380,13 +350,74 @@ export class Builder<T = Uint8Array> {
         await store.attach(ownerSurface(core, rx as Consumer<unknown>, typeof dir === 'string' ? dir : ''));
       } catch (error) {
         await core.close().catch(() => {});
-        if (error instanceof QueueError) throw error;
-        throw new OpenError('ERR_STORE', `The store failed to serve the queue to other processes: ${(error as Error)?.message ?? error}`, { cause: error });
+        throw storeFailure('The store failed to serve the queue to other processes', error);
       }
     }
     // The slots that passed while no queue was open fire now (pushes, not waited for).
     core.schedules?.start();
     return [tx, rx];
+  }
+}
+
+/** A store's failure as `open()` reports it: a QueueError as it is, anything else as `ERR_STORE` saying what failed. */
+function storeFailure(what: string, error: unknown): QueueError {
+  if (error instanceof QueueError) return error;
+  return new OpenError('ERR_STORE', `${what}: ${(error as Error)?.message ?? error}`, { cause: error });
+}
+
+/** The counts every store's `open()` returns, checked before the core is built on them. */
+function checkRecovery(recovery: StoreRecovery): void {
+  if (
+    recovery === null ||
+    typeof recovery !== 'object' ||
+    !Number.isSafeInteger(recovery.nextSeq) ||
+    recovery.nextSeq < 1 ||
+    !Number.isSafeInteger(recovery.count) ||
+    recovery.count < 0 ||
+    recovery.count >= recovery.nextSeq
+  ) {
+    throw new OpenError('ERR_STORE', `The store's open() returned an invalid recovery ${JSON.stringify(recovery)}`);
+  }
+}
+
+/**
+ * The rest of what the store recovered, into the core: idempotency keys, where the scheduled items
+ * are, the delivery counts' starting bound, the schedules. Each is checked as the store's feature
+ * promises it; a store that declares a feature and returns nothing valid for it is `ERR_STORE`.
+ */
+async function loadRecovered(core: QueueCore, store: Store, recovery: StoreRecovery): Promise<void> {
+  if (core.keys !== undefined) {
+    const keys = recovery.keys;
+    if (!Array.isArray(keys) || !keys.every((k) => k !== null && typeof k === 'object' && typeof k.key === 'string' && Number.isSafeInteger(k.seq) && k.seq >= 1 && k.seq < recovery.nextSeq && Number.isSafeInteger(k.keyedAt))) {
+      throw new OpenError('ERR_STORE', 'The store declares features.idempotency but its open() returned no valid keys: an array of { key, seq, keyedAt } with seqs below nextSeq');
+    }
+    core.keys.load(keys);
+  }
+  if (store.features.scheduling === true) {
+    const scheduledFrom = recovery.scheduledFrom;
+    // Without it the queue could not tell where its scheduled items are: the read-ahead skips them.
+    if (typeof scheduledFrom !== 'number' || !Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1 || scheduledFrom > recovery.nextSeq) {
+      throw new OpenError('ERR_STORE', `The store declares features.scheduling but its open() returned scheduledFrom ${String(scheduledFrom)}, not a seq from 1 to nextSeq (${recovery.nextSeq})`);
+    }
+    try {
+      if (scheduledFrom < recovery.nextSeq) await core.loadSchedule(scheduledFrom);
+    } catch (error) {
+      throw storeFailure('The store failed to read its scheduled items at open', error);
+    }
+  }
+  if (core.ledger !== undefined) {
+    try {
+      await core.ledger.start();
+    } catch (error) {
+      throw storeFailure('The store failed to store delivery counts at open', error);
+    }
+  }
+  if (core.schedules !== undefined) {
+    const schedules = recovery.schedules;
+    if (!Array.isArray(schedules) || !schedules.every((s) => s !== null && typeof s === 'object' && storedScheduleFault(s, store.maxItemBytes) === undefined)) {
+      throw new OpenError('ERR_STORE', 'The store declares features.schedules but its open() returned no valid schedules: an array of { name, spec, bytes, firedThrough, nextAt }');
+    }
+    await core.schedules.load(schedules);
   }
 }
 

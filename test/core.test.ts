@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved } from '../src/index.js';
+import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved, isQueueError } from '../src/index.js';
 import type { StoredItem } from '../src/store.js';
 import { RecordingStore, tick } from './support/stores.js';
 import { FlushScheduler, TURN_STORE_CALLS } from '../src/queue/flush.js';
@@ -816,6 +816,35 @@ describe('process(), reads and close under hostile handlers and faults', () => {
     for (const e of await Promise.all(acks)) expect(e).toMatchObject({ code: 'ERR_STORE_FAILED' });
     expect(rx.stats()).toMatchObject({ pendingAcks: 0 });
     await expect(tx.pushMany([])).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await tx.close();
+  });
+
+  // Each step of open() that can fail after the store opened: the store is closed again and free,
+  // so the next Builder over it opens once the fault is gone.
+  it.each([
+    ['an invalid recovery', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), count: -1 }))],
+    ['keys that are not keys', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), keys: [{ key: 5 }] as never }))],
+    ['no scheduledFrom', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), scheduledFrom: undefined }))],
+    ['schedules that are not schedules', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), schedules: [{ name: '' }] as never }))],
+    ['a failing first delivery bound', (s: MemStore) => (s.markDelivered = async () => Promise.reject(new Error('disk gone')))],
+  ])('aStepOfOpenThatFailsOn %s closesTheStoreAndLeavesItFreeForTheNextOpen', async (_what, fault) => {
+    const store = new MemStore();
+    const [tx0] = await new Builder(store).open();
+    await tx0.push('kept');
+    await tx0.close();
+    const { open, markDelivered, close } = store;
+    let closes = 0;
+    store.close = async function (this: MemStore) {
+      closes++;
+      return close.call(this);
+    };
+    fault(store, open);
+    await expect(new Builder(store).open()).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    expect(closes).toBe(1);
+    store.open = open;
+    store.markDelivered = markDelivered;
+    const [tx, rx] = await new Builder(store).open();
+    expect(new TextDecoder().decode(rx.tryReserve()!.bytes)).toBe('kept');
     await tx.close();
   });
 

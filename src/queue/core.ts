@@ -59,6 +59,23 @@ function unsupported(what: string): QueueError {
   return new QueueError('ERR_UNSUPPORTED', `${what} needs a store that keeps delivery counts and dead letters (features.deliveries)`);
 }
 
+/** What a queue is built from: its store, what the store recovered, and the Builder's settings. @internal */
+export interface CoreSettings {
+  readonly store: Store;
+  readonly capacity: number;
+  readonly durability: Durability;
+  readonly acks: AckPolicy;
+  readonly recovery: StoreRecovery;
+  readonly storeCallsPerTurn: TurnBudget;
+  readonly deliveries: { readonly maxDeliveries: number; readonly keep: boolean };
+  readonly leaseMs: number;
+  readonly time: TimeSource;
+  readonly keyWindow: KeyWindow;
+  /** Set with `capacityBytes`: the limit and the payload bytes the store holds at open. */
+  readonly bytes?: { readonly capacity: number; readonly recovered: number } | undefined;
+  readonly rateLimit?: RateLimit | undefined;
+}
+
 /** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {
   readonly store: Store;
@@ -138,20 +155,8 @@ export class QueueCore {
   /** The store's identity, when it reported a well-formed one at open. */
   readonly #storeId: string | undefined;
 
-  constructor(
-    store: Store,
-    capacity: number,
-    durability: Durability,
-    acks: AckPolicy,
-    recovery: StoreRecovery,
-    storeCallsPerTurn: TurnBudget,
-    deliveries: { maxDeliveries: number; keep: boolean },
-    leaseMs: number,
-    time: TimeSource,
-    keyWindow: KeyWindow,
-    bytes?: { capacity: number; recovered: number },
-    rateLimit?: RateLimit,
-  ) {
+  constructor(settings: CoreSettings) {
+    const { store, capacity, durability, acks, recovery, storeCallsPerTurn, deliveries, leaseMs, time, keyWindow, bytes, rateLimit } = settings;
     this.leaseMs = leaseMs;
     this.time = time;
     this.#schedule = new Schedule(time, () => this.#serveWaiters());
