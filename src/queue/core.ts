@@ -9,7 +9,7 @@ import { type Codec, bytes } from '../codec.js';
 import { OpenError, QueueError } from '../errors.js';
 import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../store.js';
 import { Schedules } from './schedules.js';
-import { type Entry, type Holder, type WaitGroup, type Waiter, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import { type Entry, type Holder, type PushMeta, type WaitGroup, type Waiter, PLAIN, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
 import { KeepAlive, type TimeSource } from '../clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
@@ -348,22 +348,22 @@ export class QueueCore {
 
   // ---------------------------------------------------------------- producer
 
-  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, from?: number[], priority = 0, notBefore = 0, group?: string): Promise<number | number[]> {
-    return this.#pushes.push(payloads, single, signal, from, priority, notBefore, undefined, 0, undefined, group);
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number | number[]> {
+    return this.#pushes.push(payloads, single, signal, meta);
   }
 
   /** Push one payload under an idempotency key (see `./idempotency.ts`). */
-  pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, priority: number, notBefore: number, group?: string): Promise<number> {
+  pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
       return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
     }
-    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, undefined, priority, notBefore, [key], keyedAt, undefined, group) as Promise<number>);
+    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, { ...meta, keys: [key], keyedAt }) as Promise<number>);
   }
 
   /** Push a batch under idempotency keys, one per payload (see `./idempotency.ts`). */
-  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, priority: number, notBefore: number, group?: string): Promise<number[]> {
+  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number[]> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
@@ -372,8 +372,8 @@ export class QueueCore {
     return this.keys.pushMany(
       keys,
       signal,
-      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, undefined, priority, notBefore, indices.map((i) => keys[i]!), keyedAt, undefined, group) as Promise<number[]>,
-      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, undefined, priority, notBefore, [keys[i]!], keyedAt, undefined, group) as Promise<number>,
+      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, { ...meta, keys: indices.map((i) => keys[i]!), keyedAt }) as Promise<number[]>,
+      (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, { ...meta, keys: [keys[i]!], keyedAt }) as Promise<number>,
     );
   }
 
@@ -390,9 +390,9 @@ export class QueueCore {
       const sources = [{ file, record: r.record }];
       const key = r.key;
       if (key !== undefined && this.keys !== undefined) {
-        pushes.push(this.keys.push(key, undefined, (keyedAt) => this.#pushes.push([r.bytes], true, undefined, undefined, r.priority, r.notBefore, [key], keyedAt, sources) as Promise<number>));
+        pushes.push(this.keys.push(key, undefined, (keyedAt) => this.#pushes.push([r.bytes], true, undefined, { priority: r.priority, notBefore: r.notBefore, keys: [key], keyedAt, sources }) as Promise<number>));
       } else {
-        pushes.push(this.#pushes.push([r.bytes], true, undefined, undefined, r.priority, r.notBefore, undefined, 0, sources));
+        pushes.push(this.#pushes.push([r.bytes], true, undefined, { priority: r.priority, notBefore: r.notBefore, sources }));
       }
     }
     return Promise.all(pushes).then(() => undefined);
@@ -402,7 +402,7 @@ export class QueueCore {
   #fireSchedule(bytes: Uint8Array[], fires: ScheduleFire[], priority: number, group: string | undefined): Promise<unknown> {
     // Each item its own copy: a handler that changes an item's bytes must not change its siblings' or the schedule's.
     const payloads = bytes.map((b) => this.arena.copy(b));
-    return this.#pushes.push(payloads, false, undefined, undefined, priority, 0, undefined, 0, undefined, group, fires);
+    return this.#pushes.push(payloads, false, undefined, { priority, group, fires });
   }
 
   /** A batch is stored (`PushHost.stored`): count it, and hand its items to the consumer side. */
@@ -664,7 +664,7 @@ export class QueueCore {
       letters.map((l) => l.bytes),
       false,
       undefined,
-      letters.map((l) => l.seq),
+      { from: letters.map((l) => l.seq) },
     ) as Promise<number[]>;
   }
 

@@ -7,6 +7,35 @@ import type { Lease } from './leases.js';
 
 export type { PushPayload } from '../api/types.js';
 
+/**
+ * What a push stores with its items besides their bytes, each field only when set: `PLAIN` for a
+ * push with none, so a plain push allocates nothing for it.
+ */
+export interface PushMeta {
+  /** The items' priority. @default 0 */
+  readonly priority?: number;
+  /** Not before this time, in ms since the epoch. @default 0 (none) */
+  readonly notBefore?: number;
+  /** The items' group. */
+  readonly group?: string | undefined;
+  /** A redrive: the dead letters the payloads come from, one per payload. */
+  readonly from?: number[];
+  /** Idempotency keys, one per payload, and when they were stored. */
+  readonly keys?: readonly string[];
+  readonly keyedAt?: number;
+  /** Records ingested from a spool: where each payload came from. */
+  readonly sources?: readonly SpoolSource[];
+  /** Items a schedule fires: the slot of each payload. */
+  readonly fires?: readonly ScheduleFire[];
+}
+
+export const PLAIN: PushMeta = Object.freeze({});
+
+/** The meta of a push with these options: `PLAIN` when it has none. */
+export function pushMeta(priority: number, notBefore: number, group: string | undefined): PushMeta {
+  return priority === 0 && notBefore === 0 && group === undefined ? PLAIN : { priority, notBefore, group };
+}
+
 export interface PendingPush {
   payloads: Uint8Array[];
   /** Set for a redrive: the dead letters the payloads come from, one per payload. */

@@ -3,6 +3,7 @@
 // (a remote producer runs the codec on its side), so pushes go to the core as bytes.
 import type { OwnerSurface, RemotePushOptions, RemoteSelection } from '../remote/surface.js';
 import type { QueueCore } from './core.js';
+import { pushMeta } from './entry.js';
 import type { Consumer } from './handles.js';
 
 /** What a store that serves others may also offer the surface (LogStore does). */
@@ -19,10 +20,9 @@ export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string
     dir,
     maxItemBytes: core.store.maxItemBytes,
     push(payloads: Uint8Array[], options: RemotePushOptions, signal: AbortSignal | undefined): Promise<number[]> {
-      const priority = options.priority ?? 0;
-      const notBefore = options.notBefore ?? 0;
-      if (options.keys !== undefined) return core.pushManyKeyed(payloads, [...options.keys], signal, priority, notBefore);
-      return core.push(payloads, false, signal, undefined, priority, notBefore) as Promise<number[]>;
+      const meta = pushMeta(options.priority ?? 0, options.notBefore ?? 0, undefined);
+      if (options.keys !== undefined) return core.pushManyKeyed(payloads, [...options.keys], signal, meta);
+      return core.push(payloads, false, signal, meta) as Promise<number[]>;
     },
     stats() {
       return { ...core.stats(), store: typeof store.inspect === 'function' ? store.inspect() : undefined };

@@ -3,7 +3,7 @@
 import type { QueueProducer } from '../api/handles.js';
 import { optionalSignal, optionsObject } from '../validate.js';
 import type { QueueCore } from './core.js';
-import { abortReason } from './entry.js';
+import { abortReason, pushMeta } from './entry.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
 import type { PushOptions, PushValue, QueueStats, WaitOptions } from '../api/types.js';
 import { QueueError } from '../errors.js';
@@ -43,8 +43,9 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
     } catch (error) {
       return Promise.reject(error);
     }
-    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, o.priority, notBeforeOf(o, this.#core.time), o.group);
-    return this.#core.push([bytes], true, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time), o.group) as Promise<number>;
+    const meta = pushMeta(o.priority, notBeforeOf(o, this.#core.time), o.group);
+    if (o.key !== undefined) return this.#core.pushKeyed(bytes, o.key, o.signal, meta);
+    return this.#core.push([bytes], true, o.signal, meta) as Promise<number>;
   }
 
   /**
@@ -68,13 +69,14 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
       if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
       const time = notBeforeOf(o, this.#core.time);
-      if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, undefined, o.priority, time) as Promise<number[]>;
-      if (o.group !== undefined && this.#core.store.features.groups !== true) return this.#core.push([], false, undefined, undefined, 0, 0, o.group) as Promise<number[]>;
-      if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined, 0, 0);
+      if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, pushMeta(o.priority, time, undefined)) as Promise<number[]>;
+      if (o.group !== undefined && this.#core.store.features.groups !== true) return this.#core.push([], false, undefined, pushMeta(0, 0, o.group)) as Promise<number[]>;
+      if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined);
       return Promise.resolve([]);
     }
-    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, o.priority, notBeforeOf(o, this.#core.time), o.group);
-    return this.#core.push(list, false, o.signal, undefined, o.priority, notBeforeOf(o, this.#core.time), o.group) as Promise<number[]>;
+    const meta = pushMeta(o.priority, notBeforeOf(o, this.#core.time), o.group);
+    if (o.keys !== undefined) return this.#core.pushManyKeyed(list, o.keys, o.signal, meta);
+    return this.#core.push(list, false, o.signal, meta) as Promise<number[]>;
   }
 
   /**

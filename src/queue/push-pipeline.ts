@@ -3,9 +3,9 @@
 // pushed while the one before it was stored). The core owns every count the consumer side reads;
 // it answers this object's questions, and hears of each stored batch, through a host.
 import { QueueError } from '../errors.js';
-import type { ScheduleFire, SpoolSource, Store } from '../store.js';
+import type { Store } from '../store.js';
 import { expectation } from '../validate.js';
-import { type Entry, type PendingPush, NO_ENTRIES, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
+import { type Entry, type PendingPush, type PushMeta, NO_ENTRIES, PLAIN, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from '../api/types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -130,19 +130,9 @@ export class PushPipeline {
     this.rejectWaiting(failure);
   }
 
-  push(
-    payloads: Uint8Array[],
-    single: boolean,
-    signal: AbortSignal | undefined,
-    from?: number[],
-    priority = 0,
-    notBefore = 0,
-    keys?: readonly string[],
-    keyedAt = 0,
-    sources?: readonly SpoolSource[],
-    group?: string,
-    fires?: readonly ScheduleFire[],
-  ): Promise<number | number[]> {
+  push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number | number[]> {
+    const { from, priority = 0, keys, keyedAt = 0, sources, group, fires } = meta;
+    let notBefore = meta.notBefore ?? 0;
     const error = this.#host.refusal();
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
