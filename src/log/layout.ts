@@ -22,8 +22,9 @@ export interface Segment {
   retired: boolean;
 }
 
-export function newSegment(base: number, name: string, path: string, bytes: number, seal: SealInfo | null, compacted: boolean, version: number): Segment {
-  return { base, name, path, bytes, seal, compacted, version, readFd: -1, retired: false };
+/** A segment as the layout holds it, from what is known of its file: not yet opened for reading, not retired. */
+export function newSegment(file: Omit<Segment, 'readFd' | 'retired'>): Segment {
+  return { base: file.base, name: file.name, path: file.path, bytes: file.bytes, seal: file.seal, compacted: file.compacted, version: file.version, readFd: -1, retired: false };
 }
 
 /**

@@ -404,7 +404,7 @@ export class Maintenance {
     fs.rename(first.path + TMP_SUFFIX, first.path);
     let reclaimed = 0;
     for (const s of run) reclaimed += s.bytes;
-    layout.replaceFront(run.length, newSegment(first.base, first.name, first.path, written.bytes, written.seal, true, written.version));
+    layout.replaceFront(run.length, newSegment({ base: first.base, name: first.name, path: first.path, bytes: written.bytes, seal: written.seal, compacted: true, version: written.version }));
     await fs.fsyncDir(this.d.dir);
     for (const s of run) if (s !== first) fs.unlink(s.path);
     await fs.fsyncDir(this.d.dir);

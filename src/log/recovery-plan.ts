@@ -209,8 +209,8 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       const f = layout[layout.length - 1]!;
       const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
       try {
-        activeScan = scanActive(fs, f.fd, f.path, f.base, f.size, checkpointNextSeq, opts.readAheadBytes, compacted, f.version, opts.liveWriter === true);
-        segments.push(newSegment(f.base, f.name, f.path, activeScan.validEnd, activeScan.seal, compacted, f.version));
+        activeScan = scanActive(fs, { fd: f.fd, path: f.path, base: f.base, size: f.size, compacted, version: f.version }, { durableNextSeq: checkpointNextSeq, chunkBytes: opts.readAheadBytes, liveWriter: opts.liveWriter === true });
+        segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: activeScan.validEnd, seal: activeScan.seal, compacted, version: f.version }));
         if (activeScan.seal === null && compacted) {
           report(checkFailed(FILE_CHECKS.compactedUnsealed, f.path, activeScan.validEnd, 'a compacted segment must end in a seal record'));
         }
@@ -339,7 +339,7 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
     // When problems are collected (`verify`), a segment with a bad seal stays in the layout
     // without one, so that its frames are still checked and the checks after it are not thrown off.
     const keepUnsealed = (): void => {
-      if (collecting) segments.push(newSegment(f.base, f.name, f.path, f.size, null, compacted, f.version));
+      if (collecting) segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: f.size, seal: null, compacted, version: f.version }));
     };
     if (f.size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) {
       report(checkFailed(FILE_CHECKS.badSeal, f.path, f.size, 'sealed segment too short for its seal record'));
@@ -364,7 +364,7 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
     if (next.base !== seal.endSeq) {
       report(checkFailed(FILE_CHECKS.chainBroken, next.path, 0, `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`));
     }
-    segments.push(newSegment(f.base, f.name, f.path, f.size, seal, compacted, f.version));
+    segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: f.size, seal, compacted, version: f.version }));
   }
   return segments;
 }
@@ -434,16 +434,11 @@ function isTornHeader(bytes: Uint8Array, size: number, base: number, version: nu
  */
 export function scanActive(
   fs: FileSystem,
-  fd: number,
-  path: string,
-  base: number,
-  size: number,
-  durableNextSeq: number,
-  chunkBytes: number,
-  compacted: boolean,
-  version: number,
-  liveWriter = false,
+  file: { readonly fd: number; readonly path: string; readonly base: number; readonly size: number; readonly compacted: boolean; readonly version: number },
+  scan: { readonly durableNextSeq: number; readonly chunkBytes: number; readonly liveWriter?: boolean },
 ): ActiveScan {
+  const { fd, path, base, size, compacted, version } = file;
+  const { durableNextSeq, chunkBytes, liveWriter = false } = scan;
   const rules = new SegmentFrames(base, compacted, version, null, durableNextSeq);
   const belowDurable = (): boolean => Math.max(base, rules.lastSeq + 1) < durableNextSeq;
   const result = scanFrames(new FileWindow(fs, fd, size, chunkBytes), SEGMENT_HEADER_BYTES, rules, belowDurable, liveWriter);

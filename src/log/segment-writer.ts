@@ -261,7 +261,7 @@ export class SegmentWriter {
       throw this.durability.markFailed(e);
     }
     this.detach();
-    const seg = newSegment(old.base, old.name, old.path, SEGMENT_HEADER_BYTES, null, false, version);
+    const seg = newSegment({ base: old.base, name: old.name, path: old.path, bytes: SEGMENT_HEADER_BYTES, seal: null, compacted: false, version });
     this.layout.replaceActive(seg);
     this.start(seg, fd);
   }
@@ -327,7 +327,7 @@ export class SegmentWriter {
       this.durability.closeWhenIdle(fd);
       throw this.durability.markFailed(e);
     }
-    return { seg: newSegment(base, name, path, SEGMENT_HEADER_BYTES, null, false, version), fd };
+    return { seg: newSegment({ base, name, path, bytes: SEGMENT_HEADER_BYTES, seal: null, compacted: false, version }), fd };
   }
 
   /** Read `[from, to)` of the active segment and write the same bytes back (recovery, FORMAT §6.2). */

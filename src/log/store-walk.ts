@@ -334,7 +334,7 @@ export class StoreWalk {
     if (seg.headerDamage !== null) {
       // The records after a damaged header are judged as any others: a CRC-valid frame with a
       // seq that fits the base. Until the first of them, what is lost belongs to the header's damage.
-      const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, false, seg.version), seg.headerDamage.offset, seg.headerDamage.reason).message;
+      const reason = damaged(newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: false, version: seg.version }), seg.headerDamage.offset, seg.headerDamage.reason).message;
       const damage: DamagedRange = { file: seg.path, offset: seg.headerDamage.offset, end: Math.min(SEGMENT_HEADER_BYTES, win.size), reason, budgetSpent: false, lostSeqs: [] };
       this.damages.push(damage);
       this.#open = damage;
@@ -384,7 +384,7 @@ export class StoreWalk {
   /** Record the damage at the reader's position and resynchronise after it; false when nothing intact follows. */
   #skipDamage(seg: WalkSegment, frames: FrameReader, rules: SegmentFrames, why: string): boolean {
     const offset = frames.offset;
-    const reason = damaged(newSegment(seg.base, seg.name, seg.path, 0, null, seg.compacted, seg.version), offset, why).message;
+    const reason = damaged(newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: seg.compacted, version: seg.version }), offset, why).message;
     rules.skipDamage();
     let resumed = false;
     let found = frames.resync();
