@@ -17,5 +17,10 @@ export function assertStore(condition: boolean, what: string): asserts condition
  * builds a message that names values only when the check fails, instead of on every call.
  */
 export function invariantViolated(what: string): never {
-  throw new StoreInvariantError(`LogStore invariant violated: ${what}`);
+  throw invariantError(what);
+}
+
+/** The error of a violated invariant, for a path that fails the store with it rather than throws. */
+export function invariantError(what: string): StoreInvariantError {
+  return new StoreInvariantError(`LogStore invariant violated: ${what}`);
 }

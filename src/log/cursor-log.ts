@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { StoreInvariantError } from './assert.js';
+import { invariantError } from './assert.js';
 import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
 import { errnoCode, type Durability } from './durability.js';
 import type { RecordPayload } from './delivery-format.js';
@@ -138,10 +138,10 @@ export class CursorLog {
   writeRecords(records: readonly RecordPayload[], what: string): Promise<never> | null {
     if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
     if (this.version < CURSOR_VERSION_DELIVERIES) {
-      return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
+      return this.durability.fail(invariantError(`${what} record written into a version-${this.version} cursor`));
     }
     if (this.version < CURSOR_VERSION_SCHEDULES && records.some((r) => r.type === RECORD_SCHEDULE || r.type === RECORD_UNSCHEDULE)) {
-      return this.durability.fail(new StoreInvariantError(`${what} record written into a version-${this.version} cursor`));
+      return this.durability.fail(invariantError(`${what} record written into a version-${this.version} cursor`));
     }
     let bytes = 0;
     for (const r of records) bytes += FRAME_HEADER_BYTES + r.payload.length;
@@ -161,7 +161,7 @@ export class CursorLog {
   writeBound(below: number): Promise<never> | null {
     if (this.durability.failure !== null) return Promise.reject(this.durability.failure);
     if (this.version < CURSOR_VERSION_DELIVERIES) {
-      return this.durability.fail(new StoreInvariantError(`delivery mark record written into a version-${this.version} cursor`));
+      return this.durability.fail(invariantError(`delivery mark record written into a version-${this.version} cursor`));
     }
     const frame = this.#boundFrame;
     writeU64(frame, FRAME_HEADER_BYTES, below);
@@ -239,7 +239,7 @@ export class CursorLog {
       p += FRAME_HEADER_BYTES + length;
     }
     if (ranges * RANGE_BYTES !== payloadBytes) {
-      return this.durability.fail(new StoreInvariantError(`ACK records hold ${ranges} ranges, ${payloadBytes / RANGE_BYTES} were encoded`));
+      return this.durability.fail(invariantError(`ACK records hold ${ranges} ranges, ${payloadBytes / RANGE_BYTES} were encoded`));
     }
     this.onAcked();
     if (!sync) return Promise.resolve();

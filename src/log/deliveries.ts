@@ -8,7 +8,7 @@
  * version-1 reader meets a version it refuses (ERR_UNSUPPORTED_VERSION) before any new record.
  */
 import type { DeadLetter, DeadLetterRange, DeliveryMark, Redrive, StoredItem } from '../store.js';
-import { StoreInvariantError } from './assert.js';
+import { type StoreInvariantError, invariantError } from './assert.js';
 import type { CursorLog } from './cursor-log.js';
 import { deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8, type EncodedDead, type EncodedMark, type RecordPayload } from './delivery-format.js';
 import type { Durability } from './durability.js';
@@ -29,7 +29,7 @@ export interface DeliveryDeps {
 }
 
 function bad(what: string): StoreInvariantError {
-  return new StoreInvariantError(`LogStore invariant violated: ${what}`);
+  return invariantError(what);
 }
 
 function isTime(n: unknown): n is number {

@@ -1,4 +1,6 @@
 // Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames", §4 "Cursor file" and §13 "Identity file".
+import { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES } from '../store.js';
+
 /**
  * The format vocabulary: every magic number, size, offset and type code of the on-disk format
  * lives here, so the writer and the reader cannot drift apart. No other module spells a bare
@@ -376,3 +378,20 @@ export function writeU16(buf: Uint8Array, offset: number, value: number): void {
 export function readU16(buf: Uint8Array, offset: number): number {
   return buf[offset]! | (buf[offset + 1]! << 8);
 }
+
+/**
+ * The Store contract's limits and the format's are one each, written twice: the contract's are
+ * what every store accepts, the format's what the bytes can hold. They are tied here, when the
+ * engine loads: a limit changed on one side only would let LogStore take a key, group, name or
+ * reason its frames cut short, so the engine refuses to load instead.
+ */
+for (const [name, contract, disk] of [
+  ['MAX_KEY_BYTES', MAX_KEY_BYTES, MAX_KEY_BYTES_ON_DISK],
+  ['MAX_GROUP_BYTES', MAX_GROUP_BYTES, MAX_GROUP_BYTES_ON_DISK],
+  ['MAX_REASON_BYTES', MAX_REASON_BYTES, MAX_REASON_BYTES_ON_DISK],
+  ['MAX_SCHEDULE_NAME_BYTES', MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_NAME_BYTES_ON_DISK],
+  ['MAX_SCHEDULE_SPEC_BYTES', MAX_SCHEDULE_SPEC_BYTES, MAX_SCHEDULE_SPEC_BYTES_ON_DISK],
+] as const) {
+  if (contract !== disk) throw new Error(`${name} is ${contract} in the Store contract and ${disk} in the format (src/log/format.ts): they must be one`);
+}
+
