@@ -270,7 +270,8 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
         const ms = rng.pick([0, 15, 40]);
         log.push(`rateLimited ${m.text} ${ms} ms`);
         await h.item.rateLimited(ms);
-        m.retryDue = ms > 0 ? clock.now() + ms : 0;
+        // Under a rate limit the item waits, ready, in its paused window; without one, on its own delay.
+        m.retryDue = ms > 0 && rate === undefined ? clock.now() + ms : 0;
         if (m.deliveries !== undefined) m.deliveries--;
         if (rate !== undefined) {
           const w = windowOf(m);

@@ -137,7 +137,8 @@ describe('item.rateLimited(ms)', () => {
     await a1.rateLimited(300);
     // a2 waits with a1 (the tenant's API said no); b goes.
     expect(await takeAll(rx)).toEqual(['b1']);
-    expect(rx.stats().rateLimited).toBe(1);
+    // a1 waits in its paused window as a ready item, ahead of a2, not on a timer of its own.
+    expect(rx.stats()).toMatchObject({ rateLimited: 2, delayed: 0 });
     clock.advance(300);
     expect(await takeAll(rx)).toEqual(['a1', 'a2']);
     await tx.close();
@@ -149,9 +150,28 @@ describe('item.rateLimited(ms)', () => {
     await tx.pushMany(['a', 'b']);
     await rx.tryReserve()!.rateLimited(100);
     expect(rx.tryReserve()).toBeNull();
-    expect(rx.stats()).toMatchObject({ ready: 1, rateLimited: 1, delayed: 1 });
+    expect(rx.stats()).toMatchObject({ ready: 2, rateLimited: 2, delayed: 0 });
     clock.advance(100);
     expect(await takeAll(rx)).toEqual(['a', 'b']);
+    await tx.close();
+  });
+});
+
+describe('a throttled item keeps its place', () => {
+  it('aThrottledItemWaitingInItsGroupsPausedWindowGoesBeforeTheItemBehindItToAWaitingConsumer', async () => {
+    const clock = new ManualClock();
+    const [tx, rx] = await new Builder(new MemStore()).clock(clock).rateLimit({ max: 10, perMs: 1000, by: 'group' }).open();
+    await tx.pushMany(['a1', 'a2'], { group: 'a' });
+    const a1 = rx.tryReserve({ groupConcurrency: 1 })!;
+    // A consumer waits for the group's next item while a1 is out.
+    const next = rx.reserve({ groupConcurrency: 1 });
+    await a1.rateLimited(300);
+    clock.advance(300);
+    const got = (await next)!;
+    expect(dec(got.bytes)).toBe('a1');
+    expect(got.deliveries).toBe(1);
+    await got.ack();
+    expect(await takeAll(rx)).toEqual(['a2']);
     await tx.close();
   });
 });

@@ -987,7 +987,11 @@ export class QueueCore {
     // the next hand-out is counted by it, and stores nothing new.
     entry.deliveries--;
     this.#limiter?.pause(entry, ms);
-    if (ms <= 0) {
+    // Under a rate limit the item's window is paused for `ms` (above): the item waits in it as a
+    // ready one, and leaves in its group's order when the window has room again. Held aside on a
+    // timer of its own, it could come back after that window had reopened and handed out the item
+    // behind it.
+    if (ms <= 0 || this.#limiter !== undefined) {
       this.#returnEntry(entry, true);
       return Promise.resolve();
     }
