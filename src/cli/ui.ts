@@ -31,14 +31,9 @@ export const ui: Command = async (cli, { values, positionals }) => {
   } catch (error) {
     throw new ListenError(port, error);
   }
-  if (cli.json) {
-    cli.out.line(JSON.stringify({ url: served.url, port: served.port, allowActions }));
-  } else {
-    cli.out.line(`pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`);
-    cli.out.line(served.url);
-  }
-  await cli.out.flush();
-  await new Promise<void>((resolve) => {
+  // Listening for Ctrl-C before the URL is printed: whoever reads it may stop the dashboard at once,
+  // and a signal that came before the handler would end the process without closing it.
+  const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
@@ -47,6 +42,14 @@ export const ui: Command = async (cli, { values, positionals }) => {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+  if (cli.json) {
+    cli.out.line(JSON.stringify({ url: served.url, port: served.port, allowActions }));
+  } else {
+    cli.out.line(`pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`);
+    cli.out.line(served.url);
+  }
+  await cli.out.flush();
+  await stopped;
   await served.close();
   return 0;
 };
