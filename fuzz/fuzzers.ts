@@ -28,6 +28,8 @@ import {
   FRAME_HEADER_BYTES,
   FrameDecoder,
   type FrameBounds,
+  GROUPS_LIMIT_MAX,
+  SCHEDULES_LIMIT_MAX,
   ProtocolError,
   REQ_COMPACT,
   REQ_PURGE,
@@ -39,8 +41,10 @@ import {
   encodeBare,
   encodeCancel,
   encodeDeadLetters,
+  encodeGroups,
   encodeHello,
   encodePush,
+  encodeSchedules,
   encodeSelection,
   maxFrameBodyBytes,
   requestBounds,
@@ -231,7 +235,7 @@ async function engineExec(rnd: Prng, lie: boolean): Promise<void> {
 
 /** A random request a client could send, and the frame that carries it. */
 function randomRequest(rnd: Prng, id: number, maxItemBytes: number): { frame: Uint8Array; request: Request } {
-  const kind = rnd.int(7);
+  const kind = rnd.int(9);
   if (kind <= 2) {
     const count = 1 + rnd.int(kind === 0 ? 1 : 8);
     const keyed = rnd.bool(0.3);
@@ -254,6 +258,16 @@ function randomRequest(rnd: Prng, id: number, maxItemBytes: number): { frame: Ui
     const after = rnd.int(2 ** 32);
     const limit = 1 + rnd.int(1000);
     return { frame: encodeDeadLetters(id, after, limit), request: { type: 'deadLetters', id, after, limit } };
+  }
+  if (kind === 7) {
+    const limit = 1 + rnd.int(GROUPS_LIMIT_MAX);
+    return { frame: encodeGroups(id, limit), request: { type: 'groups', id, limit } };
+  }
+  if (kind === 8) {
+    const limit = 1 + rnd.int(SCHEDULES_LIMIT_MAX);
+    // A name of up to 128 UTF-8 bytes, some of them beyond ASCII.
+    const after = Array.from({ length: rnd.int(40) }, () => (rnd.bool(0.2) ? 'é' : String.fromCharCode(0x61 + rnd.int(26)))).join('');
+    return { frame: encodeSchedules(id, new TextEncoder().encode(after), limit), request: { type: 'schedules', id, after, limit } };
   }
   const type = rnd.bool() ? 'redrive' : 'purge';
   const seqs = rnd.bool() ? Array.from({ length: rnd.int(20) }, () => 1 + rnd.int(2 ** 32)) : undefined;

@@ -30,6 +30,7 @@ export declare function startUi(dir: string, args?: string[]): Promise<Ui>;
 
 export declare const WORKER: string;
 export declare const PRODUCER: string;
+export declare const GROUP_WORKER: string;
 export declare const OUTLINED_PAGES: readonly string[];
 export declare function pageOutline(page: Page): Promise<string>;
 export declare function walkPages(page: Page, url: string, onPage?: (name: string) => Promise<void>): Promise<string>;

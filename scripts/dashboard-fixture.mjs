@@ -172,8 +172,34 @@ for (let n = 1; ; n++) {
 }
 `;
 
+/**
+ * An owner that is its own producer of grouped items (a push from another process cannot carry a
+ * group): it opens the queue in argv[2] and runs `process()` with `concurrency` 8 and
+ * `groupConcurrency` 1, whose handler holds each item until told. Lines on stdin: `push <json>`
+ * pushes `{ group, payload }` and prints `pushed <seq>`; `release` lets every held item be acked.
+ * Prints `handling <payload>` as each item is handed out, and `ready` once it serves.
+ */
+export const GROUP_WORKER = `
+import { createInterface } from 'node:readline';
+import { Builder, LogStore } from ${JSON.stringify(dist('index.js'))};
+const [tx, rx] = await new Builder(await LogStore.open(process.argv[2])).open();
+const held = [];
+rx.process(async (item) => {
+  console.log('handling ' + new TextDecoder().decode(item.bytes));
+  await new Promise((resolve) => held.push(resolve));
+}, { concurrency: 8, groupConcurrency: 1 });
+createInterface({ input: process.stdin }).on('line', async (line) => {
+  if (line.startsWith('push ')) {
+    const { group, payload } = JSON.parse(line.slice(5));
+    console.log('pushed ' + (await tx.push(payload, { group })));
+  }
+  if (line === 'release') for (const resolve of held.splice(0)) resolve();
+});
+console.log('ready');
+`;
+
 /** The pages an outline covers, by their hash. */
-export const OUTLINED_PAGES = ['overview', 'items', 'dead-letters', 'health'];
+export const OUTLINED_PAGES = ['overview', 'items', 'dead-letters', 'groups', 'schedules', 'health'];
 
 /**
  * The outline of the page shown now: its visible headings, card labels, table columns, chart
@@ -209,6 +235,8 @@ export async function walkPages(page, url, onPage = async () => {}) {
     if (name === 'dead-letters') await page.waitForSelector('[data-table=dead-letters] tbody tr');
     if (name === 'items') await page.waitForSelector('[data-table=items]');
     if (name === 'health') await page.waitForSelector('[data-table=segments]');
+    if (name === 'groups') await page.waitForSelector('[data-groups-body] .cards');
+    if (name === 'schedules') await page.waitForSelector('[data-table=schedules]');
     await page.evaluate(() => {
       const dir = document.getElementById('dir');
       if (dir) dir.textContent = '/srv/orders';
@@ -220,13 +248,23 @@ export async function walkPages(page, url, onPage = async () => {}) {
 }
 
 /**
- * A queue as the screenshots show it, owned by a worker daemon: orders pushed as JSON, a few with a
- * priority and one delayed, two dead letters, and a producer pushing in the background while
- * `warmupMs` passes (the charts fill meanwhile). `pq ui --allow-actions` serves it.
+ * A queue as the screenshots show it, owned by a worker daemon: two schedules, orders pushed as
+ * JSON, a few with a priority and one delayed, two dead letters, and a producer pushing in the
+ * background while `warmupMs` passes (the charts fill meanwhile). `pq ui --allow-actions` serves it.
  */
 export async function startFixture({ warmupMs = 0, handleMs = 40 } = {}) {
   const work = mkdtempSync(join(tmpdir(), 'pq-ui-fixture-'));
   const dir = join(work, 'orders');
+  // The schedules are declared by a process that opens the queue before the worker does.
+  const declare = `
+import { Builder, LogStore } from ${JSON.stringify(dist('index.js'))};
+const [tx] = await new Builder(await LogStore.open(process.argv[2])).open();
+await tx.schedule('nightly-report', { cron: '0 3 * * *', tz: 'Europe/Berlin' }, 'build the report', { catchUp: 'all', maxCatchUp: 7 });
+await tx.schedule('stock-sync', { everyMs: 3_600_000 }, 'sync the stock', { priority: 2 });
+await tx.close();
+console.log('declared');
+`;
+  await runModule(work, 'declare.mjs', declare, [dir]).line((l) => l === 'declared');
   const worker = runModule(work, 'worker.mjs', WORKER, [dir, String(handleMs)]);
   await worker.line((l) => l === 'ready');
   const seed = `

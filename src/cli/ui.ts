@@ -31,7 +31,8 @@ export const ui: Command = async (cli, { values, positionals }) => {
   } catch (error) {
     throw new ListenError(port, error);
   }
-  // Ctrl-C is listened for before the URL is printed: whoever reads the URL may stop it at once.
+  // Listening for Ctrl-C before the URL is printed: whoever reads it may stop the dashboard at once,
+  // and a signal that came before the handler would end the process without closing it.
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);

@@ -8,6 +8,9 @@ import { QueueError } from '../errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
 import type { LogStore } from '../log-store.js';
 import { readSpoolBacklog } from '../log/spool-file.js';
+import type { GroupReport } from '../queue/group-report.js';
+import { describeSchedules } from '../index.js';
+import type { SchedulePage } from '../queue/schedules.js';
 import type { Timings } from '../remote/timings.js';
 import type { DeadLetter } from '../store.js';
 import { type OwnerLink, QueueAccess } from './access.js';
@@ -82,8 +85,39 @@ export interface Overview {
   readonly filesError: string | null;
   readonly rates: RatePoint[];
   readonly latency: LatencySeries;
-  /** Which of the owner's further pages exist (groups, schedules). */
+  /**
+   * Which further pages the view has: live, those of what the owner reports (its STATS has
+   * `groups`, `schedules`); read-only, both over a log, whose items carry groups and whose files
+   * keep schedules.
+   */
   readonly extras: { readonly groups: boolean; readonly schedules: boolean };
+}
+
+/** The groups page: the owner's report, or why there is none. */
+export interface GroupsView {
+  readonly view: View;
+  readonly at: number;
+  readonly pid: number | null;
+  /** Null in the read-only view (groups in flight live in the owner's memory) and from an owner that reports none. */
+  readonly report: GroupReport | null;
+  /** Why the view is read-only (as the overview's `absent`); null when live. */
+  readonly absent: string | null;
+}
+
+/** The schedules page: a page of schedules by name, from the owner, or from the files without one. */
+export interface SchedulesView {
+  readonly view: View;
+  readonly at: number;
+  readonly pid: number | null;
+  /** Null from an owner that reports none. */
+  readonly page: SchedulePage | null;
+  readonly absent: string | null;
+}
+
+/** Which of the endpoint's reports an owner answers (said by its STATS). */
+interface Reports {
+  readonly groups: boolean;
+  readonly schedules: boolean;
 }
 
 export interface ListedLetter {
@@ -133,6 +167,8 @@ export class DashboardApi {
   readonly #history = new RateHistory();
   readonly #verify: VerifyRunner;
   #counts: { at: number; counts: ScheduledCounts | null } | null = null;
+  /** What each owner connection answers, as its last STATS said (an owner's release does not change while connected). */
+  readonly #reports = new WeakMap<OwnerLink, Reports>();
   #sampler: ReturnType<typeof setInterval> | null = null;
   #sampling = false;
 
@@ -163,6 +199,7 @@ export class DashboardApi {
   }
 
   #note(owner: OwnerLink, stats: Record<string, unknown>): void {
+    this.#reports.set(owner, { groups: present(stats.groups), schedules: present(stats.schedules) });
     this.#history.add(`${owner.pid}:${String(stats.queueId)}:${String(stats.storeId)}`, Date.now(), stats);
   }
 
@@ -276,7 +313,7 @@ export class DashboardApi {
       filesError: null,
       rates: [],
       latency: latencySeries(null),
-      extras: { groups: false, schedules: false },
+      extras: { groups: true, schedules: true },
     };
   }
 
@@ -421,13 +458,42 @@ export class DashboardApi {
     return this.#verify.start();
   }
 
-  // ---- What the owner reports beyond the queue's figures ----
+  // ---- Groups and schedules ----
 
-  /** The owner's `groups` and `schedules` figures as it reports them (null while it reports none). */
-  async extras(): Promise<{ view: View; groups: unknown; schedules: unknown }> {
-    const got = await this.access.withOwner((o) => o.client.stats());
-    if (got === null) return { view: 'read-only', groups: null, schedules: null };
-    return { view: 'live', groups: got.value.groups ?? null, schedules: got.value.schedules ?? null };
+  /** What `owner` answers, asked with a STATS when no sample said so yet. */
+  async #reportsOf(owner: OwnerLink): Promise<Reports> {
+    const known = this.#reports.get(owner);
+    if (known !== undefined) return known;
+    this.#note(owner, await owner.client.stats());
+    return this.#reports.get(owner)!;
+  }
+
+  /** The owner's busiest `limit` groups; without an owner, none: their figures live in its memory. */
+  async groups(limit: number): Promise<GroupsView> {
+    const got = await this.access.withOwner(async (o) => ((await this.#reportsOf(o)).groups ? await o.client.groups(limit) : null));
+    if (got !== null) return { view: 'live', at: Date.now(), pid: got.owner.pid, report: got.value, absent: null };
+    // A directory that is no store is said as the other pages say it.
+    this.access.kind();
+    return { view: 'read-only', at: Date.now(), pid: null, report: null, absent: this.access.absentReason };
+  }
+
+  /**
+   * The schedules whose names sort after `after`, by name, at most `limit`: the owner's as it runs
+   * them, or, with none, the store's as `pq schedules` lists them (`describeSchedules`), with the
+   * next slot each fires.
+   */
+  async schedules(after: string, limit: number): Promise<SchedulesView> {
+    const got = await this.access.withOwner(async (o) => ((await this.#reportsOf(o)).schedules ? await o.client.schedules(after, limit) : null));
+    if (got !== null) return { view: 'live', at: Date.now(), pid: got.owner.pid, page: got.value, absent: null };
+    const absent = this.access.absentReason;
+    if (this.access.kind() === 'spool') return { view: 'read-only', at: Date.now(), pid: null, page: { total: 0, schedules: [], more: false }, absent };
+    const store = await this.#files();
+    const now = Date.now();
+    const stored = store.inspect().schedules;
+    // Only the page is described: a store of many schedules is not all computed for one page.
+    const following = stored.filter((s) => s.name > after).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const schedules = await describeSchedules(following.slice(0, limit), now);
+    return { view: 'read-only', at: now, pid: null, page: { total: stored.length, schedules, more: following.length > limit }, absent };
   }
 
   async close(): Promise<void> {

@@ -19,10 +19,15 @@ import { QueueError } from '../errors.js';
 import { DashboardApi, DashboardError, LETTERS_PAGE_MAX, SEQS_PER_ACTION_MAX, statusOf, type SelectionBody } from './api.js';
 import { PAGE_ITEMS_MAX, type ItemQuery, type ItemState } from './items.js';
 import { PAGE_ASSETS } from './page-assets.js';
-import { MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { GROUPS_LIMIT_MAX, SCHEDULES_LIMIT_MAX } from '../remote/client.js';
+import { MAX_KEY_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 
 /** The largest request body taken (an action names at most {@link SEQS_PER_ACTION_MAX} seqs). */
 export const BODY_BYTES_MAX = 64 * 1024;
+
+/** Groups the groups page lists, and schedules a page of them, unless asked otherwise. */
+const GROUPS_PAGE_DEFAULT = 50;
+const SCHEDULES_PAGE_DEFAULT = 50;
 
 /** What a token may be made of: URL-safe, long enough not to be guessed. */
 const TOKEN_RE = /^[A-Za-z0-9_-]{32,256}$/;
@@ -232,9 +237,17 @@ export class DashboardHandler {
       case '/api/health':
         q.done();
         return json(res, await api.health());
-      case '/api/extras':
+      case '/api/groups': {
+        const limit = q.int('limit', 1, GROUPS_LIMIT_MAX, GROUPS_PAGE_DEFAULT);
         q.done();
-        return json(res, await api.extras());
+        return json(res, await api.groups(limit));
+      }
+      case '/api/schedules': {
+        const after = q.string('after', MAX_SCHEDULE_NAME_BYTES) ?? '';
+        const limit = q.int('limit', 1, SCHEDULES_LIMIT_MAX, SCHEDULES_PAGE_DEFAULT);
+        q.done();
+        return json(res, await api.schedules(after, limit));
+      }
       default:
         throw new DashboardError(404, 'ERR_NOT_FOUND', `No API ${path}`);
     }

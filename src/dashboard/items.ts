@@ -37,7 +37,7 @@ export interface ItemQuery {
   readonly priority: number | null;
   /** Items whose idempotency key starts with this. */
   readonly keyPrefix: string | null;
-  /** Items of this group (stores whose items carry one). */
+  /** Items of this group. */
   readonly group: string | null;
 }
 
@@ -68,10 +68,9 @@ export interface ItemPage {
   readonly lowWaterMark: number;
 }
 
-/** The group an item carries, on stores that give items one. */
+/** The group an item carries (a LogStore reads it from the item's frame: FORMAT.md §3.1, tag 6), or null. */
 function groupOf(item: StoredItem): string | null {
-  const group = (item as { group?: unknown }).group;
-  return typeof group === 'string' ? group : null;
+  return item.group ?? null;
 }
 
 export function listed(item: StoredItem, now: number, bytes = PREVIEW_BYTES): ListedItem {

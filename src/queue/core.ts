@@ -26,6 +26,7 @@ import { READ_PENDING, ReadAhead } from './read-ahead.js';
 import { type Lease, Leases } from './leases.js';
 import { Schedule } from './schedule.js';
 import { GroupGate, PARKED_MAX_ITEMS } from './groups.js';
+import { type GroupReport, type GroupSummary, groupReport, groupSummary } from './group-report.js';
 import { type RateLimit, RateLimiter } from './rate-limit.js';
 import type { AckDurability, Durability, QueueStats } from '../api/types.js';
 
@@ -336,6 +337,16 @@ export class QueueCore {
       stats.segments = usage.segments;
     }
     return stats;
+  }
+
+  /** The groups with items in flight or waiting aside, the busiest `limit` listed (`./group-report.ts`). */
+  groupReport(limit: number): GroupReport {
+    return groupReport(this.#groups, this.#limiter, limit);
+  }
+
+  /** How many groups have items in flight, and how many have items waiting for their limit. */
+  groupSummary(): GroupSummary {
+    return groupSummary(this.#groups);
   }
 
   #pendingPushes(): number {

@@ -41,6 +41,8 @@ export class GroupGate {
   /** Items parked for their group's limit, by group; a group's entry goes with its last item. */
   readonly #parked = new Map<string, EntryHeap>();
   #parkedCount = 0;
+  /** Groups with at least one item in flight now (the owner's figures report it without a walk of the map). */
+  #busy = 0;
   #sinceSweep = 0;
   /**
    * The lowest concurrency limit under which an item now parked was parked. A consumer with a
@@ -54,14 +56,40 @@ export class GroupGate {
     return this.#parkedCount;
   }
 
+  /** Groups with at least one item in flight now. */
+  get busyGroups(): number {
+    return this.#busy;
+  }
+
+  /** Groups with items parked now. */
+  get waitingGroups(): number {
+    return this.#parked.size;
+  }
+
   /** Items of `group` in flight now, whoever holds them. */
   inFlight(group: string): number {
     return this.#inFlight.get(group) ?? 0;
   }
 
+  /** Items of `group` parked now. */
+  parkedOf(group: string): number {
+    return this.#parked.get(group)?.size ?? 0;
+  }
+
+  /**
+   * Each group with items in flight or parked, once: its name, its items in flight and its items
+   * parked (for the owner's report of its groups: a walk of the groups active now, nothing copied).
+   */
+  *active(): Generator<[group: string, inFlight: number, parked: number]> {
+    for (const [group, n] of this.#inFlight) if (n > 0) yield [group, n, this.parkedOf(group)];
+    for (const [group, parked] of this.#parked) if ((this.#inFlight.get(group) ?? 0) <= 0) yield [group, 0, parked.size];
+  }
+
   /** An item of `group` is handed out. */
   delivered(group: string): void {
-    this.#inFlight.set(group, (this.#inFlight.get(group) ?? 0) + 1);
+    const n = this.#inFlight.get(group) ?? 0;
+    if (n === 0) this.#busy++;
+    this.#inFlight.set(group, n + 1);
   }
 
   /**
@@ -70,7 +98,10 @@ export class GroupGate {
    */
   released(group: string): Entry | undefined {
     const n = this.#inFlight.get(group);
-    if (n !== undefined) this.#inFlight.set(group, n - 1);
+    if (n !== undefined) {
+      this.#inFlight.set(group, n - 1);
+      if (n === 1) this.#busy--;
+    }
     if (++this.#sinceSweep >= SWEEP_EVERY) this.#sweep();
     if (this.#parkedCount === 0) return undefined;
     const parked = this.#parked.get(group);
@@ -130,6 +161,7 @@ export class GroupGate {
   /** Forget everything (close: the in-flight items go back to the store with the queue). */
   clear(): void {
     this.#inFlight.clear();
+    this.#busy = 0;
     this.#parked.clear();
     this.#parkedCount = 0;
     this.#parkLimit = Infinity;

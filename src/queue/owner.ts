@@ -25,8 +25,16 @@ export function ownerSurface(core: QueueCore, rx: Consumer<unknown>, dir: string
       return core.push(payloads, false, signal, meta) as Promise<number[]>;
     },
     stats() {
-      return { ...core.stats(), store: typeof store.inspect === 'function' ? store.inspect() : undefined };
+      const schedules = core.schedules;
+      return {
+        ...core.stats(),
+        store: typeof store.inspect === 'function' ? store.inspect() : undefined,
+        groups: core.groupSummary(),
+        ...(schedules !== undefined ? { schedules: { count: schedules.size } } : {}),
+      };
     },
+    groups: (limit: number) => core.groupReport(limit),
+    schedules: (after: string, limit: number) => core.schedules?.page(after, limit),
     listDeadLetters: (after: number, limit: number) => rx.deadLetters.list({ after, limit }),
     redrive: (selection: RemoteSelection) => rx.deadLetters.redrive(selection as never) as Promise<number[]>,
     purge: (selection: RemoteSelection) => rx.deadLetters.purge(selection as never) as Promise<number>,

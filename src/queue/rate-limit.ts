@@ -202,6 +202,27 @@ export class RateLimiter {
     if (until > w.pausedUntil) w.pausedUntil = until;
   }
 
+  /**
+   * Ms until the window that `group`'s items count in (its group's, under a limit by group; the
+   * queue's otherwise) has room for a hand-out: 0 when it has room now.
+   */
+  waitMs(group: string | undefined): number {
+    const w = this.limit.by === 'queue' ? this.#queue : this.#windows.get(group ?? NO_GROUP);
+    if (w === undefined) return 0;
+    const now = this.#time.monoNow();
+    return Math.max(0, w.nextAt(now, this.limit) - now);
+  }
+
+  /** Under a limit by group: items of `group` parked for its window. */
+  parkedOf(group: string): number {
+    return this.#windows.get(group)?.parked?.size ?? 0;
+  }
+
+  /** Under a limit by group: each group with items parked for its window, and how many (the items without a group left out). */
+  *parkedGroups(): Generator<[group: string, parked: number]> {
+    for (const [key, w] of this.#windows) if (key !== NO_GROUP && w.parked !== undefined && w.parked.size > 0) yield [key, w.parked.size];
+  }
+
   /** Under a limit for the queue: the window is full or paused now. */
   get closed(): boolean {
     if (this.limit.by !== 'queue') return false;

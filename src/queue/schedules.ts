@@ -37,6 +37,16 @@ export interface ScheduleInfo {
   readonly problem?: string;
 }
 
+/** A page of schedules by name (the endpoint's SCHEDULES). */
+export interface SchedulePage {
+  /** Schedules in all. */
+  readonly total: number;
+  /** The first of those whose names sort after the page's `after`, by name. */
+  readonly schedules: ScheduleInfo[];
+  /** More schedules follow the last one listed. */
+  readonly more: boolean;
+}
+
 /** What the schedules ask of the core. */
 export interface ScheduleHost {
   readonly store: Store;
@@ -255,6 +265,30 @@ export class Schedules {
   /** `tx.schedules()`: every schedule, by name. */
   list(): ScheduleInfo[] {
     return [...this.#running.values()].map((r) => this.#info(r)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /**
+   * The first `limit` schedules by name of those whose names sort after `after` (`''`: from the
+   * first), and whether more follow: one walk of the schedules, keeping `limit` of them, so that a
+   * page costs the owner memory for its own entries only.
+   */
+  page(after: string, limit: number): SchedulePage {
+    // The latest name leaves the heap first: it is the one a name earlier than all kept replaces.
+    const kept = new Heap<Running>((a, b) => a.stored.name > b.stored.name);
+    let following = 0;
+    for (const r of this.#running.values()) {
+      const name = r.stored.name;
+      if (!(name > after)) continue;
+      following++;
+      if (kept.size < limit) kept.push(r);
+      else if (name < kept.peek()!.stored.name) {
+        kept.pop();
+        kept.push(r);
+      }
+    }
+    const schedules: ScheduleInfo[] = new Array(kept.size);
+    for (let i = kept.size - 1; i >= 0; i--) schedules[i] = this.#info(kept.pop()!);
+    return { total: this.#running.size, schedules, more: following > schedules.length };
   }
 
   #check(): void {

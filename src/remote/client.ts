@@ -14,6 +14,7 @@ import {
   ERROR_KIND_RANGE,
   ERROR_KIND_TYPE,
   FrameDecoder,
+  GROUPS_LIMIT_MAX,
   HELLO_REPLY_BOUNDS,
   PROTOCOL_VERSION,
   PUSH_HEADER_BYTES,
@@ -23,14 +24,17 @@ import {
   REQ_REDRIVE,
   REQ_STATS,
   REQ_TIMINGS,
+  SCHEDULES_LIMIT_MAX,
   type Reply,
   type Selection,
   decodeReply,
   encodeBare,
   encodeCancel,
   encodeDeadLetters,
+  encodeGroups,
   encodeHello,
   encodePush,
+  encodeSchedules,
   encodeSelection,
   maxFrameBodyBytes,
   pushItemBytes,
@@ -41,6 +45,14 @@ import { endpointPath, withSocketPath } from './socket-path.js';
 import { ENDPOINT_FILE } from '../log/format.js';
 import type { RemotePushOptions } from './surface.js';
 import type { Timings } from './timings.js';
+import type { GroupReport } from '../queue/group-report.js';
+import type { SchedulePage } from '../queue/schedules.js';
+import { isValidScheduleName } from '../schedule-table.js';
+import { MAX_SCHEDULE_NAME_BYTES } from '../store.js';
+import { expectation } from '../validate.js';
+
+/** The most groups and schedules one request may ask for: the dashboard's limits are the endpoint's. */
+export { GROUPS_LIMIT_MAX, SCHEDULES_LIMIT_MAX } from './protocol.js';
 
 /** Why connecting found no owner to talk to: nothing listens, so the spool is the way in. */
 const NO_OWNER = new Set(['ENOENT', 'ECONNREFUSED']);
@@ -239,6 +251,30 @@ export class EndpointClient implements ProducerBackend {
     return replyValue(await this.#call((id) => encodeBare(REQ_TIMINGS, id)));
   }
 
+  /**
+   * The owner's groups with items in flight or waiting aside, the busiest `limit` (1 to
+   * {@link GROUPS_LIMIT_MAX}) listed. Ask only an owner whose `stats()` has `groups`: one of an
+   * earlier release closes the connection on a request it does not know.
+   */
+  async groups(limit: number): Promise<GroupReport> {
+    const n = pageLimit(limit, GROUPS_LIMIT_MAX);
+    return replyValue(await this.#call((id) => encodeGroups(id, n)));
+  }
+
+  /**
+   * The owner's schedules whose names sort after `after` (`''`: from the first), by name, at most
+   * `limit` (1 to {@link SCHEDULES_LIMIT_MAX}; fewer when they would not fit one frame), and whether
+   * more follow. Ask only an owner whose `stats()` has `schedules`.
+   */
+  async schedules(after: string, limit: number): Promise<SchedulePage> {
+    const what = `'' or a schedule name (1 to ${MAX_SCHEDULE_NAME_BYTES} UTF-8 bytes)`;
+    if (typeof after !== 'string') throw new TypeError(expectation('after', what, after));
+    if (after !== '' && !isValidScheduleName(after)) throw new RangeError(expectation('after', what, after));
+    const n = pageLimit(limit, SCHEDULES_LIMIT_MAX);
+    const name = utf8.encode(after);
+    return replyValue(await this.#call((id) => encodeSchedules(id, name, n)));
+  }
+
   async compact(): Promise<unknown> {
     return replyValue(await this.#call((id) => encodeBare(REQ_COMPACT, id)));
   }
@@ -350,6 +386,14 @@ function errorOf(reply: Extract<Reply, { type: 'error' }>): Error {
     default:
       return new Error(reply.message);
   }
+}
+
+/** A page's `limit`: an integer from 1 to `max`. */
+function pageLimit(limit: unknown, max: number): number {
+  const what = `an integer from 1 to ${max}`;
+  if (typeof limit !== 'number') throw new TypeError(expectation('limit', what, limit));
+  if (!Number.isInteger(limit) || limit < 1 || limit > max) throw new RangeError(expectation('limit', what, limit));
+  return limit;
 }
 
 function seqsOf(reply: Reply): number[] {

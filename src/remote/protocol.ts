@@ -8,7 +8,7 @@
 import { QueueError } from '../errors.js';
 import { isValidKey } from '../key-records.js';
 import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../log/format.js';
-import { MAX_KEY_BYTES, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 
 // ---- Vocabulary ----
 
@@ -34,6 +34,10 @@ export const REQ_PURGE = 0x07;
 export const REQ_COMPACT = 0x08;
 /** The owner's hand-out and ack latencies of the last minutes (src/remote/timings.ts). */
 export const REQ_TIMINGS = 0x09;
+/** The owner's groups with items in flight or waiting aside, the busiest first (src/queue/group-report.ts). */
+export const REQ_GROUPS = 0x0a;
+/** A page of the owner's schedules, by name (src/queue/schedules.ts). */
+export const REQ_SCHEDULES = 0x0b;
 // Replies (owner to client).
 export const REP_HELLO = 0x81;
 export const REP_SEQS = 0x82;
@@ -58,6 +62,18 @@ export const DEAD_LETTERS_BODY_BYTES = 12;
 export const SELECTION_HEADER_BYTES = 16;
 export const SELECT_FLAG_SEQS = 0x01;
 export const SELECT_FLAG_LIMIT = 0x02;
+/** limit u32 */
+export const GROUPS_BODY_BYTES = 4;
+/**
+ * Groups one GROUPS reply lists at most. A hundred entries of the longest group names, each byte
+ * of them a control character that JSON writes as six, and the largest figures take 48,217 bytes: within
+ * FRAME_OVERHEAD_BYTES, so the reply fits a frame whatever the queue's `maxItemBytes`.
+ */
+export const GROUPS_LIMIT_MAX = 100;
+/** limit u32 | after length u8 | reserved 3 bytes (0), then the UTF-8 bytes of the name to list after */
+export const SCHEDULES_HEADER_BYTES = 8;
+/** Schedules one SCHEDULES reply lists at most (fewer when they would not fit one frame). */
+export const SCHEDULES_LIMIT_MAX = 100;
 /** count u32, then the seqs (u64 each) */
 export const SEQS_HEADER_BYTES = 4;
 /** count u32, then the entries */
@@ -138,6 +154,8 @@ export function requestBounds(maxItemBytes: number): FrameBounds {
     [REQ_PURGE, [SELECTION_HEADER_BYTES, max]],
     [REQ_COMPACT, [0, 0]],
     [REQ_TIMINGS, [0, 0]],
+    [REQ_GROUPS, [GROUPS_BODY_BYTES, GROUPS_BODY_BYTES]],
+    [REQ_SCHEDULES, [SCHEDULES_HEADER_BYTES, SCHEDULES_HEADER_BYTES + MAX_SCHEDULE_NAME_BYTES]],
   ]);
 }
 
@@ -313,6 +331,22 @@ export function encodeDeadLetters(id: number, after: number, limit: number): Uin
   return frame;
 }
 
+/** GROUPS: the busiest `limit` groups, 1 to {@link GROUPS_LIMIT_MAX}. */
+export function encodeGroups(id: number, limit: number): Uint8Array {
+  const frame = newFrame(REQ_GROUPS, id, GROUPS_BODY_BYTES);
+  writeU32(frame, FRAME_HEADER_BYTES, limit);
+  return frame;
+}
+
+/** SCHEDULES: the first `limit` (1 to {@link SCHEDULES_LIMIT_MAX}) whose names sort after `after` (UTF-8, empty: from the first). */
+export function encodeSchedules(id: number, after: Uint8Array, limit: number): Uint8Array {
+  const frame = newFrame(REQ_SCHEDULES, id, SCHEDULES_HEADER_BYTES + after.length);
+  writeU32(frame, FRAME_HEADER_BYTES, limit);
+  frame[FRAME_HEADER_BYTES + 4] = after.length;
+  frame.set(after, FRAME_HEADER_BYTES + SCHEDULES_HEADER_BYTES);
+  return frame;
+}
+
 export interface Selection {
   readonly seqs: readonly number[] | undefined;
   /** A positive safe integer, or undefined: every one. */
@@ -336,9 +370,13 @@ export type Request =
   | { readonly type: 'cancel'; readonly id: number; readonly target: number }
   | { readonly type: 'stats' | 'compact' | 'timings'; readonly id: number }
   | { readonly type: 'deadLetters'; readonly id: number; readonly after: number; readonly limit: number }
+  | { readonly type: 'groups'; readonly id: number; readonly limit: number }
+  | { readonly type: 'schedules'; readonly id: number; readonly after: string; readonly limit: number }
   | { readonly type: 'redrive' | 'purge'; readonly id: number; readonly seqs: number[] | undefined; readonly limit: number | undefined };
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+/** A schedule name may start with U+FEFF: decoded as it is, not taken for a byte-order mark. */
+const nameUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * The request a frame from a client holds, every field checked (FORMAT.md §15.2). Push payloads are
@@ -372,6 +410,13 @@ export function decodeRequest(frame: Frame): Request {
     case REQ_REDRIVE:
     case REQ_PURGE:
       return decodeSelection(type === REQ_REDRIVE ? 'redrive' : 'purge', id, body);
+    case REQ_GROUPS: {
+      const limit = readU32(body, 0);
+      if (limit < 1 || limit > GROUPS_LIMIT_MAX) throw new ProtocolError(`the limit of a groups request must be 1 to ${GROUPS_LIMIT_MAX}, got ${limit}`);
+      return { type: 'groups', id, limit };
+    }
+    case REQ_SCHEDULES:
+      return decodeSchedules(id, body);
     default:
       throw new ProtocolError(`frame type 0x${type.toString(16)} is not a request`);
   }
@@ -419,6 +464,21 @@ function decodePush(id: number, body: Uint8Array): Request {
   }
   if (at !== body.length) throw new ProtocolError(`a push frame has ${body.length - at} bytes after its last item`);
   return { type: 'push', id, payloads, priority, notBefore, keys };
+}
+
+function decodeSchedules(id: number, body: Uint8Array): Request {
+  const limit = readU32(body, 0);
+  if (limit < 1 || limit > SCHEDULES_LIMIT_MAX) throw new ProtocolError(`the limit of a schedules request must be 1 to ${SCHEDULES_LIMIT_MAX}, got ${limit}`);
+  const afterBytes = body[4]!;
+  if (body[5] !== 0 || body[6] !== 0 || body[7] !== 0) throw new ProtocolError('the reserved bytes of a schedules request must be 0');
+  if (afterBytes > MAX_SCHEDULE_NAME_BYTES || body.length !== SCHEDULES_HEADER_BYTES + afterBytes) throw new ProtocolError(`a schedules request of ${body.length} bytes cannot hold a name of ${afterBytes} bytes`);
+  let after: string;
+  try {
+    after = nameUtf8.decode(body.subarray(SCHEDULES_HEADER_BYTES));
+  } catch {
+    throw new ProtocolError('the name a schedules request lists after is not UTF-8');
+  }
+  return { type: 'schedules', id, after, limit };
 }
 
 function decodeSelection(type: 'redrive' | 'purge', id: number, body: Uint8Array): Request {

@@ -296,6 +296,14 @@ class Connection {
         });
       case 'timings':
         return Promise.resolve().then(() => encodeValue(id, this.#server.timings.read(), max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The timings do not fit one frame')));
+      case 'groups':
+        return Promise.resolve().then(() => fitted(id, { ...surface.groups(request.limit) }, 'groups', {}, max));
+      case 'schedules':
+        return Promise.resolve().then(() => {
+          const page = surface.schedules(request.after, request.limit);
+          if (page === undefined) return encodeError(id, new QueueError('ERR_UNSUPPORTED', 'The queue\'s store keeps no schedules'));
+          return fitted(id, { ...page }, 'schedules', { more: true }, max);
+        });
       case 'compact':
         return surface.compact().then((result) => encodeValue(id, result, max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The compaction\'s result does not fit one frame')));
       case 'deadLetters':
@@ -390,6 +398,19 @@ class Withdrawal {
 function queueIdOf(surface: OwnerSurface): number {
   const id = surface.stats().queueId;
   return typeof id === 'number' ? id : 0;
+}
+
+/**
+ * `value` as one VALUE frame, with as many entries of its list `key` as fit (halved until they do,
+ * `cut` merged in when some were left out), or an ERR_TOO_LARGE error when not even none fit.
+ */
+function fitted(id: number, value: Record<string, unknown>, key: string, cut: Record<string, unknown>, maxBodyBytes: number): Uint8Array {
+  const list = value[key] as unknown[];
+  for (let n = list.length; ; n >>= 1) {
+    const frame = encodeValue(id, n === list.length ? value : { ...value, [key]: list.slice(0, n), ...cut }, maxBodyBytes);
+    if (frame !== null) return frame;
+    if (n === 0) return encodeError(id, new QueueError('ERR_TOO_LARGE', `The owner's ${key} do not fit one frame`));
+  }
 }
 
 function withoutSegmentList(stats: Record<string, unknown>): Record<string, unknown> {

@@ -2,6 +2,8 @@
 // it: the endpoint's server (./server.ts) and the spool's ingestion call these. The Builder makes
 // one at open and hands it to a store that serves others (`Store.attach`); the core itself never
 // sees a socket or a file.
+import type { GroupReport } from '../queue/group-report.js';
+import type { SchedulePage } from '../queue/schedules.js';
 import type { DeadLetter } from '../store.js';
 
 /** Options of a push made by another process, as they cross the endpoint (already validated there). */
@@ -30,8 +32,16 @@ export interface OwnerSurface {
   readonly maxItemBytes: number;
   /** Push as the owner's own producer would; the signal withdraws a push still waiting for capacity. */
   push(payloads: Uint8Array[], options: RemotePushOptions, signal: AbortSignal | undefined): Promise<number[]>;
-  /** The queue's and the store's figures now. */
+  /**
+   * The queue's and the store's figures now; `groups` (counts of the groups busy and waiting) and,
+   * over a store that keeps schedules, `schedules` (their count) among them say that the owner
+   * answers `groups()` and `schedules()`.
+   */
   stats(): OwnerStats;
+  /** The groups with items in flight or waiting aside, the busiest `limit` (checked by the caller) listed. */
+  groups(limit: number): GroupReport;
+  /** A page of the schedules by name after `after` (`''`: from the first); undefined over a store without schedules. */
+  schedules(after: string, limit: number): SchedulePage | undefined;
   listDeadLetters(after: number, limit: number): Promise<DeadLetter[]>;
   redrive(selection: RemoteSelection): Promise<number[]>;
   purge(selection: RemoteSelection): Promise<number>;

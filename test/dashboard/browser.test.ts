@@ -11,7 +11,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/log-store.js';
 import { Builder } from '../../src/queue.js';
-import { type Child, type Ui, PRODUCER, WORKER, chromiumMissing, launchBrowser, runModule, startUi } from '../../scripts/dashboard-fixture.mjs';
+import { type Child, type Ui, GROUP_WORKER, PRODUCER, WORKER, chromiumMissing, launchBrowser, runModule, startUi } from '../../scripts/dashboard-fixture.mjs';
 
 // The callbacks given to page.evaluate run in the page; this file is compiled without the DOM's types.
 declare const document: any;
@@ -22,6 +22,11 @@ type ChildLike = Child;
 
 const missing: string | null = chromiumMissing();
 const SCRIPT = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">';
+/** A group name of markup, within the 64 bytes a group may have. */
+const SCRIPT_GROUP = '<script>window.__pwned=3</script>';
+
+/** A time as the page writes it (dom.js, `fmtTime`). */
+const pageTime = (ms: number): string => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 
 let browser: { context: BrowserContext; close(): Promise<void> } | null = null;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -261,6 +266,100 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     });
     expect(forged).toEqual([403, 'ERR_READ_ONLY']);
     expect((await api(u, 'dead-letters')).letters).toHaveLength(1);
+  });
+
+  test('theGroupsAndSchedulesPagesShowWhatTheOwnerRunsAndWhatTheFilesKeep', async () => {
+    const w = work();
+    const dir = join(w, 'q');
+    // A store with a schedule, declared before the owner opens it.
+    const declaredAt = Date.now();
+    const [tx] = await new Builder(await LogStore.open(dir)).open();
+    await tx.schedule('nightly-report', { everyMs: 86_400_000 }, 'build the report', { catchUp: 'all', maxCatchUp: 3 });
+    await tx.close();
+    const owner = child(runModule(w, 'group-worker.mjs', GROUP_WORKER, [dir]));
+    await owner.line((l) => l === 'ready');
+    const pushes: [string, string][] = [
+      ['acme', 'acme-1'],
+      ['acme', 'acme-2'],
+      ['acme', 'acme-3'],
+      ['globex', 'globex-1'],
+      ['globex', 'globex-2'],
+      [SCRIPT_GROUP, 'script-1'],
+    ];
+    const pushed = (): number => owner.lines.filter((l) => l.startsWith('pushed ')).length;
+    for (const [i, [group, payload]] of pushes.entries()) {
+      owner.send(`push ${JSON.stringify({ group, payload })}`);
+      await owner.line(() => pushed() > i);
+    }
+    // One item of each group in flight (groupConcurrency 1), the others waiting aside.
+    for (const first of ['acme-1', 'globex-1', 'script-1']) await owner.line((l) => l === `handling ${first}`);
+    const u = await ui(dir);
+    const page = await newPage();
+
+    await page.goto(`${u.url}#groups`);
+    await page.waitForSelector('[data-table=groups] tbody tr');
+    expect(await page.textContent('#view')).toMatch(/^live: process \d+$/);
+    const rows = async (): Promise<string[][]> => page.$$eval('[data-table=groups] tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent ?? '')));
+    expect(await rows()).toEqual([
+      ['acme', '1', '2', '0'],
+      ['globex', '1', '1', '0'],
+      [SCRIPT_GROUP, '1', '0', '0'],
+    ]);
+    expect(await page.textContent('[data-figure=groups]')).toBe('3');
+    expect(await page.textContent('[data-figure=groupLimited]')).toBe('3');
+    // The group named with markup is text: no script ran, no element was made of it.
+    expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+    expect(await page.evaluate(() => document.querySelectorAll('main script, main img').length)).toBe(0);
+
+    // From a group to its items: the filter returns that group's items only.
+    await page.click('[data-table=groups] tbody tr:first-child button[data-action=items]');
+    await page.waitForFunction(() => location.hash === '#items' && document.querySelectorAll('[data-table=items] tbody tr').length > 0);
+    expect(await page.inputValue('input[name=group]')).toBe('acme');
+    const listed = async (): Promise<string[][]> =>
+      page.$$eval('[data-table=items] tbody tr', (trs) => trs.map((tr) => [tr.querySelector('.preview')?.textContent ?? '', tr.children[5]?.textContent ?? '']));
+    expect(await listed()).toEqual([
+      ['acme-1', 'acme'],
+      ['acme-2', 'acme'],
+      ['acme-3', 'acme'],
+    ]);
+    await page.fill('input[name=group]', SCRIPT_GROUP);
+    await page.click('button[data-action=filter]');
+    await page.waitForFunction(() => document.querySelector('[data-table=items] tbody tr .preview')?.textContent === 'script-1');
+    expect(await listed()).toEqual([['script-1', SCRIPT_GROUP]]);
+    expect((await api(u, `items?group=globex`)).items.map((i: { group: string }) => i.group)).toEqual(['globex', 'globex']);
+
+    // The schedule, as the owner runs it: its next fire is the next slot after its declaration.
+    await page.goto(`${u.url}#schedules`);
+    await page.waitForSelector('tr[data-schedule=nightly-report]');
+    const live = (await api(u, 'schedules')).page;
+    expect(live.total).toBe(1);
+    const nextAt: number = live.schedules[0].nextAt;
+    expect(nextAt % 86_400_000).toBe(0);
+    expect(nextAt).toBeGreaterThan(declaredAt);
+    const cells = await page.$$eval('tr[data-schedule=nightly-report] td', (tds) => tds.map((td) => td.textContent));
+    expect(cells).toEqual(['nightly-report', 'every 1 d', pageTime(nextAt), pageTime(live.schedules[0].firedThrough), 'all (at most 3)', '0', '—']);
+
+    // Without the owner: the schedule as the store keeps it, the groups page says what needs an
+    // owner, and the items filter by group reads the files.
+    await owner.stop();
+    await until('the read-only view', async () => (await api(u, 'overview')).view === 'read-only');
+    await page.goto(`${u.url}#groups`);
+    await page.waitForSelector('[data-banner=read-only]');
+    expect(await page.textContent('#view')).toBe('read-only view');
+    expect(await page.textContent('[data-banner=read-only]')).toContain('In-flight figures need an owner');
+    await page.goto(`${u.url}#schedules`);
+    await page.waitForSelector('tr[data-schedule=nightly-report]');
+    expect(await page.textContent('tr[data-schedule=nightly-report] [data-next]')).toBe(pageTime(nextAt));
+    expect(await page.textContent('main')).toContain('As the store holds them');
+    await page.goto(`${u.url}#groups`);
+    await page.waitForSelector('[data-form=group-items]');
+    await page.fill('[data-form=group-items] input[name=group]', 'globex');
+    await page.click('button[data-action=group-items]');
+    await page.waitForFunction(() => document.querySelectorAll('[data-table=items] tbody tr').length === 2);
+    expect(await listed()).toEqual([
+      ['globex-1', 'globex'],
+      ['globex-2', 'globex'],
+    ]);
   });
 
   test('thePageWithoutTheTokenIsRefused', async () => {

@@ -353,8 +353,51 @@ describe('reading', () => {
       const a = await ask(d.port, { path: `${path}${path.includes('?') ? '&' : '?'}token=${d.token}` });
       expect({ path, status: a.status }).toEqual({ path, status: 400 });
     }
+    for (const path of ['/api/groups?limit=0', '/api/groups?limit=101', '/api/groups?after=a', '/api/schedules?limit=0', '/api/schedules?limit=x', `/api/schedules?after=${'n'.repeat(129)}`, '/api/schedules?after=a&after=b']) {
+      const a = await ask(d.port, { path: `${path}&token=${d.token}` });
+      expect({ path, status: a.status, code: a.json?.error?.code }).toEqual({ path, status: 400, code: 'ERR_BAD_REQUEST' });
+    }
     expect((await ask(d.port, { path: `/api/item?seq=999&token=${d.token}` })).json.error.code).toBe('ERR_NOT_FOUND');
     expect((await ask(d.port, { path: `/api/nothing?token=${d.token}` })).status).toBe(404);
+  });
+
+  test('groupsAndSchedulesComeFromTheOwnerAndSchedulesFromTheFilesWithoutOne', async () => {
+    const dir = freshDir();
+    const [tx, rx] = await new Builder(await LogStore.open(dir)).open();
+    let open = true;
+    cleanups.push(() => (open ? tx.close() : undefined));
+    for (const name of ['c-report', 'a-sync', 'b-<b>bold</b>']) await tx.schedule(name, { everyMs: 3_600_000 }, name, { catchUp: 'none' });
+    await tx.pushMany(['1', '2', '3'], { group: 'acme' });
+    await tx.push('4', { group: 'globex' });
+    const held = [rx.tryReserve({ groupConcurrency: 1 })!, rx.tryReserve({ groupConcurrency: 1 })!];
+    expect(rx.tryReserve({ groupConcurrency: 1 })).toBeNull();
+    const d = await serve(dir);
+    const get = async (path: string): Promise<any> => (await ask(d.port, { path: `${path}${path.includes('?') ? '&' : '?'}token=${d.token}` })).json;
+    expect((await get('/api/overview')).extras).toEqual({ groups: true, schedules: true });
+    const groups = await get('/api/groups?limit=1');
+    expect(groups).toMatchObject({ view: 'live', report: { total: 2, inFlight: 2, groupLimited: 2 } });
+    expect(groups.report.groups).toEqual([{ group: 'acme', inFlight: 1, groupLimited: 2, rateLimited: 0, rateWaitMs: 0 }]);
+    const names = (page: any): string[] => page.page.schedules.map((s: { name: string }) => s.name);
+    const first = await get('/api/schedules?limit=2');
+    expect([first.view, first.page.total, first.page.more, names(first)]).toEqual(['live', 3, true, ['a-sync', 'b-<b>bold</b>']]);
+    const live = await get(`/api/schedules?after=${encodeURIComponent('b-<b>bold</b>')}`);
+    expect([names(live), live.page.more]).toEqual([['c-report'], false]);
+    for (const item of held) await item.ack();
+    await tx.close();
+    open = false;
+    // Without an owner: the schedules as the store keeps them, described as `pq schedules` does; no groups.
+    const readOnly = await get('/api/schedules?limit=2');
+    expect([readOnly.view, readOnly.page.total, readOnly.page.more, names(readOnly)]).toEqual(['read-only', 3, true, ['a-sync', 'b-<b>bold</b>']]);
+    expect(readOnly.page.schedules[0]).toEqual(first.page.schedules[0]);
+    expect(names(await get(`/api/schedules?after=a-sync&limit=5`))).toEqual(['b-<b>bold</b>', 'c-report']);
+    expect(await get('/api/groups')).toMatchObject({ view: 'read-only', report: null });
+    expect((await get('/api/overview')).extras).toEqual({ groups: true, schedules: true });
+    // The items filter by group reads each item's group from the files.
+    expect((await get('/api/items?group=acme')).items.map((i: { seq: number; group: string }) => [i.seq, i.group])).toEqual([
+      [1, 'acme'],
+      [2, 'acme'],
+      [3, 'acme'],
+    ]);
   });
 
   test('aPageReadsABoundedNumberOfItemsWhateverTheFilter', async () => {

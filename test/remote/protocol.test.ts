@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { QueueError } from '../../src/errors.js';
-import { MAX_KEY_BYTES, MAX_REASON_BYTES } from '../../src/store.js';
+import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/store.js';
 import {
   DEAD_LETTER_ENTRY_BYTES,
   ERROR_KIND_ABORT,
@@ -15,12 +15,17 @@ import {
   HELLO_REPLY_BOUNDS,
   type Frame,
   FrameDecoder,
+  GROUPS_LIMIT_MAX,
   PUSH_HEADER_BYTES,
   ProtocolError,
   REQ_PUSH,
   REQ_PURGE,
   REQ_REDRIVE,
+  REQ_GROUPS,
+  REQ_SCHEDULES,
   REQ_STATS,
+  SCHEDULES_HEADER_BYTES,
+  SCHEDULES_LIMIT_MAX,
   decodeReply,
   decodeRequest,
   encodeBare,
@@ -28,9 +33,11 @@ import {
   encodeDeadLetterList,
   encodeDeadLetters,
   encodeError,
+  encodeGroups,
   encodeHello,
   encodeHelloReply,
   encodePush,
+  encodeSchedules,
   encodeSelection,
   encodeSeqs,
   encodeValue,
@@ -228,6 +235,40 @@ describe('the decoder refuses malformed frames', () => {
     expect(() => decodeRequest({ type: REQ_PURGE, id: 1, body: limitless, owned: true })).toThrow(ProtocolError);
   });
 
+  test('groupsAndSchedulesRequestsRoundTrip', () => {
+    expect(request(encodeGroups(7, GROUPS_LIMIT_MAX))).toEqual({ type: 'groups', id: 7, limit: GROUPS_LIMIT_MAX });
+    expect(request(encodeSchedules(8, new Uint8Array(0), SCHEDULES_LIMIT_MAX))).toEqual({ type: 'schedules', id: 8, after: '', limit: SCHEDULES_LIMIT_MAX });
+    // A name that starts with U+FEFF is the name, not a byte-order mark; the longest fits the bound.
+    for (const after of ['\ufeffnightly é', 'n'.repeat(MAX_SCHEDULE_NAME_BYTES)]) {
+      expect(request(encodeSchedules(9, utf8.encode(after), 1))).toEqual({ type: 'schedules', id: 9, after, limit: 1 });
+    }
+  });
+
+  test('aGroupsOrSchedulesRequestOutOfRangeOrThatDoesNotAddUpIsRefused', () => {
+    const body = (frame: Uint8Array): Uint8Array => frame.slice(FRAME_HEADER_BYTES);
+    const schedules = (edit: (b: Uint8Array) => void, after = 'abc'): Frame => {
+      const b = body(encodeSchedules(1, utf8.encode(after), 5));
+      edit(b);
+      return { type: REQ_SCHEDULES, id: 1, body: b, owned: true };
+    };
+    const bad: [string, Frame][] = [
+      ['groups limit 0', { type: REQ_GROUPS, id: 1, body: body(encodeGroups(1, 0)), owned: true }],
+      ['groups limit over its bound', { type: REQ_GROUPS, id: 1, body: body(encodeGroups(1, GROUPS_LIMIT_MAX + 1)), owned: true }],
+      ['schedules limit 0', schedules((b) => b.fill(0, 0, 4))],
+      ['schedules limit over its bound', schedules((b) => new DataView(b.buffer).setUint32(0, SCHEDULES_LIMIT_MAX + 1, true))],
+      ['reserved byte', schedules((b) => (b[6] = 1))],
+      ['name longer than the body', schedules((b) => (b[4] = 4))],
+      ['name shorter than the body', schedules((b) => (b[4] = 2))],
+      ['name not UTF-8', schedules((b) => (b[SCHEDULES_HEADER_BYTES + 1] = 0xff))],
+      ['lone surrogate in the name', schedules((b) => b.set([0xed, 0xa0, 0x80], SCHEDULES_HEADER_BYTES))],
+    ];
+    for (const [what, frame] of bad) expect(() => decodeRequest(frame), what).toThrow(ProtocolError);
+    // Bodies outside their type's bounds never reach the decoder: refused from the header alone.
+    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_GROUPS, 1, 5), () => {})).toThrow(ProtocolError);
+    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES + MAX_SCHEDULE_NAME_BYTES + 1), () => {})).toThrow(ProtocolError);
+    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES - 1), () => {})).toThrow(ProtocolError);
+  });
+
   test('repliesThatDoNotAddUpAreRefused', () => {
     const seqs = encodeSeqs(1, [1, 2]);
     seqs[FRAME_HEADER_BYTES] = 3;
@@ -316,5 +357,10 @@ describe('FORMAT.md §15', () => {
     expect(doc).toContain('(`DEAD_LETTER_ENTRY_BYTES` = 42)');
     expect(DEAD_LETTER_ENTRY_BYTES).toBe(42);
     expect(PUSH_HEADER_BYTES).toBe(16);
+    expect(doc).toContain('(`SCHEDULES_HEADER_BYTES` = 8)');
+    expect(SCHEDULES_HEADER_BYTES).toBe(8);
+    expect(doc).toContain(`(1 to \`GROUPS_LIMIT_MAX\` = ${GROUPS_LIMIT_MAX})`);
+    expect(doc).toContain(`(1 to \`SCHEDULES_LIMIT_MAX\` = ${SCHEDULES_LIMIT_MAX})`);
+    expect(doc).toContain(`a SCHEDULES ${SCHEDULES_HEADER_BYTES} to ${SCHEDULES_HEADER_BYTES + MAX_SCHEDULE_NAME_BYTES}`);
   });
 });

@@ -4,6 +4,8 @@
 'use strict';
 
 const POLL_MS = 1000;
+/** The groups page asks the owner this often. */
+const GROUPS_POLL_MS = 2000;
 
 const app = {
   page: '',
@@ -52,18 +54,20 @@ async function pollOverview() {
   if (generation === app.generation && app.page === 'overview') app.timer = setTimeout(() => void pollOverview(), document.hidden ? POLL_MS * 5 : POLL_MS);
 }
 
-/** @param {string} name */
-async function renderExtra(name) {
+async function pollGroups() {
   const generation = app.generation;
+  let live = false;
   try {
-    const x = await getJson('extras');
+    const g = await getJson('groups', { limit: GROUPS_SHOWN });
     if (generation !== app.generation) return;
-    const value = x[name];
-    const title = name === 'groups' ? 'Groups' : 'Schedules';
-    fill(main(), h('h2', null, title), value === null ? h('p', { class: 'note' }, `The process that has the queue open reports no ${name}.`) : anyValue(value));
+    live = g.view === 'live' && g.report !== null;
+    renderGroups(main(), g);
+    if (document.getElementById('status')?.classList.contains('error')) say('');
   } catch (error) {
-    sayError(error);
+    if (generation === app.generation) sayError(error);
   }
+  // A form being typed into is not redrawn under the user's hands while nothing changes: only live figures are polled.
+  if (generation === app.generation && app.page === 'groups' && live) app.timer = setTimeout(() => void pollGroups(), document.hidden ? GROUPS_POLL_MS * 5 : GROUPS_POLL_MS);
 }
 
 async function route() {
@@ -77,29 +81,22 @@ async function route() {
   say('');
   fill(main(), h('p', { class: 'note' }, 'Loading…'));
   if (page === 'overview') return pollOverview();
-  // The other pages need to know whether a process serves the queue.
-  if (app.overview === null) {
+  // The other pages need to know whether a process serves the queue. Those whose content depends
+  // on it (actions through an owner, its groups and schedules) ask now, not an older overview.
+  if (app.overview === null || page !== 'items') {
     try {
       app.overview = await getJson('overview');
       showHeader(app.overview);
     } catch (error) {
       sayError(error);
-      return;
+      if (app.overview === null) return;
     }
   }
   if (page === 'items') return renderItems(main(), app.overview.extras.groups);
-  if (page === 'dead-letters') {
-    // Whether actions can go through an owner is asked now, not taken from an older overview.
-    try {
-      app.overview = await getJson('overview');
-      showHeader(app.overview);
-    } catch (error) {
-      sayError(error);
-    }
-    return renderDeadLetters(main(), app.overview.view === 'live');
-  }
+  if (page === 'dead-letters') return renderDeadLetters(main(), app.overview.view === 'live');
   if (page === 'health') return renderHealth(main());
-  return renderExtra(page);
+  if (page === 'groups') return pollGroups();
+  return renderSchedules(main());
 }
 
 async function start() {

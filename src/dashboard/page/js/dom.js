@@ -375,30 +375,3 @@ function facts(pairs) {
   for (const [k, v] of pairs) dl.append(h('dt', null, k), h('dd', null, v));
   return dl;
 }
-
-/**
- * Any JSON value the owner reports (its groups, its schedules): an array of objects as a table,
- * an object as facts, anything else as text.
- * @param {unknown} value
- * @returns {HTMLElement}
- */
-function anyValue(value) {
-  if (Array.isArray(value)) {
-    if (value.length === 0) return h('p', { class: 'note' }, 'None.');
-    if (value.every((v) => v !== null && typeof v === 'object' && !Array.isArray(v))) {
-      const keys = [...new Set(value.flatMap((v) => Object.keys(v)))];
-      return table(keys, value.map((v) => keys.map((k) => scalar(v[k]))));
-    }
-    return h('ul', null, ...value.map((v) => h('li', null, scalar(v))));
-  }
-  if (value !== null && typeof value === 'object') return facts(Object.entries(value).map(([k, v]) => [k, v !== null && typeof v === 'object' ? anyValue(v) : scalar(v)]));
-  return h('span', null, scalar(value));
-}
-
-/** @param {unknown} v */
-function scalar(v) {
-  if (v === null || v === undefined) return '—';
-  if (typeof v === 'number') return Number.isInteger(v) ? fmtInt(v) : String(v);
-  if (typeof v === 'object') return JSON.stringify(v);
-  return String(v);
-}
