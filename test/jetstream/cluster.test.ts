@@ -10,9 +10,9 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, expect, test } from 'vitest';
-import { JetStreamBuilder, type JetStreamReserved } from '../src/jetstream/index.js';
-import { isQueueError } from '../src/errors.js';
-import { type NatsNode, natsServerBinary, startNatsCluster } from './support/nats-server.js';
+import { JetStreamBuilder, type JetStreamReserved } from '../../src/jetstream/index.js';
+import { isQueueError } from '../../src/errors.js';
+import { type NatsNode, natsServerBinary, startNatsCluster } from '../support/nats-server.js';
 
 const binary = natsServerBinary();
 if (binary === undefined) console.warn('jetstream-cluster.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');

@@ -4,8 +4,8 @@
  * queue's subject (src/jetstream/setup.ts).
  */
 import { expect, test } from 'vitest';
-import { parseReply } from '../src/jetstream/message.js';
-import { subjectMatches } from '../src/jetstream/setup.js';
+import { parseReply } from '../../src/jetstream/message.js';
+import { subjectMatches } from '../../src/jetstream/setup.js';
 
 test('aSubjectFilterTakesTheSubjectsItsTokensAndWildcardsMatch', () => {
   const rows: [string, string, boolean][] = [

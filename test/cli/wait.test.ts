@@ -8,10 +8,10 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { distUrl, runModule } from './support/child-process.js';
-import { pushStored } from './support/pq-cli.js';
+import { distUrl, runModule } from '../support/child-process.js';
+import { pushStored } from '../support/pq-cli.js';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
 
 let dir: string;

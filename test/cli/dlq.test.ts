@@ -10,10 +10,10 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
 const distIndex = pathToFileURL(join(root, 'dist', 'index.js')).href;
-const lib = (await import(distIndex)) as typeof import('../src/index.js');
+const lib = (await import(distIndex)) as typeof import('../../src/index.js');
 
 let work: string;
 let dir: string;
@@ -68,7 +68,7 @@ async function deadLetterThroughTheStore(letters: { bytes: Uint8Array; deliverie
 }
 
 /** The dead letters as the library sees them, read without changing the store. */
-async function libraryDeadLetters(): Promise<import('../src/index.js').DeadLetter[]> {
+async function libraryDeadLetters(): Promise<import('../../src/index.js').DeadLetter[]> {
   const store = await lib.LogStore.open(dir, { readOnly: true });
   try {
     return [...store.readDeadLetters({ after: 0, limit: 1_000_000 })];

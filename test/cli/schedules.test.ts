@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Builder, LogStore } from '../src/index.js';
-import { ManualClock } from '../src/testing/index.js';
+import { Builder, LogStore } from '../../src/index.js';
+import { ManualClock } from '../../src/testing/index.js';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
 
 let work: string;

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { distUrl, root, runModule, type Lines } from './support/child-process.js';
+import { distUrl, root, runModule, type Lines } from '../support/child-process.js';
 
 const bin = join(root, 'dist', 'cli', 'pq.js');
 

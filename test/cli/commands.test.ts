@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeQueue, pushStored, serveQueue, takeSpoolIn } from './support/pq-cli.js';
+import { closeQueue, pushStored, serveQueue, takeSpoolIn } from '../support/pq-cli.js';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
 
 let dir: string;
@@ -97,7 +97,7 @@ describe('push, dump, pop, stats', () => {
 
   it('withCodecJsonDumpPopAndDlqListShowAJsonQueuesValuesNotEscapedText', async () => {
     // A queue written with the json() codec, as an application writes it; one item dead-lettered.
-    const lib = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../src/index.js');
+    const lib = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../../src/index.js');
     const [tx, rx] = await new lib.Builder(await lib.LogStore.open(dir)).codec(lib.json()).open();
     await tx.pushMany([{ order: 17, lines: ['a', 'b'] }, 'just a string', 42, { order: 18 }]);
     const taken = [];
@@ -535,7 +535,7 @@ describe('progress', () => {
 
   it('compactShowsHowMuchOfTheRewriteIsDone', async () => {
     // Small segments, every other item acked: there are sealed segments to rewrite.
-    const { LogStore } = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../src/index.js');
+    const { LogStore } = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../../src/index.js');
     const store = await LogStore.open(dir, { segmentBytes: 4096, autoCompact: false });
     const { nextSeq: s } = await store.open();
     for (let b = 0; b < 20; b++) await store.append(Array.from({ length: 10 }, (_, i) => ({ seq: s + b * 10 + i, bytes: new Uint8Array(100) })), false);

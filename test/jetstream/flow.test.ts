@@ -9,9 +9,9 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { isQueueError } from '../src/errors.js';
-import { JetStreamBuilder } from '../src/jetstream/index.js';
-import { type NatsNode, natsServerBinary, startNatsServer } from './support/nats-server.js';
+import { isQueueError } from '../../src/errors.js';
+import { JetStreamBuilder } from '../../src/jetstream/index.js';
+import { type NatsNode, natsServerBinary, startNatsServer } from '../support/nats-server.js';
 
 const binary = natsServerBinary();
 if (binary === undefined) console.warn('jetstream-flow.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');

@@ -4,9 +4,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeQueue, pushStored, serveQueue } from './support/pq-cli.js';
+import { closeQueue, pushStored, serveQueue } from '../support/pq-cli.js';
 
-const root = resolve(import.meta.dirname, '..');
+const root = resolve(import.meta.dirname, '../..');
 const bin = join(root, 'dist', 'cli', 'pq.js');
 
 let work: string;

@@ -11,8 +11,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type Lines, distUrl, runModule } from './support/child-process.js';
-import { bin, closeQueue, pq, pushStored, serveQueue } from './support/pq-cli.js';
+import { type Lines, distUrl, runModule } from '../support/child-process.js';
+import { bin, closeQueue, pq, pushStored, serveQueue } from '../support/pq-cli.js';
 
 let work: string;
 let dir: string;
