@@ -6,7 +6,7 @@ import type { QueueProducer } from '../api/handles.js';
 import { headers } from '@nats-io/transport-node';
 import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
-import { type PushValue, keyOption, keysOption } from '../queue/handles.js';
+import { type PushValue, delayOption, keyOption, keysOption } from '../queue/handles.js';
 import { delayMs } from '../queue/retry.js';
 import type { PushOptions } from '../api/types.js';
 import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
@@ -59,18 +59,7 @@ function pushSettings(options: PushOptions | undefined, single: boolean): PushSe
     if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) throw new RangeError(expectation('options.priority', what, o.priority));
     if (o.priority !== 0) throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue keeps no priority: its consumer delivers in the order the stream stored (README, "The JetStream queue")');
   }
-  if (o.delayMs !== undefined && o.notBefore !== undefined) throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
-  let ms = 0;
-  let at = 0;
-  if (o.delayMs !== undefined) {
-    ms = delayMs('options.delayMs', o.delayMs);
-    if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
-  } else if (o.notBefore !== undefined) {
-    at = o.notBefore instanceof Date ? o.notBefore.getTime() : (o.notBefore as number);
-    const what = 'a Date or a non-negative safe integer of ms since the epoch';
-    if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
-    if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
-  }
+  const { delayMs: ms, at } = delayOption(o, options);
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   const keys = o.keys === undefined ? undefined : keysOption(o.keys);
   if (single && keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', keys));

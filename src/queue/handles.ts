@@ -16,6 +16,7 @@ import { waitFor } from './producer.js';
 import { Reserved } from './reserved.js';
 
 export { Producer, type PushValue, keyOption, keysOption } from './producer.js';
+export { delayOption } from './push-options.js';
 export { Reserved } from './reserved.js';
 export type { BatchHandler, ProcessHandler } from './run-context.js';
 

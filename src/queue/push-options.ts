@@ -49,20 +49,7 @@ export function pushSettings(options: PushOptions | undefined): PushSettings {
     }
     priority = o.priority === 0 ? 0 : o.priority; // -0 is 0
   }
-  if (o.delayMs !== undefined && o.notBefore !== undefined) {
-    throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
-  }
-  let ms = 0;
-  let at = 0;
-  if (o.delayMs !== undefined) {
-    ms = delayMs('options.delayMs', o.delayMs);
-    if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
-  } else if (o.notBefore !== undefined) {
-    at = o.notBefore instanceof Date ? o.notBefore.getTime() : (o.notBefore as number);
-    const what = 'a Date or a non-negative safe integer of ms since the epoch';
-    if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
-    if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
-  }
+  const { delayMs: ms, at } = delayOption(o, options);
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   const keys = o.keys === undefined ? undefined : keysOption(o.keys);
   const group = o.group === undefined ? undefined : groupOption('options.group', o.group);
@@ -131,4 +118,26 @@ export function keyOption(name: string, value: unknown): string {
   if (typeof value !== 'string') throw new TypeError(expectation(name, what, value));
   if (!isValidKey(value)) throw new RangeError(expectation(name, what, value));
   return value;
+}
+
+/**
+ * `delayMs` or `notBefore` of a push's options, checked (never both): the delay in ms and the time,
+ * 0 each when not given. Shared by both engines' producers.
+ */
+export function delayOption(o: Record<string, unknown>, options: unknown): { delayMs: number; at: number } {
+  if (o.delayMs !== undefined && o.notBefore !== undefined) {
+    throw new TypeError(expectation('options', 'either delayMs or notBefore, not both', options));
+  }
+  let ms = 0;
+  let at = 0;
+  if (o.delayMs !== undefined) {
+    ms = delayMs('options.delayMs', o.delayMs);
+    if (ms > MAX_DELAY_MS) throw new RangeError(expectation('options.delayMs', `a number of ms from 0 to ${MAX_DELAY_MS}`, ms));
+  } else if (o.notBefore !== undefined) {
+    at = o.notBefore instanceof Date ? o.notBefore.getTime() : (o.notBefore as number);
+    const what = 'a Date or a non-negative safe integer of ms since the epoch';
+    if (typeof at !== 'number') throw new TypeError(expectation('options.notBefore', what, o.notBefore));
+    if (!Number.isSafeInteger(at) || at < 0) throw new RangeError(expectation('options.notBefore', what, o.notBefore));
+  }
+  return { delayMs: ms, at };
 }
