@@ -7,7 +7,6 @@ import { headers } from '@nats-io/transport-node';
 import { encodeValue, isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { type PushValue, delayOption, keyOption, keysOption } from '../queue/handles.js';
-import { delayMs } from '../queue/retry.js';
 import type { PushOptions } from '../api/types.js';
 import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
 import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
@@ -30,9 +29,6 @@ function bytesOf(core: JetStreamCore, name: string, value: unknown): Uint8Array 
   if (out instanceof Uint8Array) return out;
   throw new TypeError(expectation(name, 'a Uint8Array or a string', out));
 }
-
-/** Longest delay (about 31,000 years), as the embedded queue's: the time it gives stays a safe integer. */
-const MAX_DELAY_MS = 1e15;
 
 interface PushSettings {
   readonly signal: AbortSignal | undefined;
