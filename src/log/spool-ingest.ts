@@ -198,6 +198,23 @@ export class SpoolIngest {
   async #ingestFile(id: string): Promise<number> {
     const f = this.#open(id);
     if (f === null) return 0;
+    try {
+      return await this.#ingestOpen(f);
+    } catch (e) {
+      // Reading moved the file's position past records the queue then refused (it began to
+      // close, or failed): the next pass opens the file again and reads from what the store
+      // holds. From the position it would see no record left, take the file for ingested and
+      // delete it with those records never stored.
+      if (this.#files.get(id) === f) {
+        closeQuietly(this.#d.fs, f.fd);
+        this.#files.delete(id);
+      }
+      throw e;
+    }
+  }
+
+  async #ingestOpen(f: OpenFile): Promise<number> {
+    const id = f.id;
     const read = this.#read(f);
     if (read.records.length > 0) {
       for (let i = 0; i < read.records.length; i += INGEST_CHUNK_RECORDS) {
