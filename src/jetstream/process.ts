@@ -1,13 +1,13 @@
 // JetStreamConsumer.process(): workers that take an item, run the handler, and ack it, or nak it
 // with the retry policy's delay (the server holds it back meanwhile), or move it into the dead
-// letters once it had its maxDeliveries. The options are those of the embedded process(), less
-// batch mode.
+// letters once it had its maxDeliveries. The pool, the options, the handler's bounds and the
+// reporting are the ones the embedded queue's process() uses (src/api/worker-pool.ts), less batch
+// mode and group limits.
 import { setMaxListeners } from 'node:events';
 import { QueueError } from '../errors.js';
 import { errorMessage } from '../queue/deliveries.js';
-import { delayMs } from '../queue/retry.js';
 import type { HandlerContext, WorkerOptions } from '../api/types.js';
-import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { type Pool, RunContext, type WorkerSettings, report, runHandler, runPool, workerSettings } from '../api/worker-pool.js';
 import type { JetStreamCore } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 import type { JetStreamReserved } from './reserved.js';
@@ -19,134 +19,44 @@ export type JetStreamProcessHandler<T = Uint8Array> = (item: JetStreamReserved<T
 export type JetStreamProcessOptions = WorkerOptions;
 
 /** @internal */
-export interface Settings {
-  readonly concurrency: number;
-  readonly signal: AbortSignal | undefined;
-  readonly onError: JetStreamProcessOptions['onError'];
-  readonly timeoutMs: number;
-  readonly heartbeat: boolean;
-}
+export type Settings = WorkerSettings;
 
 /** @internal */
 export function processOptions(options: JetStreamProcessOptions | undefined): Settings {
-  const o = optionsObject('options', options);
-  knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch', 'groupConcurrency']);
+  const { settings, o } = workerSettings(options, ['batch', 'groupConcurrency']);
   if (o.batch !== undefined) throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue has no batch mode in process()');
   if (o.groupConcurrency !== undefined) throw new QueueError('ERR_UNSUPPORTED', "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight");
-  if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
-  const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
-  const signal = optionalSignal('options.signal', o.signal);
-  let timeoutMs = Infinity;
-  if (o.timeoutMs !== undefined && o.timeoutMs !== Infinity) {
-    timeoutMs = delayMs('options.timeoutMs', o.timeoutMs);
-    if (timeoutMs === 0) throw new RangeError(expectation('options.timeoutMs', 'a positive number of ms', 0));
-  }
-  if (o.onError !== undefined && typeof o.onError !== 'function') throw new TypeError(expectation('options.onError', 'a function', o.onError));
-  return { concurrency, signal, onError: o.onError as Settings['onError'], timeoutMs, heartbeat: o.heartbeat === true };
-}
-
-class Context implements HandlerContext {
-  readonly controller = new AbortController();
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-}
-
-function report(settings: Settings, error: unknown, item: JetStreamReserved<unknown>): void {
-  if (settings.onError === undefined) return;
-  const warn = (e: unknown): void => {
-    process.emitWarning(`process() onError threw: ${errorMessage(e)}`, { type: 'PersistentQueueWarning', code: 'PQ_ON_ERROR_FAILED' });
-  };
-  try {
-    const result = settings.onError(error, { seq: item.seq, deliveries: item.deliveries });
-    if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') (result as PromiseLike<unknown>).then(undefined, warn);
-  } catch (thrown) {
-    warn(thrown);
-  }
-}
-
-/** Run the handler, bounded by `timeoutMs` and by the item's lease (kept alive with `heartbeat`). */
-function runHandler(core: JetStreamCore, handler: JetStreamProcessHandler<unknown>, item: JetStreamReserved<unknown>, context: Context, settings: Settings): Promise<unknown> {
-  const time = core.s.time;
-  return new Promise((resolve, reject) => {
-    let timer: unknown;
-    let beat: unknown;
-    const done = (): void => {
-      item.onLeaseExpired(undefined);
-      if (timer !== undefined) time.clearTimeout(timer);
-      if (beat !== undefined) time.clearTimeout(beat);
-      timer = beat = undefined;
-    };
-    const fail = (error: unknown): void => {
-      done();
-      context.controller.abort(error);
-      reject(error);
-    };
-    item.onLeaseExpired(fail);
-    if (settings.timeoutMs !== Infinity) {
-      timer = time.setTimeout(() => fail(new DOMException(`The handler ran longer than timeoutMs (${settings.timeoutMs} ms)`, 'TimeoutError')), settings.timeoutMs);
-    }
-    if (settings.heartbeat && item.leaseMs !== Infinity) {
-      const arm = (): void => {
-        beat = time.setTimeout(() => {
-          item.extend().then(arm, () => {});
-        }, item.leaseMs / 2);
-      };
-      arm();
-    }
-    let result: unknown;
-    try {
-      result = handler(item, context);
-    } catch (error) {
-      fail(error);
-      return;
-    }
-    Promise.resolve(result).then(
-      (value) => {
-        done();
-        resolve(value);
-      },
-      (error: unknown) => {
-        done();
-        reject(error);
-      },
-    );
-  });
+  return settings;
 }
 
 /** @internal */
 export async function runProcess(core: JetStreamCore, consumer: JetStreamConsumer<unknown>, handler: JetStreamProcessHandler<unknown>, settings: Settings): Promise<void> {
+  // The workers' takes wait on it: a stop aborts them all.
   const stop = new AbortController();
   // Each waiting worker listens on it: one listener per worker is expected, not a leak.
   setMaxListeners(settings.concurrency + 10, stop.signal);
-  const running = new Set<Context>();
-  const onAbort = (): void => {
-    stop.abort(settings.signal!.reason);
-    for (const context of running) context.controller.abort(settings.signal!.reason);
-  };
-  if (settings.signal?.aborted) return;
-  settings.signal?.addEventListener('abort', onAbort, { once: true });
-  let fatal: { error: unknown } | undefined;
+  const time = core.s.time;
 
-  const worker = async (): Promise<void> => {
-    while (!stop.signal.aborted) {
+  const worker = async (slot: number, { halt, running }: Pool): Promise<void> => {
+    while (!halt.stopped) {
       let item: JetStreamReserved<unknown> | null;
       try {
         item = await consumer.take(stop.signal, core.s.leaseMs);
       } catch (error) {
-        if (stop.signal.aborted) return;
+        if (halt.stopped) return;
         throw error;
       }
       if (item === null) return;
-      const context = new Context();
-      running.add(context);
+      const context = new RunContext();
+      if (halt.stopped) context.abort(halt.reason);
+      running[slot] = context;
       let failure: { error: unknown } | undefined;
       try {
-        await runHandler(core, handler, item, context, settings);
+        await runHandler(handler, item, context, settings, time);
       } catch (error) {
         failure = { error };
       } finally {
-        running.delete(context);
+        running[slot] = undefined;
       }
       if (failure) report(settings, failure.error, item);
       if (item.settled) continue;
@@ -165,17 +75,6 @@ export async function runProcess(core: JetStreamCore, consumer: JetStreamConsume
       }
     }
   };
-  const workers: Promise<void>[] = [];
-  for (let i = 0; i < settings.concurrency; i++) {
-    workers.push(
-      worker().catch((error: unknown) => {
-        fatal ??= { error };
-        stop.abort(error);
-      }),
-    );
-  }
-  await Promise.all(workers);
-  settings.signal?.removeEventListener('abort', onAbort);
-  if (fatal) throw fatal.error;
+  await runPool(settings.concurrency, settings.signal, worker, (reason) => stop.abort(reason));
   if (core.closed) await core.close();
 }

@@ -8,7 +8,8 @@ import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Holder, WaitGroup } from './entry.js';
 import type { Reserved } from './reserved.js';
-import { type BatchHandler, ITEMS_PER_TURN, type ProcessSettings, RunContext, leaseExpiredError, nextTurn, report, retry, timeoutError } from './run-context.js';
+import { ITEMS_PER_TURN, RunContext, leaseExpiredError, nextTurn, report, timeoutError } from '../api/worker-pool.js';
+import { type BatchHandler, type ProcessSettings, retry } from './run-context.js';
 
 /** How a consumer takes one item: the core's reserve, with a typed queue's decode step. @internal */
 export interface Taker {

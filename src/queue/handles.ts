@@ -3,6 +3,7 @@
 import type { QueueConsumer } from '../api/handles.js';
 import { isRaw } from '../codec.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { type WorkerSettings, workerSettings } from '../api/worker-pool.js';
 import type { QueueCore } from './core.js';
 import type { Holder } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';
@@ -131,36 +132,22 @@ export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {
   process(handler: BatchHandler<T>, options: ProcessOptions & { batch: BatchOptions }): Promise<void>;
   process(handler: ProcessHandler<T>, options?: ProcessOptions): Promise<void>;
   process(handler: ProcessHandler<T> | BatchHandler<T>, options?: ProcessOptions): Promise<void> {
-    let concurrency: number;
+    let common: WorkerSettings;
     let batch: { size: number; waitMs: number; handler: BatchHandler } | undefined;
-    let signal: AbortSignal | undefined;
-    let timeoutMs = Infinity;
-    let onError: ProcessOptions['onError'];
-    let heartbeat = false;
     let groupLimit = Infinity;
     try {
       if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
-      const o = optionsObject('options', options);
-      knownKeys('options', o, ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat', 'batch', 'groupConcurrency']);
+      const { settings, o } = workerSettings(options, ['batch', 'groupConcurrency']);
       if (o.batch !== undefined) {
         const b = optionsObject('options.batch', o.batch);
         knownKeys('options.batch', b, ['size', 'waitMs']);
         const size = positiveInteger('options.batch.size', b.size);
         const waitMs = b.waitMs === undefined ? 0 : delayMs('options.batch.waitMs', b.waitMs);
-        if (o.heartbeat === true) throw new TypeError(expectation('options.heartbeat', 'false or absent with options.batch (a batch has no single lease to keep)', o.heartbeat));
+        if (settings.heartbeat) throw new TypeError(expectation('options.heartbeat', 'false or absent with options.batch (a batch has no single lease to keep)', o.heartbeat));
         batch = { size, waitMs, handler: handler as BatchHandler };
       }
-      if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
-      heartbeat = o.heartbeat === true;
-      concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
       groupLimit = groupConcurrencyOption(o.groupConcurrency);
-      signal = optionalSignal('options.signal', o.signal);
-      if (o.timeoutMs !== undefined && o.timeoutMs !== Infinity) {
-        timeoutMs = delayMs('options.timeoutMs', o.timeoutMs);
-        if (timeoutMs === 0) throw new RangeError(expectation('options.timeoutMs', 'a positive number of ms', 0));
-      }
-      if (o.onError !== undefined && typeof o.onError !== 'function') throw new TypeError(expectation('options.onError', 'a function', o.onError));
-      onError = o.onError as ProcessOptions['onError'];
+      common = settings;
     } catch (error) {
       return Promise.reject(error);
     }
@@ -168,11 +155,7 @@ export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {
     // While it runs, the queue has a consumer, also between two items (`QueueCore.consuming`).
     core.loops++;
     return runProcess(core, handler as ProcessHandler, {
-      concurrency,
-      signal,
-      onError,
-      timeoutMs,
-      heartbeat,
+      ...common,
       retryDelays: this.#retryDelays,
       time: core.time,
       holder: this.#holder,

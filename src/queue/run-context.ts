@@ -1,14 +1,14 @@
-// What the workers of `process()` share, one item at a time (./process.ts) or in batches
-// (./batches.ts): their settings, the context a handler run gets, how a failure is reported and
-// retried, and when a worker yields. Kept apart from both so that neither imports the other.
+// What the embedded queue's workers of `process()` share, one item at a time (./process.ts) or in
+// batches (./batches.ts), beyond the pool both engines share (src/api/worker-pool.ts): their
+// settings and how a failed item is retried. Kept apart from both so that neither imports the other.
 import type { TimeSource } from '../clock.js';
-import { QueueError } from '../errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
 import type { Holder } from './entry.js';
 import type { Reserved } from './reserved.js';
 import type { RetryDelayFunction } from './retry.js';
-import type { HandlerContext, HandlerErrorInfo } from '../api/types.js';
+import type { HandlerContext } from '../api/types.js';
+import type { WorkerSettings } from '../api/worker-pool.js';
 
 /** A `process()` handler: resolving acks the item, throwing (or timing out) retries it. */
 export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: HandlerContext) => unknown;
@@ -17,14 +17,7 @@ export type ProcessHandler<T = Uint8Array> = (item: Reserved<T>, context: Handle
 export type BatchHandler<T = Uint8Array> = (items: Reserved<T>[], context: HandlerContext) => unknown;
 
 /** @internal */
-export interface ProcessSettings {
-  readonly concurrency: number;
-  readonly signal: AbortSignal | undefined;
-  readonly onError: ((error: unknown, item: HandlerErrorInfo) => unknown) | undefined;
-  /** Infinity: no timeout. */
-  readonly timeoutMs: number;
-  /** Extend each running handler's lease when half of it has passed. */
-  readonly heartbeat: boolean;
+export interface ProcessSettings extends WorkerSettings {
   readonly retryDelays: RetryDelayFunction;
   /** The queue's timers (the system's, or an injected clock's). */
   readonly time: TimeSource;
@@ -36,63 +29,6 @@ export interface ProcessSettings {
   readonly groupLimit: number;
   /** Batch mode (`process(handler, { batch })`): the handler gets up to `size` items at once. */
   readonly batch?: { readonly size: number; readonly waitMs: number; readonly handler: BatchHandler } | undefined;
-}
-
-/** Items handled by one worker between two turns of the event loop it yields. @internal */
-export const ITEMS_PER_TURN = 256;
-
-/**
- * One handler run's context. Its AbortController is made only when the handler reads `signal`:
- * most handlers never do, and a controller per item would cost every delivery.
- * @internal
- */
-export class RunContext implements HandlerContext {
-  #controller: AbortController | undefined;
-  #aborted: { reason: unknown } | undefined;
-
-  get signal(): AbortSignal {
-    if (this.#controller === undefined) {
-      this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#aborted.reason);
-    }
-    return this.#controller.signal;
-  }
-
-  abort(reason: unknown): void {
-    if (this.#aborted) return;
-    this.#aborted = { reason };
-    this.#controller?.abort(reason);
-  }
-}
-
-/** @internal */
-export function leaseExpiredError(item: Reserved): QueueError {
-  return new QueueError('ERR_LEASE_EXPIRED', `The lease of item ${item.seq} ran out: it was returned to the queue`);
-}
-
-/** @internal */
-export function timeoutError(timeoutMs: number): DOMException {
-  return new DOMException(`The handler ran longer than timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
-}
-
-/** An onError that fails must not stop the workers, nor go unseen: it becomes a process warning. */
-function onErrorFailed(error: unknown): void {
-  const message = error instanceof Error ? error.message : String(error);
-  process.emitWarning(`process() onError threw: ${message}`, { type: 'PersistentQueueWarning', code: 'PQ_ON_ERROR_FAILED' });
-}
-
-/** @internal */
-export function report(settings: ProcessSettings, error: unknown, item: Reserved): void {
-  const onError = settings.onError;
-  if (onError === undefined) return;
-  try {
-    const result = onError(error, { seq: item.seq, deliveries: item.deliveries });
-    if (result !== null && typeof result === 'object' && typeof (result as PromiseLike<unknown>).then === 'function') {
-      (result as PromiseLike<unknown>).then(undefined, onErrorFailed);
-    }
-  } catch (thrown) {
-    onErrorFailed(thrown);
-  }
 }
 
 /**
@@ -116,6 +52,3 @@ export async function retry(core: QueueCore, settings: ProcessSettings, item: Re
   }
   await item.retryAfter(delayMs);
 }
-
-/** @internal */
-export const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
