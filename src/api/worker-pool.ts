@@ -242,3 +242,53 @@ export async function runPool(concurrency: number, signal: AbortSignal | undefin
   signal?.removeEventListener('abort', onAbort);
   if (fatal) throw fatal.error;
 }
+
+/** Where a gather takes its items: those ready now, and a wait for the next. @internal */
+export interface GatherSource<I> {
+  /** Take the items ready now into `items` until it holds `size`; a promise when handing them over waits for a store or a server. */
+  takeReady(items: I[], size: number): Promise<void> | undefined;
+  /** Wait for the next item; null once the wait is ended (`end`, `stopped`) or the queue closed. */
+  next(stopped: () => boolean): Promise<I | null>;
+  /** End the wait in progress: the time is up, or the caller's signal aborted. */
+  end(): void;
+  /** A take threw (a codec that cannot work): give back the items in hand before the error goes on. */
+  giveBack(items: I[]): unknown;
+}
+
+/**
+ * The gather loop of `reserveMany()` and of batch workers on both engines: add to `items` those
+ * ready now, then those that come within `waitMs` (on the queue's clock) while fewer than `size`
+ * are in hand. The wait ends early once the batch is full, the queue closes, `signal` aborts or
+ * `stopped` holds. If taking an item throws, the items in hand go back first.
+ * @internal
+ */
+export async function gatherWithin<I>(items: I[], size: number, waitMs: number, time: TimeSource, signal: AbortSignal | undefined, stopped: () => boolean, source: GatherSource<I>): Promise<void> {
+  let timedOut = false;
+  let timer: unknown;
+  const end = (): void => {
+    timedOut = true;
+    source.end();
+  };
+  try {
+    let ready = source.takeReady(items, size);
+    if (ready !== undefined) await ready;
+    if (items.length < size && waitMs > 0 && !signal?.aborted && !stopped()) {
+      timer = time.setTimeout(end, waitMs);
+      signal?.addEventListener('abort', end, { once: true });
+      const over = (): boolean => timedOut || stopped();
+      while (items.length < size && !over()) {
+        const item = await source.next(over);
+        if (item === null) break;
+        items.push(item);
+        ready = source.takeReady(items, size);
+        if (ready !== undefined) await ready;
+      }
+    }
+  } catch (error) {
+    await source.giveBack(items);
+    throw error;
+  } finally {
+    if (timer !== undefined) time.clearTimeout(timer);
+    signal?.removeEventListener('abort', end);
+  }
+}

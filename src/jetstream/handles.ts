@@ -3,6 +3,7 @@
 // embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
 // process keeps its waiting reserves, its reservations and its counters.
 import type { QueueConsumer } from '../api/handles.js';
+import { gatherWithin } from '../api/worker-pool.js';
 import { isRaw } from '../codec.js';
 import { QueueError } from '../errors.js';
 import { leaseLength } from '../queue/leases.js';
@@ -297,31 +298,15 @@ export class JetStreamConsumer<T = Uint8Array> implements QueueConsumer<T, JetSt
     const first = await this.take(signal, leaseMs);
     if (first === null) return [];
     const items = [first];
-    try {
-      await this.#fill(items, n, leaseMs);
-      if (items.length < n && waitMs > 0 && !signal?.aborted) {
-        const time = this.#core.s.time;
-        const stop = new AbortController();
-        const end = (): void => stop.abort();
-        const timer = time.setTimeout(end, waitMs);
-        signal?.addEventListener('abort', end, { once: true });
-        try {
-          while (items.length < n && !stop.signal.aborted) {
-            const item = await this.take(stop.signal, leaseMs).catch(() => null);
-            if (item === null) break;
-            items.push(item);
-            await this.#fill(items, n, leaseMs);
-          }
-        } finally {
-          time.clearTimeout(timer);
-          signal?.removeEventListener('abort', end);
-        }
-      }
-    } catch (error) {
+    // The takes that wait for the next item listen on it: the end of the wait aborts them.
+    const waiting = new AbortController();
+    await gatherWithin(items, n, waitMs, this.#core.s.time, signal, () => false, {
+      takeReady: (into, size) => this.#fill(into, size, leaseMs),
+      next: () => this.take(waiting.signal, leaseMs).catch(() => null),
+      end: () => waiting.abort(),
       // A codec that cannot work: the items in hand go back before the error goes on.
-      await Promise.allSettled(items.map((item) => item.giveBack()));
-      throw error;
-    }
+      giveBack: (held) => Promise.allSettled(held.map((item) => item.giveBack())),
+    });
     return items.filter((item) => !item.settled);
   }
 

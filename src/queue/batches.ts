@@ -8,7 +8,7 @@ import { expectation } from '../validate.js';
 import type { QueueCore } from './core.js';
 import { type Holder, WaitGroup } from './entry.js';
 import type { Reserved } from './reserved.js';
-import { ITEMS_PER_TURN, RunContext, leaseExpiredError, nextTurn, report, timeoutError } from '../api/worker-pool.js';
+import { ITEMS_PER_TURN, RunContext, gatherWithin, leaseExpiredError, nextTurn, report, timeoutError } from '../api/worker-pool.js';
 import { type BatchHandler, type ProcessSettings, retry } from './run-context.js';
 
 /** How a consumer takes one item: the core's reserve, with a typed queue's decode step. @internal */
@@ -44,44 +44,26 @@ export interface GatherStop {
 export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number, stop: GatherStop = {}): Promise<Reserved[]> {
   const items = [first];
   const group = new WaitGroup();
-  let timedOut = false;
-  let timer: unknown;
-  const end = (): void => {
-    timedOut = true;
-    core.stopWaiting(group);
-  };
-  // The items ready now are taken together: their delivery records share one store call, and the
-  // batch is handed over once they are stored.
-  const takeReady = (): Promise<void> | undefined =>
-    core.takeTogether(() => {
-      while (items.length < size) {
-        const item = take.now();
-        if (item === null) break;
-        items.push(item);
-      }
-    }).stored;
+  stop.groups?.add(group);
   try {
-    let stored = takeReady();
-    if (stored !== undefined) await stored;
-    if (items.length < size && waitMs > 0 && !stop.signal?.aborted && stop.stopped?.() !== true) {
-      timer = core.time.setTimeout(end, waitMs);
-      stop.signal?.addEventListener('abort', end, { once: true });
-      stop.groups?.add(group);
-      const stopped = (): boolean => timedOut || stop.stopped?.() === true;
-      while (items.length < size && !stopped()) {
-        const item = await take.waitIn(group, stopped);
-        if (item === null) break;
-        items.push(item);
-        stored = takeReady();
-        if (stored !== undefined) await stored;
-      }
-    }
-  } catch (error) {
-    for (const item of items) if (!item.settled) item.nack().catch(() => {});
-    throw error;
+    await gatherWithin(items, size, waitMs, core.time, stop.signal, () => stop.stopped?.() === true, {
+      // The items ready now are taken together: their delivery records share one store call, and
+      // the batch is handed over once they are stored.
+      takeReady: (into, n) =>
+        core.takeTogether(() => {
+          while (into.length < n) {
+            const item = take.now();
+            if (item === null) break;
+            into.push(item);
+          }
+        }).stored,
+      next: (stopped) => take.waitIn(group, stopped),
+      end: () => core.stopWaiting(group),
+      giveBack: (held) => {
+        for (const item of held) if (!item.settled) item.nack().catch(() => {});
+      },
+    });
   } finally {
-    if (timer !== undefined) core.time.clearTimeout(timer);
-    stop.signal?.removeEventListener('abort', end);
     stop.groups?.delete(group);
     core.stopWaiting(group);
   }
