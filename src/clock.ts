@@ -18,7 +18,7 @@ export interface Clock {
 /**
  * The clock the queue uses inside, built from the system's or an injected {@link Clock}. No entry
  * point exports it, but it is not marked internal: the emitted declarations of the leases and timers
- * name it (DESIGN.md, "The published package").
+ * name it (docs/internals/package.md, "The published package").
  */
 export interface TimeSource {
   /** Milliseconds since the Unix epoch: what not-before times are compared with. */

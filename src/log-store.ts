@@ -13,7 +13,7 @@ import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } 
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 
 /**
- * The durable Store: a segmented write-ahead log plus an ack cursor (DESIGN.md, FORMAT.md).
+ * The durable Store: a segmented write-ahead log plus an ack cursor (docs/internals/engine.md, FORMAT.md).
  * `const store = await LogStore.open(dir, options)`, then hand it to `new Builder(store)`.
  */
 export class LogStore extends Engine {

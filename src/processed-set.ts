@@ -2,7 +2,7 @@
  * Processed sets: effectively-once handling on the consumer side. An item's seq never changes
  * across redeliveries and restarts, so a handler that records the seqs it processed can skip a
  * redelivery of one (after a crash between its side effect and the ack, an ack a power loss
- * undid, a lease that ran out). docs/guides/effectively-once.md "Effectively once", DESIGN.md "Processed sets".
+ * undid, a lease that ran out). docs/guides/effectively-once.md "Effectively once", docs/internals/core.md "Processed sets".
  *
  * The wrapper here drives any {@link ProcessedSet}: it skips recorded seqs, records after the
  * handler (or in the handler's own transaction, for a {@link TransactionalProcessedSet}), acks,
@@ -144,7 +144,7 @@ export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet, han
   // Under `none` an item is handed out before it is synced: a power loss takes it back and the
   // next push reuses its seq under the same store identity, while a record of that seq may have
   // reached the disk of the set (whatever the set's own durability). The new item would be
-  // skipped, acked without its handler. DESIGN.md "Processed sets".
+  // skipped, acked without its handler. docs/internals/core.md "Processed sets".
   if (consumer.stats().durability === 'none') {
     throw new QueueError('ERR_UNSUPPORTED', "effectivelyOnce needs a queue whose items are durable before they are handed out: use durability 'group' or 'sync', not 'none'");
   }

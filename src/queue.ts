@@ -46,7 +46,8 @@ export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, Ret
 /**
  * The ack policy of a Builder that was not told one: it follows the push policy. `sync` syncs every
  * ack, as it syncs every push (a user who picks it picks it for exactly that); `group` keeps its
- * acks `lazy`, chosen from measurements (DESIGN.md, "Lazy acks"); `none` syncs nothing.
+ * acks `lazy`, chosen from measurements (docs/internals/core.md, "Lazy acks"); `none` syncs
+ * nothing.
  */
 function defaultAckDurability(durability: Durability): AckDurability {
   return durability === 'sync' ? 'sync' : 'lazy';

@@ -2,9 +2,10 @@
 // store with a first delivery's record made a no-op (a `markDelivered` of a bound alone returns at
 // once without writing). The second is not a queue anyone should run: a handler that kills its
 // process would then never have its delivery counted. It isolates the one write(2) per hand-out
-// that exact counts need (DESIGN.md, "Delivery counts and dead letters"). 64 producers, LogStore,
-// default options, interleaved rounds, medians of the per-round ratios to push only.
-// Usage: npm run build && node bench/experiments/first-delivery-record.mjs [rounds=8] [budgetMs=700]
+// that exact counts need (docs/internals/core.md, "Delivery counts and dead letters"). 64
+// producers, LogStore, default options, interleaved rounds, medians of the per-round ratios to push
+// only. Usage: npm run build && node bench/experiments/first-delivery-record.mjs [rounds=8]
+// [budgetMs=700]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

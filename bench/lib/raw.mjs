@@ -11,7 +11,7 @@ function withFile(dir, preallocateBytes, body) {
   const fd = openSync(path, 'w+', 0o600);
   try {
     if (preallocateBytes > 0) {
-      // Zero-fill and sync once, so later overwrites do not change the file's size (DESIGN.md, "Write path").
+      // Zero-fill and sync once, so later overwrites do not change the file's size (docs/internals/engine.md, "Write path").
       const zeros = Buffer.alloc(1 << 20);
       for (let off = 0; off < preallocateBytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, preallocateBytes - off), off);
       fdatasyncSync(fd);

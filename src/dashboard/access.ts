@@ -1,8 +1,9 @@
 /**
- * How the dashboard reaches a queue (DESIGN.md, "The dashboard"): through its owner's endpoint
- * while a process serves it (live figures, timings, dead-letter actions), and through the store's
- * files read-only always (items, and everything while nobody serves it). Nothing here takes the
- * store's lock or writes a byte of it: the dashboard acts only through the owner.
+ * How the dashboard reaches a queue (docs/internals/dashboard.md, "The dashboard"): through its
+ * owner's endpoint while a process serves it (live figures, timings, dead-letter actions), and
+ * through the store's files read-only always (items, and everything while nobody serves it).
+ * Nothing here takes the store's lock or writes a byte of it: the dashboard acts only through the
+ * owner.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';

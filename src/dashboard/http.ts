@@ -1,6 +1,7 @@
 /**
- * The dashboard over HTTP (DESIGN.md, "The dashboard"): a `node:http` request handler that serves
- * the page (built into ./page-assets.ts from ./page/) and its JSON API (./api.ts).
+ * The dashboard over HTTP (docs/internals/dashboard.md, "The dashboard"): a `node:http` request
+ * handler that serves the page (built into ./page-assets.ts from ./page/) and its JSON API
+ * (./api.ts).
  *
  * Every request is hostile until proven otherwise:
  * - its Host must name this machine's loopback (or a host the embedder allowed), so a page of

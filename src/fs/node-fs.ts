@@ -209,7 +209,7 @@ const fileCalls: Omit<FileSystem, 'lock'> = {
     return { size: st.size, isFile: st.isFile(), isDirectory: st.isDirectory() };
   },
   open(path, mode: OpenMode, fileMode = 0o600) {
-    // Never 'a': positional writes are ignored on an fd opened in append mode (DESIGN.md, "Node specifics").
+    // Never 'a': positional writes are ignored on an fd opened in append mode (docs/internals/engine.md, "Node specifics").
     const flags = mode === 'read' ? 'r' : mode === 'readWrite' ? 'r+' : 'wx+';
     return fs.openSync(path, flags, fileMode);
   },
@@ -247,7 +247,7 @@ const fileCalls: Omit<FileSystem, 'lock'> = {
     return new Promise((resolve, reject) => {
       fs.open(path, 'r', (e, fd) => {
         if (e) {
-          // Windows cannot open or fsync a directory (DESIGN.md, "Node specifics"); tolerated there only.
+          // Windows cannot open or fsync a directory (docs/internals/engine.md, "Node specifics"); tolerated there only.
           if (isWindows && (e.code === 'EPERM' || e.code === 'EISDIR')) return resolve();
           return reject(e);
         }

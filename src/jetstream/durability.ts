@@ -3,7 +3,7 @@
 // it is on disk: each server fsyncs its stream files every `sync_interval` (2 minutes unless its
 // configuration says `always`), so a power loss can take the acknowledged writes of the last
 // interval with it, on every replica that lost power. See docs/guides/scaling-out.md, "What a push survives on
-// JetStream", and DESIGN.md, "The JetStream queue".
+// JetStream", and docs/internals/jetstream.md, "The JetStream queue".
 import type { Durability } from '../api/types.js';
 import { expectation } from '../validate.js';
 

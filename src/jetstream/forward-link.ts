@@ -2,7 +2,7 @@
 // device boots offline), what it last reported, the stream set up once it is there, and the two
 // events a lane needs to resume promptly: a disconnect (the publishes in flight on the lost
 // connection will never be answered) and a reconnect (a backoff need not run to its end).
-// See DESIGN.md, "Store-and-forward".
+// See docs/internals/jetstream.md, "Store-and-forward".
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JetStreamOptions, type StreamConfig, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { QueueError } from '../errors.js';

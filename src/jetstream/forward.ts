@@ -7,7 +7,7 @@
  * in between publishes the item again after a restart, under the same id, and JetStream drops it
  * as a duplicate within the stream's duplicate window. Seqs alone would not do: they start again
  * at 1 in a store deleted and created again, and the new items would be dropped as duplicates of
- * the old ones. See docs/guides/scaling-out.md, "Store-and-forward", and DESIGN.md, "Store-and-forward".
+ * the old ones. See docs/guides/scaling-out.md, "Store-and-forward", and docs/internals/jetstream.md, "Store-and-forward".
  *
  * While the server cannot be reached the forwarder keeps the items it holds and publishes them
  * again after a bounded, jittered backoff; the local queue goes on taking pushes meanwhile, from

@@ -4,7 +4,7 @@
  * the items (a work-queue stream), their order and their delivery counts (a durable pull
  * consumer); this module gives them the embedded queue's calls, argument checks and errors. It
  * also has `forward()`, which drains a local queue into a stream (store-and-forward).
- * See docs/guides/scaling-out.md, "When one machine is not enough", and DESIGN.md, "The JetStream queue" and
+ * See docs/guides/scaling-out.md, "When one machine is not enough", and docs/internals/jetstream.md, "The JetStream queue" and
  * "Store-and-forward".
  */
 import { jetstreamManager } from '@nats-io/jetstream';

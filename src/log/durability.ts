@@ -2,7 +2,8 @@
  * Durability bookkeeping of one LogStore: the syncs in flight per descriptor, the background flush
  * of the active segment, and fail-stop. Any failed write or sync fails the instance for good: an
  * fsync is never retried and a later success never stands in for a failed one (after EIO the page
- * cache no longer holds what was written; DESIGN.md, "Failures"). Recovery is close and reopen.
+ * cache no longer holds what was written; docs/internals/engine.md, "Failures"). Recovery is close
+ * and reopen.
  */
 import { QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';
@@ -23,7 +24,7 @@ export function isStoreFull(e: unknown): boolean {
 
 export class Durability {
   #failure: QueueError | null = null;
-  /** Syncs in flight per fd: an fd is closed only when none is pending on it (DESIGN.md, "Write path"). */
+  /** Syncs in flight per fd: an fd is closed only when none is pending on it (docs/internals/engine.md, "Write path"). */
   readonly #syncsByFd = new Map<number, number>();
   readonly #closeWanted = new Set<number>();
   /** The syncs running per fd, for a success to wait on the others (see `syncFd`). */

@@ -1,4 +1,5 @@
-// Implements FORMAT.md §2–§7 through the modules it uses; the protocols are described in DESIGN.md.
+// Implements FORMAT.md §2–§7 through the modules it uses; the protocols are described in
+// docs/internals/engine.md.
 /**
  * LogStore: a segmented write-ahead log behind the {@link Store} contract. This class is the
  * facade: its state machine and the Store methods. Each role is an object of its own, owning its
@@ -108,7 +109,7 @@ export interface LogStoreStats {
 
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
 
-/** The durable Store: a segmented write-ahead log plus an ack cursor. See DESIGN.md. */
+/** The durable Store: a segmented write-ahead log plus an ack cursor. See docs/internals/engine.md. */
 export class LogStore implements Store {
   /**
    * The file system used when `options.fs` is not given. None here: the `persistent-queue` entry
@@ -267,7 +268,7 @@ export class LogStore implements Store {
     return this.#refuse() ?? this.#deliveries.deadLetter(entries);
   }
 
-  /** Served from memory: the store holds every dead letter's bytes (DESIGN.md "Delivery marks and dead letters"). */
+  /** Served from memory: the store holds every dead letter's bytes (docs/internals/engine.md "Delivery marks and dead letters"). */
   readDeadLetters(range: DeadLetterRange): readonly DeadLetter[] {
     if (this.#state === 'closed' || this.#state === 'closing') throw new QueueError('ERR_CLOSED', 'LogStore is closed');
     return this.#deliveries.readDeadLetters(range);
@@ -373,8 +374,8 @@ export class LogStore implements Store {
    * items and acks live in different files (FORMAT §2, §4). Between a roll's seal and the new
    * segment only the cursor file is synced, without waiting for the roll: the sealed segment, still
    * the layout's last (maintenance never takes it), was fdatasynced with every item before its seal
-   * was recorded, and the batch waiting for the new segment is not written yet (DESIGN.md,
-   * "Concurrency inside the store").
+   * was recorded, and the batch waiting for the new segment is not written yet
+   * (docs/internals/engine.md, "Concurrency inside the store").
    */
   sync(): Promise<void> {
     const refused = this.#refuse();

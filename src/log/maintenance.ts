@@ -1,4 +1,4 @@
-// Implements FORMAT.md §7 "Compaction file protocol" and the deletion order of DESIGN.md "Compaction".
+// Implements FORMAT.md §7 "Compaction file protocol" and the deletion order of docs/internals/engine.md "Compaction".
 /**
  * Background work of one LogStore, in one lane: cursor checkpoints, deleting fully acked segments
  * and compacting sealed ones. The store starts it (`poke()` after an ack or a roll), and so does a

@@ -48,7 +48,8 @@ export interface LogStoreOptions {
    * Bytes of just-appended batches kept in memory, so that a consumer a little behind reads them
    * without a read from the file. Off by default: a consumer that is caught up is handed new items
    * directly, one further behind reads them from the page cache, and keeping megabytes of young
-   * buffers alive costs the garbage collector more than those reads (DESIGN.md, "Reads").
+   * buffers alive costs the garbage collector more than those reads (docs/internals/engine.md,
+   * "Reads").
    * @default 0
    */
   tailCacheBytes?: number;
@@ -77,7 +78,7 @@ export interface LogStoreOptions {
   /**
    * Extend the active segment with zeros ahead of synced writes (4 MiB at a time, never past
    * `segmentBytes`), so that most fdatasyncs overwrite allocated blocks instead of growing the
-   * file (DESIGN.md, "Write path": measured ≈ +40 % records/s for write + fdatasync of 64 frames). The
+   * file (docs/internals/engine.md, "Write path": measured ≈ +40 % records/s for write + fdatasync of 64 frames). The
    * zeros are cut at a clean close, at a roll, and as a zero tail by recovery.
    * @default true
    */

@@ -1,4 +1,4 @@
-// Writes FORMAT.md §2 (segment files), §3.1 (ITEM frames) and §3.2 (SEAL); the roll protocol is in DESIGN.md "Write path".
+// Writes FORMAT.md §2 (segment files), §3.1 (ITEM frames) and §3.2 (SEAL); the roll protocol is in docs/internals/engine.md "Write path".
 /**
  * The segment writer: the active segment's write descriptor, its position and counters, the
  * preallocated zeros ahead of it, sealing and rolling. It writes and reports; whether a batch is

@@ -1,10 +1,10 @@
 /**
- * LogProcessedSet: a processed set kept in a LogStore of its own directory (DESIGN.md "Processed
- * sets", FORMAT.md §12). Each recorded seq is one 8-byte item of that store; forgetting a seq acks
- * its item. The store's framing, CRC checks, torn-tail rule, atomic cursor replacement, compaction
- * and fail-stop are what keep the set crash-safe: this file adds only the mapping from processed
- * seqs to store seqs, group commit of records, and the header item that marks the directory as a set
- * and names the queue's store it serves.
+ * LogProcessedSet: a processed set kept in a LogStore of its own directory (docs/internals/core.md
+ * "Processed sets", FORMAT.md §12). Each recorded seq is one 8-byte item of that store; forgetting
+ * a seq acks its item. The store's framing, CRC checks, torn-tail rule, atomic cursor replacement,
+ * compaction and fail-stop are what keep the set crash-safe: this file adds only the mapping from
+ * processed seqs to store seqs, group commit of records, and the header item that marks the
+ * directory as a set and names the queue's store it serves.
  */
 import { OpenError, QueueError } from '../errors.js';
 import type { FileSystem } from '../fs/file-system.js';

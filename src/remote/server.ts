@@ -1,6 +1,7 @@
-// The owner's side of the endpoint (DESIGN.md, "Other processes: the endpoint"; frames: FORMAT.md
-// §15, "Endpoint frames"): a net.Server on the Unix socket `pq.sock` in the store directory,
-// started once the queue is open (the store's lock is held), stopped before the store closes.
+// The owner's side of the endpoint (docs/internals/other-processes.md, "Other processes: the
+// endpoint"; frames: FORMAT.md §15, "Endpoint frames"): a net.Server on the Unix socket `pq.sock`
+// in the store directory, started once the queue is open (the store's lock is held), stopped before
+// the store closes.
 //
 // Every byte a client sends is hostile. A frame that breaks the protocol closes its own
 // connection and nothing else: it is decoded in full before anything acts on it, so it stores

@@ -1,6 +1,6 @@
-// Where the owner of a queue listens and a producer connects (DESIGN.md, "Other processes: the
-// endpoint"): the Unix domain socket `pq.sock` in the store directory, or on Windows a named pipe
-// whose name is made from the directory's path.
+// Where the owner of a queue listens and a producer connects (docs/internals/other-processes.md,
+// "Other processes: the endpoint"): the Unix domain socket `pq.sock` in the store directory, or on
+// Windows a named pipe whose name is made from the directory's path.
 //
 // A Unix socket's path must fit `sun_path` (108 bytes with its NUL on Linux, 104 on macOS and the
 // BSDs); libuv refuses a longer one, and older versions cut it silently. A longer store path is

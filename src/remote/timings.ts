@@ -1,6 +1,6 @@
 // What the owner of a queue measures of its hand-outs and acks while a dashboard watches
-// (DESIGN.md, "The dashboard"): time from push to hand-out and from hand-out to ack, per second,
-// for the last minutes. The endpoint's TIMINGS request (FORMAT.md §15) reads it.
+// (docs/internals/dashboard.md, "The dashboard"): time from push to hand-out and from hand-out to
+// ack, per second, for the last minutes. The endpoint's TIMINGS request (FORMAT.md §15) reads it.
 //
 // The queue keeps no timestamps of its own: the first delivery stays free. The samples come from
 // its diagnostics channels (src/diagnostics.ts), whose `push`, `deliver` and `ack` messages carry

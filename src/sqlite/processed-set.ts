@@ -1,7 +1,7 @@
 /**
  * SqliteProcessedSet: a processed set in a table of the user's own SQLite database (a
  * better-sqlite3 `Database`), written in the same transaction as the handler's side effects, so
- * that both commit or neither does. docs/guides/effectively-once.md "Processed sets", DESIGN.md "Processed sets".
+ * that both commit or neither does. docs/guides/effectively-once.md "Processed sets", docs/internals/core.md "Processed sets".
  *
  * Nothing is loaded here: the caller hands over a database it opened, and the set uses only
  * `exec` and `prepare` on it. better-sqlite3 runs statements synchronously, so the transaction,

@@ -3,7 +3,8 @@
  * device errors, for LogStore's crash tests and for users who property-test their own crash
  * recovery (`persistent-queue/testing`).
  *
- * Fault model (DESIGN.md, "Fault model and how it is tested") — what this disk injects:
+ * Fault model (docs/internals/fault-model.md, "Fault model and how it is tested") — what this disk
+ * injects:
  * - F1 bytes written after a file's last successful fsync/fdatasync may be lost;
  * - F2 any prefix of a file's unsynced writes may survive, the last surviving one torn at any
  *   byte (a torn write keeps a prefix of its bytes);

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md's "Architecture, file by file" keeps up with src/: it names every file of the engine
+ * docs/internals/architecture.md's "Architecture, file by file" keeps up with src/: it names every file of the engine
  * (src/log/), the core (src/queue/) and the file-system port (src/fs/), and every other directory
  * of src/; and every file it names exists. A file added without a line there, or one renamed or
  * removed under it, fails here.
@@ -9,12 +9,14 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { docText, root } from '../support/docs.js';
 
-/** The text of DESIGN.md's "Architecture, file by file", up to the next heading of its level or above. */
-function fileMapOf(design: string): string {
-  const start = design.indexOf('\n### Architecture, file by file\n');
-  expect(start, 'DESIGN.md has "Architecture, file by file"').toBeGreaterThan(0);
-  const next = design.slice(start + 1).search(/\n#{1,3} /);
-  return design.slice(start, next < 0 ? undefined : start + 1 + next);
+const ARCHITECTURE = 'docs/internals/architecture.md';
+
+/** The text of the file map's section, "Architecture, file by file", up to the next heading of its level or above. */
+function fileMapOf(page: string): string {
+  const start = page.indexOf('\n## Architecture, file by file\n');
+  expect(start, `${ARCHITECTURE} has "Architecture, file by file"`).toBeGreaterThan(0);
+  const next = page.slice(start + 1).search(/\n#{1,2} /);
+  return page.slice(start, next < 0 ? undefined : start + 1 + next);
 }
 
 /**
@@ -32,7 +34,7 @@ function names(map: string, path: string): boolean {
 const MAPPED_DIRS = ['src/log', 'src/queue', 'src/fs'];
 
 it('designsFileMapNamesEveryFileOfTheEngineAndTheCoreAndEveryOtherDirectoryOfSrc', () => {
-  const map = fileMapOf(docText('DESIGN.md'));
+  const map = fileMapOf(docText(ARCHITECTURE));
   const files = MAPPED_DIRS.flatMap((dir) => readdirSync(join(root, dir)).filter((f) => f.endsWith('.ts')).map((f) => `${dir}/${f}`));
   expect(files.length).toBeGreaterThan(60);
   expect(files.filter((f) => !names(map, f))).toEqual([]);
@@ -41,7 +43,7 @@ it('designsFileMapNamesEveryFileOfTheEngineAndTheCoreAndEveryOtherDirectoryOfSrc
 });
 
 it('everyFileDesignsFileMapNamesExists', () => {
-  const map = fileMapOf(docText('DESIGN.md'));
+  const map = fileMapOf(docText(ARCHITECTURE));
   const named = [...map.matchAll(/`(src\/[\w/.-]+\.ts)`/g)].map((m) => m[1]!);
   expect(named.length).toBeGreaterThan(60);
   expect(named.filter((path) => !existsSync(join(root, path)))).toEqual([]);
