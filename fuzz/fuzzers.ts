@@ -21,7 +21,7 @@
  */
 import { LogStore } from '../src/log-store.js';
 import { verifyStore } from '../src/log/verify.js';
-import { QueueError } from '../src/errors.js';
+import { QueueError } from '../src/contract/errors.js';
 import { CrashFileSystem, Prng } from '../src/testing/index.js';
 import { PropertyViolation, randomProgram, readAll, runProgram } from '../harness/crash-model.js';
 import {

@@ -33,7 +33,7 @@
  */
 import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
 import { LogStore, type LogStoreOptions } from '../src/log-store.js';
-import { isQueueError } from '../src/errors.js';
+import { isQueueError } from '../src/contract/errors.js';
 import { CrashFileSystem, type FaultHandle, ManualClock, type Prng } from '../src/testing/index.js';
 
 

@@ -41,7 +41,7 @@
  */
 import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
 import { LogStore, type LogStoreOptions } from '../src/log-store.js';
-import type { DeadLetter, StoreRecovery } from '../src/store.js';
+import type { DeadLetter, StoreRecovery } from '../src/contract/store.js';
 import { CrashFileSystem, type Prng } from '../src/testing/index.js';
 import { PropertyViolation, payload, readAll } from './crash-model.js';
 

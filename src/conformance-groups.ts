@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { Builder, type Reserved } from './queue.js';
-import { MAX_GROUP_BYTES, type Store, type StoredItem } from './store.js';
+import { MAX_GROUP_BYTES, type Store, type StoredItem } from './contract/store.js';
 import { bytesOf, readAll, skipped, textOf } from './conformance-support.js';
 
 /** What the group tests need of the suite (./conformance.ts). */

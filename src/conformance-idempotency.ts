@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { Builder } from './queue.js';
-import { MAX_KEY_BYTES, type Store, type StoredItem, type StoredKey } from './store.js';
+import { MAX_KEY_BYTES, type Store, type StoredItem, type StoredKey } from './contract/store.js';
 import { ManualClock } from './testing/manual-clock.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { Builder } from './queue.js';
-import { MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, type Store, type StoredItem, type StoredSchedule } from './store.js';
+import { MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, type Store, type StoredItem, type StoredSchedule } from './contract/store.js';
 import { ManualClock } from './testing/manual-clock.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { Builder } from './queue.js';
-import { PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from './store.js';
+import { PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from './contract/store.js';
 import { ManualClock } from './testing/manual-clock.js';
 import { bytesOf, drain, readAll, skipped, textOf } from './conformance-support.js';
 

@@ -3,7 +3,7 @@
  * through the runner's context, payload text, and reading a store or draining a queue whole.
  */
 import type { Consumer } from './queue.js';
-import type { Store, StoredItem } from './store.js';
+import type { Store, StoredItem } from './contract/store.js';
 
 /** Skip the running test through its context; true when skipped. */
 export function skipped(context: unknown, reason: string): boolean {

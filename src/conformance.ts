@@ -14,10 +14,10 @@
  * has none it fails, saying why, rather than passing without testing anything.
  */
 import assert from 'node:assert/strict';
-import { QueueError } from './errors.js';
+import { QueueError } from './contract/errors.js';
 import { type AckDurability, Builder, type Consumer, type Durability, type Producer } from './queue.js';
-import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, STORE_ID_PATTERN, keepsDeliveries } from './store.js';
-import { expectation, nonEmptyString, optionsObject } from './validate.js';
+import { type DeadLetter, type DeliveryMark, type StoredItem, type Store, STORE_ID_PATTERN, keepsDeliveries } from './contract/store.js';
+import { expectation, nonEmptyString, optionsObject } from './lib/validate.js';
 import { schedulingTests } from './conformance-scheduling.js';
 import { idempotencyTests } from './conformance-idempotency.js';
 import { groupTests } from './conformance-groups.js';

@@ -12,14 +12,14 @@ export { RemoteProducer } from './remote/producer.js';
 export { effectivelyOnce } from './processed-set.js';
 export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './processed-set.js';
 export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';
-export { bytes, json, structured, text, validated } from './codec.js';
-export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './codec.js';
+export { bytes, json, structured, text, validated } from './lib/codec.js';
+export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './lib/codec.js';
 export type { MemStoreOptions } from './mem-store.js';
-export { QueueError, OpenError, isQueueError } from './errors.js';
-export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
-export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './store.js';
-export { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './store.js';
-export { channels } from './diagnostics.js';
+export { QueueError, OpenError, isQueueError } from './contract/errors.js';
+export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './contract/errors.js';
+export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './contract/store.js';
+export { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './contract/store.js';
+export { channels } from './lib/diagnostics.js';
 export type {
   ChannelMessages,
   QueueEventBase,
@@ -31,7 +31,7 @@ export type {
   RetryMessage,
   DeadLetterMessage,
   FailStopMessage,
-} from './diagnostics.js';
+} from './lib/diagnostics.js';
 export {
   LogStore,
   MIN_SEGMENT_BYTES,

@@ -36,11 +36,11 @@ import { resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
 import { type BatchOp, type LevelDatabase, loadPeer, message, openError } from './level/peer.js';
 import { FormatRaise } from './level/format-raise.js';
-import { OpenError, QueueError } from './errors.js';
-import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
-import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './schedule-records.js';
-import { firstKeyFault, KeyTable } from './key-records.js';
-import { isScheduled, STORE_ID_PATTERN, type StoredKey, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
+import { OpenError, QueueError } from './contract/errors.js';
+import { belowFault, deadLetterFault, markFault, repeatedSeq } from './contract/records/deliveries.js';
+import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from './contract/records/schedules.js';
+import { firstKeyFault, KeyTable } from './contract/records/keys.js';
+import { isScheduled, STORE_ID_PATTERN, type StoredKey, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './contract/store.js';
 import {
   DEAD_HIGH,
   DEAD_LOW,
@@ -80,7 +80,7 @@ import {
   seqOfKey,
   u64,
 } from './level/format.js';
-import { maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
+import { maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './lib/validate.js';
 
 export interface LevelStoreOptions {
   /**

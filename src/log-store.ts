@@ -8,7 +8,7 @@ import type { FileSystem } from './fs/file-system.js';
 import { nodeFileSystem } from './fs/node-fs.js';
 import { LogStore as Engine, type LogStoreOptions } from './log/log-store.js';
 import { EndpointServer } from './remote/server.js';
-import type { OwnerSurface } from './remote/surface.js';
+import type { OwnerSurface } from './contract/owner-surface.js';
 import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './log/salvage.js';
 import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from './log/verify.js';
 

@@ -4,14 +4,14 @@
  * the same MemStore object again within one process, which is what the conformance suite's
  * reopen tests use.
  */
-import { OpenError, QueueError } from './errors.js';
-import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoredSchedule, type StoreFeatures, type StoreRecovery, isScheduled } from './store.js';
-import { optionsObject, positiveInteger } from './validate.js';
-import { scheduleFault } from './schedule-records.js';
-import { KeyTable, keyFault } from './key-records.js';
-import { groupFault } from './group-records.js';
-import { ScheduleTable, fireFault, storedScheduleFault } from './schedule-table.js';
-import { lowerBound } from './lower-bound.js';
+import { OpenError, QueueError } from './contract/errors.js';
+import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoredSchedule, type StoreFeatures, type StoreRecovery, isScheduled } from './contract/store.js';
+import { optionsObject, positiveInteger } from './lib/validate.js';
+import { scheduleFault } from './contract/records/schedules.js';
+import { KeyTable, keyFault } from './contract/records/keys.js';
+import { groupFault } from './contract/records/groups.js';
+import { ScheduleTable, fireFault, storedScheduleFault } from './contract/schedule-table.js';
+import { lowerBound } from './lib/lower-bound.js';
 
 export interface MemStoreOptions {
   /**

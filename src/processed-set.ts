@@ -8,10 +8,10 @@
  * handler (or in the handler's own transaction, for a {@link TransactionalProcessedSet}), acks,
  * and forgets a seq only once its ack can no longer be undone.
  */
-import { QueueError } from './errors.js';
+import { QueueError } from './contract/errors.js';
 import { Consumer, Reserved } from './queue/handles.js';
 import type { HandlerContext } from './api/types.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from './lib/validate.js';
 
 /**
  * The seqs a handler has processed, kept where its side effects go. Implement it over your own

@@ -4,24 +4,24 @@
  * One object, QueueCore, owns all mutable in-memory state: seq assignment, capacity and its
  * waiters, the batches handed to the store (group commit), the read-ahead buffer, the in-flight
  * reservations and the items returned by nack. Producer and Consumer are thin handles on it.
- * A Store only persists (see store.ts).
+ * A Store only persists (see src/contract/store.ts).
  *
  * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
  * to take them. Items with a priority or a not-before time are held in memory until acked
  * (./queue/schedule.ts).
  */
 import { ownerSurface } from './queue/owner.js';
-import { OpenError, QueueError } from './errors.js';
-import type { Store, StoreRecovery } from './store.js';
-import { isStore, keepsDeliveries, keepsKeys } from './store.js';
-import { storedScheduleFault } from './schedule-table.js';
+import { OpenError, QueueError } from './contract/errors.js';
+import type { Store, StoreRecovery } from './contract/store.js';
+import { isStore, keepsDeliveries, keepsKeys } from './contract/store.js';
+import { storedScheduleFault } from './contract/schedule-table.js';
 import { DEFAULT_KEY_WINDOW_MS, DEFAULT_MAX_KEYS, type IdempotencyOptions, type KeyWindow } from './queue/idempotency.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from './validate.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from './lib/validate.js';
 import { QueueCore } from './queue/core.js';
 import { busyStores } from './queue/entry.js';
 import { leaseLength } from './queue/leases.js';
-import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './clock.js';
-import { type Codec, bytes, checkCodec, isRaw } from './codec.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from './lib/clock.js';
+import { type Codec, bytes, checkCodec, isRaw } from './lib/codec.js';
 import type { TurnBudget } from './queue/flush.js';
 import { Consumer, Producer } from './queue/handles.js';
 import { type LazyAckBound, resolveAckPolicy } from './queue/lazy-acks.js';
@@ -31,7 +31,7 @@ import { type RateLimit, type RateLimitOptions, rateLimitOf } from './queue/rate
 
 export { Consumer, Producer, Reserved } from './queue/handles.js';
 export { AckDurability, Durability } from './api/types.js';
-export type { Clock } from './clock.js';
+export type { Clock } from './lib/clock.js';
 export type { PushValue } from './queue/handles.js';
 export type { IdempotencyOptions } from './queue/idempotency.js';
 export type { RateLimitBy, RateLimitOptions } from './queue/rate-limit.js';

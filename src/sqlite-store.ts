@@ -37,10 +37,10 @@
 import { closeSync, fsyncSync, openSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { claimOpen, PROCESS_FILES } from './fs/open-registry.js';
-import { OpenError, QueueError } from './errors.js';
-import { belowFault, deadLetterFault, markFault, repeatedSeq } from './delivery-records.js';
-import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf } from './schedule-records.js';
-import { firstKeyFault, KeyTable } from './key-records.js';
+import { OpenError, QueueError } from './contract/errors.js';
+import { belowFault, deadLetterFault, markFault, repeatedSeq } from './contract/records/deliveries.js';
+import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf } from './contract/records/schedules.js';
+import { firstKeyFault, KeyTable } from './contract/records/keys.js';
 import { loadDriver, message, MISSING_PEER, openError, type Row, type SqlDatabase, type SqliteDriver, sqliteResult, SQLITE_FULL, type SqlStatement } from './sqlite/driver.js';
 import {
   DELIVERY_FORMAT_VERSION,
@@ -63,8 +63,8 @@ import {
   scheduledSeqs,
   type ScheduleStatements,
 } from './sqlite/schema.js';
-import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './store.js';
-import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './validate.js';
+import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from './contract/store.js';
+import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from './lib/validate.js';
 
 export interface SqliteStoreOptions {
   /**

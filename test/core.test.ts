@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved, isQueueError } from '../src/index.js';
-import type { StoredItem } from '../src/store.js';
+import type { StoredItem } from '../src/contract/store.js';
 import { RecordingStore, tick } from './support/stores.js';
 import { FlushScheduler, TURN_STORE_CALLS } from '../src/queue/flush.js';
 
@@ -1172,9 +1172,9 @@ describe('a waiting consumer keeps the process alive', () => {
 
 describe('what the queue tells those who serve it', () => {
   it('aRunningProcessLoopCountsAsAConsumerEvenBetweenItsItems', async () => {
-    let surface: import('../src/remote/surface.js').OwnerSurface | undefined;
+    let surface: import('../src/contract/owner-surface.js').OwnerSurface | undefined;
     class Serving extends MemStore {
-      attach(s: import('../src/remote/surface.js').OwnerSurface): void {
+      attach(s: import('../src/contract/owner-surface.js').OwnerSurface): void {
         surface = s;
       }
     }

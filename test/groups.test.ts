@@ -4,7 +4,7 @@
 // seq, leases and closed forks free their slots, and bad input is a typed error that stores nothing.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder, type Consumer, LogStore, MemStore, QueueError, type Reserved, connect } from '../src/index.js';
-import type { StoreFeatures } from '../src/store.js';
+import type { StoreFeatures } from '../src/contract/store.js';
 import { ManualClock } from '../src/testing/index.js';
 import { cleanupDirs, freshDir } from './log/helpers.js';
 

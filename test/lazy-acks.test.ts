@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AckDurability, Builder, LogStore, MemStore, QueueError } from '../src/index.js';
 import type { AckDurability as AckPolicy, Durability } from '../src/api/types.js';
-import type { Store } from '../src/store.js';
+import type { Store } from '../src/contract/store.js';
 import { RecordingStore } from './support/stores.js';
 
 const dirs: string[] = [];

@@ -1,7 +1,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { isQueueError } from '../src/errors.js';
+import { isQueueError } from '../src/contract/errors.js';
 import { LevelStore } from '../src/level-store.js';
 import { FormatRaise } from '../src/level/format-raise.js';
 import type { BatchOp } from '../src/level/peer.js';

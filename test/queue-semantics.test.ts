@@ -6,7 +6,7 @@ import { afterAll, test } from 'vitest';
 import { LogStore } from '../src/log-store.js';
 import { MemStore } from '../src/mem-store.js';
 import { Builder } from '../src/queue.js';
-import type { Store } from '../src/store.js';
+import type { Store } from '../src/contract/store.js';
 import type { RetryPolicyInput } from '../src/queue/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
 import { type OpenOptions, type OpenQueue, type QueueCapabilities, runQueueSemantics } from './support/queue-semantics.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder, type Consumer, LogStore, MemStore, type Producer, QueueError, json } from '../src/index.js';
-import type { StoreFeatures } from '../src/store.js';
+import type { StoreFeatures } from '../src/contract/store.js';
 import { ManualClock } from '../src/testing/index.js';
 import { distUrl, hideSource, runModule } from './support/child-process.js';
 import { cleanupDirs, freshDir } from './log/helpers.js';

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { isQueueError } from '../src/errors.js';
+import { isQueueError } from '../src/contract/errors.js';
 import { SqliteStore } from '../src/sqlite-store.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';

@@ -2,10 +2,10 @@ import { createRequire } from 'node:module';
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { isQueueError } from '../src/errors.js';
+import { isQueueError } from '../src/contract/errors.js';
 import { Builder } from '../src/queue.js';
 import { SQLITE_FORMAT_VERSION, SqliteStore } from '../src/sqlite-store.js';
-import type { DeadLetter } from '../src/store.js';
+import type { DeadLetter } from '../src/contract/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';
 import { distUrl, runModule } from './support/child-process.js';
 

@@ -6,7 +6,7 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { QueueError, isQueueError } from '../errors.js';
+import { QueueError, isQueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
 import { LogStore } from '../log-store.js';
 import { classifyEntry } from '../log/format.js';

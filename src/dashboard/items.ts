@@ -6,7 +6,7 @@
  * how far it looked (`scannedThrough`), and the next page goes on from there.
  */
 import type { LogStore } from '../log-store.js';
-import type { StoredItem } from '../store.js';
+import type { StoredItem } from '../contract/store.js';
 
 /** Items read from the store at a time. */
 const READ_ITEMS = 512;

@@ -5,9 +5,9 @@
 // process knows: its reservations, its leases, and its counters.
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import type { Codec } from '../codec.js';
-import { QueueError } from '../errors.js';
-import type { TimeSource } from '../clock.js';
+import type { Codec } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
+import type { TimeSource } from '../lib/clock.js';
 import { boundedReason, errorMessage } from '../queue/deliveries.js';
 import type { RetryDelayFunction } from '../queue/retry.js';
 import type { ConnectionWatch } from './connection.js';

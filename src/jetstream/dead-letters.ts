@@ -3,9 +3,9 @@
 // the order of the seqs the items had, as the embedded dead letters are.
 import type { QueueDeadLetters } from '../api/handles.js';
 import type { StoredMsg } from '@nats-io/jetstream';
-import type { DeadLetter } from '../store.js';
+import type { DeadLetter } from '../contract/store.js';
 import { type DeadLetterListOptions, type DeadLetterSelection, selection } from '../queue/dead-letters.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../lib/validate.js';
 import { DEAD_HEADERS, type JetStreamCore, publishError } from './core.js';
 
 interface Found {

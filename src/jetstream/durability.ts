@@ -5,7 +5,7 @@
 // interval with it, on every replica that lost power. See docs/guides/scaling-out.md, "What a push survives on
 // JetStream", and DESIGN.md, "The JetStream queue".
 import type { Durability } from '../api/types.js';
-import { expectation } from '../validate.js';
+import { expectation } from '../lib/validate.js';
 
 /** The server's `sync_interval` as its operator set it: `'always'` (fsync before each ack) or ms between fsyncs. */
 export type ServerSyncInterval = 'always' | number;

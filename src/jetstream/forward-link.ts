@@ -5,8 +5,8 @@
 // See DESIGN.md, "Store-and-forward".
 import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JetStreamOptions, type StreamConfig, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { QueueError } from '../errors.js';
-import { expectation } from '../validate.js';
+import { QueueError } from '../contract/errors.js';
+import { expectation } from '../lib/validate.js';
 
 /** A stream to create, when missing, before the first publish: its name and any of its settings. */
 export type ForwardStreamConfig = Partial<StreamConfig> & { readonly name: string };

@@ -18,11 +18,11 @@
  */
 import type { JetStreamOptions, PubAck } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isQueueError, QueueError } from '../errors.js';
+import { isQueueError, QueueError } from '../contract/errors.js';
 import { Consumer, type Reserved } from '../queue/handles.js';
-import { type Clock, checkClock } from '../clock.js';
-import { STORE_ID_PATTERN } from '../store.js';
-import { expectation, knownKeys, nonEmptyString, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { type Clock, checkClock } from '../lib/clock.js';
+import { STORE_ID_PATTERN } from '../contract/store.js';
+import { expectation, knownKeys, nonEmptyString, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import { type JetStreamDurability, type ServerSyncInterval, durabilityOf, serverSyncOption, warnIfWeaker } from './durability.js';
 import { type ForwardStreamConfig, Link, connectionClosed, isConnection, isPending } from './forward-link.js';
 import { subjectMatches } from './setup.js';

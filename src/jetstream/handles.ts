@@ -3,13 +3,13 @@
 // embedded Consumer. The server decides order, delivery counts, the ack wait and delays; this
 // process keeps its waiting reserves, its reservations and its counters.
 import type { QueueConsumer } from '../api/handles.js';
-import { isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
+import { isRaw } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
 import { leaseLength } from '../queue/leases.js';
 import { settleAll } from '../queue/batches.js';
 import { delayMs } from '../queue/retry.js';
 import type { NackOptions, ReserveManyOptions, ReserveOptions } from '../api/types.js';
-import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import { type JetStreamCore, unanswered } from './core.js';
 import { JetStreamDeadLetters } from './dead-letters.js';
 import type { Delivery } from './message.js';

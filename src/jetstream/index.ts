@@ -9,12 +9,12 @@
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type Codec, bytes, checkCodec, isRaw } from '../codec.js';
-import { OpenError, QueueError } from '../errors.js';
-import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../clock.js';
+import { type Codec, bytes, checkCodec, isRaw } from '../lib/codec.js';
+import { OpenError, QueueError } from '../contract/errors.js';
+import { type Clock, type TimeSource, checkClock, systemTime, timeOf } from '../lib/clock.js';
 import { leaseLength } from '../queue/leases.js';
 import { type RetryDelayFunction, type RetryPolicyInput, defaultRetryDelays, retryDelays } from '../queue/retry.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../lib/validate.js';
 import { ConnectionWatch } from './connection.js';
 import { JetStreamCore } from './core.js';
 import { KeyRecords } from './keys.js';

@@ -3,11 +3,11 @@
 // letters once it had its maxDeliveries. The options are those of the embedded process(), less
 // batch mode.
 import { setMaxListeners } from 'node:events';
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { delayMs } from '../queue/retry.js';
 import type { HandlerContext, WorkerOptions } from '../api/types.js';
-import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import type { JetStreamCore } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 import type { JetStreamReserved } from './reserved.js';

@@ -4,12 +4,12 @@
 // first and recorded there once stored (keys.ts).
 import type { QueueProducer } from '../api/handles.js';
 import { headers } from '@nats-io/transport-node';
-import { encodeValue, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
+import { encodeValue, isRaw } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
 import { type PushValue, delayOption, keyOption, keysOption } from '../queue/handles.js';
 import type { PushOptions } from '../api/types.js';
-import { PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
-import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
+import { PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
+import { expectation, knownKeys, optionalSignal, optionsObject } from '../lib/validate.js';
 import { type JetStreamCore, publishError } from './core.js';
 import { NOT_BEFORE_HEADER } from './delayed.js';
 import { keyMessageId } from './keys.js';

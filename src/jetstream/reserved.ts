@@ -2,13 +2,13 @@
 // and the in-progress replies that keep the server's ack wait from running out while this
 // process holds it.
 import type { QueueItem } from '../api/handles.js';
-import { decodeFailure, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
+import { decodeFailure, isRaw } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
 import { errorMessage } from '../queue/deliveries.js';
 import { extendLength } from '../queue/leases.js';
 import { nackDelay } from '../queue/retry.js';
 import type { NackOptions } from '../api/types.js';
-import { expectation } from '../validate.js';
+import { expectation } from '../lib/validate.js';
 import { type JetStreamCore, unconfirmed } from './core.js';
 import type { JetStreamConsumer } from './handles.js';
 import { itemSeqOf } from './delayed.js';

@@ -9,7 +9,7 @@
 // created, and what an open created is deleted again when a later step fails, so that a refused
 // open leaves the server as it found it.
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager, RetentionPolicy, StorageType, type ConsumerConfig, type ConsumerInfo, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
-import { OpenError, QueueError } from '../errors.js';
+import { OpenError, QueueError } from '../contract/errors.js';
 
 /** Where a queue lives on the server. @internal */
 export interface Names {

@@ -2,7 +2,7 @@
  * LevelStore's keys and values, format by format: implements FORMAT.md §11 (LevelStore). The
  * writer and the reader both take every prefix, length and offset from here.
  */
-import { type DeadLetter, type DeliveryMark, MAX_KEY_BYTES, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { type DeadLetter, type DeliveryMark, MAX_KEY_BYTES, MAX_REASON_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
 
 /** Keys `i` + seq, `m:format` and `m:nextSeq`. */
 export const PLAIN_FORMAT_VERSION = 1;

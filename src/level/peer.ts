@@ -2,7 +2,7 @@
  * The optional peer `classic-level`: the part of its API LevelStore uses, how it is loaded, and
  * how its errors map to ours.
  */
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 
 const MISSING_PEER = 'LevelStore needs classic-level: npm install classic-level@3';
 

@@ -4,16 +4,16 @@
  * lane that keeps ACK writes from interleaving with a checkpoint (which replaces the file).
  */
 import { join } from 'node:path';
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { invariantError } from './assert.js';
 import { AckSet, encodeAckRanges, encodeCheckpoint } from './cursor.js';
 import { errnoCode, type Durability } from './durability.js';
 import type { RecordPayload } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
-import { KeyTable } from '../key-records.js';
+import { KeyTable } from '../contract/records/keys.js';
 import { SpoolProgress } from './spool-progress.js';
-import { ScheduleTable } from '../schedule-table.js';
+import { ScheduleTable } from '../contract/schedule-table.js';
 import {
   CURSOR_FILE,
   CURSOR_VERSION_DELIVERIES,

@@ -48,10 +48,10 @@ import {
 import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, writeDeadEntry, writeMarkEntry, type EncodedDead, type EncodedMark } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import { encodeKeys, readKeys, writeKeys } from './key-format.js';
-import type { StoredKey, StoredSchedule } from '../store.js';
+import type { StoredKey, StoredSchedule } from '../contract/store.js';
 import { encodeSchedule, readSchedules, scheduleEntryBytes, writeScheduleEntry } from './schedule-format.js';
 import { spoolIdBytes, spoolIdText } from './item-meta.js';
-import { lowerBound } from '../lower-bound.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 /** One entry of a version-4 checkpoint's spool table (FORMAT §14.3). */
 export interface SpoolEntry {

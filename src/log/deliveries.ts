@@ -7,7 +7,7 @@
  * needs version 2 is preceded by a version-2 checkpoint (an atomic replace, FORMAT §4.4), so a
  * version-1 reader meets a version it refuses (ERR_UNSUPPORTED_VERSION) before any new record.
  */
-import type { DeadLetter, DeadLetterRange, DeliveryMark, Redrive, StoredItem } from '../store.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, Redrive, StoredItem } from '../contract/store.js';
 import { type StoreInvariantError, invariantError } from './assert.js';
 import type { CursorLog } from './cursor-log.js';
 import { deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8, type EncodedDead, type EncodedMark, type RecordPayload } from './delivery-format.js';

@@ -4,7 +4,7 @@
  * and in the records after it. Every decoder checks each length against the end of the bytes it
  * was given before it reads past it, and returns null for anything a writer never writes.
  */
-import type { DeadLetter, DeliveryMark } from '../store.js';
+import type { DeadLetter, DeliveryMark } from '../contract/store.js';
 import {
   CURSOR_RECORD_SPLIT_BYTES,
   DEAD_ENTRY_FIXED_BYTES,

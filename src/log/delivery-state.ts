@@ -3,8 +3,8 @@
  * bound, the newest delivery mark of each item, and the dead letters with their bytes. The cursor
  * log owns one; recovery builds one from the checkpoint and the records after it.
  */
-import type { DeadLetter, DeliveryMark } from '../store.js';
-import { lowerBound } from '../lower-bound.js';
+import type { DeadLetter, DeliveryMark } from '../contract/store.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 /**
  * What the marks are pruned against: the acked set (./cursor.ts's AckSet). Only its question is

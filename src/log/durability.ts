@@ -4,7 +4,7 @@
  * fsync is never retried and a later success never stands in for a failed one (after EIO the page
  * cache no longer holds what was written; DESIGN.md, "Failures"). Recovery is close and reopen.
  */
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { closeQuietly } from './layout.js';
 

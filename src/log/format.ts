@@ -1,5 +1,5 @@
 // Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames", §4 "Cursor file" and §13 "Identity file".
-import { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES } from '../store.js';
+import { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES } from '../contract/store.js';
 
 /**
  * The format vocabulary: every magic number, size, offset and type code of the on-disk format

@@ -1,5 +1,5 @@
 // Implements FORMAT.md §3 "Record frames".
-import type { StoredItem } from '../store.js';
+import type { StoredItem } from '../contract/store.js';
 import { invariantViolated } from './assert.js';
 import { crc32c32, crc32cRange } from './crc.js';
 import { encodeItemMeta } from './item-meta.js';

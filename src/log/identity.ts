@@ -12,7 +12,7 @@
  */
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
-import type { OpenError } from '../errors.js';
+import type { OpenError } from '../contract/errors.js';
 import { crc32c32 } from './crc.js';
 import {
   IDENTITY_FILE,

@@ -7,7 +7,7 @@
  * time it was stored, and lives only in a version-3 segment or later; one with a group lives only
  * in a version-4 segment (FORMAT.md §8).
  */
-import { PRIORITY_MAX, type ScheduleFire, type SpoolSource, type StoredItem } from '../store.js';
+import { PRIORITY_MAX, type ScheduleFire, type SpoolSource, type StoredItem } from '../contract/store.js';
 import {
   MAX_GROUP_BYTES_ON_DISK,
   MAX_KEY_BYTES_ON_DISK,
@@ -165,7 +165,7 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
  * Decode the metadata area `buf[at .. at + metaBytes)` of an ITEM frame of a segment of `version`
  * 2 or more into `out`. False when it is malformed: an entry running past the area, a known tag
  * with the wrong length or twice, a not-before time that is not a non-negative safe integer (the
- * one rule every store applies on append, `src/schedule-records.ts`: a value no append could have
+ * one rule every store applies on append, `src/contract/records/schedules.ts`: a value no append could have
  * written). From version 3, also a key that is empty or not UTF-8, a keyed-at time that is not a
  * non-negative safe integer, or one of the two without the other; from version 4, a group that is
  * empty, longer than 64 bytes or not UTF-8, and a fire whose times are not non-negative safe

@@ -4,7 +4,7 @@
  * key, when the key was stored (ms since the epoch on the queue's clock), and the key in UTF-8.
  * Entries are in strictly increasing seq order, each seq below the checkpoint's `nextSeq`.
  */
-import type { StoredKey } from '../store.js';
+import type { StoredKey } from '../contract/store.js';
 import { KEY_ENTRY_FIXED_BYTES, MAX_KEY_BYTES_ON_DISK, readU64, writeU64 } from './format.js';
 
 const encoder = new TextEncoder();

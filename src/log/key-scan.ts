@@ -7,9 +7,9 @@
  * closed cleanly, reads no record here.
  */
 import type { FileSystem } from '../fs/file-system.js';
-import type { KeyTable } from '../key-records.js';
+import type { KeyTable } from '../contract/records/keys.js';
 import type { SpoolProgress } from './spool-progress.js';
-import type { ScheduleTable } from '../schedule-table.js';
+import type { ScheduleTable } from '../contract/schedule-table.js';
 import { RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED } from './format.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { SegmentFrames } from './frame-rules.js';

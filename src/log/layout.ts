@@ -2,7 +2,7 @@
 import type { FileSystem } from '../fs/file-system.js';
 import { SEGMENT_VERSION_SCHEDULED } from './format.js';
 import type { SealInfo } from './segment.js';
-import { lowerBound } from '../lower-bound.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 /** One segment file as the engine knows it. */
 export interface Segment {

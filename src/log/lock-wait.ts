@@ -9,8 +9,8 @@
  * file has nothing to wait on), so this polls. Between attempts nothing is held and nothing is
  * written: giving up, by time or by abort, leaves the store as it was.
  */
-import { OpenError } from '../errors.js';
-import { expectation, optionalSignal } from '../validate.js';
+import { OpenError } from '../contract/errors.js';
+import { expectation, optionalSignal } from '../lib/validate.js';
 
 /** The first pause after a refused attempt; each next one doubles, up to {@link POLL_MAX_MS}. */
 const POLL_FIRST_MS = 5;

@@ -6,16 +6,16 @@
  * recovery (a read-only plan, then an apply step).
  */
 import { resolve } from 'node:path';
-import { OpenError, QueueError } from '../errors.js';
+import { OpenError, QueueError } from '../contract/errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { claimOpen } from '../fs/open-registry.js';
-import { scheduleFault } from '../schedule-records.js';
-import { keyFault } from '../key-records.js';
-import type { OwnerSurface } from '../remote/surface.js';
-import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoredSchedule, StoreFeatures, StoreRecovery, StoreUsage } from '../store.js';
+import { scheduleFault } from '../contract/records/schedules.js';
+import { keyFault } from '../contract/records/keys.js';
+import type { OwnerSurface } from '../contract/owner-surface.js';
+import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoredSchedule, StoreFeatures, StoreRecovery, StoreUsage } from '../contract/store.js';
 import { Schedules } from './schedules.js';
-import { fireFault } from '../schedule-table.js';
-import { expectation, optionsObject } from '../validate.js';
+import { fireFault } from '../contract/schedule-table.js';
+import { expectation, optionsObject } from '../lib/validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Deliveries } from './deliveries.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
@@ -32,7 +32,7 @@ import { itemMetaBytes, itemSegmentVersion } from './item-meta.js';
 import { spoolFault } from './spool-progress.js';
 import { SpoolIngest, type SpoolStats } from './spool-ingest.js';
 import { SegmentWriter } from './segment-writer.js';
-import { groupFault } from '../group-records.js';
+import { groupFault } from '../contract/records/groups.js';
 import { openFailed, prepareDirectory, takeLock } from './store-dir.js';
 
 export { MIN_SEGMENT_BYTES, type LogStoreOptions } from './options.js';

@@ -7,9 +7,9 @@
  * paths. The order that keeps every ack: the cursor is durable past a segment before the segment
  * is unlinked, and the unlink is made durable by a directory fsync.
  */
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { unrefTimer } from '../clock.js';
+import { unrefTimer } from '../lib/clock.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';

@@ -1,9 +1,9 @@
 // The options of LogStore.open, their defaults and their validation.
 import type { FileSystem } from '../fs/file-system.js';
-import { checkClock, type Clock } from '../clock.js';
+import { checkClock, type Clock } from '../lib/clock.js';
 import { MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD } from './format.js';
 import { lockSignalOption, lockTimeoutOption } from './lock-wait.js';
-import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../validate.js';
+import { expectation, knownKeys, nonNegativeInteger, optionsObject, positiveInteger } from '../lib/validate.js';
 
 const MiB = 1024 * 1024;
 /** Smallest accepted `segmentBytes`: a header, a seal and a few small frames. Tests use tiny segments. */

@@ -28,9 +28,9 @@ import type { LogStoreRecoveryInfo } from './recovery-apply.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
 import { readSpoolBacklog, type SpoolBacklog } from './spool-file.js';
-import { KeyTable } from '../key-records.js';
-import type { ScheduleTable } from '../schedule-table.js';
-import type { StoredSchedule } from '../store.js';
+import { KeyTable } from '../contract/records/keys.js';
+import type { ScheduleTable } from '../contract/schedule-table.js';
+import type { StoredSchedule } from '../contract/store.js';
 import { scanKeys } from './key-scan.js';
 
 /** Plans made at most, while the directory keeps changing under them. */

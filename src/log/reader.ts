@@ -4,10 +4,10 @@
  * cache of just-appended batches so that a caught-up consumer never reads the disk. Reads are
  * synchronous (`tryReserve()` is served from them).
  */
-import { ByteArena } from '../bytes.js';
-import { QueueError } from '../errors.js';
+import { ByteArena } from '../lib/bytes.js';
+import { QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import type { ReadRange, StoredItem } from '../store.js';
+import type { ReadRange, StoredItem } from '../contract/store.js';
 import { invariantViolated } from './assert.js';
 import type { AckSet } from './cursor.js';
 import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, RECORD_SEAL, SEGMENT_HEADER_BYTES, readU32, readU64 } from './format.js';
@@ -17,7 +17,7 @@ import { MISSING_SEAL, SegmentFrames } from './frame-rules.js';
 import { withSchedule } from './item-meta.js';
 import type { Segment, SegmentLayout } from './layout.js';
 import type { ResolvedOptions } from './options.js';
-import { lowerBound } from '../lower-bound.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 export function damaged(seg: Segment, offset: number, reason: string): QueueError {
   return new QueueError('ERR_CORRUPT', `Store file ${seg.name} is damaged at offset ${offset}: ${reason}`, { file: seg.path, offset });
@@ -286,7 +286,7 @@ export class LogReader {
           bytes = new Uint8Array(win.buf.buffer, win.buf.byteOffset + p, h.length);
           win.lent = true;
         } else {
-          // A copy into a shared slab (src/bytes.ts): far cheaper than one ArrayBuffer per item.
+          // A copy into a shared slab (src/lib/bytes.ts): far cheaper than one ArrayBuffer per item.
           // Scheduled items are copied: the queue holds them until they are due, and a view would
           // keep a whole chunk of mostly other items alive for that long.
           bytes = this.#arena.copy(win.buf.subarray(p, p + h.length));

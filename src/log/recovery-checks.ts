@@ -4,7 +4,7 @@
  * same plan without writing) names the row it applies; the table is printed in FORMAT.md §6.2, and
  * a test builds a directory for every row and checks the verdict.
  */
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 
 export type FileCheckVerdict =
   /** `ERR_UNSUPPORTED_VERSION`: written by a newer version; nothing on disk changes. */

@@ -6,13 +6,13 @@
  * decisions are rows of the tail table (§6.1), taken by `FrameReader`.
  */
 import { join } from 'node:path';
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { assertStore } from './assert.js';
 import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, decodeCheckpointSpool, type SpoolEntry } from './cursor.js';
-import { ScheduleTable } from '../schedule-table.js';
+import { ScheduleTable } from '../contract/schedule-table.js';
 import type { ScheduleRecord } from './schedule-format.js';
-import type { StoredKey } from '../store.js';
+import type { StoredKey } from '../contract/store.js';
 import type { DeliveryRecord } from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import {

@@ -13,10 +13,10 @@
  * the new ones, run by run.
  */
 import { basename, dirname, join, resolve, sep } from 'node:path';
-import { type OpenError, QueueError } from '../errors.js';
+import { type OpenError, QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import type { StoredItem } from '../store.js';
-import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
+import type { StoredItem } from '../contract/store.js';
+import { expectation, knownKeys, nonEmptyString, optionsObject } from '../lib/validate.js';
 import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, SPOOL_DIR, SPOOL_SUFFIX, classifyEntry } from './format.js';
 import { readFully } from './segment-writer.js';
 import { spoolFileIds } from './spool-file.js';

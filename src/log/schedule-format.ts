@@ -6,7 +6,7 @@
  * decoder checks each length against the end of the bytes it was given before it reads past it,
  * and returns null for anything a writer never writes.
  */
-import type { StoredSchedule } from '../store.js';
+import type { StoredSchedule } from '../contract/store.js';
 import {
   MAX_PAYLOAD_BYTES_CAP,
   MAX_SCHEDULE_NAME_BYTES_ON_DISK,

@@ -8,9 +8,9 @@
  * preceded by a version-5 checkpoint, so an older reader meets a version it refuses
  * (ERR_UNSUPPORTED_VERSION) before any new record.
  */
-import { QueueError } from '../errors.js';
-import { storedScheduleFault } from '../schedule-table.js';
-import type { StoredSchedule } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import { storedScheduleFault } from '../contract/schedule-table.js';
+import type { StoredSchedule } from '../contract/store.js';
 import type { CursorLog } from './cursor-log.js';
 import type { RecordPayload } from './delivery-format.js';
 import { CURSOR_VERSION_SCHEDULES, RECORD_SCHEDULE, RECORD_UNSCHEDULE } from './format.js';

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
-import type { StoredItem } from '../store.js';
+import type { StoredItem } from '../contract/store.js';
 import { errnoCode, type Durability } from './durability.js';
 import { FRAME_HEADER_BYTES, RECORD_ITEM, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_PLAIN, TMP_SUFFIX, segmentName } from './format.js';
 import { encodeFrame, encodeScheduledItemFrame } from './frame.js';

@@ -13,8 +13,8 @@
  */
 import { join } from 'node:path';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
-import type { Clock } from '../clock.js';
-import { unrefTimer } from '../clock.js';
+import type { Clock } from '../lib/clock.js';
+import { unrefTimer } from '../lib/clock.js';
 import { errnoCode } from './durability.js';
 import { SPOOL_DIR, SPOOL_HEADER_BYTES, SPOOL_LOCK_SUFFIX, SPOOL_SUFFIX, TMP_SUFFIX, parseSpoolName } from './format.js';
 import { FileWindow, FrameReader } from './frame-reader.js';

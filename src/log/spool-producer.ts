@@ -15,11 +15,11 @@
  * A spooled push resolves with 0 for each payload: its seq is given when the owner ingests it.
  */
 import { join } from 'node:path';
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import type { ProducerBackend, SpoolOptions } from '../remote/backend.js';
-import type { RemotePushOptions } from '../remote/surface.js';
-import type { StoredItem } from '../store.js';
+import type { RemotePushOptions } from '../contract/owner-surface.js';
+import type { StoredItem } from '../contract/store.js';
 import { errnoCode } from './durability.js';
 import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SPOOL_END, SPOOL_DIR, SPOOL_LOCK_SUFFIX, SPOOL_SUFFIX, TMP_SUFFIX, classifyEntry } from './format.js';
 import { encodeFrame, encodeFrameInPlace, encodeScheduledItemFrame } from './frame.js';

@@ -6,7 +6,7 @@
  * checkpoint carries the table for the files still in the spool directory, so that after any crash
  * the owner resumes every file at the record after the last one stored: never one twice.
  */
-import type { SpoolSource, StoredItem } from '../store.js';
+import type { SpoolSource, StoredItem } from '../contract/store.js';
 
 const HEX_ID = /^[0-9a-f]{32}$/;
 

@@ -1,6 +1,6 @@
 // The store directory before recovery reads it (FORMAT.md §5): found or created, and locked.
 import { dirname, join } from 'node:path';
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 import type { FileSystem, LockHandle } from '../fs/file-system.js';
 import { errnoCode } from './durability.js';
 import { LOCK_FILE, classifyEntry } from './format.js';

@@ -12,10 +12,10 @@
  * seq, which was durable), and no intact record holds it. Seqs that a SEAL says its segment has no
  * record of (FORMAT §3.2) do not exist and are not lost.
  */
-import type { ScheduleFire, SpoolSource } from '../store.js';
+import type { ScheduleFire, SpoolSource } from '../contract/store.js';
 import { join } from 'node:path';
 import type { FileSystem } from '../fs/file-system.js';
-import type { OpenError } from '../errors.js';
+import type { OpenError } from '../contract/errors.js';
 import { AckSet } from './cursor.js';
 import {
   CURSOR_FILE,

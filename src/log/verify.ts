@@ -12,7 +12,7 @@
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { decodeSpoolHeader, spoolFileIds, SpoolFrames } from './spool-file.js';
 import { join } from 'node:path';
-import type { OpenError } from '../errors.js';
+import type { OpenError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { CURSOR_FILE, IDENTITY_FILE, LOCK_FILE, MAX_RANGES_PER_RECORD, SPOOL_DIR, SPOOL_HEADER_BYTES, SPOOL_SUFFIX, classifyEntry } from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';

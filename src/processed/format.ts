@@ -1,6 +1,6 @@
 // Implements FORMAT.md §12 "LogProcessedSet" (the items a LogProcessedSet keeps in its LogStore).
-import { OpenError } from '../errors.js';
-import { STORE_ID_PATTERN } from '../store.js';
+import { OpenError } from '../contract/errors.js';
+import { STORE_ID_PATTERN } from '../contract/store.js';
 
 /** The payload of the first item (store seq 1): the magic, then the format version. */
 export const SET_MAGIC = 'PQ-PROCESSED-SET';

@@ -6,12 +6,12 @@
  * seqs to store seqs, group commit of records, and the header item that marks the directory as a set
  * and names the queue's store it serves.
  */
-import { OpenError, QueueError } from '../errors.js';
+import { OpenError, QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
 import { LogStore } from '../log-store.js';
 import type { ProcessedSet } from '../processed-set.js';
-import { STORE_ID_PATTERN, type StoredItem } from '../store.js';
-import { expectation, knownKeys, optionsObject } from '../validate.js';
+import { STORE_ID_PATTERN, type StoredItem } from '../contract/store.js';
+import { expectation, knownKeys, optionsObject } from '../lib/validate.js';
 import { SET_HEADER_SEQ, decodeEntry, decodeHeader, encodeEntry, encodeHeader } from './format.js';
 
 export interface LogProcessedSetOptions {

@@ -1,8 +1,8 @@
 // The ack pipeline: the acks handed to the store, in batches that share one call (group commit of
 // acks), one call in flight at a time. The core owns the counts the rest of the queue reads; it
 // hears of each batch the store finished through a host, as it does from the push pipeline.
-import { QueueError } from '../errors.js';
-import type { Store } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import type { Store } from '../contract/store.js';
 import { type AckBatch, type Entry, newAckBatch } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 

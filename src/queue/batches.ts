@@ -3,8 +3,8 @@
 // item waits as a reserve does, the rest are taken while ready, and for up to `waitMs` more while
 // fewer than `size` are in hand. Each item stays a reservation of its own, so a batch handler may
 // settle items one by one (partial success) and the rest are settled by the worker.
-import { QueueError } from '../errors.js';
-import { expectation } from '../validate.js';
+import { QueueError } from '../contract/errors.js';
+import { expectation } from '../lib/validate.js';
 import type { QueueCore } from './core.js';
 import { type Holder, WaitGroup } from './entry.js';
 import type { Reserved } from './reserved.js';

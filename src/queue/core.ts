@@ -4,13 +4,13 @@
 // (read-ahead.ts), the schedule of priorities and not-before times (schedule.ts), the delivery
 // ledger (deliveries.ts) and the counters, channel messages and drained/idle waiters (monitor.ts)
 // are objects of their own that it drives. Producer and Consumer are thin handles on it.
-import { ByteArena, unpinned } from '../bytes.js';
-import { type Codec, bytes } from '../codec.js';
-import { OpenError, QueueError } from '../errors.js';
-import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../store.js';
+import { ByteArena, unpinned } from '../lib/bytes.js';
+import { type Codec, bytes } from '../lib/codec.js';
+import { OpenError, QueueError } from '../contract/errors.js';
+import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../contract/store.js';
 import { Schedules } from './schedules.js';
 import { type Entry, type Holder, type PushMeta, type WaitGroup, type Waiter, PLAIN, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
-import { KeepAlive, type TimeSource } from '../clock.js';
+import { KeepAlive, type TimeSource } from '../lib/clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';

@@ -2,10 +2,10 @@
 // Redrives and purges run one at a time, so one never moves a dead letter the other removed.
 import type { QueueDeadLetters } from '../api/handles.js';
 import type { DeadLetterListOptions, DeadLetterSelection } from '../api/types.js';
-import { AsyncSchemaError, isRaw } from '../codec.js';
-import { QueueError } from '../errors.js';
-import type { DeadLetter } from '../store.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { AsyncSchemaError, isRaw } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
+import type { DeadLetter } from '../contract/store.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../lib/validate.js';
 import type { QueueCore } from './core.js';
 
 /** How many dead letters one store read returns while iterating, redriving or purging. */

@@ -1,6 +1,6 @@
 // Items nacked with a delay, waiting for their time: in memory only, ordered by due time, behind
 // one timer. When an item's time comes the core puts it back among the ready items by seq.
-import type { TimeSource } from '../clock.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueList } from './due-list.js';
 import type { Entry } from './entry.js';
 

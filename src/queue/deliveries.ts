@@ -10,11 +10,11 @@
 // of seq order (once items with a priority or a not-before time exist) and every later delivery
 // stores a mark of its own. Hand-outs made together (the waiters served in one pass, the items a
 // batch gathers) share one store call.
-import { QueueError } from '../errors.js';
-import type { DeadLetter, DeliveryMark, Store, StoreRecovery } from '../store.js';
-import { MAX_REASON_BYTES } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import type { DeadLetter, DeliveryMark, Store, StoreRecovery } from '../contract/store.js';
+import { MAX_REASON_BYTES } from '../contract/store.js';
 import { type Entry, encoder } from './entry.js';
-import { unpinned } from '../bytes.js';
+import { unpinned } from '../lib/bytes.js';
 
 const DONE = Promise.resolve();
 

@@ -1,8 +1,8 @@
 // Things due at a time, in memory, sorted by due time behind one timer: the retries waiting for
 // their delay (delayed.ts) and the leases of reservations (leases.ts).
-import type { TimeSource } from '../clock.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueTimer } from './due-timer.js';
-import { lowerBound } from '../lower-bound.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 /** What a DueList holds: anything with the monotonic time (`TimeSource.monoNow()`) it is due at. */
 export interface Due {

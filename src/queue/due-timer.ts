@@ -1,6 +1,6 @@
 // The one timer behind a list of things due at a time (due-list.ts, schedule.ts): armed for the
 // earliest due time, cleared and armed again as that changes.
-import { type TimeSource, refTimer, unrefTimer } from '../clock.js';
+import { type TimeSource, refTimer, unrefTimer } from '../lib/clock.js';
 
 /** setTimeout's longest delay (2^31 − 1 ms); a longer wait is armed again when it fires. */
 const TIMER_MS_MAX = 2_147_483_647;

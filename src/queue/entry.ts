@@ -1,8 +1,8 @@
 // The records the core keeps per push, per item and per ack batch, and small helpers the core and the handles share.
-import type { ByteArena } from '../bytes.js';
-import { QueueError } from '../errors.js';
-import type { ScheduleFire, SpoolSource, Store, StoredItem } from '../store.js';
-import { expectation } from '../validate.js';
+import type { ByteArena } from '../lib/bytes.js';
+import { QueueError } from '../contract/errors.js';
+import type { ScheduleFire, SpoolSource, Store, StoredItem } from '../contract/store.js';
+import { expectation } from '../lib/validate.js';
 import type { Lease } from './leases.js';
 
 export type { PushPayload } from '../api/types.js';

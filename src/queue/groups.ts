@@ -3,7 +3,7 @@
 // their group was at the limit of the consumer that met them, so that the items of other groups
 // behind them are handed out meanwhile (no head-of-line blocking). The core decides; this object
 // keeps the counts and the parked items.
-import { unpinned } from '../bytes.js';
+import { unpinned } from '../lib/bytes.js';
 import type { Entry } from './entry.js';
 import { Heap } from './heap.js';
 

@@ -1,8 +1,8 @@
 // The consuming handle users hold: Consumer, a thin layer over QueueCore. Producer and Reserved
 // live in ./producer.ts and ./reserved.ts; this module exports all three, as it always has.
 import type { QueueConsumer } from '../api/handles.js';
-import { isRaw } from '../codec.js';
-import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import { isRaw } from '../lib/codec.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import type { QueueCore } from './core.js';
 import type { Holder } from './entry.js';
 import { DeadLetterQueue } from './dead-letters.js';

@@ -2,8 +2,8 @@
 // queue's clock, so that a push retried with the same key stores nothing and resolves with the
 // seq the key already has. The store keeps each key in the same atomic write as its item and
 // hands the keys back at open; this object is the queue's in-memory view of them.
-import { QueueError } from '../errors.js';
-import type { Store, StoredKey } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import type { Store, StoredKey } from '../contract/store.js';
 import { abortReason } from './entry.js';
 
 /** How long a key is remembered by default: 24 hours. */

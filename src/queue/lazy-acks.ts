@@ -1,7 +1,7 @@
 // Lazy acks: acks that resolve once written to the store, made durable by a later `Store.sync()`
 // within a bound (a delay and a count). At-least-once tolerates redelivery, so an ack lost to a
 // power loss before its sync only redelivers its item; it never loses one.
-import type { Store } from '../store.js';
+import type { Store } from '../contract/store.js';
 import type { AckDurability, Durability } from '../api/types.js';
 
 /** The bound of the `lazy` ack policy (`Builder.ackDurability('lazy', options)`). */

@@ -1,9 +1,9 @@
 // Leases (visibility timeouts) of reservations: in memory only, ordered by due time, behind one
 // timer, as delayed.ts keeps the retries. When a lease runs out before its reservation is settled,
 // the core returns the item to the queue as it returns a dropped reservation.
-import type { QueueError } from '../errors.js';
-import { expectation } from '../validate.js';
-import type { TimeSource } from '../clock.js';
+import type { QueueError } from '../contract/errors.js';
+import { expectation } from '../lib/validate.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueList } from './due-list.js';
 import type { Entry } from './entry.js';
 

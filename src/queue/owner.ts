@@ -1,7 +1,7 @@
-// The OwnerSurface a queue offers to other processes and threads (src/remote/surface.ts): built by
+// The OwnerSurface a queue offers to other processes and threads (src/contract/owner-surface.ts): built by
 // the Builder at open for a store that serves others (`Store.attach`). Payloads arrive encoded
 // (a remote producer runs the codec on its side), so pushes go to the core as bytes.
-import type { OwnerSurface, RemotePushOptions, RemoteSelection } from '../remote/surface.js';
+import type { OwnerSurface, RemotePushOptions, RemoteSelection } from '../contract/owner-surface.js';
 import type { QueueCore } from './core.js';
 import { pushMeta } from './entry.js';
 import type { Consumer } from './handles.js';

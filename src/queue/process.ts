@@ -1,8 +1,8 @@
 // Consumer.process(): workers that reserve an item, run the handler on it and settle it; a failed
 // handler (a throw, or a timeout) is reported to onError and its item retried under the retry
 // policy. The options are validated by the Consumer; the waiting between retries is delayed.ts's.
-import { unrefTimer } from '../clock.js';
-import { QueueError } from '../errors.js';
+import { unrefTimer } from '../lib/clock.js';
+import { QueueError } from '../contract/errors.js';
 import type { QueueCore } from './core.js';
 import { WaitGroup } from './entry.js';
 import { batchWorker } from './batches.js';

@@ -1,12 +1,12 @@
 // The producing handle users hold: Producer, a thin layer over QueueCore that checks what is
 // pushed and how, and the check of `drained()`/`onIdle()` both handles share.
 import type { QueueProducer } from '../api/handles.js';
-import { optionalSignal, optionsObject } from '../validate.js';
+import { optionalSignal, optionsObject } from '../lib/validate.js';
 import type { QueueCore } from './core.js';
 import { abortReason, pushMeta } from './entry.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
 import type { PushOptions, PushValue, QueueStats, WaitOptions } from '../api/types.js';
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import { scheduleDefinition, type ScheduleOptions, type ScheduleSpec } from './schedule-slots.js';
 import { type ScheduleInfo, scheduleName } from './schedules.js';
 

@@ -1,11 +1,11 @@
 // What `push()` and `pushMany()` take, checked once for every producer: the queue's own
 // (./producer.ts) and one in another process or thread (../remote/producer.ts).
-import { encodeValue, isRaw, type Codec } from '../codec.js';
-import { QueueError } from '../errors.js';
-import { isValidKey } from '../key-records.js';
-import { isValidGroup } from '../group-records.js';
-import { MAX_GROUP_BYTES, MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
-import { expectation, knownKeys, optionalSignal, optionsObject } from '../validate.js';
+import { encodeValue, isRaw, type Codec } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
+import { isValidKey } from '../contract/records/keys.js';
+import { isValidGroup } from '../contract/records/groups.js';
+import { MAX_GROUP_BYTES, MAX_KEY_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
+import { expectation, knownKeys, optionalSignal, optionsObject } from '../lib/validate.js';
 import { encoder } from './entry.js';
 import { delayMs } from './retry.js';
 import type { PushOptions } from '../api/types.js';

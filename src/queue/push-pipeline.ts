@@ -2,9 +2,9 @@
 // assignment, and the one batch the store is writing (group commit: a batch gathers what was
 // pushed while the one before it was stored). The core owns every count the consumer side reads;
 // it answers this object's questions, and hears of each stored batch, through a host.
-import { QueueError } from '../errors.js';
-import type { Store } from '../store.js';
-import { expectation } from '../validate.js';
+import { QueueError } from '../contract/errors.js';
+import type { Store } from '../contract/store.js';
+import { expectation } from '../lib/validate.js';
 import { type Entry, type PendingPush, type PushMeta, NO_ENTRIES, PLAIN, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from '../api/types.js';

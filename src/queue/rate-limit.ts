@@ -4,13 +4,13 @@
 // hand-out times, so the bound holds in every window, not only in aligned ones. Under a limit by
 // group, an item whose window is full waits aside ("parked", as for a group's concurrency) while
 // the items of other groups go; under a limit for the queue nothing can go, and nothing is moved.
-import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
-import type { TimeSource } from '../clock.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../lib/validate.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueTimer } from './due-timer.js';
 import type { Entry } from './entry.js';
 import { type EntryHeap, entryHeap } from './groups.js';
-import { unpinned } from '../bytes.js';
-import { lowerBound } from '../lower-bound.js';
+import { unpinned } from '../lib/bytes.js';
+import { lowerBound } from '../lib/lower-bound.js';
 
 /** What a rate limit counts by. */
 export type RateLimitBy = 'queue' | 'group';

@@ -1,8 +1,8 @@
 // The consumer's read-ahead: items fetched from the store ahead of the consumer, the read cursor,
 // the reads that refill them, and the hand-over of just-stored batches to a caught-up consumer.
 // The core owns every count and every failure; it answers this object's questions through a host.
-import { QueueError } from '../errors.js';
-import { type Store, type StoredItem, isScheduled } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import { type Store, type StoredItem, isScheduled } from '../contract/store.js';
 import { type Entry, newEntry } from './entry.js';
 
 /** How many items one store read fetches ahead of the consumer. */

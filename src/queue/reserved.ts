@@ -1,7 +1,7 @@
 // A reserved item users hold: Reserved, a thin layer over QueueCore that settles one delivery.
 import type { QueueItem } from '../api/handles.js';
-import { type Codec, decodeFailure, isRaw } from '../codec.js';
-import { expectation } from '../validate.js';
+import { type Codec, decodeFailure, isRaw } from '../lib/codec.js';
+import { expectation } from '../lib/validate.js';
 import type { QueueCore } from './core.js';
 import type { Entry, Guard, Holder } from './entry.js';
 import { type Lease, extendLength } from './leases.js';

@@ -1,6 +1,6 @@
 // The retry policy `process()` applies when a handler fails: how long a failed item waits before
 // it is ready again. Pure functions of (deliveries, error); the waiting itself is delayed.ts's.
-import { expectation, knownKeys, optionsObject } from '../validate.js';
+import { expectation, knownKeys, optionsObject } from '../lib/validate.js';
 import type { NackOptions } from '../api/types.js';
 
 /** Why a handler failed: what it threw, or the `TimeoutError` of `timeoutMs`. */

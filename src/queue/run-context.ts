@@ -1,8 +1,8 @@
 // What the workers of `process()` share, one item at a time (./process.ts) or in batches
 // (./batches.ts): their settings, the context a handler run gets, how a failure is reported and
 // retried, and when a worker yields. Kept apart from both so that neither imports the other.
-import type { TimeSource } from '../clock.js';
-import { QueueError } from '../errors.js';
+import type { TimeSource } from '../lib/clock.js';
+import { QueueError } from '../contract/errors.js';
 import type { QueueCore } from './core.js';
 import { errorMessage } from './deliveries.js';
 import type { Holder } from './entry.js';

@@ -1,10 +1,10 @@
 // When a schedule fires: its slots, for `{ everyMs }` (multiples of the period since the Unix
 // epoch) and for `{ cron, tz }` (the optional peer `cron-parser`, loaded when a cron schedule is
 // first met), the slots due in a span, and the text a store keeps of a schedule (its spec).
-import { QueueError } from '../errors.js';
-import { isValidGroup } from '../group-records.js';
-import { MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
-import { expectation, knownKeys, optionsObject, positiveInteger } from '../validate.js';
+import { QueueError } from '../contract/errors.js';
+import { isValidGroup } from '../contract/records/groups.js';
+import { MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
+import { expectation, knownKeys, optionsObject, positiveInteger } from '../lib/validate.js';
 import { groupOption } from './push-options.js';
 
 /** What `schedule()` does with the slots that passed while no queue was open over the store. */

@@ -3,11 +3,11 @@
 // not-before time. Ready ones wait in one lane per priority, by seq; those whose time has not
 // come wait in a heap by not-before time behind one timer. The core takes the best ready item
 // from here or from the read-ahead (plain items, priority 0, in seq order), whichever comes first.
-import type { TimeSource } from '../clock.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueTimer } from './due-timer.js';
 import { Heap } from './heap.js';
 import type { Entry } from './entry.js';
-import { lowerBound } from '../lower-bound.js';
+import { lowerBound } from '../lib/lower-bound.js';
 /** A lane drops its consumed slots once this many sit before its head. */
 const LANE_COMPACT_COUNT = 1024;
 

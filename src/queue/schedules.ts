@@ -5,11 +5,11 @@
 // crash at any point a slot's item exists, and the slot counts as fired, or neither. At open the
 // slots that passed while no queue was open are fired or passed over as the schedule's `catchUp`
 // says. The items are ordinary items: retries, dead letters, priorities and groups apply.
-import { QueueError } from '../errors.js';
-import { isValidScheduleName } from '../schedule-table.js';
-import { MAX_SCHEDULE_NAME_BYTES, type ScheduleFire, type Store, type StoredSchedule } from '../store.js';
-import { expectation } from '../validate.js';
-import type { TimeSource } from '../clock.js';
+import { QueueError } from '../contract/errors.js';
+import { isValidScheduleName } from '../contract/schedule-table.js';
+import { MAX_SCHEDULE_NAME_BYTES, type ScheduleFire, type Store, type StoredSchedule } from '../contract/store.js';
+import { expectation } from '../lib/validate.js';
+import type { TimeSource } from '../lib/clock.js';
 import { DueTimer } from './due-timer.js';
 import { Heap } from './heap.js';
 import { type CatchUp, type ScheduleDefinition, type Slots, cronSlots, dueSlots, everySlots, loadCron, parseSpecText, scheduleDefinition, specText } from './schedule-slots.js';

@@ -2,7 +2,7 @@
 // (./client.ts) when a process has the queue open, through the spool (../log/spool-producer.ts)
 // when none does. `connect()` picks one and wraps it in the Producer interface.
 import type { Durability } from '../api/types.js';
-import type { RemotePushOptions } from './surface.js';
+import type { RemotePushOptions } from '../contract/owner-surface.js';
 
 export interface ProducerBackend {
   /** Which door the pushes go through. */

@@ -5,10 +5,10 @@
 // type and its body length against the bounds of that type BEFORE it allocates or waits for the
 // body, and decodes a body only when every length inside it fits what is left. A frame that breaks
 // a rule is a ProtocolError: the server closes that connection, and only it.
-import { QueueError } from '../errors.js';
-import { isValidKey } from '../key-records.js';
+import { QueueError } from '../contract/errors.js';
+import { isValidKey } from '../contract/records/keys.js';
 import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../log/format.js';
-import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
 
 // ---- Vocabulary ----
 

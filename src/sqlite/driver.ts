@@ -2,7 +2,7 @@
  * The SQLite bindings SqliteStore runs on (`node:sqlite` and the optional peer `better-sqlite3`):
  * the part of their API the store uses, how one is loaded, and how their errors map to ours.
  */
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 
 /** Which SQLite binding a SqliteStore runs on. */
 export type SqliteDriver = 'node:sqlite' | 'better-sqlite3';

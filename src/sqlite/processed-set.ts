@@ -8,8 +8,8 @@
  * and the handler inside it, are synchronous.
  */
 import type { TransactionalProcessedSet } from '../processed-set.js';
-import { STORE_ID_PATTERN } from '../store.js';
-import { expectation, knownKeys, optionsObject } from '../validate.js';
+import { STORE_ID_PATTERN } from '../contract/store.js';
+import { expectation, knownKeys, optionsObject } from '../lib/validate.js';
 import type { SqlDatabase, SqlStatement } from './driver.js';
 
 export interface SqliteProcessedSetOptions {

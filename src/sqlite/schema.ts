@@ -5,9 +5,9 @@
  * what it stores, and the tables of a new format and its version number are written in the one
  * transaction that stores its first record, so that they appear together or not at all.
  */
-import { scheduleFault, storedItem } from '../schedule-records.js';
-import type { StoredItem, StoredKey } from '../store.js';
-import { keyFault } from '../key-records.js';
+import { scheduleFault, storedItem } from '../contract/records/schedules.js';
+import type { StoredItem, StoredKey } from '../contract/store.js';
+import { keyFault } from '../contract/records/keys.js';
 import type { Row, SqlDatabase, SqlStatement } from './driver.js';
 
 /** Tables `items` and `meta` (keys `format` and `nextSeq`). */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
 import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { isQueueError } from '../../src/contract/errors.js';
 
 const base = mkdtempSync(join(tmpdir(), 'pq-tmpfs-'));
 const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', base], { encoding: 'utf8' });

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { Builder, type Consumer, type Reserved } from '../../src/queue.js';
 import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 import { FRAME_HEADER_BYTES } from '../../src/log/format.js';

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { Builder, type Durability } from '../../src/queue.js';
 import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

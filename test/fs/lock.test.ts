@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { OpenError } from '../../src/errors.js';
+import { OpenError } from '../../src/contract/errors.js';
 import { createNodeFileSystem, type LockKind } from '../../src/fs/node-fs.js';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
 import { distUrl, type Lines, runModule } from '../support/child-process.js';

@@ -20,7 +20,7 @@ import { type NatsConnection, connect } from '@nats-io/transport-node';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { isQueueError } from '../../src/errors.js';
+import { isQueueError } from '../../src/contract/errors.js';
 import { JetStreamBuilder, type JetStreamConsumer, type JetStreamProducer } from '../../src/jetstream/index.js';
 import { NatsServer, natsServerBinary } from '../support/nats-restartable.js';
 

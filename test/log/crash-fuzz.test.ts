@@ -10,7 +10,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
-import type { StoredItem } from '../../src/store.js';
+import type { StoredItem } from '../../src/contract/store.js';
 import { CrashFileSystem, Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 40);

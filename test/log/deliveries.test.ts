@@ -27,7 +27,7 @@ import {
   writeU32,
 } from '../../src/log/format.js';
 import { LogStore, salvageStore } from '../../src/log-store.js';
-import type { DeadLetter, DeliveryMark } from '../../src/store.js';
+import type { DeadLetter, DeliveryMark } from '../../src/contract/store.js';
 import { cleanupDirs, crashCopy, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, items, openStore, readAllTexts } from './helpers.js';
 
 afterAll(cleanupDirs);

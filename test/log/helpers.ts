@@ -7,7 +7,7 @@ import { crc32c32 } from '../../src/log/crc.js';
 import type { FileSystem } from '../../src/fs/file-system.js';
 import { FRAME_CRC_START, FRAME_HEADER_BYTES, FRAME_OFF_CRC, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, readU16, readU32, writeU32 } from '../../src/log/format.js';
 import { LogStore, nodeFileSystem, type LogStoreOptions } from '../../src/log-store.js';
-import type { StoredItem } from '../../src/store.js';
+import type { StoredItem } from '../../src/contract/store.js';
 
 const made: string[] = [];
 

@@ -20,7 +20,7 @@
 import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
-import type { StoredItem, StoredKey, StoreRecovery } from '../../src/store.js';
+import type { StoredItem, StoredKey, StoreRecovery } from '../../src/contract/store.js';
 import { CrashFileSystem, ManualClock, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

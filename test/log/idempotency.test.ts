@@ -21,7 +21,7 @@ import {
   readU16,
   writeU32,
 } from '../../src/log/format.js';
-import type { StoredItem } from '../../src/store.js';
+import type { StoredItem } from '../../src/contract/store.js';
 import { CrashFileSystem, ManualClock } from '../../src/testing/index.js';
 import { cleanupDirs, enc, expectOpenError, fixCrc, freshDir, openStore, readAllSeqs, segFiles } from './helpers.js';
 

@@ -4,7 +4,7 @@
  * against real holders is in test/fs/lock.test.ts.
  */
 import { describe, expect, test } from 'vitest';
-import { OpenError } from '../../src/errors.js';
+import { OpenError } from '../../src/contract/errors.js';
 import { LockWait, type WaitClock } from '../../src/log/lock-wait.js';
 
 /** A clock whose sleeps pass at once and are recorded; `onSleep` may abort a signal. */

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { QueueError } from '../../src/errors.js';
+import { QueueError } from '../../src/contract/errors.js';
 import { CURSOR_FILE, FRAME_HEADER_BYTES, IDENTITY_FILE, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, FRAME_OFF_SEQ, FRAME_OFF_TYPE, RECORD_ITEM, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES, SEG_OFF_HEADER_CRC, readU16, readU32, readU64 } from '../../src/log/format.js';
 import { resyncCounters } from '../../src/log/frame-reader.js';
 import { LogStore, salvageStore, verifyStore, type SalvageResult, type SeqRange } from '../../src/log-store.js';

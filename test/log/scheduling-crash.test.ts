@@ -11,7 +11,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
-import { isScheduled, type StoredItem, type StoreRecovery } from '../../src/store.js';
+import { isScheduled, type StoredItem, type StoreRecovery } from '../../src/contract/store.js';
 import { CrashFileSystem, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

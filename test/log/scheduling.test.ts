@@ -21,11 +21,11 @@ import {
 import { encodeFrame } from '../../src/log/frame.js';
 import { encodeSegmentHeader } from '../../src/log/segment.js';
 import { LogStore, salvageStore, verifyStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
-import { PRIORITY_MAX, PRIORITY_MIN, isScheduled, type StoredItem } from '../../src/store.js';
+import { isQueueError } from '../../src/contract/errors.js';
+import { PRIORITY_MAX, PRIORITY_MIN, isScheduled, type StoredItem } from '../../src/contract/store.js';
 import { WrappedFs, cleanupDirs, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, hashDir, segFiles } from './helpers.js';
 import type { LogStoreOptions } from '../../src/log-store.js';
-import type { StoreRecovery } from '../../src/store.js';
+import type { StoreRecovery } from '../../src/contract/store.js';
 
 afterEach(cleanupDirs);
 
@@ -110,7 +110,7 @@ describe('scheduled items', () => {
     const { store } = await openStore(dir);
     await store.append(batch(1, [['a', 0, 0]]), true);
     const before = hashDir(dir);
-    // The fields SqliteStore and LevelStore refuse too (src/schedule-records.ts).
+    // The fields SqliteStore and LevelStore refuse too (src/contract/records/schedules.ts).
     const bad: Partial<StoredItem>[] = [
       { priority: PRIORITY_MAX + 1 },
       { priority: PRIORITY_MIN - 1 },

@@ -2,7 +2,7 @@
 // frames, in runs of at most 64 KiB, and batches with metadata as their items. Whatever it holds,
 // a read from it must return what a read of the same range from disk returns.
 import { afterAll, describe, expect, test } from 'vitest';
-import type { StoredItem } from '../../src/store.js';
+import type { StoredItem } from '../../src/contract/store.js';
 import { cleanupDirs, freshDir, openStore, WrappedFs } from './helpers.js';
 
 afterAll(cleanupDirs);

@@ -2,7 +2,7 @@
 // views into the read-ahead chunk, never copied; a chunk a view was handed out from is never
 // written again, so every view keeps its bytes for as long as it lives.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ByteArena } from '../../src/bytes.js';
+import { ByteArena } from '../../src/lib/bytes.js';
 import { Builder, type Reserved } from '../../src/index.js';
 import { LogStore } from '../../src/log-store.js';
 import { cleanupDirs, freshDir } from './helpers.js';

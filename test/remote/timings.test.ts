@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { channels } from '../../src/diagnostics.js';
+import { channels } from '../../src/lib/diagnostics.js';
 import { LogStore } from '../../src/log-store.js';
 import { MemStore } from '../../src/mem-store.js';
 import { Builder } from '../../src/queue.js';

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { expect, test } from 'vitest';
 import { runStoreConformance } from '../../src/conformance.js';
-import { isQueueError, OpenError } from '../../src/errors.js';
+import { isQueueError, OpenError } from '../../src/contract/errors.js';
 import { Builder } from '../../src/queue.js';
-import type { Store } from '../../src/store.js';
+import type { Store } from '../../src/contract/store.js';
 import { distUrl, hideSource, holderSource, printedItems, runModule, writerSource } from './child-process.js';
 
 export interface BackendStore extends Store {

@@ -3,8 +3,8 @@
  * that all of them refuse the same contract violations the same way (`ERR_STORE`, nothing of the
  * batch stored), and the push option's check, so that a producer refuses exactly what a store would.
  */
-import { utf8Length } from './key-records.js';
-import { MAX_GROUP_BYTES, type StoredItem } from './store.js';
+import { utf8Length } from './keys.js';
+import { MAX_GROUP_BYTES, type StoredItem } from '../store.js';
 
 /** True when `group` is one a store accepts: a string of 1 to {@link MAX_GROUP_BYTES} UTF-8 bytes. */
 export function isValidGroup(group: unknown): group is string {

@@ -5,7 +5,7 @@
  * arktype, ...), through the spec's types alone: no validator is a dependency.
  */
 import { deserialize, serialize } from 'node:v8';
-import { QueueError } from './errors.js';
+import { QueueError } from '../contract/errors.js';
 import { expectation } from './validate.js';
 
 /**

@@ -11,7 +11,7 @@
  *
  * The conformance suite (`persistent-queue/conformance`) checks every rule written here.
  */
-import type { OwnerSurface } from './remote/surface.js';
+import type { OwnerSurface } from './owner-surface.js';
 
 /** One stored item: its sequence number and its payload bytes. */
 export interface StoredItem {

@@ -3,7 +3,7 @@
  * SqliteStore and LevelStore so that both refuse the same contract violations. Each check returns
  * what is wrong, or undefined; the store rejects the whole call with `ERR_STORE` before it writes.
  */
-import { type DeadLetter, type DeliveryMark, MAX_REASON_BYTES } from './store.js';
+import { type DeadLetter, type DeliveryMark, MAX_REASON_BYTES } from '../store.js';
 
 /** A count or a time in ms: stored as an unsigned integer, so it must be one. */
 function isCount(value: unknown): value is number {

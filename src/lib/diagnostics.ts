@@ -14,7 +14,7 @@
  * order, also in `stats().queueId`) and `store` (the store's class name).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { QueueError } from './errors.js';
+import type { QueueError } from '../contract/errors.js';
 
 /** The channel names, one per event. */
 export const channels = {

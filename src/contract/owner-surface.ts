@@ -4,7 +4,7 @@
 // sees a socket or a file.
 import type { GroupReport } from '../queue/group-report.js';
 import type { SchedulePage } from '../queue/schedules.js';
-import type { DeadLetter } from '../store.js';
+import type { DeadLetter } from './store.js';
 
 /** Options of a push made by another process, as they cross the endpoint (already validated there). */
 export interface RemotePushOptions {

@@ -5,7 +5,7 @@
  * the same values on disk as damage; and the one way SqliteStore and LevelStore build the items
  * they return.
  */
-import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type StoredItem } from './store.js';
+import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type StoredItem } from '../store.js';
 
 /** The priority an item has when it names none. */
 export const DEFAULT_PRIORITY = 0;

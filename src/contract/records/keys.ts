@@ -3,7 +3,7 @@
  * every store so that all of them refuse the same contract violations the same way (`ERR_STORE`,
  * nothing of the batch stored), and the one way they build the key list `open` reports.
  */
-import { MAX_KEY_BYTES, type StoredItem, type StoredKey } from './store.js';
+import { MAX_KEY_BYTES, type StoredItem, type StoredKey } from '../store.js';
 
 const encoder = new TextEncoder();
 /** A lone surrogate: UTF-8 has no encoding for it, so such a key could not be stored and read back equal. */

@@ -4,7 +4,7 @@
  * violations the same way (`ERR_STORE`, nothing stored), and the table of schedules with the
  * progress their fires imply, which MemStore and LogStore hold in memory between open and close.
  */
-import { utf8Length } from './key-records.js';
+import { utf8Length } from './records/keys.js';
 import { MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, type ScheduleFire, type StoredItem, type StoredSchedule } from './store.js';
 
 function isTime(value: unknown): value is number {
