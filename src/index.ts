@@ -5,7 +5,7 @@ export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, Wor
 export type { Answer, QueueConsumer, QueueDeadLetters, QueueItem, QueueProducer, QueueStatsCommon } from './api/handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
 export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
-export { MemStore } from './mem-store.js';
+export { MemStore } from './stores/mem/index.js';
 export { describeSchedules } from './queue/schedules.js';
 export { connect, type ConnectOptions } from './remote/connect.js';
 export { RemoteProducer } from './remote/producer.js';
@@ -14,7 +14,7 @@ export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, 
 export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';
 export { bytes, json, structured, text, validated } from './lib/codec.js';
 export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './lib/codec.js';
-export type { MemStoreOptions } from './mem-store.js';
+export type { MemStoreOptions } from './stores/mem/index.js';
 export { QueueError, OpenError, isQueueError } from './contract/errors.js';
 export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './contract/errors.js';
 export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './contract/store.js';
@@ -54,4 +54,4 @@ export {
   type FileStat,
   type LockHandle,
   type OpenMode,
-} from './log-store.js';
+} from './stores/log/index.js';

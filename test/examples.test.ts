@@ -266,7 +266,7 @@ it('theProcessedSetExampleRunsAsWrittenAndSkipsTheRedelivery', () => {
 
 it('theSqliteProcessedSetExampleRunsAsWrittenAgainstBetterSqlite3', () => {
   const block = docBlock('js', 'new SqliteProcessedSet(db)');
-  const sqlite = pathToFileURL(join(root, 'dist', 'sqlite-store.js')).href;
+  const sqlite = pathToFileURL(join(root, 'dist', 'stores', 'sqlite', 'index.js')).href;
   const peer = pathToFileURL(join(root, 'node_modules', 'better-sqlite3', 'lib', 'index.js')).href;
   const run = runAsWritten(block.replaceAll("from 'persistent-queue/sqlite'", `from '${sqlite}'`).replaceAll("from 'better-sqlite3'", `from '${peer}'`));
   expect(run.stderr).toBe('');
@@ -478,8 +478,8 @@ function writeWithDist(dir: string, name: string, block: string): string {
   writeFileSync(
     file,
     block
-      .replaceAll("from 'persistent-queue/sqlite'", `from '${url('sqlite-store.js')}'`)
-      .replaceAll("from 'persistent-queue/level'", `from '${url('level-store.js')}'`)
+      .replaceAll("from 'persistent-queue/sqlite'", `from '${url('stores/sqlite/index.js')}'`)
+      .replaceAll("from 'persistent-queue/level'", `from '${url('stores/level/index.js')}'`)
       .replaceAll("from 'persistent-queue'", `from '${url('index.js')}'`),
   );
   return file;

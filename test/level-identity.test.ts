@@ -2,7 +2,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { LevelStore } from '../src/level-store.js';
+import { LevelStore } from '../src/stores/level/index.js';
 import { Builder } from '../src/queue.js';
 import { freshDir } from './support/backend-suite.js';
 

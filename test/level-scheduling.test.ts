@@ -2,9 +2,9 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
-import { LevelStore } from '../src/level-store.js';
-import { FormatRaise } from '../src/level/format-raise.js';
-import type { BatchOp } from '../src/level/peer.js';
+import { LevelStore } from '../src/stores/level/index.js';
+import { FormatRaise } from '../src/stores/level/format-raise.js';
+import type { BatchOp } from '../src/stores/level/peer.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';
 import { runKeySuite } from './support/key-suite.js';
@@ -36,7 +36,7 @@ const dump = (path: string) =>
 
 runSchedulingSuite({
   name: 'LevelStore',
-  distModule: 'level-store.js',
+  distModule: 'stores/level/index.js',
   className: 'LevelStore',
   open: (path) => LevelStore.open(path),
   pathIn: (dir) => join(dir, 'queue'),

@@ -3,14 +3,14 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
 import { Builder } from '../src/queue.js';
-import { LEVEL_FORMAT_VERSION, LevelStore } from '../src/level-store.js';
+import { LEVEL_FORMAT_VERSION, LevelStore } from '../src/stores/level/index.js';
 import type { DeadLetter } from '../src/contract/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';
 import { distUrl, runModule } from './support/child-process.js';
 
 runBackendSuite({
   name: 'LevelStore',
-  distModule: 'level-store.js',
+  distModule: 'stores/level/index.js',
   className: 'LevelStore',
   peer: 'classic-level',
   peerOptions: 'undefined',
@@ -298,7 +298,7 @@ test('LevelStore: a dead letter that resolved survives kill -9 of the writer pro
     const writer = runModule(
       dir,
       'dead-writer.mjs',
-      `import { LevelStore } from ${JSON.stringify(distUrl('level-store.js'))};
+      `import { LevelStore } from ${JSON.stringify(distUrl('stores/level/index.js'))};
 const store = await LevelStore.open(process.argv[2]);
 await store.open();
 const bytes = (s) => new TextEncoder().encode(s);

@@ -1,6 +1,6 @@
 import { expect, test } from 'vitest';
 import { runStoreConformance } from '../src/conformance.js';
-import { MemStore } from '../src/mem-store.js';
+import { MemStore } from '../src/stores/mem/mem-store.js';
 import type { StoreFeatures } from '../src/contract/store.js';
 
 runStoreConformance(test, { name: 'MemStore', create: () => new MemStore(), reopen: (previous) => previous });

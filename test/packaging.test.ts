@@ -39,8 +39,8 @@ test('persistent-queue/sqlite and persistent-queue/level are exported, types fir
   const keys = Object.keys(pkg.exports);
   expect(keys.at(-1)).toBe('./package.json');
   for (const [subpath, file] of [
-    ['./sqlite', 'sqlite-store'],
-    ['./level', 'level-store'],
+    ['./sqlite', 'stores/sqlite/index'],
+    ['./level', 'stores/level/index'],
   ] as const) {
     const entry = pkg.exports[subpath];
     expect(entry).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` });
@@ -85,8 +85,8 @@ const peersIn = (loaded: ReturnType<typeof loadedAfter>): string[] => [
 test('importing the package root (and both backend modules) loads no peer and no native addon', () => {
   const loaded = loadedAfter(`
 const root = await import(${JSON.stringify(distUrl('index.js'))});
-await import(${JSON.stringify(distUrl('sqlite-store.js'))});
-await import(${JSON.stringify(distUrl('level-store.js'))});
+await import(${JSON.stringify(distUrl('stores/sqlite/index.js'))});
+await import(${JSON.stringify(distUrl('stores/level/index.js'))});
 const [tx, rx] = await new root.Builder(new root.MemStore()).open();
 await tx.push('x');
 await tx.close();
@@ -96,12 +96,12 @@ await tx.close();
 
 test('the probe sees a peer once a store opens (so the check above can fail)', () => {
   const sqlite = loadedAfter(`
-const { SqliteStore } = await import(${JSON.stringify(distUrl('sqlite-store.js'))});
+const { SqliteStore } = await import(${JSON.stringify(distUrl('stores/sqlite/index.js'))});
 await (await SqliteStore.open(dir + '/q.db', { driver: 'better-sqlite3' })).close();
 `);
   expect(peersIn(sqlite).some((f) => f.includes('better-sqlite3') || f.includes('better_sqlite3'))).toBe(true);
   const level = loadedAfter(`
-const { LevelStore } = await import(${JSON.stringify(distUrl('level-store.js'))});
+const { LevelStore } = await import(${JSON.stringify(distUrl('stores/level/index.js'))});
 await (await LevelStore.open(dir + '/q')).close();
 `);
   expect(peersIn(level).some((f) => f.includes('classic-level'))).toBe(true);

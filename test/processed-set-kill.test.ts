@@ -8,7 +8,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { LogStore } from '../src/log-store.js';
+import { LogStore } from '../src/stores/log/log-store.js';
 import { effectivelyOnce } from '../src/processed-set.js';
 import { LogProcessedSet } from '../src/processed/log-processed-set.js';
 import { Builder } from '../src/queue.js';
@@ -83,7 +83,7 @@ const sqliteChild = `
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Builder, LogStore, effectivelyOnce } from ${JSON.stringify(distUrl('index.js'))};
-import { SqliteProcessedSet } from ${JSON.stringify(distUrl('sqlite-store.js'))};
+import { SqliteProcessedSet } from ${JSON.stringify(distUrl('stores/sqlite/index.js'))};
 const Database = createRequire(import.meta.url)('better-sqlite3');
 const dir = process.argv[2];
 const db = new Database(join(dir, 'app.db'));
@@ -116,7 +116,7 @@ it('anItemWhoseSqliteTransactionCommittedBeforeTheKillIsSkippedByTheNextProcess'
     prepare(sql: string): { run(...p: unknown[]): unknown; get(...p: unknown[]): unknown; all(): unknown[] };
     close(): void;
   };
-  const { SqliteProcessedSet } = await import('../src/sqlite-store.js');
+  const { SqliteProcessedSet } = await import('../src/stores/sqlite/index.js');
   const db = new Database(join(dir, 'app.db'));
   const set = new SqliteProcessedSet(db);
   const [, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();

@@ -4,7 +4,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { Builder } from '../src/queue.js';
-import { SqliteStore } from '../src/sqlite-store.js';
+import { SqliteStore } from '../src/stores/sqlite/index.js';
 import { freshDir } from './support/backend-suite.js';
 
 type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; run(...a: unknown[]): unknown }; close(): void };

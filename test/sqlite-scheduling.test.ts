@@ -3,7 +3,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
-import { SqliteStore } from '../src/sqlite-store.js';
+import { SqliteStore } from '../src/stores/sqlite/index.js';
 import { freshDir } from './support/backend-suite.js';
 import { runSchedulingSuite } from './support/scheduling-suite.js';
 import { runKeySuite } from './support/key-suite.js';
@@ -22,7 +22,7 @@ function withDb<T>(path: string, fn: (db: Db) => T): T {
 
 runSchedulingSuite({
   name: 'SqliteStore',
-  distModule: 'sqlite-store.js',
+  distModule: 'stores/sqlite/index.js',
   className: 'SqliteStore',
   open: (path) => SqliteStore.open(path),
   pathIn: (dir) => join(dir, 'queue.db'),

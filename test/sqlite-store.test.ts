@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
 import { Builder } from '../src/queue.js';
-import { SQLITE_FORMAT_VERSION, SqliteStore } from '../src/sqlite-store.js';
+import { SQLITE_FORMAT_VERSION, SqliteStore } from '../src/stores/sqlite/index.js';
 import type { DeadLetter } from '../src/contract/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';
 import { distUrl, runModule } from './support/child-process.js';
 
 runBackendSuite({
   name: 'SqliteStore',
-  distModule: 'sqlite-store.js',
+  distModule: 'stores/sqlite/index.js',
   className: 'SqliteStore',
   peer: 'better-sqlite3',
   peerOptions: "{ driver: 'better-sqlite3' }",
@@ -282,7 +282,7 @@ test('SqliteStore: a dead letter that resolved survives kill -9 of the writer pr
     const writer = runModule(
       dir,
       'dead-writer.mjs',
-      `import { SqliteStore } from ${JSON.stringify(distUrl('sqlite-store.js'))};
+      `import { SqliteStore } from ${JSON.stringify(distUrl('stores/sqlite/index.js'))};
 const store = await SqliteStore.open(process.argv[2]);
 await store.open();
 const bytes = (s) => new TextEncoder().encode(s);

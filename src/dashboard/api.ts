@@ -6,8 +6,8 @@
  */
 import { QueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
-import type { LogStore } from '../log-store.js';
-import { readSpoolBacklog } from '../log/spool-file.js';
+import type { LogStore } from '../stores/log/index.js';
+import { readSpoolBacklog } from '../stores/log/engine/spool-file.js';
 import type { GroupReport } from '../queue/group-report.js';
 import { describeSchedules } from '../index.js';
 import type { SchedulePage } from '../queue/schedules.js';

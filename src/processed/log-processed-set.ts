@@ -8,7 +8,7 @@
  */
 import { OpenError, QueueError } from '../contract/errors.js';
 import type { FileSystem } from '../fs/file-system.js';
-import { LogStore } from '../log-store.js';
+import { LogStore } from '../stores/log/index.js';
 import type { ProcessedSet } from '../processed-set.js';
 import { STORE_ID_PATTERN, type StoredItem } from '../contract/store.js';
 import { expectation, knownKeys, optionsObject } from '../lib/validate.js';

@@ -389,7 +389,7 @@ export class QueueCore {
   }
 
   /**
-   * Records of a spool file (`src/log/spool-ingest.ts`), pushed in their order, each item stored
+   * Records of a spool file (`src/stores/log/engine/spool-ingest.ts`), pushed in their order, each item stored
    * with its origin. A record with a key is pushed as a keyed push is: a remembered key stores
    * nothing. Resolves once every record is stored (or found a duplicate).
    */

@@ -42,7 +42,7 @@ import {
 } from './protocol.js';
 import { Outbox } from './outbox.js';
 import { endpointPath, withSocketPath } from './socket-path.js';
-import { ENDPOINT_FILE } from '../log/format.js';
+import { ENDPOINT_FILE } from '../stores/log/engine/format.js';
 import type { RemotePushOptions } from '../contract/owner-surface.js';
 import type { Timings } from './timings.js';
 import type { GroupReport } from '../queue/group-report.js';

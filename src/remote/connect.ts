@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { type Codec, checkCodec, isRaw, bytes } from '../lib/codec.js';
 import { QueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
-import { openSpool } from '../log/spool-producer.js';
+import { openSpool } from '../stores/log/engine/spool-producer.js';
 import type { Durability } from '../api/types.js';
 import { expectation, knownKeys, nonEmptyString, optionsObject } from '../lib/validate.js';
 import { EndpointClient } from './client.js';

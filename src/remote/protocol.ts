@@ -7,7 +7,7 @@
 // a rule is a ProtocolError: the server closes that connection, and only it.
 import { QueueError } from '../contract/errors.js';
 import { isValidKey } from '../contract/records/keys.js';
-import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../log/format.js';
+import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../stores/log/engine/format.js';
 import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
 
 // ---- Vocabulary ----

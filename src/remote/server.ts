@@ -12,7 +12,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { ByteArena } from '../lib/bytes.js';
 import { QueueError } from '../contract/errors.js';
-import { ENDPOINT_FILE, ENDPOINT_TMP_FILE } from '../log/format.js';
+import { ENDPOINT_FILE, ENDPOINT_TMP_FILE } from '../stores/log/engine/format.js';
 import {
   FrameDecoder,
   PROTOCOL_VERSION,

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { isQueueError } from '../../src/contract/errors.js';
 
 const base = mkdtempSync(join(tmpdir(), 'pq-tmpfs-'));

@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, formatCrashPoint, type CrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 

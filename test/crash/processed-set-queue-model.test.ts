@@ -13,7 +13,7 @@
  * the checker must find the duplicates. Failures start with their reproduction line.
  */
 import { describe, expect, it } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { effectivelyOnce } from '../../src/processed-set.js';
 import { LogProcessedSet } from '../../src/processed/log-processed-set.js';
 import { Builder } from '../../src/queue.js';

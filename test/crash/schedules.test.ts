@@ -15,7 +15,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

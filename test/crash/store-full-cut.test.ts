@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Builder, type Durability } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 

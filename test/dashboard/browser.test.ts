@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { Builder } from '../../src/queue.js';
 import { type Child, type Ui, GROUP_WORKER, PRODUCER, WORKER, chromiumMissing, launchBrowser, runModule, startUi } from '../../scripts/dashboard-fixture.mjs';
 

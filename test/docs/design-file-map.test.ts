@@ -1,6 +1,6 @@
 /**
  * DESIGN.md's "Architecture, file by file" keeps up with src/: it names every file of the engine
- * (src/log/), the core (src/queue/) and the file-system port (src/fs/), and every other directory
+ * (src/stores/log/engine/), the core (src/queue/) and the file-system port (src/fs/), and every other directory
  * of src/; and every file it names exists. A file added without a line there, or one renamed or
  * removed under it, fails here.
  */
@@ -19,7 +19,7 @@ function fileMapOf(design: string): string {
 
 /**
  * Whether `map` names `path` (`src/dir/name.ts`): in full, or as `name.ts` on a line or table row
- * that names its directory (`src/log/crc.ts`, `frame.ts`, ...).
+ * that names its directory (`src/stores/log/engine/crc.ts`, `frame.ts`, ...).
  */
 function names(map: string, path: string): boolean {
   if (map.includes(`\`${path}\``)) return true;
@@ -29,7 +29,7 @@ function names(map: string, path: string): boolean {
 }
 
 /** The files each named directory holds, and src/'s other directories. */
-const MAPPED_DIRS = ['src/log', 'src/queue', 'src/fs'];
+const MAPPED_DIRS = ['src/stores/log/engine', 'src/queue', 'src/fs'];
 
 it('designsFileMapNamesEveryFileOfTheEngineAndTheCoreAndEveryOtherDirectoryOfSrc', () => {
   const map = fileMapOf(docText('DESIGN.md'));
@@ -48,9 +48,9 @@ it('everyFileDesignsFileMapNamesExists', () => {
 });
 
 it('theCheckCatchesAFileTheMapDoesNotName', () => {
-  const map = '| `src/log/crc.ts`, `frame.ts` | codecs |\n`src/queue/core.ts` (the core)\n';
-  expect(names(map, 'src/log/frame.ts')).toBe(true);
+  const map = '| `src/stores/log/engine/crc.ts`, `frame.ts` | codecs |\n`src/queue/core.ts` (the core)\n';
+  expect(names(map, 'src/stores/log/engine/frame.ts')).toBe(true);
   expect(names(map, 'src/queue/core.ts')).toBe(true);
-  expect(names(map, 'src/log/identity.ts')).toBe(false);
+  expect(names(map, 'src/stores/log/engine/identity.ts')).toBe(false);
   expect(names(map, 'src/queue/frame.ts')).toBe(false);
 });

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Builder, QueueError } from '../../src/index.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { nodeFileSystem } from '../../src/fs/node-fs.js';
 import type { FileSystem } from '../../src/fs/file-system.js';
 import { CrashFileSystem } from '../../src/testing/index.js';

@@ -1,6 +1,6 @@
 /** `compact({ onProgress })`: what a long compaction tells its caller while it rewrites segments. */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { LogStore } from '../../src/log-store.js';
+import type { LogStore } from '../../src/stores/log/log-store.js';
 import { cleanupDirs, freshDir, items, openStore, readAllTexts } from './helpers.js';
 
 afterEach(cleanupDirs);

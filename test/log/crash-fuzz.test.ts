@@ -9,7 +9,7 @@
  * A failure prints `reproduce: seed=... crash=...`; replay with `SEED=<seed> npx vitest run test/log/crash-fuzz`.
  */
 import { describe, expect, test } from 'vitest';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import type { StoredItem } from '../../src/contract/store.js';
 import { CrashFileSystem, Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 

@@ -1,7 +1,7 @@
 // crc32cRange computes the CRC-32C of a span in place, sixteen bytes per step; it must agree with
 // the library's own function over a view of the same bytes, at every alignment and length.
 import { describe, expect, test } from 'vitest';
-import { crc32c32, crc32cRange } from '../../src/log/crc.js';
+import { crc32c32, crc32cRange } from '../../src/stores/log/engine/crc.js';
 import { prng } from './helpers.js';
 
 describe('crc32cRange', () => {

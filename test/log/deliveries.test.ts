@@ -7,7 +7,7 @@
 import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { decodeDeliveryRecord, deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8 } from '../../src/log/delivery-format.js';
+import { decodeDeliveryRecord, deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8 } from '../../src/stores/log/engine/delivery-format.js';
 import {
   CURSOR_FILE,
   CUR_OFF_CHECKPOINT_BYTES,
@@ -25,8 +25,8 @@ import {
   readU64,
   writeU16,
   writeU32,
-} from '../../src/log/format.js';
-import { LogStore, salvageStore } from '../../src/log-store.js';
+} from '../../src/stores/log/engine/format.js';
+import { LogStore, salvageStore } from '../../src/stores/log/log-store.js';
 import type { DeadLetter, DeliveryMark } from '../../src/contract/store.js';
 import { cleanupDirs, crashCopy, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, items, openStore, readAllTexts } from './helpers.js';
 
@@ -175,7 +175,7 @@ describe('delivery records in a store', () => {
     // Rewrite the cursor as a version-1 checkpoint with the same ranges, followed by the records.
     const b = nodeFs.readFileSync(path);
     const start = readU64(b, CUR_OFF_CHECKPOINT_BYTES);
-    const { encodeCheckpoint, AckSet } = await import('../../src/log/cursor.js');
+    const { encodeCheckpoint, AckSet } = await import('../../src/stores/log/engine/cursor.js');
     const acks = new AckSet(readU64(b, 8));
     const ck = encodeCheckpoint(acks, readU64(b, 16), 0);
     nodeFs.writeFileSync(path, Buffer.concat([ck, b.subarray(start)]));

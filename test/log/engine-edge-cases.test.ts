@@ -6,13 +6,13 @@
 import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, encodeCheckpoint } from '../../src/log/cursor.js';
-import { CURSOR_HEADER_BYTES, FRAME_HEADER_BYTES, MAX_RANGES_PER_RECORD, RANGE_BYTES, RECORD_ACK, readU32 } from '../../src/log/format.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, encodeCheckpoint } from '../../src/stores/log/engine/cursor.js';
+import { CURSOR_HEADER_BYTES, FRAME_HEADER_BYTES, MAX_RANGES_PER_RECORD, RANGE_BYTES, RECORD_ACK, readU32 } from '../../src/stores/log/engine/format.js';
 import type { LockHandle } from '../../src/fs/file-system.js';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import { pidFileLock, type PidLockEnv } from '../../src/fs/pid-lock.js';
 import { createNodeFileSystem } from '../../src/fs/node-fs.js';
-import { resyncCounters } from '../../src/log/frame-reader.js';
+import { resyncCounters } from '../../src/stores/log/engine/frame-reader.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 import { cleanupDirs, errno, freshDir, items, openStore, readAllTexts, WrappedFs } from './helpers.js';
 

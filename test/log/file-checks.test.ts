@@ -1,16 +1,16 @@
 /**
  * Every row of the recovery file-check table (FORMAT.md §6.2, `FILE_CHECKS` in
- * src/log/recovery-checks.ts), walked one by one: each case builds a directory that triggers the
+ * src/stores/log/engine/recovery-checks.ts), walked one by one: each case builds a directory that triggers the
  * row and checks the verdict. A failing row names itself (`file check N`) and changes no byte; a
  * tidying row opens and shows what it did. A last test checks that every row has a case here.
  */
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, IDENTITY_FILE, ID_OFF_ID, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, segmentName, writeU16 } from '../../src/log/format.js';
-import { FILE_CHECK_LIST, FILE_CHECKS, type FileCheckName } from '../../src/log/recovery-checks.js';
-import { encodeSegmentHeader } from '../../src/log/segment.js';
-import { LogStore } from '../../src/log-store.js';
+import { CURSOR_FILE, IDENTITY_FILE, ID_OFF_ID, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, segmentName, writeU16 } from '../../src/stores/log/engine/format.js';
+import { FILE_CHECK_LIST, FILE_CHECKS, type FileCheckName } from '../../src/stores/log/engine/recovery-checks.js';
+import { encodeSegmentHeader } from '../../src/stores/log/engine/segment.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { cleanupDirs, crashCopy, expectOpenError, flipByte, freshDir, items, segFiles } from './helpers.js';
 
 afterAll(cleanupDirs);

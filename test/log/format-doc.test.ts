@@ -3,14 +3,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FileSystem } from '../../src/fs/file-system.js';
-import { FileWindow, FrameReader } from '../../src/log/frame-reader.js';
-import { SegmentFrames } from '../../src/log/frame-rules.js';
-import { LogStore } from '../../src/log-store.js';
+import { FileWindow, FrameReader } from '../../src/stores/log/engine/frame-reader.js';
+import { SegmentFrames } from '../../src/stores/log/engine/frame-rules.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { describe, expect, test } from 'vitest';
-import { crc32c32 } from '../../src/log/crc.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, encodeAckRanges, encodeCheckpoint } from '../../src/log/cursor.js';
-import { decodeDeliveryRecord, markPayloads } from '../../src/log/delivery-format.js';
-import { DeliveryState } from '../../src/log/delivery-state.js';
+import { crc32c32 } from '../../src/stores/log/engine/crc.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, encodeAckRanges, encodeCheckpoint } from '../../src/stores/log/engine/cursor.js';
+import { decodeDeliveryRecord, markPayloads } from '../../src/stores/log/engine/delivery-format.js';
+import { DeliveryState } from '../../src/stores/log/engine/delivery-state.js';
 import {
   CURSOR_HEADER_BYTES,
   FRAME_HEADER_BYTES,
@@ -24,9 +24,9 @@ import {
   SEGMENT_VERSION_KEYED,
   SEGMENT_VERSION_SCHEDULED,
   readU64,
-} from '../../src/log/format.js';
-import { encodeFrame, encodeFrameInPlace, frameBytes, frameCrcOk, newFrameHeader, payloadOffset, readFrameHeader } from '../../src/log/frame.js';
-import { decodeSegmentHeader, decodeTrailingSeal, encodeSealFrame, encodeSegmentHeader } from '../../src/log/segment.js';
+} from '../../src/stores/log/engine/format.js';
+import { encodeFrame, encodeFrameInPlace, frameBytes, frameCrcOk, newFrameHeader, payloadOffset, readFrameHeader } from '../../src/stores/log/engine/frame.js';
+import { decodeSegmentHeader, decodeTrailingSeal, encodeSealFrame, encodeSegmentHeader } from '../../src/stores/log/engine/segment.js';
 
 const doc = readFileSync(new URL('../../FORMAT.md', import.meta.url), 'utf8');
 
@@ -159,14 +159,14 @@ describe('FORMAT.md examples', () => {
   });
 
   test('everyFileCheckRowIsInFormatDocWithItsLabel', async () => {
-    const { FILE_CHECK_LIST } = await import('../../src/log/recovery-checks.js');
+    const { FILE_CHECK_LIST } = await import('../../src/stores/log/engine/recovery-checks.js');
     const section = doc.slice(doc.indexOf('### 6.2'), doc.indexOf('### 6.3'));
     for (const row of FILE_CHECK_LIST) expect(section).toContain(`| ${row.id} | ${row.label} |`);
     expect(section.match(/^\| \d+ \|/gm)?.length).toBe(FILE_CHECK_LIST.length);
   });
 
   test('everyTailTableRowIsInFormatDoc', async () => {
-    const { TAIL_TABLE } = await import('../../src/log/tail.js');
+    const { TAIL_TABLE } = await import('../../src/stores/log/engine/tail.js');
     for (const row of TAIL_TABLE) expect(doc).toMatch(new RegExp(`\\| ${row.id} \\|`));
   });
 

@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crc32c32 } from '../../src/log/crc.js';
+import { crc32c32 } from '../../src/stores/log/engine/crc.js';
 import type { FileSystem } from '../../src/fs/file-system.js';
-import { FRAME_CRC_START, FRAME_HEADER_BYTES, FRAME_OFF_CRC, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, readU16, readU32, writeU32 } from '../../src/log/format.js';
-import { LogStore, nodeFileSystem, type LogStoreOptions } from '../../src/log-store.js';
+import { FRAME_CRC_START, FRAME_HEADER_BYTES, FRAME_OFF_CRC, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, readU16, readU32, writeU32 } from '../../src/stores/log/engine/format.js';
+import { LogStore, nodeFileSystem, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import type { StoredItem } from '../../src/contract/store.js';
 
 const made: string[] = [];

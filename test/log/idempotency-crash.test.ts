@@ -18,7 +18,7 @@
  * A failure prints `reproduce: ...`; replay a seed with `SEED=<seed> npx vitest run test/log/idempotency-crash`.
  */
 import { describe, expect, test } from 'vitest';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 import type { StoredItem, StoredKey, StoreRecovery } from '../../src/contract/store.js';
 import { CrashFileSystem, ManualClock, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../src/testing/index.js';

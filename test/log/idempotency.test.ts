@@ -4,9 +4,9 @@
 import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { Builder } from '../../src/queue.js';
-import { crc32c32 } from '../../src/log/crc.js';
+import { crc32c32 } from '../../src/stores/log/engine/crc.js';
 import {
   CUR_OFF_CRC,
   CUR_OFF_VERSION,
@@ -20,7 +20,7 @@ import {
   SEGMENT_HEADER_BYTES,
   readU16,
   writeU32,
-} from '../../src/log/format.js';
+} from '../../src/stores/log/engine/format.js';
 import type { StoredItem } from '../../src/contract/store.js';
 import { CrashFileSystem, ManualClock } from '../../src/testing/index.js';
 import { cleanupDirs, enc, expectOpenError, fixCrc, freshDir, openStore, readAllSeqs, segFiles } from './helpers.js';

@@ -7,9 +7,9 @@ import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { Builder, MemStore } from '../../src/index.js';
-import { IDENTITY_FILE, IDENTITY_FILE_BYTES, ID_OFF_VERSION, writeU16 } from '../../src/log/format.js';
-import { decodeIdentity, encodeIdentity, identityBytes } from '../../src/log/identity.js';
-import { LogStore } from '../../src/log-store.js';
+import { IDENTITY_FILE, IDENTITY_FILE_BYTES, ID_OFF_VERSION, writeU16 } from '../../src/stores/log/engine/format.js';
+import { decodeIdentity, encodeIdentity, identityBytes } from '../../src/stores/log/engine/identity.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 import { cleanupDirs, expectOpenError, freshDir, items } from './helpers.js';
 

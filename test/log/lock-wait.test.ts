@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { OpenError } from '../../src/contract/errors.js';
-import { LockWait, type WaitClock } from '../../src/log/lock-wait.js';
+import { LockWait, type WaitClock } from '../../src/stores/log/engine/lock-wait.js';
 
 /** A clock whose sleeps pass at once and are recorded; `onSleep` may abort a signal. */
 function fakeClock(onSleep: (ms: number) => void = () => {}): WaitClock & { sleeps: number[] } {

@@ -11,13 +11,13 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { distUrl, root } from '../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 
 afterAll(cleanupDirs);
 
-const built = existsSync(join(root, 'dist', 'log-store.js')) && existsSync(join(root, 'dist', 'index.js'));
+const built = existsSync(join(root, 'dist', 'stores', 'log', 'log-store.js')) && existsSync(join(root, 'dist', 'index.js'));
 
 const ITEMS = 300;
 /** Where the poison item sits among the others (0-based). */
@@ -65,7 +65,7 @@ interface Start {
 }
 
 async function runWorker(script: string, dir: string, durability: string, acks: string, concurrency: number): Promise<Start> {
-  const child = spawn(process.execPath, [script, distUrl('log-store.js'), distUrl('index.js'), dir, durability, acks, String(concurrency)], {
+  const child = spawn(process.execPath, [script, distUrl('stores/log/log-store.js'), distUrl('index.js'), dir, durability, acks, String(concurrency)], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

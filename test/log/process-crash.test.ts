@@ -8,14 +8,14 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 
 afterAll(cleanupDirs);
 
 const root = resolve(import.meta.dirname, '../..');
-const distStore = join(root, 'dist', 'log-store.js');
+const distStore = join(root, 'dist', 'stores', 'log', 'log-store.js');
 const distIndex = join(root, 'dist', 'index.js');
 const built = existsSync(distStore) && existsSync(distIndex);
 

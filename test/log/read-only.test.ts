@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isQueueError } from '../../src/contract/errors.js';
-import { LogStore, nodeFileSystem, salvageStore, verifyStore } from '../../src/log-store.js';
+import { LogStore, nodeFileSystem, salvageStore, verifyStore } from '../../src/stores/log/log-store.js';
 import { distUrl, root, runModule, type Lines } from '../support/child-process.js';
 import { WrappedFs, cleanupDirs, dec, errno, flipByte, freshDir, items, openStore, segFiles } from './helpers.js';
 

@@ -6,8 +6,8 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, SEAL_FRAME_BYTES, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION, SEGMENT_HEADER_BYTES, CUR_OFF_VERSION, writeU32, writeU64 } from '../../src/log/format.js';
-import { LogStore } from '../../src/log-store.js';
+import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, SEAL_FRAME_BYTES, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION, SEGMENT_HEADER_BYTES, CUR_OFF_VERSION, writeU32, writeU64 } from '../../src/stores/log/engine/format.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import {
   appendBytes,
   cleanupDirs,

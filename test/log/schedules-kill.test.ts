@@ -7,7 +7,7 @@
  * wall-clock delays. Needs `dist/` (`npm run build`, which `npm test` runs first).
  */
 import { afterAll, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 import { distUrl, runModule } from '../support/child-process.js';
 import { cleanupDirs, freshDir } from './helpers.js';

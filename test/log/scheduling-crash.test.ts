@@ -10,7 +10,7 @@
  * A failure prints `reproduce: ...`; replay a seed with `SEED=<seed> npx vitest run test/log/scheduling-crash`.
  */
 import { describe, expect, test } from 'vitest';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import { isScheduled, type StoredItem, type StoreRecovery } from '../../src/contract/store.js';
 import { CrashFileSystem, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../src/testing/index.js';
 

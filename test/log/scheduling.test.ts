@@ -17,14 +17,14 @@ import {
   SEGMENT_VERSION_SCHEDULED,
   readU16,
   readU32,
-} from '../../src/log/format.js';
-import { encodeFrame } from '../../src/log/frame.js';
-import { encodeSegmentHeader } from '../../src/log/segment.js';
-import { LogStore, salvageStore, verifyStore } from '../../src/log-store.js';
+} from '../../src/stores/log/engine/format.js';
+import { encodeFrame } from '../../src/stores/log/engine/frame.js';
+import { encodeSegmentHeader } from '../../src/stores/log/engine/segment.js';
+import { LogStore, salvageStore, verifyStore } from '../../src/stores/log/log-store.js';
 import { isQueueError } from '../../src/contract/errors.js';
 import { PRIORITY_MAX, PRIORITY_MIN, isScheduled, type StoredItem } from '../../src/contract/store.js';
 import { WrappedFs, cleanupDirs, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, hashDir, segFiles } from './helpers.js';
-import type { LogStoreOptions } from '../../src/log-store.js';
+import type { LogStoreOptions } from '../../src/stores/log/log-store.js';
 import type { StoreRecovery } from '../../src/contract/store.js';
 
 afterEach(cleanupDirs);

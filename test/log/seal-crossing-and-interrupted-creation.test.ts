@@ -3,7 +3,7 @@
  * property or fuzzer that found it.
  */
 import { describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 
 const all = { after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 };

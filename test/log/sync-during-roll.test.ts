@@ -11,8 +11,8 @@
  */
 import { describe, expect, test } from 'vitest';
 import { basename } from 'node:path';
-import { LogStore } from '../../src/log-store.js';
-import { FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from '../../src/log/format.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint, type CrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 import { WrappedFs } from './helpers.js';

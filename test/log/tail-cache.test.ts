@@ -1,4 +1,4 @@
-// The tail cache (src/log/reader.ts), off by default, keeps plain batches as copies of their
+// The tail cache (src/stores/log/engine/reader.ts), off by default, keeps plain batches as copies of their
 // frames, in runs of at most 64 KiB, and batches with metadata as their items. Whatever it holds,
 // a read from it must return what a read of the same range from disk returns.
 import { afterAll, describe, expect, test } from 'vitest';

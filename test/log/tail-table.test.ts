@@ -1,6 +1,6 @@
 /** The tail rule (FORMAT.md §6): one test per row, and every input combination matches exactly one row. */
 import { describe, expect, test } from 'vitest';
-import { TAIL_TABLE, classifyTail, type TailInputs } from '../../src/log/tail.js';
+import { TAIL_TABLE, classifyTail, type TailInputs } from '../../src/stores/log/engine/tail.js';
 
 const KEYS: (keyof TailInputs)[] = ['atEnd', 'restZero', 'headerComplete', 'lengthInFile', 'crcOk', 'contentOk', 'validAfter', 'belowDurable', 'liveWriter'];
 

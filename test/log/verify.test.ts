@@ -2,9 +2,9 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
-import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../src/log/format.js';
-import { verifyStore } from '../../src/log/verify.js';
-import { nodeFileSystem } from '../../src/log-store.js';
+import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
+import { verifyStore } from '../../src/stores/log/engine/verify.js';
+import { nodeFileSystem } from '../../src/stores/log/log-store.js';
 import { WrappedFs, appendBytes, cleanupDirs, crashCopy, errno, flipByte, freshDir, hashDir, items, openStore, segFiles } from './helpers.js';
 
 afterAll(cleanupDirs);

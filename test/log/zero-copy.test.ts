@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ByteArena } from '../../src/lib/bytes.js';
 import { Builder, type Reserved } from '../../src/index.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { cleanupDirs, freshDir } from './helpers.js';
 
 afterEach(() => {

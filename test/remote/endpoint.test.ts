@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { json, validated, type StandardSchemaV1 } from '../../src/lib/codec.js';
 import { QueueError } from '../../src/contract/errors.js';
-import { LogStore, nodeFileSystem } from '../../src/log-store.js';
+import { LogStore, nodeFileSystem } from '../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';

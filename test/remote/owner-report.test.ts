@@ -8,7 +8,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/queue.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';

@@ -1,11 +1,11 @@
 /** FORMAT.md §14: the example spool file and version-4 cursor decode as the document says, and are what the writers write. */
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { FileWindow, FrameReader } from '../../src/log/frame-reader.js';
-import { decodeSpoolHeader, encodeSpoolHeader, SpoolFrames } from '../../src/log/spool-file.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, decodeCheckpointSpool, encodeCheckpoint } from '../../src/log/cursor.js';
-import { DeliveryState } from '../../src/log/delivery-state.js';
-import { SPOOL_HEADER_BYTES } from '../../src/log/format.js';
+import { FileWindow, FrameReader } from '../../src/stores/log/engine/frame-reader.js';
+import { decodeSpoolHeader, encodeSpoolHeader, SpoolFrames } from '../../src/stores/log/engine/spool-file.js';
+import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, decodeCheckpointSpool, encodeCheckpoint } from '../../src/stores/log/engine/cursor.js';
+import { DeliveryState } from '../../src/stores/log/engine/delivery-state.js';
+import { SPOOL_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
 import type { FileSystem } from '../../src/fs/file-system.js';
 
 const doc = readFileSync(new URL('../../FORMAT.md', import.meta.url), 'utf8');

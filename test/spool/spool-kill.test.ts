@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { distUrl, runModule, type Lines } from '../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from '../log/helpers.js';
 import { Prng, formatSeed } from '../../src/testing/index.js';
@@ -22,7 +22,7 @@ const PRODUCERS = 4;
 
 /** A producer: spools `p<n>-<i>` from 8 loops, printing `ok <payload>` once each push resolved. */
 const PRODUCER = `
-const { openSpool } = await import(${JSON.stringify(distUrl('log/spool-producer.js'))});
+const { openSpool } = await import(${JSON.stringify(distUrl('stores/log/engine/spool-producer.js'))});
 const { nodeFileSystem } = await import(${JSON.stringify(distUrl('fs/node-fs.js'))});
 const { writeSync } = await import('node:fs');
 const [dir, name] = process.argv.slice(2);

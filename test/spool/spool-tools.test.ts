@@ -9,10 +9,10 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore, salvageStore, verifyStore } from '../../src/log-store.js';
+import { LogStore, salvageStore, verifyStore } from '../../src/stores/log/log-store.js';
 import { nodeFileSystem } from '../../src/fs/node-fs.js';
-import { openSpool } from '../../src/log/spool-producer.js';
-import { FRAME_HEADER_BYTES, SPOOL_HEADER_BYTES } from '../../src/log/format.js';
+import { openSpool } from '../../src/stores/log/engine/spool-producer.js';
+import { FRAME_HEADER_BYTES, SPOOL_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
 import { root } from '../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from '../log/helpers.js';
 

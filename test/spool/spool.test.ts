@@ -6,9 +6,9 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { nodeFileSystem } from '../../src/fs/node-fs.js';
-import { openSpool } from '../../src/log/spool-producer.js';
+import { openSpool } from '../../src/stores/log/engine/spool-producer.js';
 import { cleanupDirs, dec, freshDir } from '../log/helpers.js';
 
 afterAll(cleanupDirs);

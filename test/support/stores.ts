@@ -1,5 +1,5 @@
 /** Test stores: a MemStore that records calls and lets a test hold appends and acks open. */
-import { MemStore } from '../../src/mem-store.js';
+import { MemStore } from '../../src/stores/mem/mem-store.js';
 import type { ReadRange, StoredItem } from '../../src/contract/store.js';
 
 export interface Deferred {
