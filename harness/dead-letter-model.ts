@@ -39,7 +39,7 @@
  * - liveness: after the program a clean reopen delivers everything, redrives every dead letter,
  *   delivers those, and a last reopen finds nothing left.
  */
-import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
+import { Builder, type Consumer, type Producer, type Reserved } from '../src/core/builder.js';
 import { LogStore, type LogStoreOptions } from '../src/stores/log/log-store.js';
 import type { DeadLetter, StoreRecovery } from '../src/contract/store.js';
 import { CrashFileSystem, type Prng } from '../src/testing/index.js';

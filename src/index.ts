@@ -1,17 +1,17 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
-export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
-export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './queue.js';
-export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, WorkerOptions } from './queue.js';
+export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './core/builder.js';
+export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './core/builder.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, WorkerOptions } from './core/builder.js';
 export type { Answer, QueueConsumer, QueueDeadLetters, QueueItem, QueueProducer, QueueStatsCommon } from './api/handles.js';
-export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
-export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
+export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './core/builder.js';
+export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './core/builder.js';
 export { MemStore } from './stores/mem/index.js';
-export { describeSchedules } from './queue/schedules.js';
+export { describeSchedules } from './core/schedules.js';
 export { connect, type ConnectOptions } from './remote/connect.js';
 export { RemoteProducer } from './remote/producer.js';
-export { effectivelyOnce } from './processed-set.js';
-export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './processed-set.js';
-export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';
+export { effectivelyOnce } from './once/processed-set.js';
+export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './once/processed-set.js';
+export { LogProcessedSet, type LogProcessedSetOptions } from './once/log-processed-set.js';
 export { bytes, json, structured, text, validated } from './lib/codec.js';
 export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './lib/codec.js';
 export type { MemStoreOptions } from './stores/mem/index.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved, isQueueError } from '../src/index.js';
 import type { StoredItem } from '../src/contract/store.js';
 import { RecordingStore, tick } from './support/stores.js';
-import { FlushScheduler, TURN_STORE_CALLS } from '../src/queue/flush.js';
+import { FlushScheduler, TURN_STORE_CALLS } from '../src/core/flush.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);

@@ -216,7 +216,7 @@ it('theDocsShowTheKvStoreExampleVerbatim', () => {
       file,
       `import { KVStore } from '${join(root, 'examples', 'kv-store.ts')}';
 import { MapKV as MyKV } from '${join(root, 'test', 'support', 'map-kv.ts')}';
-${block.replaceAll("from 'persistent-queue/conformance'", `from '${join(root, 'src', 'conformance.ts')}'`)}`,
+${block.replaceAll("from 'persistent-queue/conformance'", `from '${join(root, 'src', 'conformance', 'index.ts')}'`)}`,
     );
     await import(/* @vite-ignore */ pathToFileURL(file).href);
   } finally {
@@ -315,7 +315,7 @@ it('theJetStreamExampleRunsAsWrittenOnAFreshServer', async (context) => {
     writeFileSync(
       file,
       block
-        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'jetstream', 'index.js')).href}'`)
+        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'engines', 'jetstream', 'index.js')).href}'`)
         .replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`)
         .replaceAll("from '@nats-io/transport-node'", `from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}'`),
     );
@@ -356,7 +356,7 @@ it.skipIf(natsBinary === null)('theStoreAndForwardExampleStartsOfflineAndForward
     const url = (file: string): string => pathToFileURL(join(root, 'dist', file)).href;
     const source = block
       .replaceAll("from 'persistent-queue'", `from '${url('index.js')}'`)
-      .replaceAll("from 'persistent-queue/jetstream'", `from '${url('jetstream/index.js')}'`)
+      .replaceAll("from 'persistent-queue/jetstream'", `from '${url('engines/jetstream/index.js')}'`)
       .replaceAll("from '@nats-io/transport-node'", `from '${import.meta.resolve('@nats-io/transport-node')}'`)
       .replaceAll("from '@nats-io/jetstream'", `from '${import.meta.resolve('@nats-io/jetstream')}'`);
     writeFileSync(join(dir, 'example.mjs'), source);

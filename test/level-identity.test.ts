@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { LevelStore } from '../src/stores/level/index.js';
-import { Builder } from '../src/queue.js';
+import { Builder } from '../src/core/builder.js';
 import { freshDir } from './support/backend-suite.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

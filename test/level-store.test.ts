@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync }
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
-import { Builder } from '../src/queue.js';
+import { Builder } from '../src/core/builder.js';
 import { LEVEL_FORMAT_VERSION, LevelStore } from '../src/stores/level/index.js';
 import type { DeadLetter } from '../src/contract/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';

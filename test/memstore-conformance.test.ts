@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest';
-import { runStoreConformance } from '../src/conformance.js';
+import { runStoreConformance } from '../src/conformance/index.js';
 import { MemStore } from '../src/stores/mem/mem-store.js';
 import type { StoreFeatures } from '../src/contract/store.js';
 

@@ -128,13 +128,13 @@ await tx.close();
 });
 
 test('persistent-queue/jetstream is exported types first, and the root does not load the NATS client', () => {
-  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/jetstream/index.d.ts', default: './dist/jetstream/index.js' });
+  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/engines/jetstream/index.d.ts', default: './dist/engines/jetstream/index.js' });
   expect(Object.keys(pkg.exports['./jetstream'] as object)[0]).toBe('types');
   for (const peer of ['@nats-io/jetstream', '@nats-io/transport-node']) expect(pkg.peerDependenciesMeta?.[peer]?.optional, `${peer} is optional`).toBe(true);
   const nats = (loaded: ReturnType<typeof loadedAfter>) => loaded.cjs.filter((f) => f.includes('node_modules/@nats-io/'));
   expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('index.js'))});`))).toEqual([]);
   // The probe sees the client once the subpath is imported: the check above can fail.
-  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('jetstream/index.js'))});`)).length).toBeGreaterThan(0);
+  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('engines/jetstream/index.js'))});`)).length).toBeGreaterThan(0);
 });
 
 test('persistent-queue/dashboard is exported types first, and only it loads node:http', () => {
@@ -185,7 +185,7 @@ test('the README says the package is ESM only and how CommonJS loads it', () => 
 test('no internal member reaches the published declarations', () => {
   const files = packedFiles();
   const declarations = files.filter((f) => f.endsWith('.d.ts'));
-  expect(declarations).toContain('dist/queue.d.ts');
+  expect(declarations).toContain('dist/core/builder.d.ts');
   for (const file of declarations) {
     const text = readFileSync(join(root, file), 'utf8');
     expect(text, file).not.toContain('@internal');
@@ -193,12 +193,12 @@ test('no internal member reaches the published declarations', () => {
     expect(text, file).not.toMatch(/\bQueueCore\b/);
   }
   // The member is there in the JavaScript: the search above looks in the right place.
-  expect(readFileSync(join(root, 'dist', 'queue', 'reserved.js'), 'utf8')).toMatch(/\bmarkSettled\b/);
+  expect(readFileSync(join(root, 'dist', 'core', 'reserved.js'), 'utf8')).toMatch(/\bmarkSettled\b/);
 });
 
 test('every shipped source map carries the sources it maps', () => {
   const maps = packedFiles().filter((f) => f.endsWith('.map'));
-  expect(maps).toContain('dist/queue.js.map');
+  expect(maps).toContain('dist/core/builder.js.map');
   for (const file of maps) {
     const map = JSON.parse(readFileSync(join(root, file), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
     expect(map.sourcesContent?.length, file).toBe(map.sources.length);
@@ -507,6 +507,6 @@ test('the compile fails when a published declaration names a type the tarball do
   writeFileSync(file, stripped);
   for (const [compiler, tsc] of Object.entries(COMPILERS)) {
     const errors = compileErrors(tsc(), app, 'nodenext', ['core.ts']);
-    expect(errors.some((e) => e.includes('persistent-queue/dist/queue/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
+    expect(errors.some((e) => e.includes('persistent-queue/dist/core/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
   }
 });

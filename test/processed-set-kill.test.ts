@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { LogStore } from '../src/stores/log/log-store.js';
-import { effectivelyOnce } from '../src/processed-set.js';
-import { LogProcessedSet } from '../src/processed/log-processed-set.js';
-import { Builder } from '../src/queue.js';
+import { effectivelyOnce } from '../src/once/processed-set.js';
+import { LogProcessedSet } from '../src/once/log-processed-set.js';
+import { Builder } from '../src/core/builder.js';
 import { distUrl, runModule } from './support/child-process.js';
 
 let dir: string;

@@ -13,12 +13,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type QueueError, isQueueError } from '../src/contract/errors.js';
 import { LogStore } from '../src/stores/log/log-store.js';
 import { MemStore } from '../src/stores/mem/mem-store.js';
-import { type ProcessedSet, effectivelyOnce } from '../src/processed-set.js';
-import { LogProcessedSet } from '../src/processed/log-processed-set.js';
-import { SET_HEADER_V1_BYTES, SET_MAGIC, SET_MAGIC_BYTES, encodeEntry, encodeHeader } from '../src/processed/format.js';
+import { type ProcessedSet, effectivelyOnce } from '../src/once/processed-set.js';
+import { LogProcessedSet } from '../src/once/log-processed-set.js';
+import { SET_HEADER_V1_BYTES, SET_MAGIC, SET_MAGIC_BYTES, encodeEntry, encodeHeader } from '../src/once/format.js';
 import { json } from '../src/lib/codec.js';
-import { Builder } from '../src/queue.js';
-import type { Consumer, Reserved } from '../src/queue/handles.js';
+import { Builder } from '../src/core/builder.js';
+import type { Consumer, Reserved } from '../src/core/handles.js';
 import { SqliteProcessedSet } from '../src/stores/sqlite/processed-set.js';
 import { SqliteStore } from '../src/stores/sqlite/index.js';
 import type { Store } from '../src/contract/store.js';
@@ -766,7 +766,7 @@ describe('FORMAT.md §12', () => {
       ),
     );
     expect(hexBlocks).toHaveLength(2);
-    const { decodeEntry, decodeHeader } = await import('../src/processed/format.js');
+    const { decodeEntry, decodeHeader } = await import('../src/once/format.js');
     const storeId = '00112233-4455-4677-8899-aabbccddeeff';
     expect(hexBlocks[0]).toEqual(encodeHeader(storeId));
     expect(decodeHeader(hexBlocks[0]!, 'doc')).toEqual({ version: 2, storeId });
@@ -785,7 +785,7 @@ describe('FORMAT.md §12', () => {
   });
 
   it('aHeaderOfAnotherLengthOrVersionZeroIsCorruptAndANewerLongerOneUnsupported', async () => {
-    const { decodeHeader } = await import('../src/processed/format.js');
+    const { decodeHeader } = await import('../src/once/format.js');
     const corrupt = expect.objectContaining({ code: 'ERR_CORRUPT' });
     const header = encodeHeader('store-a');
     const version = (bytes: Uint8Array, v: number) => {

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { afterAll, test } from 'vitest';
 import { LogStore } from '../src/stores/log/log-store.js';
 import { MemStore } from '../src/stores/mem/mem-store.js';
-import { Builder } from '../src/queue.js';
+import { Builder } from '../src/core/builder.js';
 import type { Store } from '../src/contract/store.js';
-import type { RetryPolicyInput } from '../src/queue/retry.js';
+import type { RetryPolicyInput } from '../src/core/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
 import { type OpenOptions, type OpenQueue, type QueueCapabilities, runQueueSemantics } from './support/queue-semantics.js';
 

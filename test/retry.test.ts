@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Builder, LogStore, MemStore, QueueError, channels, type Reserved } from '../src/index.js';
-import { retryDelays } from '../src/queue/retry.js';
+import { retryDelays } from '../src/core/retry.js';
 import { Prng, formatSeed, seedFromEnv, withReproduction } from '../src/testing/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);

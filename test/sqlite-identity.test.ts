@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
-import { Builder } from '../src/queue.js';
+import { Builder } from '../src/core/builder.js';
 import { SqliteStore } from '../src/stores/sqlite/index.js';
 import { freshDir } from './support/backend-suite.js';
 

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { isQueueError } from '../src/contract/errors.js';
-import { Builder } from '../src/queue.js';
+import { Builder } from '../src/core/builder.js';
 import { SQLITE_FORMAT_VERSION, SqliteStore } from '../src/stores/sqlite/index.js';
 import type { DeadLetter } from '../src/contract/store.js';
 import { freshDir, runBackendSuite } from './support/backend-suite.js';

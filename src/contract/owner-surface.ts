@@ -1,9 +1,9 @@
 // What the owner of a queue (the process that opened it) lets other processes and threads do to
-// it: the endpoint's server (./server.ts) and the spool's ingestion call these. The Builder makes
+// it: the endpoint's server (src/remote/server.ts) and the spool's ingestion call these. The Builder makes
 // one at open and hands it to a store that serves others (`Store.attach`); the core itself never
 // sees a socket or a file.
-import type { GroupReport } from '../queue/group-report.js';
-import type { SchedulePage } from '../queue/schedules.js';
+import type { GroupReport } from '../core/group-report.js';
+import type { SchedulePage } from '../core/schedules.js';
 import type { DeadLetter } from './store.js';
 
 /** Options of a push made by another process, as they cross the endpoint (already validated there). */

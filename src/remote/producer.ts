@@ -5,8 +5,8 @@
 import type { QueueProducer } from '../api/handles.js';
 import type { Codec } from '../lib/codec.js';
 import { QueueError } from '../contract/errors.js';
-import type { PushValue } from '../queue/producer.js';
-import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from '../queue/push-options.js';
+import type { PushValue } from '../core/producer.js';
+import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from '../core/push-options.js';
 import type { PushOptions } from '../api/types.js';
 import type { ProducerBackend } from './backend.js';
 import type { RemotePushOptions } from '../contract/owner-surface.js';

@@ -34,9 +34,9 @@ export const REQ_PURGE = 0x07;
 export const REQ_COMPACT = 0x08;
 /** The owner's hand-out and ack latencies of the last minutes (src/remote/timings.ts). */
 export const REQ_TIMINGS = 0x09;
-/** The owner's groups with items in flight or waiting aside, the busiest first (src/queue/group-report.ts). */
+/** The owner's groups with items in flight or waiting aside, the busiest first (src/core/group-report.ts). */
 export const REQ_GROUPS = 0x0a;
-/** A page of the owner's schedules, by name (src/queue/schedules.ts). */
+/** A page of the owner's schedules, by name (src/core/schedules.ts). */
 export const REQ_SCHEDULES = 0x0b;
 // Replies (owner to client).
 export const REP_HELLO = 0x81;

@@ -7,7 +7,7 @@
  * loss afterwards (every crash point) loses no item that was not acked.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder, type Consumer, type Reserved } from '../../src/queue.js';
+import { Builder, type Consumer, type Reserved } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';

@@ -14,7 +14,7 @@
  * Deterministic: no randomness beyond the disk's seed, time only on a manual clock.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint } from '../../src/testing/index.js';
 

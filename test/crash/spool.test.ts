@@ -11,7 +11,7 @@
  * Deterministic: no randomness beyond the disk's seed, no timers (a manual clock nobody moves).
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { openSpool } from '../../src/stores/log/engine/spool-producer.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint } from '../../src/testing/index.js';

@@ -11,7 +11,7 @@
  * below), so the check can fail. Deterministic: no randomness, no timers.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';

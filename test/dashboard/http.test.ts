@@ -13,7 +13,7 @@ import { dashboard, serveDashboard, type ServedDashboard } from '../../src/dashb
 import { SCAN_ITEMS_MAX, listItems } from '../../src/dashboard/items.js';
 import { PAGE_ASSETS } from '../../src/dashboard/page-assets.js';
 import { LogStore, MIN_SEGMENT_BYTES } from '../../src/stores/log/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

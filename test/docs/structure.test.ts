@@ -42,23 +42,23 @@ const LAYERS: readonly Layer[] = [
   { name: 'lib', files: ['src/lib/'], imports: ['contract'] },
   { name: 'api', files: ['src/api/'], imports: ['contract', 'lib'], never: ['*'] },
   { name: 'fs', files: ['src/fs/'], imports: ['contract', 'lib'] },
-  { name: 'core', files: ['src/queue/', 'src/queue.ts'], imports: ['contract', 'lib', 'api'], never: ['*'] },
+  { name: 'core', files: ['src/core/'], imports: ['contract', 'lib', 'api'], never: ['*'] },
   { name: 'mem', files: ['src/stores/mem/'], imports: ['contract', 'lib'], never: ['*'] },
   { name: 'log-engine', files: ['src/stores/log/engine/'], imports: ['contract', 'lib', 'fs'], never: ['node:fs', 'node:fs/promises', 'node:net', 'node:http'] },
   { name: 'log', files: ['src/stores/log/'], imports: ['contract', 'lib', 'fs', 'log-engine', 'endpoint'] },
   { name: 'sqlite', files: ['src/stores/sqlite/'], imports: ['contract', 'lib', 'fs'], types: ['once'] },
   { name: 'level', files: ['src/stores/level/'], imports: ['contract', 'lib', 'fs'] },
-  { name: 'once', files: ['src/processed-set.ts', 'src/processed/'], imports: ['contract', 'lib', 'fs', 'api', 'core', 'log'] },
+  { name: 'once', files: ['src/once/'], imports: ['contract', 'lib', 'fs', 'api', 'core', 'log'] },
   { name: 'endpoint', files: ['src/remote/'], imports: ['contract', 'lib', 'fs', 'log-engine', 'api', 'core'] },
   {
     name: 'jetstream',
-    files: ['src/jetstream/'],
+    files: ['src/engines/jetstream/'],
     // The option parsing, retry policies, leases and batch checks both queues share; never the
-    // embedded queue's state (src/queue/core.ts) or its workers.
-    imports: ['contract', 'lib', 'api', 'src/queue/retry.ts', 'src/queue/leases.ts', 'src/queue/deliveries.ts', 'src/queue/dead-letters.ts', 'src/queue/batches.ts', 'src/queue/handles.ts'],
+    // embedded queue's state (src/core/queue-core.ts) or its workers.
+    imports: ['contract', 'lib', 'api', 'src/core/retry.ts', 'src/core/leases.ts', 'src/core/deliveries.ts', 'src/core/dead-letters.ts', 'src/core/batches.ts', 'src/core/handles.ts'],
   },
   { name: 'testing', files: ['src/testing/'], imports: ['contract', 'lib', 'fs'] },
-  { name: 'conformance', files: ['src/conformance*.ts'], imports: ['contract', 'lib', 'testing', 'src/queue.ts'] },
+  { name: 'conformance', files: ['src/conformance/'], imports: ['contract', 'lib', 'testing', 'src/core/builder.ts'] },
   { name: 'dashboard', files: ['src/dashboard/'], imports: ['contract', 'lib', 'src/index.ts', 'src/stores/log/index.ts', ...TOOL_DOORS], types: ['src/remote/timings.ts'] },
   { name: 'cli', files: ['src/cli/'], imports: ['contract', 'lib', 'src/index.ts', 'src/dashboard/index.ts', ...TOOL_DOORS] },
   { name: 'entry', files: ['src/index.ts'], imports: ['*'] },
@@ -73,22 +73,22 @@ const EXCEPTIONS: readonly { from: string; to: string; why: string }[] = [
   },
   {
     from: 'src/contract/owner-surface.ts',
-    to: 'src/queue/group-report.ts',
+    to: 'src/core/group-report.ts',
     why: "the owner's surface answers GROUPS with the core's report of its groups as it is (types only)",
   },
   {
     from: 'src/contract/owner-surface.ts',
-    to: 'src/queue/schedules.ts',
+    to: 'src/core/schedules.ts',
     why: "the owner's surface answers SCHEDULES with the core's page of schedules as it is (types only)",
   },
   {
     from: 'src/dashboard/api.ts',
-    to: 'src/queue/group-report.ts',
+    to: 'src/core/group-report.ts',
     why: "the groups page shows the owner's report of its groups, in the shape the core makes it (types only)",
   },
   {
     from: 'src/dashboard/api.ts',
-    to: 'src/queue/schedules.ts',
+    to: 'src/core/schedules.ts',
     why: "the schedules page shows the owner's page of schedules, in the shape the core makes it (types only)",
   },
 ];
@@ -100,17 +100,22 @@ const EXCEPTIONS: readonly { from: string; to: string; why: string }[] = [
  */
 const TYPE_BACK_EDGES: readonly { from: string; to: string; why: string }[] = [
   { from: 'src/contract/store.ts', to: 'src/contract/owner-surface.ts', why: "Store.attach() is handed the owner's surface, whose types name the contract's DeadLetter" },
-  { from: 'src/queue/reserved.ts', to: 'src/queue/core.ts', why: 'a reservation settles through the core that made it' },
-  { from: 'src/queue/entry.ts', to: 'src/queue/leases.ts', why: 'an entry holds its current lease, and a lease its entry' },
-  { from: 'src/jetstream/delayed.ts', to: 'src/jetstream/core.ts', why: 'the mover of delayed items is handed the core that owns it' },
-  { from: 'src/jetstream/reserved.ts', to: 'src/jetstream/handles.ts', why: 'an item is handed the consumer that took it' },
-  { from: 'src/jetstream/process.ts', to: 'src/jetstream/handles.ts', why: 'the workers of process() are handed the consumer they run for' },
-  { from: 'src/jetstream/stats.ts', to: 'src/jetstream/core.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
-  { from: 'src/jetstream/stats.ts', to: 'src/jetstream/handles.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
+  { from: 'src/core/reserved.ts', to: 'src/core/queue-core.ts', why: 'a reservation settles through the core that made it' },
+  { from: 'src/core/entry.ts', to: 'src/core/leases.ts', why: 'an entry holds its current lease, and a lease its entry' },
+  { from: 'src/engines/jetstream/delayed.ts', to: 'src/engines/jetstream/core.ts', why: 'the mover of delayed items is handed the core that owns it' },
+  { from: 'src/engines/jetstream/reserved.ts', to: 'src/engines/jetstream/handles.ts', why: 'an item is handed the consumer that took it' },
+  { from: 'src/engines/jetstream/process.ts', to: 'src/engines/jetstream/handles.ts', why: 'the workers of process() are handed the consumer they run for' },
+  { from: 'src/engines/jetstream/stats.ts', to: 'src/engines/jetstream/core.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
+  { from: 'src/engines/jetstream/stats.ts', to: 'src/engines/jetstream/handles.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
 ];
 
-/** Files that hold nothing but re-exports: what an entry point offers is decided elsewhere. */
-const RE_EXPORTS_ONLY = ['src/index.ts', 'src/testing/index.ts', 'src/stores/mem/index.ts', 'src/stores/log/index.ts', 'src/stores/sqlite/index.ts', 'src/stores/level/index.ts'];
+/** The source of each entry point of package.json's `exports` (`./dist/x/index.js` is `src/x/index.ts`). */
+function entryPoints(): string[] {
+  const pkg = JSON.parse(docText('package.json')) as { exports: Record<string, string | { default: string }> };
+  return Object.values(pkg.exports)
+    .filter((e) => typeof e !== 'string')
+    .map((e) => e.default.replace(/^\.\/dist\//, 'src/').replace(/\.js$/, '.ts'));
+}
 
 function matches(pattern: string, path: string): boolean {
   if (pattern.endsWith('/')) return path.startsWith(pattern);
@@ -202,8 +207,16 @@ function onlyReExports(text: string): boolean {
   return rest.trim() === '';
 }
 
+// What an entry point offers is decided in the files it re-exports from: every entry point of the
+// package is an index.ts, and every index.ts of src/ (an entry point, or a folder's public face)
+// holds nothing but re-exports.
 it('theEntryPointsOnlyReExport', () => {
-  for (const file of RE_EXPORTS_ONLY) expect(onlyReExports(docText(file)), file).toBe(true);
+  const entries = entryPoints();
+  expect(entries).toEqual(expect.arrayContaining(['src/index.ts', 'src/conformance/index.ts', 'src/stores/sqlite/index.ts', 'src/engines/jetstream/index.ts']));
+  expect(entries.filter((file) => !file.endsWith('/index.ts') || !files.includes(file))).toEqual([]);
+  const indexes = files.filter((file) => file.endsWith('/index.ts'));
+  expect(indexes.length).toBeGreaterThan(entries.length);
+  for (const file of new Set([...entries, ...indexes])) expect(onlyReExports(docText(file)), file).toBe(true);
   expect(onlyReExports("export { a } from './a.js';\nexport type {\n  B,\n} from './b.js';\n")).toBe(true);
   expect(onlyReExports("export { a } from './a.js';\nexport const b = a + 1;\n")).toBe(false);
   expect(onlyReExports("import { a } from './a.js';\nexport { a };\n")).toBe(false);
@@ -246,45 +259,45 @@ function planted(from: string, line: string): Edge[] {
 }
 
 it('aPlantedRuntimeCycleIsReportedWithItsPath', () => {
-  const found = problems(files, planted('src/queue/run-context.ts', "import { batchWorker } from './batches.js';"));
-  expect(found).toContain('runtime import cycle: src/queue/batches.ts -> src/queue/run-context.ts -> src/queue/batches.ts');
+  const found = problems(files, planted('src/core/run-context.ts', "import { batchWorker } from './batches.js';"));
+  expect(found).toContain('runtime import cycle: src/core/batches.ts -> src/core/run-context.ts -> src/core/batches.ts');
   const three = [...importsOf('src/a.ts', "import { b } from './b.js';"), ...importsOf('src/b.ts', "export { c } from './c.js';"), ...importsOf('src/c.ts', "import {\n  type A,\n  a,\n} from './a.js';")];
   expect(cyclesOf(three)).toEqual([['src/a.ts', 'src/b.ts', 'src/c.ts', 'src/a.ts']]);
 });
 
 it('aPlantedTypeCycleFailsUnlessItsBackEdgeIsNamed', () => {
-  const found = problems(files, planted('src/queue/run-context.ts', "import type { Workers } from './batches.js';"));
-  expect(found).toContain('type import cycle: src/queue/batches.ts -> src/queue/run-context.ts -> src/queue/batches.ts (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)');
+  const found = problems(files, planted('src/core/run-context.ts', "import type { Workers } from './batches.js';"));
+  expect(found).toContain('type import cycle: src/core/batches.ts -> src/core/run-context.ts -> src/core/batches.ts (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)');
   expect(cyclesOf(importsOf('src/a.ts', "import type { A } from './a.js';"))).toEqual([['src/a.ts', 'src/a.ts']]);
 });
 
 it('aPlantedImportAcrossTheLayersIsCaught', () => {
   const cases: [from: string, line: string, problem: string][] = [
     ['src/fs/node-fs.ts', "import { LogStore } from '../stores/log/engine/log-store.js';", 'src/fs/node-fs.ts imports src/stores/log/engine/log-store.ts: fs may not import log-engine'],
-    ['src/fs/pid-lock.ts', "import type { QueueCore } from '../queue/core.js';", 'src/fs/pid-lock.ts imports types from src/queue/core.ts: fs may not import core'],
-    ['src/stores/log/engine/reader.ts', "import { QueueCore } from '../../../queue/core.js';", 'src/stores/log/engine/reader.ts imports src/queue/core.ts: log-engine may not import core'],
+    ['src/fs/pid-lock.ts', "import type { QueueCore } from '../core/queue-core.js';", 'src/fs/pid-lock.ts imports types from src/core/queue-core.ts: fs may not import core'],
+    ['src/stores/log/engine/reader.ts', "import { QueueCore } from '../../../core/queue-core.js';", 'src/stores/log/engine/reader.ts imports src/core/queue-core.ts: log-engine may not import core'],
     ['src/stores/log/engine/reader.ts', "import { run } from '../../../cli/main.js';", 'src/stores/log/engine/reader.ts imports src/cli/main.ts: log-engine may not import cli'],
     ['src/stores/log/engine/reader.ts', "import { readFileSync } from 'node:fs';", 'src/stores/log/engine/reader.ts imports node:fs: log-engine imports none of node:fs, node:fs/promises, node:net, node:http'],
     ['src/stores/log/engine/verify.ts', "import { LogStore } from '../log-store.js';", 'src/stores/log/engine/verify.ts imports src/stores/log/log-store.ts: log-engine may not import log'],
     ['src/stores/log/engine/spool-producer.ts', "import { EndpointServer } from '../../../remote/server.js';", 'src/stores/log/engine/spool-producer.ts imports src/remote/server.ts: log-engine may not import endpoint'],
     ['src/stores/mem/mem-store.ts', "import { LogStore } from '../log/index.js';", 'src/stores/mem/mem-store.ts imports src/stores/log/index.ts: mem may not import log'],
-    ['src/stores/mem/mem-store.ts', "import { QueueCore } from '../../queue/core.js';", 'src/stores/mem/mem-store.ts imports src/queue/core.ts: mem may not import core'],
-    ['src/stores/sqlite/sqlite-store.ts', "import { Builder } from '../../queue.js';", 'src/stores/sqlite/sqlite-store.ts imports src/queue.ts: sqlite may not import core'],
-    ['src/queue/core.ts', "import { Segment } from '../stores/log/engine/segment.js';", 'src/queue/core.ts imports src/stores/log/engine/segment.ts: core may not import log-engine'],
-    ['src/queue/core.ts', "import { MemStore } from '../stores/mem/index.js';", 'src/queue/core.ts imports src/stores/mem/index.ts: core may not import mem'],
-    ['src/queue/core.ts', "import { nodeFileSystem } from '../fs/node-fs.js';", 'src/queue/core.ts imports src/fs/node-fs.ts: core may not import fs'],
-    ['src/queue/core.ts', "import { dashboard } from '../dashboard/index.js';", 'src/queue/core.ts imports src/dashboard/index.ts: core may not import dashboard'],
-    ['src/queue/core.ts', "import { JetStreamCore } from '../jetstream/core.js';", 'src/queue/core.ts imports src/jetstream/core.ts: core may not import jetstream'],
-    ['src/queue/core.ts', "import { setTimeout } from 'node:timers';", 'src/queue/core.ts imports node:timers: core imports nothing outside src/'],
-    ['src/jetstream/forward.ts', "import { QueueCore } from '../queue/core.js';", 'src/jetstream/forward.ts imports src/queue/core.ts: jetstream may not import core'],
+    ['src/stores/mem/mem-store.ts', "import { QueueCore } from '../../core/queue-core.js';", 'src/stores/mem/mem-store.ts imports src/core/queue-core.ts: mem may not import core'],
+    ['src/stores/sqlite/sqlite-store.ts', "import { Builder } from '../../core/builder.js';", 'src/stores/sqlite/sqlite-store.ts imports src/core/builder.ts: sqlite may not import core'],
+    ['src/core/queue-core.ts', "import { Segment } from '../stores/log/engine/segment.js';", 'src/core/queue-core.ts imports src/stores/log/engine/segment.ts: core may not import log-engine'],
+    ['src/core/queue-core.ts', "import { MemStore } from '../stores/mem/index.js';", 'src/core/queue-core.ts imports src/stores/mem/index.ts: core may not import mem'],
+    ['src/core/queue-core.ts', "import { nodeFileSystem } from '../fs/node-fs.js';", 'src/core/queue-core.ts imports src/fs/node-fs.ts: core may not import fs'],
+    ['src/core/queue-core.ts', "import { dashboard } from '../dashboard/index.js';", 'src/core/queue-core.ts imports src/dashboard/index.ts: core may not import dashboard'],
+    ['src/core/queue-core.ts', "import { JetStreamCore } from '../engines/jetstream/core.js';", 'src/core/queue-core.ts imports src/engines/jetstream/core.ts: core may not import jetstream'],
+    ['src/core/queue-core.ts', "import { setTimeout } from 'node:timers';", 'src/core/queue-core.ts imports node:timers: core imports nothing outside src/'],
+    ['src/engines/jetstream/forward.ts', "import { QueueCore } from '../../core/queue-core.js';", 'src/engines/jetstream/forward.ts imports src/core/queue-core.ts: jetstream may not import core'],
     ['src/cli/stats.ts', "import { Cursor } from '../stores/log/engine/cursor.js';", 'src/cli/stats.ts imports src/stores/log/engine/cursor.ts: cli may not import log-engine'],
     ['src/dashboard/api.ts', "import { Timings } from '../remote/timings.js';", 'src/dashboard/api.ts imports src/remote/timings.ts: dashboard may not import endpoint at run time'],
-    ['src/stores/sqlite/schema.ts', "import { effectivelyOnce } from '../../processed-set.js';", 'src/stores/sqlite/schema.ts imports src/processed-set.ts: sqlite may not import once at run time'],
+    ['src/stores/sqlite/schema.ts', "import { effectivelyOnce } from '../../once/processed-set.js';", 'src/stores/sqlite/schema.ts imports src/once/processed-set.ts: sqlite may not import once at run time'],
     ['src/stores/level/format.ts', "import { SqliteStore } from '../sqlite/index.js';", 'src/stores/level/format.ts imports src/stores/sqlite/index.ts: level may not import sqlite'],
-    ['src/queue/core.ts', "import { gone } from './gone.js';", 'src/queue/core.ts imports src/queue/gone.ts, which is not a file of src/'],
+    ['src/core/queue-core.ts', "import { gone } from './gone.js';", 'src/core/queue-core.ts imports src/core/gone.ts, which is not a file of src/'],
   ];
   // An import upward may close a cycle too (the engine importing the CLI does); that is reported apart.
-  const acrossLayers = (found: string[]): string[] => found.filter((p) => !p.startsWith('runtime import cycle'));
+  const acrossLayers = (found: string[]): string[] => found.filter((p) => !/^(runtime|type) import cycle/.test(p));
   for (const [from, line, problem] of cases) expect(acrossLayers(problems(files, planted(from, line))), line).toEqual([problem]);
   // Allowed: a tool through its door, a type from a types-only layer, a store's own folder, and the
   // log store's face over its engine.

@@ -10,7 +10,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, expect, test } from 'vitest';
-import { JetStreamBuilder, type JetStreamReserved } from '../../src/jetstream/index.js';
+import { JetStreamBuilder, type JetStreamReserved } from '../../src/engines/jetstream/index.js';
 import { isQueueError } from '../../src/contract/errors.js';
 import { type NatsNode, natsServerBinary, startNatsCluster } from '../support/nats-server.js';
 

@@ -15,8 +15,8 @@ import { promisify } from 'node:util';
 import { RetentionPolicy, StorageType, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { DURABILITY_WARNING_CODE, durabilityOf, weakerThan } from '../../src/jetstream/durability.js';
-import { JetStreamBuilder, forward } from '../../src/jetstream/index.js';
+import { DURABILITY_WARNING_CODE, durabilityOf, weakerThan } from '../../src/engines/jetstream/durability.js';
+import { JetStreamBuilder, forward } from '../../src/engines/jetstream/index.js';
 import { Builder, MemStore } from '../../src/index.js';
 import { distUrl } from '../support/child-process.js';
 import { type NatsNode, natsServerBinary, startNatsServer } from '../support/nats-server.js';
@@ -28,7 +28,7 @@ if (binary === undefined) console.log('skipped: no nats-server binary (install n
 /** A child that opens JetStream queues and forwarders as `scenario` says and prints their `durability`. */
 const CHILD = `
 import { Builder, LogStore } from ${JSON.stringify(distUrl('index.js'))};
-import { JetStreamBuilder, forward } from ${JSON.stringify(distUrl('jetstream/index.js'))};
+import { JetStreamBuilder, forward } from ${JSON.stringify(distUrl('engines/jetstream/index.js'))};
 import { connect } from ${JSON.stringify(import.meta.resolve('@nats-io/transport-node'))};
 const [url, dir, scenario] = process.argv.slice(2);
 const { queues = [], forwards = [] } = JSON.parse(scenario);

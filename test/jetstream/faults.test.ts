@@ -21,7 +21,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { isQueueError } from '../../src/contract/errors.js';
-import { JetStreamBuilder, type JetStreamConsumer, type JetStreamProducer } from '../../src/jetstream/index.js';
+import { JetStreamBuilder, type JetStreamConsumer, type JetStreamProducer } from '../../src/engines/jetstream/index.js';
 import { NatsServer, natsServerBinary } from '../support/nats-restartable.js';
 
 const binary = natsServerBinary();

@@ -10,7 +10,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { isQueueError } from '../../src/contract/errors.js';
-import { JetStreamBuilder } from '../../src/jetstream/index.js';
+import { JetStreamBuilder } from '../../src/engines/jetstream/index.js';
 import { type NatsNode, natsServerBinary, startNatsServer } from '../support/nats-server.js';
 
 const binary = natsServerBinary();

@@ -18,7 +18,7 @@ import { dirname } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { forward } from '../../src/jetstream/forward.js';
+import { forward } from '../../src/engines/jetstream/forward.js';
 import { Builder, LogStore } from '../../src/index.js';
 import { cleanupDirs, freshDir } from '../log/helpers.js';
 import { distUrl, runModule } from '../support/child-process.js';
@@ -178,7 +178,7 @@ describe.skipIf(binary === null)('forward() under faults', () => {
       'forwarder.mjs',
       `
 import { Builder, LogStore } from ${JSON.stringify(distUrl('index.js'))};
-import { forward } from ${JSON.stringify(distUrl('jetstream/forward.js'))};
+import { forward } from ${JSON.stringify(distUrl('engines/jetstream/forward.js'))};
 import { connect } from ${JSON.stringify(import.meta.resolve('@nats-io/transport-node'))};
 const [dir, url, subject] = process.argv.slice(2);
 const store = await LogStore.open(dir);

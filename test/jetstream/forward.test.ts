@@ -1,5 +1,5 @@
 /**
- * Store-and-forward into JetStream (src/jetstream/forward.ts), against a real nats-server of the
+ * Store-and-forward into JetStream (src/engines/jetstream/forward.ts), against a real nats-server of the
  * test's own: message ids from the store's identity, the duplicate window at work, a stop that
  * puts items back, bounded jittered backoff, and the bad-input rules. The fault tests (a server
  * SIGKILLed, a forwarder SIGKILLed) are in forward-faults.test.ts.
@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import { type JetStreamManager, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { forward, messageId } from '../../src/jetstream/forward.js';
+import { forward, messageId } from '../../src/engines/jetstream/forward.js';
 import { Builder, LogStore, MemStore, type Store, type StoreRecovery, channels } from '../../src/index.js';
 import { freshDir, cleanupDirs } from '../log/helpers.js';
 import { NatsServer, natsServerBinary } from '../support/nats-restartable.js';

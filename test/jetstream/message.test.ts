@@ -1,11 +1,11 @@
 /**
  * What the JetStream queue reads from subjects, with no server: the reply subject of a delivery
- * (src/jetstream/message.ts) and whether a stream's or a consumer's subject filter takes the
- * queue's subject (src/jetstream/setup.ts).
+ * (src/engines/jetstream/message.ts) and whether a stream's or a consumer's subject filter takes the
+ * queue's subject (src/engines/jetstream/setup.ts).
  */
 import { expect, test } from 'vitest';
-import { parseReply } from '../../src/jetstream/message.js';
-import { subjectMatches } from '../../src/jetstream/setup.js';
+import { parseReply } from '../../src/engines/jetstream/message.js';
+import { subjectMatches } from '../../src/engines/jetstream/setup.js';
 
 test('aSubjectFilterTakesTheSubjectsItsTokensAndWildcardsMatch', () => {
   const rows: [string, string, boolean][] = [

@@ -14,10 +14,10 @@ import { AckPolicy, type ConsumerInfo, DeliverPolicy, DiscardPolicy, RetentionPo
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../../src/lib/codec.js';
 import { isQueueError } from '../../src/contract/errors.js';
-import { deadLetterId } from '../../src/jetstream/core.js';
-import { JetStreamBuilder, type JetStreamProducer } from '../../src/jetstream/index.js';
-import { consumerRefusal } from '../../src/jetstream/setup.js';
-import type { RetryPolicyInput } from '../../src/queue/retry.js';
+import { deadLetterId } from '../../src/engines/jetstream/core.js';
+import { JetStreamBuilder, type JetStreamProducer } from '../../src/engines/jetstream/index.js';
+import { consumerRefusal } from '../../src/engines/jetstream/setup.js';
+import type { RetryPolicyInput } from '../../src/core/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { type Lines, distUrl, runModule } from '../support/child-process.js';
 import { type NatsNode, natsServerBinary, startNatsServer } from '../support/nats-server.js';
@@ -545,7 +545,7 @@ maybe('JetStream: a connection closed under the queue rejects waiting reserves a
 function consumerSource(): string {
   const require = createRequire(import.meta.url);
   return `import { connect } from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}';
-import { JetStreamBuilder } from '${distUrl('jetstream/index.js')}';
+import { JetStreamBuilder } from '${distUrl('engines/jetstream/index.js')}';
 const [url, stream, mode] = process.argv.slice(2);
 const nc = await connect({ servers: url });
 const [, rx] = await new JetStreamBuilder(nc, { stream, bind: true }).open();

@@ -1,6 +1,6 @@
 /** LogStore against the shipped Store conformance suite: on the real disk, and on the crash disk. */
 import { afterAll, test } from 'vitest';
-import { runStoreConformance } from '../../src/conformance.js';
+import { runStoreConformance } from '../../src/conformance/index.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 import { cleanupDirs, freshDir } from './helpers.js';

@@ -6,7 +6,7 @@ import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/stores/log/log-store.js';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { crc32c32 } from '../../src/stores/log/engine/crc.js';
 import { FRAME_HEADER_BYTES, FRAME_OFF_META_BYTES, META_TAG_GROUP, SEG_OFF_HEADER_CRC, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, readU16 } from '../../src/stores/log/engine/format.js';
 import type { StoredItem } from '../../src/contract/store.js';

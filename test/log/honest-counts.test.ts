@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { distUrl } from '../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';

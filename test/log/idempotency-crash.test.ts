@@ -19,7 +19,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import type { StoredItem, StoredKey, StoreRecovery } from '../../src/contract/store.js';
 import { CrashFileSystem, ManualClock, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../src/testing/index.js';
 

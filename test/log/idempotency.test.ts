@@ -5,7 +5,7 @@ import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/stores/log/log-store.js';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { crc32c32 } from '../../src/stores/log/engine/crc.js';
 import {
   CUR_OFF_CRC,

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/stores/log/log-store.js';
-import { Builder, type Clock } from '../../src/queue.js';
+import { Builder, type Clock } from '../../src/core/builder.js';
 import { CrashFileSystem, ManualClock } from '../../src/testing/index.js';
 import { FRAME_HEADER_BYTES, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
 import { distUrl, type Lines, runModule } from '../support/child-process.js';

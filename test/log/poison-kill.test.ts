@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { distUrl, root } from '../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';

@@ -13,7 +13,7 @@ import { QueueError } from '../../src/contract/errors.js';
 import { CURSOR_FILE, FRAME_HEADER_BYTES, IDENTITY_FILE, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, FRAME_OFF_SEQ, FRAME_OFF_TYPE, RECORD_ITEM, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES, SEG_OFF_HEADER_CRC, readU16, readU32, readU64 } from '../../src/stores/log/engine/format.js';
 import { resyncCounters } from '../../src/stores/log/engine/frame-reader.js';
 import { LogStore, salvageStore, verifyStore, type SalvageResult, type SeqRange } from '../../src/stores/log/log-store.js';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { cleanupDirs, crashCopy, dec, flipByte, freshDir, prng, segFiles } from './helpers.js';
 
 afterAll(cleanupDirs);

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { json, validated, type StandardSchemaV1 } from '../../src/lib/codec.js';
 import { QueueError } from '../../src/contract/errors.js';
 import { LogStore, nodeFileSystem } from '../../src/stores/log/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
 import { FRAME_HEADER_BYTES, REQ_PUSH, encodeHello, encodeHelloReply, encodePush, maxFrameBodyBytes, newFrame } from '../../src/remote/protocol.js';

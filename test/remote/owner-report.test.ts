@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/stores/log/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
 import { FRAME_OVERHEAD_BYTES, GROUPS_LIMIT_MAX, REQ_GROUPS, SCHEDULES_LIMIT_MAX, encodeGroups, encodeHello, encodeSchedules, newFrame } from '../../src/remote/protocol.js';

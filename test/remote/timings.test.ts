@@ -12,7 +12,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { channels } from '../../src/lib/diagnostics.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { MemStore } from '../../src/stores/mem/mem-store.js';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { REQ_TIMINGS, decodeRequest, encodeBare, FRAME_HEADER_BYTES } from '../../src/remote/protocol.js';
 import { SAMPLES_PER_SECOND_MAX, TIMING_WINDOW_SECONDS, TRACKED_ITEMS_MAX, TimingCollector, WATCH_IDLE_MS, binOf, binUpperMs, type TimingClock } from '../../src/remote/timings.js';

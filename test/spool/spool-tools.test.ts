@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore, salvageStore, verifyStore } from '../../src/stores/log/log-store.js';
 import { nodeFileSystem } from '../../src/fs/node-fs.js';
 import { openSpool } from '../../src/stores/log/engine/spool-producer.js';

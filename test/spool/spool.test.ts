@@ -5,7 +5,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
+import { Builder } from '../../src/core/builder.js';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { nodeFileSystem } from '../../src/fs/node-fs.js';
 import { openSpool } from '../../src/stores/log/engine/spool-producer.js';

@@ -7,7 +7,7 @@
  * `exec` and `prepare` on it. better-sqlite3 runs statements synchronously, so the transaction,
  * and the handler inside it, are synchronous.
  */
-import type { TransactionalProcessedSet } from '../../processed-set.js';
+import type { TransactionalProcessedSet } from '../../once/processed-set.js';
 import { STORE_ID_PATTERN } from '../../contract/store.js';
 import { expectation, knownKeys, optionsObject } from '../../lib/validate.js';
 import type { SqlDatabase, SqlStatement } from './driver.js';
