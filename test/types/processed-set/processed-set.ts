@@ -1,5 +1,5 @@
 // Compile-time checks of the processed-set API: `npx tsc -p test/types/processed-set` must pass,
-// and each `@ts-expect-error` line must be an error. Checked by test/processed-set-types.test.ts;
+// and each `@ts-expect-error` line must be an error. Checked by test/once/processed-set-types.test.ts;
 // this file is never run.
 import { Builder, LogProcessedSet, MemStore, type EffectivelyOnce, type ProcessedSet, type Reserved, effectivelyOnce, json } from 'persistent-queue';
 // The subpath is the built package's; the source is checked here so that no build is needed.
