@@ -42,7 +42,7 @@ describe('API reports', () => {
     for (const name of ['Builder', 'LogStore', 'QueueErrorCode', 'connect', 'channels']) expect(index).toContain(`### \`${name}\`\n`);
     expect(index).toMatch(/### `Reserved`\n\nDeclared in `dist\/core\/reserved\.d\.ts`\.\n\n```ts\n[\s\S]*?export declare class Reserved<T = Uint8Array> implements QueueItem<T> \{\n[\s\S]*?\n {4}ack\(\): Promise<void>;\n/);
     // What LogStore inherits from the engine is part of the surface, though the engine is not exported.
-    expect(index).toContain('### `LogStore` in `dist/stores/log/engine/log-store.d.ts`');
+    expect(index).toContain('### `LogEngine` in `dist/stores/log/engine/log-engine.d.ts`');
     expect(apiReports(root).get('jetstream.api.md')).toMatch(/- `@nats-io\/transport-node`: `NatsConnection`/);
   });
 

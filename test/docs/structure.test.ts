@@ -273,7 +273,7 @@ it('aPlantedTypeCycleFailsUnlessItsBackEdgeIsNamed', () => {
 
 it('aPlantedImportAcrossTheLayersIsCaught', () => {
   const cases: [from: string, line: string, problem: string][] = [
-    ['src/fs/node-fs.ts', "import { LogStore } from '../stores/log/engine/log-store.js';", 'src/fs/node-fs.ts imports src/stores/log/engine/log-store.ts: fs may not import log-engine'],
+    ['src/fs/node-fs.ts', "import { LogEngine } from '../stores/log/engine/log-engine.js';", 'src/fs/node-fs.ts imports src/stores/log/engine/log-engine.ts: fs may not import log-engine'],
     ['src/fs/pid-lock.ts', "import type { QueueCore } from '../core/queue-core.js';", 'src/fs/pid-lock.ts imports types from src/core/queue-core.ts: fs may not import core'],
     ['src/stores/log/engine/reader.ts', "import { QueueCore } from '../../../core/queue-core.js';", 'src/stores/log/engine/reader.ts imports src/core/queue-core.ts: log-engine may not import core'],
     ['src/stores/log/engine/reader.ts', "import { run } from '../../../cli/main.js';", 'src/stores/log/engine/reader.ts imports src/cli/main.ts: log-engine may not import cli'],

@@ -6,7 +6,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import type { FileSystem } from '../../fs/file-system.js';
 import { nodeFileSystem } from '../../fs/node-fs.js';
-import { LogStore as Engine, type LogStoreOptions } from './engine/log-store.js';
+import { LogEngine, type LogStoreOptions } from './engine/log-engine.js';
 import { EndpointServer } from '../../remote/server.js';
 import type { OwnerSurface } from '../../contract/owner-surface.js';
 import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './engine/salvage.js';
@@ -16,7 +16,7 @@ import { verifyStore as verifyWith, type VerifyOptions, type VerifyResult } from
  * The durable Store: a segmented write-ahead log plus an ack cursor (DESIGN.md, FORMAT.md).
  * `const store = await LogStore.open(dir, options)`, then hand it to `new Builder(store)`.
  */
-export class LogStore extends Engine {
+export class LogStore extends LogEngine {
   protected static override readonly defaultFileSystem: FileSystem = nodeFileSystem;
   /** The endpoint other processes push through while a queue over this store is open (`options.endpoint`). */
   #endpoint: EndpointServer | null = null;
@@ -93,7 +93,7 @@ export {
   type LogStoreOptions,
   type LogStoreRecoveryInfo,
   type LogStoreStats,
-} from './engine/log-store.js';
+} from './engine/log-engine.js';
 export type { FileSystem, FileStat, LockHandle, OpenMode } from '../../fs/file-system.js';
 export { nodeFileSystem } from '../../fs/node-fs.js';
 export type { VerifyOptions, VerifyProblem, VerifyResult } from './engine/verify.js';

@@ -7,8 +7,8 @@
  * be salvaged, as a snapshot of what its files held while they were read).
  *
  * The records are found by the walk `verify` makes (`./store-walk.ts`): the recovery plan, then
- * every frame of every segment, going on past damage. The new store is written through LogStore
- * itself, so it is a store like any other; it starts at seq 1 (a store's seqs are consecutive
+ * every frame of every segment, going on past damage. The new store is written through LogStore's
+ * engine itself (LogEngine), so it is a store like any other; it starts at seq 1 (a store's seqs are consecutive
  * from its next seq), so the items are renumbered in order and the result maps the old seqs to
  * the new ones, run by run.
  */
@@ -21,7 +21,7 @@ import { CURSOR_FILE, LOCK_FILE, MAX_PAYLOAD_BYTES_CAP, MAX_RANGES_PER_RECORD, S
 import { readFully } from './segment-writer.js';
 import { spoolFileIds } from './spool-file.js';
 import { withSchedule } from './item-meta.js';
-import { LogStore } from './log-store.js';
+import { LogEngine } from './log-engine.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
@@ -88,7 +88,7 @@ export async function salvageStore(src: string, dst: string, options: SalvageOpt
   }
   refuseExistingDestination(fs, resolve(dst));
   const source = readSource(fs, resolve(src));
-  const store = await LogStore.open(resolve(dst), { fs, maxItemBytes: MAX_PAYLOAD_BYTES_CAP, autoCompact: false });
+  const store = await LogEngine.open(resolve(dst), { fs, maxItemBytes: MAX_PAYLOAD_BYTES_CAP, autoCompact: false });
   try {
     await store.open();
     return await copy(fs, resolve(src), store, source, opts.onProgress);
@@ -141,7 +141,7 @@ function readSource(fs: FileSystem, src: string): Source {
 }
 
 /** Walk the source and append its intact unacked records to `store`, in batches. */
-async function copy(fs: FileSystem, src: string, store: LogStore, source: Source, onProgress: SalvageOptions['onProgress']): Promise<SalvageResult> {
+async function copy(fs: FileSystem, src: string, store: LogEngine, source: Source, onProgress: SalvageOptions['onProgress']): Promise<SalvageResult> {
   const { plan, acks } = source;
   const segments = walkSegments(fs, src, plan);
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0);
@@ -229,7 +229,7 @@ function tailText(t: TailCut): string {
  * source's checkpoint says was ingested of each (the copied items carry the rest): the next owner
  * of the new store ingests each record the source had not, and none it had. Returns notes.
  */
-async function copySpool(fs: FileSystem, src: string, store: LogStore, plan: RecoveryPlan): Promise<string[]> {
+async function copySpool(fs: FileSystem, src: string, store: LogEngine, plan: RecoveryPlan): Promise<string[]> {
   const ids = spoolFileIds(fs, src);
   if (ids.length === 0) return [];
   for (const e of plan.cursor?.spool ?? []) store.noteSpoolProgress(e.file, e.records);

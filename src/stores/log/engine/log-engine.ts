@@ -1,7 +1,8 @@
 // Implements FORMAT.md §2–§7 through the modules it uses; the protocols are described in DESIGN.md.
 /**
- * LogStore: a segmented write-ahead log behind the {@link Store} contract. This class is the
- * facade: its state machine and the Store methods. Each role is an object of its own, owning its
+ * LogEngine: LogStore's engine, a segmented write-ahead log behind the {@link Store} contract,
+ * over the file system it is given (LogStore, src/stores/log/log-store.ts, gives it node:fs and
+ * serves the owner's endpoint). This class is the facade: its state machine and the Store methods. Each role is an object of its own, owning its
  * state: the segment writer, the cursor log, the reader, maintenance, durability bookkeeping, and
  * recovery (a read-only plan, then an apply step).
  */
@@ -109,7 +110,7 @@ export interface LogStoreStats {
 type State = 'recovering' | 'recovered' | 'open' | 'closing' | 'closed';
 
 /** The durable Store: a segmented write-ahead log plus an ack cursor. See DESIGN.md. */
-export class LogStore implements Store {
+export class LogEngine implements Store {
   /**
    * The file system used when `options.fs` is not given. None here: the `persistent-queue` entry
    * point's LogStore supplies node:fs, so that nothing under `src/stores/log/engine` imports it.
@@ -185,7 +186,7 @@ export class LogStore implements Store {
    * failed open changes no byte of the store's files.
    * Options are validated first (`TypeError`/`RangeError`, unknown option names included).
    */
-  static async open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
+  static async open(dir: string, options?: LogStoreOptions): Promise<LogEngine> {
     if (typeof dir !== 'string' || dir.length === 0) throw new TypeError(expectation('dir', 'a non-empty string', dir));
     // biome-ignore lint/complexity/noThisInStatic: the subclass of src/stores/log/log-store.ts sets its own default file system (node:fs), read through `this`.
     const opts = resolveOptions(options, this.defaultFileSystem);
