@@ -8,7 +8,7 @@
  *
  * Memory is O(in-flight + read-ahead): ready items stay in the store until the consumer is about
  * to take them. Items with a priority or a not-before time are held in memory until acked
- * (./queue/schedule.ts).
+ * (./schedule.ts).
  */
 import { ownerSurface } from './owner.js';
 import { OpenError, QueueError } from '../contract/errors.js';

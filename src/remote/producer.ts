@@ -1,7 +1,7 @@
 // The producer `connect()` returns: the Producer interface of a queue held by another process (or
-// thread), over the owner's endpoint (./client.ts) or the spool (../log/spool-producer.ts). Values
+// thread), over the owner's endpoint (./client.ts) or the spool (../stores/log/engine/spool-producer.ts). Values
 // are checked and encoded here, by the same code as the queue's own producer
-// (../queue/push-options.ts), so a push that would be refused locally is refused before it leaves.
+// (../core/push-options.ts), so a push that would be refused locally is refused before it leaves.
 import type { QueueProducer } from '../api/handles.js';
 import type { Codec } from '../lib/codec.js';
 import { QueueError } from '../contract/errors.js';

@@ -1,13 +1,17 @@
 /**
  * The layers of src/ and what each may import, checked on every import of every file: no runtime
  * import cycle anywhere; no type-only cycle but the back edges named below; no import of a layer,
- * a file or a node: module that the layer's row does not allow. CONTRIBUTING.md, "Layers", holds
- * the same table for readers, and a test here keeps the two equal. An exception is one import,
- * named with its reason; one that no longer exists fails too, so the list shrinks as code moves.
+ * a file or a node: module that the layer's row does not allow. Each layer is a folder. CONTRIBUTING.md,
+ * "Layers", holds the same table for readers, and a test here keeps the two equal. An exception is
+ * one import, named with its reason; one that no longer exists fails too, so the list shrinks as
+ * code moves. Also checked: every entry point is an index.ts that only re-exports, and the folders
+ * of test/ mirror those of src/.
  *
  * The dashboard page's scripts (src/dashboard/page/js/*.js) are classic browser scripts: they
  * import nothing, and only the .ts files of src/ are read here.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { docText, root } from '../support/docs.js';
 import { type Edge, cyclesOf, importGraph, importsOf, sourceFiles } from '../support/import-graph.js';
@@ -313,4 +317,33 @@ it('aPlantedImportAcrossTheLayersIsCaught', () => {
 
 it('aFileInNoLayerIsCaught', () => {
   expect(problems([...files, 'src/stray.ts'], edges)).toEqual(['src/stray.ts is in no layer, or in two: give it one row']);
+});
+
+// The tests mirror the source: the tests of a claim sit in the folder of test/ named as the folder
+// of src/ that holds its code (test/stores/log/ for src/stores/log/), but for the suites that cross
+// the layers.
+
+/** Folders of test/ that mirror no folder of src/: the crash models, the documents, the shared helpers and the type fixtures. */
+const CROSS_CUTTING_TESTS = ['test/crash', 'test/docs', 'test/support', 'test/types'];
+
+/** Every folder under `dir` (a path from the root), but the data of `fixtures/` folders. */
+function foldersUnder(dir: string): string[] {
+  return readdirSync(join(root, dir), { withFileTypes: true })
+    .filter((e) => e.isDirectory() && e.name !== 'fixtures' && !e.name.startsWith('.'))
+    .flatMap((e) => [`${dir}/${e.name}`, ...foldersUnder(`${dir}/${e.name}`)]);
+}
+
+/** The folders of `folders` (under test/) that are neither cross-cutting nor named as a folder of `srcFolders`. */
+function unmirrored(folders: readonly string[], srcFolders: ReadonlySet<string>): string[] {
+  const crossCutting = (f: string): boolean => CROSS_CUTTING_TESTS.some((c) => f === c || f.startsWith(`${c}/`));
+  return folders.filter((f) => !crossCutting(f) && !srcFolders.has(`src${f.slice('test'.length)}`));
+}
+
+it('everyFolderOfTestIsAFolderOfSrcOrCrossesTheLayers', () => {
+  const srcFolders = new Set(foldersUnder('src'));
+  const folders = foldersUnder('test');
+  expect(folders).toEqual(expect.arrayContaining(['test/core', 'test/stores/log', 'test/engines/jetstream']));
+  expect(unmirrored(folders, srcFolders)).toEqual([]);
+  // The check can fail: a folder of test/ that names no folder of src/ is reported.
+  expect(unmirrored([...folders, 'test/log', 'test/docs/more'], srcFolders)).toEqual(['test/log']);
 });
