@@ -14,7 +14,7 @@ import { delimiter, join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Builder, LogStore } from '../dist/index.js';
-import { forward } from '../dist/jetstream/index.js';
+import { forward } from '../dist/engines/jetstream/index.js';
 
 const args = process.argv.slice(2);
 const rounds = Number(args.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length) ?? 5);

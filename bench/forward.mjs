@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Builder, LogStore } from '../dist/index.js';
-import { forward } from '../dist/jetstream/forward.js';
+import { forward } from '../dist/engines/jetstream/forward.js';
 
 const args = process.argv.slice(2);
 const arg = (name, fallback) => Number(args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback);

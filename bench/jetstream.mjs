@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { AckPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Builder, LogStore } from '../dist/index.js';
-import { JetStreamBuilder } from '../dist/jetstream/index.js';
+import { JetStreamBuilder } from '../dist/engines/jetstream/index.js';
 
 const quick = process.argv.includes('--quick');
 const arg = (name, fallback) => {

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Builder, MemStore } from '../dist/index.js';
-import { FRAME_HEADER_BYTES } from '../dist/log/format.js';
+import { FRAME_HEADER_BYTES } from '../dist/stores/log/engine/format.js';
 import { BareQueue } from './lib/bare-queue.mjs';
 import { describeMachine } from './lib/env.mjs';
 import { levelPeer, sqlitePeer } from './lib/peers.mjs';

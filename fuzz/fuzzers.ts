@@ -19,9 +19,9 @@
  * - endpoint-canary: the same, on a decoder whose bounds are lifted by 1 MiB; the checker MUST
  *   find a frame it took past the bound.
  */
-import { LogStore } from '../src/log-store.js';
-import { verifyStore } from '../src/log/verify.js';
-import { QueueError } from '../src/errors.js';
+import { LogStore } from '../src/stores/log/log-store.js';
+import { verifyStore } from '../src/stores/log/engine/verify.js';
+import { QueueError } from '../src/contract/errors.js';
 import { CrashFileSystem, Prng } from '../src/testing/index.js';
 import { PropertyViolation, randomProgram, readAll, runProgram } from '../harness/crash-model.js';
 import {

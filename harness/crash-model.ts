@@ -31,9 +31,9 @@
  *   and once acked a reopen finds nothing.
  * Bit flips in synced data are checked by {@link runBitFlip}.
  */
-import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
-import { LogStore, type LogStoreOptions } from '../src/log-store.js';
-import { isQueueError } from '../src/errors.js';
+import { Builder, type Consumer, type Producer, type Reserved } from '../src/core/builder.js';
+import { LogStore, type LogStoreOptions } from '../src/stores/log/log-store.js';
+import { isQueueError } from '../src/contract/errors.js';
 import { CrashFileSystem, type FaultHandle, ManualClock, type Prng } from '../src/testing/index.js';
 
 

@@ -39,9 +39,9 @@
  * - liveness: after the program a clean reopen delivers everything, redrives every dead letter,
  *   delivers those, and a last reopen finds nothing left.
  */
-import { Builder, type Consumer, type Producer, type Reserved } from '../src/queue.js';
-import { LogStore, type LogStoreOptions } from '../src/log-store.js';
-import type { DeadLetter, StoreRecovery } from '../src/store.js';
+import { Builder, type Consumer, type Producer, type Reserved } from '../src/core/builder.js';
+import { LogStore, type LogStoreOptions } from '../src/stores/log/log-store.js';
+import type { DeadLetter, StoreRecovery } from '../src/contract/store.js';
 import { CrashFileSystem, type Prng } from '../src/testing/index.js';
 import { PropertyViolation, payload, readAll } from './crash-model.js';
 

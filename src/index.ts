@@ -1,25 +1,25 @@
 /** persistent-queue: a durable, at-least-once, multi-producer / single-consumer queue. */
-export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './queue.js';
-export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './queue.js';
-export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, WorkerOptions } from './queue.js';
+export { Builder, Producer, Consumer, Reserved, Durability, AckDurability } from './core/builder.js';
+export type { BatchHandler, BatchOptions, LazyAckOptions, PushOptions, PushValue, ReserveManyOptions, ReserveOptions, ProcessOptions, WaitOptions, QueueStats, IdempotencyOptions, RateLimitBy, RateLimitOptions, CatchUp, ScheduleInfo, ScheduleOptions, ScheduleSpec } from './core/builder.js';
+export type { HandlerContext, HandlerErrorInfo, NackOptions, ProcessHandler, WorkerOptions } from './core/builder.js';
 export type { Answer, QueueConsumer, QueueDeadLetters, QueueItem, QueueProducer, QueueStatsCommon } from './api/handles.js';
-export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './queue.js';
-export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './queue.js';
-export { MemStore } from './mem-store.js';
-export { describeSchedules } from './queue/schedules.js';
+export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './core/builder.js';
+export type { CustomRetry, ExponentialRetry, FixedRetry, RetryDelayFunction, RetryPolicy, RetryPolicyInput } from './core/builder.js';
+export { MemStore } from './stores/mem/index.js';
+export { describeSchedules } from './core/schedules.js';
 export { connect, type ConnectOptions } from './remote/connect.js';
 export { RemoteProducer } from './remote/producer.js';
-export { effectivelyOnce } from './processed-set.js';
-export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './processed-set.js';
-export { LogProcessedSet, type LogProcessedSetOptions } from './processed/log-processed-set.js';
-export { bytes, json, structured, text, validated } from './codec.js';
-export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './codec.js';
-export type { MemStoreOptions } from './mem-store.js';
-export { QueueError, OpenError, isQueueError } from './errors.js';
-export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './errors.js';
-export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './store.js';
-export { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './store.js';
-export { channels } from './diagnostics.js';
+export { effectivelyOnce } from './once/processed-set.js';
+export type { EffectivelyOnce, EffectivelyOnceOptions, NotPromise, OnceHandler, ProcessedSet, SyncOnceHandler, TransactionalProcessedSet } from './once/processed-set.js';
+export { LogProcessedSet, type LogProcessedSetOptions } from './once/log-processed-set.js';
+export { bytes, json, structured, text, validated } from './lib/codec.js';
+export type { Codec, CodecValue, SchemaOutput, StandardSchemaIssue, StandardSchemaResult, StandardSchemaV1 } from './lib/codec.js';
+export type { MemStoreOptions } from './stores/mem/index.js';
+export { QueueError, OpenError, isQueueError } from './contract/errors.js';
+export type { QueueErrorCode, OpenErrorCode, QueueErrorOptions } from './contract/errors.js';
+export type { Store, StoredItem, StoreRecovery, StoreFeatures, StoreUsage, ReadRange, DeliveryMark, DeadLetter, DeadLetterRange, Redrive, StoredKey, StoredSchedule, ScheduleFire } from './contract/store.js';
+export { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES, PRIORITY_MAX, PRIORITY_MIN } from './contract/store.js';
+export { channels } from './lib/diagnostics.js';
 export type {
   ChannelMessages,
   QueueEventBase,
@@ -31,7 +31,7 @@ export type {
   RetryMessage,
   DeadLetterMessage,
   FailStopMessage,
-} from './diagnostics.js';
+} from './lib/diagnostics.js';
 export {
   LogStore,
   MIN_SEGMENT_BYTES,
@@ -54,4 +54,4 @@ export {
   type FileStat,
   type LockHandle,
   type OpenMode,
-} from './log-store.js';
+} from './stores/log/index.js';

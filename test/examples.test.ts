@@ -216,7 +216,7 @@ it('theDocsShowTheKvStoreExampleVerbatim', () => {
       file,
       `import { KVStore } from '${join(root, 'examples', 'kv-store.ts')}';
 import { MapKV as MyKV } from '${join(root, 'test', 'support', 'map-kv.ts')}';
-${block.replaceAll("from 'persistent-queue/conformance'", `from '${join(root, 'src', 'conformance.ts')}'`)}`,
+${block.replaceAll("from 'persistent-queue/conformance'", `from '${join(root, 'src', 'conformance', 'index.ts')}'`)}`,
     );
     await import(/* @vite-ignore */ pathToFileURL(file).href);
   } finally {
@@ -266,7 +266,7 @@ it('theProcessedSetExampleRunsAsWrittenAndSkipsTheRedelivery', () => {
 
 it('theSqliteProcessedSetExampleRunsAsWrittenAgainstBetterSqlite3', () => {
   const block = docBlock('js', 'new SqliteProcessedSet(db)');
-  const sqlite = pathToFileURL(join(root, 'dist', 'sqlite-store.js')).href;
+  const sqlite = pathToFileURL(join(root, 'dist', 'stores', 'sqlite', 'index.js')).href;
   const peer = pathToFileURL(join(root, 'node_modules', 'better-sqlite3', 'lib', 'index.js')).href;
   const run = runAsWritten(block.replaceAll("from 'persistent-queue/sqlite'", `from '${sqlite}'`).replaceAll("from 'better-sqlite3'", `from '${peer}'`));
   expect(run.stderr).toBe('');
@@ -315,7 +315,7 @@ it('theJetStreamExampleRunsAsWrittenOnAFreshServer', async (context) => {
     writeFileSync(
       file,
       block
-        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'jetstream', 'index.js')).href}'`)
+        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'engines', 'jetstream', 'index.js')).href}'`)
         .replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`)
         .replaceAll("from '@nats-io/transport-node'", `from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}'`),
     );
@@ -356,7 +356,7 @@ it.skipIf(natsBinary === null)('theStoreAndForwardExampleStartsOfflineAndForward
     const url = (file: string): string => pathToFileURL(join(root, 'dist', file)).href;
     const source = block
       .replaceAll("from 'persistent-queue'", `from '${url('index.js')}'`)
-      .replaceAll("from 'persistent-queue/jetstream'", `from '${url('jetstream/index.js')}'`)
+      .replaceAll("from 'persistent-queue/jetstream'", `from '${url('engines/jetstream/index.js')}'`)
       .replaceAll("from '@nats-io/transport-node'", `from '${import.meta.resolve('@nats-io/transport-node')}'`)
       .replaceAll("from '@nats-io/jetstream'", `from '${import.meta.resolve('@nats-io/jetstream')}'`);
     writeFileSync(join(dir, 'example.mjs'), source);
@@ -478,8 +478,8 @@ function writeWithDist(dir: string, name: string, block: string): string {
   writeFileSync(
     file,
     block
-      .replaceAll("from 'persistent-queue/sqlite'", `from '${url('sqlite-store.js')}'`)
-      .replaceAll("from 'persistent-queue/level'", `from '${url('level-store.js')}'`)
+      .replaceAll("from 'persistent-queue/sqlite'", `from '${url('stores/sqlite/index.js')}'`)
+      .replaceAll("from 'persistent-queue/level'", `from '${url('stores/level/index.js')}'`)
       .replaceAll("from 'persistent-queue'", `from '${url('index.js')}'`),
   );
   return file;

@@ -39,8 +39,8 @@ test('persistent-queue/sqlite and persistent-queue/level are exported, types fir
   const keys = Object.keys(pkg.exports);
   expect(keys.at(-1)).toBe('./package.json');
   for (const [subpath, file] of [
-    ['./sqlite', 'sqlite-store'],
-    ['./level', 'level-store'],
+    ['./sqlite', 'stores/sqlite/index'],
+    ['./level', 'stores/level/index'],
   ] as const) {
     const entry = pkg.exports[subpath];
     expect(entry).toEqual({ types: `./dist/${file}.d.ts`, default: `./dist/${file}.js` });
@@ -85,8 +85,8 @@ const peersIn = (loaded: ReturnType<typeof loadedAfter>): string[] => [
 test('importing the package root (and both backend modules) loads no peer and no native addon', () => {
   const loaded = loadedAfter(`
 const root = await import(${JSON.stringify(distUrl('index.js'))});
-await import(${JSON.stringify(distUrl('sqlite-store.js'))});
-await import(${JSON.stringify(distUrl('level-store.js'))});
+await import(${JSON.stringify(distUrl('stores/sqlite/index.js'))});
+await import(${JSON.stringify(distUrl('stores/level/index.js'))});
 const [tx, rx] = await new root.Builder(new root.MemStore()).open();
 await tx.push('x');
 await tx.close();
@@ -96,12 +96,12 @@ await tx.close();
 
 test('the probe sees a peer once a store opens (so the check above can fail)', () => {
   const sqlite = loadedAfter(`
-const { SqliteStore } = await import(${JSON.stringify(distUrl('sqlite-store.js'))});
+const { SqliteStore } = await import(${JSON.stringify(distUrl('stores/sqlite/index.js'))});
 await (await SqliteStore.open(dir + '/q.db', { driver: 'better-sqlite3' })).close();
 `);
   expect(peersIn(sqlite).some((f) => f.includes('better-sqlite3') || f.includes('better_sqlite3'))).toBe(true);
   const level = loadedAfter(`
-const { LevelStore } = await import(${JSON.stringify(distUrl('level-store.js'))});
+const { LevelStore } = await import(${JSON.stringify(distUrl('stores/level/index.js'))});
 await (await LevelStore.open(dir + '/q')).close();
 `);
   expect(peersIn(level).some((f) => f.includes('classic-level'))).toBe(true);
@@ -128,13 +128,13 @@ await tx.close();
 });
 
 test('persistent-queue/jetstream is exported types first, and the root does not load the NATS client', () => {
-  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/jetstream/index.d.ts', default: './dist/jetstream/index.js' });
+  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/engines/jetstream/index.d.ts', default: './dist/engines/jetstream/index.js' });
   expect(Object.keys(pkg.exports['./jetstream'] as object)[0]).toBe('types');
   for (const peer of ['@nats-io/jetstream', '@nats-io/transport-node']) expect(pkg.peerDependenciesMeta?.[peer]?.optional, `${peer} is optional`).toBe(true);
   const nats = (loaded: ReturnType<typeof loadedAfter>) => loaded.cjs.filter((f) => f.includes('node_modules/@nats-io/'));
   expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('index.js'))});`))).toEqual([]);
   // The probe sees the client once the subpath is imported: the check above can fail.
-  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('jetstream/index.js'))});`)).length).toBeGreaterThan(0);
+  expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('engines/jetstream/index.js'))});`)).length).toBeGreaterThan(0);
 });
 
 test('persistent-queue/dashboard is exported types first, and only it loads node:http', () => {
@@ -185,7 +185,7 @@ test('the README says the package is ESM only and how CommonJS loads it', () => 
 test('no internal member reaches the published declarations', () => {
   const files = packedFiles();
   const declarations = files.filter((f) => f.endsWith('.d.ts'));
-  expect(declarations).toContain('dist/queue.d.ts');
+  expect(declarations).toContain('dist/core/builder.d.ts');
   for (const file of declarations) {
     const text = readFileSync(join(root, file), 'utf8');
     expect(text, file).not.toContain('@internal');
@@ -193,12 +193,12 @@ test('no internal member reaches the published declarations', () => {
     expect(text, file).not.toMatch(/\bQueueCore\b/);
   }
   // The member is there in the JavaScript: the search above looks in the right place.
-  expect(readFileSync(join(root, 'dist', 'queue', 'reserved.js'), 'utf8')).toMatch(/\bmarkSettled\b/);
+  expect(readFileSync(join(root, 'dist', 'core', 'reserved.js'), 'utf8')).toMatch(/\bmarkSettled\b/);
 });
 
 test('every shipped source map carries the sources it maps', () => {
   const maps = packedFiles().filter((f) => f.endsWith('.map'));
-  expect(maps).toContain('dist/queue.js.map');
+  expect(maps).toContain('dist/core/builder.js.map');
   for (const file of maps) {
     const map = JSON.parse(readFileSync(join(root, file), 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
     expect(map.sourcesContent?.length, file).toBe(map.sources.length);
@@ -491,7 +491,7 @@ for (const [compiler, tsc] of Object.entries(COMPILERS)) {
 test('every declaration file in the tarball compiles, the ones no entry point reaches included', () => {
   const app = fullApp();
   const declarations = packCleanTree().files.filter((f) => f.endsWith('.d.ts'));
-  expect(declarations).toContain('dist/clock.d.ts');
+  expect(declarations).toContain('dist/lib/clock.d.ts');
   expect(compileErrors(newestTypescript(), app, 'nodenext', declarations.map((f) => `node_modules/persistent-queue/${f}`))).toEqual([]);
 });
 
@@ -500,13 +500,13 @@ test('the compile fails when a published declaration names a type the tarball do
   cpSync(coreApp(), app, { recursive: true, verbatimSymlinks: true });
   // Take TimeSource out of clock.d.ts, as stripInternal would if it were marked internal: the
   // declarations of the leases and timers name it.
-  const file = join(app, 'node_modules', 'persistent-queue', 'dist', 'clock.d.ts');
+  const file = join(app, 'node_modules', 'persistent-queue', 'dist', 'lib', 'clock.d.ts');
   const text = readFileSync(file, 'utf8');
   const stripped = text.replace(/\/\*\*(?:(?!\*\/)[\s\S])*\*\/\nexport interface TimeSource \{[\s\S]*?\n\}\n/, '');
   expect(stripped).not.toBe(text);
   writeFileSync(file, stripped);
   for (const [compiler, tsc] of Object.entries(COMPILERS)) {
     const errors = compileErrors(tsc(), app, 'nodenext', ['core.ts']);
-    expect(errors.some((e) => e.includes('persistent-queue/dist/queue/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
+    expect(errors.some((e) => e.includes('persistent-queue/dist/core/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
   }
 });

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { connect } from '@nats-io/transport-node';
 import { RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { JetStreamBuilder } from '../../dist/jetstream/index.js';
+import { JetStreamBuilder } from '../../dist/engines/jetstream/index.js';
 
 const [pidArg, itemsArg, roundsArg] = process.argv.slice(2);
 const serverPid = Number(pidArg);

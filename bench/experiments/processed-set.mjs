@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Builder, LogProcessedSet, LogStore, effectivelyOnce } from '../../dist/index.js';
-import { SqliteProcessedSet } from '../../dist/sqlite-store.js';
+import { SqliteProcessedSet } from '../../dist/stores/sqlite/index.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3');
 const items = Number(process.argv[2] ?? 20000);

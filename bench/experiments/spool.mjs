@@ -1,7 +1,7 @@
 // The spool with no owner against the queue's own push, as interleaved rounds in one process (the
 // cells of bench/lib/remote.mjs, which the section `remote` of bench/run.mjs runs too): 64
 // concurrent pushes of 128 B under `group`, into a spool file (`connect()` while no process has the
-// queue open: src/log/spool-producer.ts) and into an open queue over LogStore (the in-process push
+// queue open: src/stores/log/engine/spool-producer.ts) and into an open queue over LogStore (the in-process push
 // of the README). Each figure is the median of the rounds; the ratio the median of the per-round
 // ratios. Also the spool under `sync` and `none` (64 concurrent pushes too), for scale.
 // Usage: npm run build && node bench/experiments/spool.mjs [rounds=8] [ms=700]

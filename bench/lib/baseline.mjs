@@ -6,7 +6,7 @@
 //   reserve`, synchronous ack; about 15 lines, below). It keeps the caller's buffer instead of
 //   copying it, which our queue does so that the caller may reuse its buffer: a copy with
 //   `slice()` (one ArrayBuffer per item) takes it from about 8 M/s to about 1.1 M/s here, so a
-//   copying baseline would flatter us. Ours copies into a slab (src/bytes.ts), about 50 ns.
+//   copying baseline would flatter us. Ours copies into a slab (src/lib/bytes.ts), about 50 ns.
 // - memstore: the queue over MemStore under `durability('none')`, `await item.ack()`.
 // - logstore-none: the queue over LogStore under `durability('none')`, `await item.ack()`.
 // - raw-write-per-push: `fs.writeSync` of one frame per call, the floor of a `none` push that

@@ -1,6 +1,6 @@
 // One cell of the queue matrix on a fresh store (bench/run.mjs repeats it; bench/profile.mjs runs
 // it under --cpu-prof). Returns { msgs, seconds }.
-import { FRAME_HEADER_BYTES } from '../../dist/log/format.js';
+import { FRAME_HEADER_BYTES } from '../../dist/stores/log/engine/format.js';
 import { BareQueue } from './bare-queue.mjs';
 import { drain, endToEnd, endToEndBatched, fill, freshStore, openQueue, pushOnly } from './queue-work.mjs';
 

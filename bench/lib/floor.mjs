@@ -17,8 +17,8 @@
 // ack waits for. No leases, delivery counts, read-ahead bound or tail cache.
 import { closeSync, fdatasync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { encodeFrame } from '../../dist/log/frame.js';
-import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RECORD_ACK, RECORD_ITEM, readU32, writeU64 } from '../../dist/log/format.js';
+import { encodeFrame } from '../../dist/stores/log/engine/frame.js';
+import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RECORD_ACK, RECORD_ITEM, readU32, writeU64 } from '../../dist/stores/log/engine/format.js';
 import { pushOnly } from './queue-work.mjs';
 
 const SETTLED = Promise.resolve();

@@ -25,7 +25,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Builder, LogStore } from '../../dist/index.js';
-import { FRAME_HEADER_BYTES } from '../../dist/log/format.js';
+import { FRAME_HEADER_BYTES } from '../../dist/stores/log/engine/format.js';
 import { runBaselineCell } from './baseline.mjs';
 import { runCell } from './cell.mjs';
 import { sqlitePeer } from './peers.mjs';

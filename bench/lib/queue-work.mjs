@@ -16,11 +16,11 @@ export async function freshStore(kind, base) {
       case 'logstore':
         return LogStore.open(join(dir, 'q'));
       case 'sqlitestore': {
-        const { SqliteStore } = await import('../../dist/sqlite-store.js');
+        const { SqliteStore } = await import('../../dist/stores/sqlite/index.js');
         return SqliteStore.open(join(dir, 'q.db'));
       }
       case 'levelstore': {
-        const { LevelStore } = await import('../../dist/level-store.js');
+        const { LevelStore } = await import('../../dist/stores/level/index.js');
         return LevelStore.open(join(dir, 'q'));
       }
       default:

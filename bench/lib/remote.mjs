@@ -6,7 +6,7 @@
 //                    pushes in flight each through connect(): 64 in flight, as local-group
 //   local-none, endpoint-none      the same two under `none`
 //   spool-group      no owner: 64 concurrent pushes into a spool file under `group` (what connect()
-//                    appends to when nobody holds the queue: src/log/spool-producer.ts), in this
+//                    appends to when nobody holds the queue: src/stores/log/engine/spool-producer.ts), in this
 //                    process, beside local-group
 //   plainjob         4 processes (bench/lib/plainjob-producer.mjs) × 16 concurrent adds into one
 //                    SQLite file (WAL, synchronous=NORMAL: survives a process crash, not a power
@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Builder, LogStore } from '../../dist/index.js';
 import { nodeFileSystem } from '../../dist/fs/node-fs.js';
-import { openSpool } from '../../dist/log/spool-producer.js';
+import { openSpool } from '../../dist/stores/log/engine/spool-producer.js';
 import { percentile } from './stats.mjs';
 
 export const REMOTE_PAYLOAD_BYTES = 128;

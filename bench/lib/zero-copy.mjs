@@ -8,7 +8,7 @@
 // space) during the drain.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ByteArena } from '../../dist/bytes.js';
+import { ByteArena } from '../../dist/lib/bytes.js';
 import { Builder, LogStore } from '../../dist/index.js';
 
 /** [id, payload bytes, zeroCopyReads] */

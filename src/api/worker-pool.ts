@@ -4,9 +4,9 @@
 // signal or the first fatal error, and wait for them). What a worker takes and how it settles an
 // item are each engine's own: the embedded queue's workers take from the core and retry there,
 // the JetStream queue's ask the server.
-import type { TimeSource } from '../clock.js';
-import { QueueError } from '../errors.js';
-import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../validate.js';
+import type { TimeSource } from '../lib/clock.js';
+import { QueueError } from '../contract/errors.js';
+import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import type { HandlerContext, HandlerErrorInfo, WorkerOptions } from './types.js';
 
 /** What the pool needs of an item: who it is, and its lease. */

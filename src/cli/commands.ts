@@ -2,7 +2,7 @@
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { Builder, LogStore, QueueError, isQueueError, verifyStore, type CompactionResult, type Consumer, type LogStoreOptions, type Reserved } from '../index.js';
-import { classifyEntry } from '../log/format.js';
+import { classifyEntry } from '../stores/log/engine/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { ConsumedError, consumerActive, ownerName, reachOwner, throughOwnerOrLock, withOwner, type Owner } from './owner.js';
 import { Progress, type Output } from './output.js';

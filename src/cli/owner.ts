@@ -7,7 +7,7 @@
 import { resolve } from 'node:path';
 import { nodeFileSystem } from '../fs/node-fs.js';
 import { isQueueError } from '../index.js';
-import { liveHolder } from '../log/store-dir.js';
+import { liveHolder } from '../stores/log/engine/store-dir.js';
 import { EndpointClient } from '../remote/client.js';
 
 /** The process that serves a queue, connected. */

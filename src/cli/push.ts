@@ -7,8 +7,8 @@
  */
 import { createInterface } from 'node:readline';
 import { PRIORITY_MAX, PRIORITY_MIN, QueueError, connect, isQueueError, type Durability, type PushOptions, type RemoteProducer } from '../index.js';
-import { isValidKey } from '../key-records.js';
-import { MAX_KEY_BYTES } from '../store.js';
+import { isValidKey } from '../contract/records/keys.js';
+import { MAX_KEY_BYTES } from '../contract/store.js';
 import { UsageError } from './args.js';
 import { emit, intOption, storeKind, waitOption, type Command } from './commands.js';
 import { fmt } from './text.js';

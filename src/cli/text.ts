@@ -1,5 +1,5 @@
 /** How `pq` shows numbers, sizes, items and colours. */
-import { json } from '../codec.js';
+import { json } from '../lib/codec.js';
 
 /** Colours only on a terminal, and never when NO_COLOR is set to anything but the empty string. */
 const useColor = process.stdout.isTTY === true && !('NO_COLOR' in process.env && process.env.NO_COLOR !== '');

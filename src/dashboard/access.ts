@@ -7,11 +7,11 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { QueueError, isQueueError } from '../errors.js';
+import { QueueError, isQueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
-import { LogStore } from '../log-store.js';
-import { classifyEntry } from '../log/format.js';
-import { liveHolder } from '../log/store-dir.js';
+import { LogStore } from '../stores/log/index.js';
+import { classifyEntry } from '../stores/log/engine/format.js';
+import { liveHolder } from '../stores/log/engine/store-dir.js';
 import { EndpointClient } from '../remote/client.js';
 
 /** How long a look that found no owner is trusted before the socket is tried again. */

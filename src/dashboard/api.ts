@@ -4,15 +4,15 @@
  * through the owner only. Every answer is plain JSON; payloads travel as base64 and the page shows
  * them as text, JSON or hex, never as HTML.
  */
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
-import type { LogStore } from '../log-store.js';
-import { readSpoolBacklog } from '../log/spool-file.js';
-import type { GroupReport } from '../queue/group-report.js';
+import type { LogStore } from '../stores/log/index.js';
+import { readSpoolBacklog } from '../stores/log/engine/spool-file.js';
+import type { GroupReport } from '../core/group-report.js';
 import { describeSchedules } from '../index.js';
-import type { SchedulePage } from '../queue/schedules.js';
+import type { SchedulePage } from '../core/schedules.js';
 import type { Timings } from '../remote/timings.js';
-import type { DeadLetter } from '../store.js';
+import type { DeadLetter } from '../contract/store.js';
 import { type OwnerLink, QueueAccess } from './access.js';
 import { RateHistory, type LatencySeries, type RatePoint, latencySeries } from './history.js';
 import { type ItemPage, type ItemQuery, type ListedItem, type ScheduledCounts, DETAIL_BYTES, PREVIEW_BYTES, listItems, readItem, scheduledCounts } from './items.js';

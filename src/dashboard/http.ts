@@ -16,12 +16,12 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { QueueError } from '../errors.js';
+import { QueueError } from '../contract/errors.js';
 import { DashboardApi, DashboardError, LETTERS_PAGE_MAX, SEQS_PER_ACTION_MAX, statusOf, type SelectionBody } from './api.js';
 import { PAGE_ITEMS_MAX, type ItemQuery, type ItemState } from './items.js';
 import { PAGE_ASSETS } from './page-assets.js';
 import { GROUPS_LIMIT_MAX, SCHEDULES_LIMIT_MAX } from '../remote/client.js';
-import { MAX_KEY_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { MAX_KEY_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
 
 /** The largest request body taken (an action names at most {@link SEQS_PER_ACTION_MAX} seqs). */
 export const BODY_BYTES_MAX = 64 * 1024;

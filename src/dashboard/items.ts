@@ -5,8 +5,8 @@
  * backlog: a store of a million items is paged, never loaded. A filter that matches little says
  * how far it looked (`scannedThrough`), and the next page goes on from there.
  */
-import type { LogStore } from '../log-store.js';
-import type { StoredItem } from '../store.js';
+import type { LogStore } from '../stores/log/index.js';
+import type { StoredItem } from '../contract/store.js';
 
 /** Items read from the store at a time. */
 const READ_ITEMS = 512;

@@ -3,7 +3,7 @@
  * synchronous reading, which the dashboard's event loop must not wait for. Reads only.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { verifyStore } from '../log-store.js';
+import { verifyStore } from '../stores/log/index.js';
 
 const { dir } = workerData as { dir: string };
 let last = 0;

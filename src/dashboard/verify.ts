@@ -4,7 +4,7 @@
  * needs no owner and runs beside one (whose write in progress it does not call damage).
  */
 import { Worker } from 'node:worker_threads';
-import type { VerifyResult } from '../log-store.js';
+import type { VerifyResult } from '../stores/log/index.js';
 
 export interface VerifyState {
   readonly state: 'idle' | 'running' | 'done' | 'failed';

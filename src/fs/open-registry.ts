@@ -4,7 +4,7 @@
  * locks belong to the process, so a second open that failed and closed its own descriptor on the
  * lock file would silently drop the first holder's lock (LevelDB's LOCK file behaves exactly so).
  */
-import { OpenError } from '../errors.js';
+import { OpenError } from '../contract/errors.js';
 
 /**
  * Paths are kept per scope: a simulated disk is its own namespace, so two simulated disks may

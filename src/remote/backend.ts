@@ -1,8 +1,8 @@
 // How a producer in another process or thread reaches a queue: through the owner's endpoint
-// (./client.ts) when a process has the queue open, through the spool (../log/spool-producer.ts)
+// (./client.ts) when a process has the queue open, through the spool (../stores/log/engine/spool-producer.ts)
 // when none does. `connect()` picks one and wraps it in the Producer interface.
 import type { Durability } from '../api/types.js';
-import type { RemotePushOptions } from './surface.js';
+import type { RemotePushOptions } from '../contract/owner-surface.js';
 
 export interface ProducerBackend {
   /** Which door the pushes go through. */

@@ -5,8 +5,8 @@
 // was killed, or closed its queue without answering), the request rejects with `ERR_OWNER_GONE`:
 // a push may or may not be stored then, and no request ever waits for an owner that is gone.
 import { connect as netConnect, type Socket } from 'node:net';
-import { QueueError, type QueueErrorCode } from '../errors.js';
-import type { DeadLetter } from '../store.js';
+import { QueueError, type QueueErrorCode } from '../contract/errors.js';
+import type { DeadLetter } from '../contract/store.js';
 import type { ProducerBackend } from './backend.js';
 import {
   ERROR_KIND_ABORT,
@@ -42,14 +42,14 @@ import {
 } from './protocol.js';
 import { Outbox } from './outbox.js';
 import { endpointPath, withSocketPath } from './socket-path.js';
-import { ENDPOINT_FILE } from '../log/format.js';
-import type { RemotePushOptions } from './surface.js';
+import { ENDPOINT_FILE } from '../stores/log/engine/format.js';
+import type { RemotePushOptions } from '../contract/owner-surface.js';
 import type { Timings } from './timings.js';
-import type { GroupReport } from '../queue/group-report.js';
-import type { SchedulePage } from '../queue/schedules.js';
-import { isValidScheduleName } from '../schedule-table.js';
-import { MAX_SCHEDULE_NAME_BYTES } from '../store.js';
-import { expectation } from '../validate.js';
+import type { GroupReport } from '../core/group-report.js';
+import type { SchedulePage } from '../core/schedules.js';
+import { isValidScheduleName } from '../contract/schedule-table.js';
+import { MAX_SCHEDULE_NAME_BYTES } from '../contract/store.js';
+import { expectation } from '../lib/validate.js';
 
 /** The most groups and schedules one request may ask for: the dashboard's limits are the endpoint's. */
 export { GROUPS_LIMIT_MAX, SCHEDULES_LIMIT_MAX } from './protocol.js';

@@ -1,11 +1,11 @@
 // `connect()`: a producer for a queue another process (or thread) holds, or that nobody holds yet.
 import { resolve } from 'node:path';
-import { type Codec, checkCodec, isRaw, bytes } from '../codec.js';
-import { QueueError } from '../errors.js';
+import { type Codec, checkCodec, isRaw, bytes } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
 import { nodeFileSystem } from '../fs/node-fs.js';
-import { openSpool } from '../log/spool-producer.js';
+import { openSpool } from '../stores/log/engine/spool-producer.js';
 import type { Durability } from '../api/types.js';
-import { expectation, knownKeys, nonEmptyString, optionsObject } from '../validate.js';
+import { expectation, knownKeys, nonEmptyString, optionsObject } from '../lib/validate.js';
 import { EndpointClient } from './client.js';
 import { RemoteProducer } from './producer.js';
 

@@ -1,15 +1,15 @@
 // The producer `connect()` returns: the Producer interface of a queue held by another process (or
-// thread), over the owner's endpoint (./client.ts) or the spool (../log/spool-producer.ts). Values
+// thread), over the owner's endpoint (./client.ts) or the spool (../stores/log/engine/spool-producer.ts). Values
 // are checked and encoded here, by the same code as the queue's own producer
-// (../queue/push-options.ts), so a push that would be refused locally is refused before it leaves.
+// (../core/push-options.ts), so a push that would be refused locally is refused before it leaves.
 import type { QueueProducer } from '../api/handles.js';
-import type { Codec } from '../codec.js';
-import { QueueError } from '../errors.js';
-import type { PushValue } from '../queue/producer.js';
-import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from '../queue/push-options.js';
+import type { Codec } from '../lib/codec.js';
+import { QueueError } from '../contract/errors.js';
+import type { PushValue } from '../core/producer.js';
+import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from '../core/push-options.js';
 import type { PushOptions } from '../api/types.js';
 import type { ProducerBackend } from './backend.js';
-import type { RemotePushOptions } from './surface.js';
+import type { RemotePushOptions } from '../contract/owner-surface.js';
 
 /** `delayMs` becomes a not-before time on this process's clock, at the call. */
 const wallClock = { wallNow: () => Date.now() };

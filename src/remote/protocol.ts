@@ -5,10 +5,10 @@
 // type and its body length against the bounds of that type BEFORE it allocates or waits for the
 // body, and decodes a body only when every length inside it fits what is left. A frame that breaks
 // a rule is a ProtocolError: the server closes that connection, and only it.
-import { QueueError } from '../errors.js';
-import { isValidKey } from '../key-records.js';
-import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../log/format.js';
-import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../store.js';
+import { QueueError } from '../contract/errors.js';
+import { isValidKey } from '../contract/records/keys.js';
+import { readU16, readU32, readU64, writeU16, writeU32, writeU64, MAX_PAYLOAD_BYTES_CAP } from '../stores/log/engine/format.js';
+import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, PRIORITY_MAX, PRIORITY_MIN } from '../contract/store.js';
 
 // ---- Vocabulary ----
 
@@ -34,9 +34,9 @@ export const REQ_PURGE = 0x07;
 export const REQ_COMPACT = 0x08;
 /** The owner's hand-out and ack latencies of the last minutes (src/remote/timings.ts). */
 export const REQ_TIMINGS = 0x09;
-/** The owner's groups with items in flight or waiting aside, the busiest first (src/queue/group-report.ts). */
+/** The owner's groups with items in flight or waiting aside, the busiest first (src/core/group-report.ts). */
 export const REQ_GROUPS = 0x0a;
-/** A page of the owner's schedules, by name (src/queue/schedules.ts). */
+/** A page of the owner's schedules, by name (src/core/schedules.ts). */
 export const REQ_SCHEDULES = 0x0b;
 // Replies (owner to client).
 export const REP_HELLO = 0x81;

@@ -11,9 +11,9 @@
 import { chmodSync, renameSync, statSync, unlinkSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { ByteArena } from '../bytes.js';
-import { QueueError } from '../errors.js';
-import { ENDPOINT_FILE, ENDPOINT_TMP_FILE } from '../log/format.js';
+import { ByteArena } from '../lib/bytes.js';
+import { QueueError } from '../contract/errors.js';
+import { ENDPOINT_FILE, ENDPOINT_TMP_FILE } from '../stores/log/engine/format.js';
 import {
   FrameDecoder,
   PROTOCOL_VERSION,
@@ -33,7 +33,7 @@ import {
 } from './protocol.js';
 import { Outbox } from './outbox.js';
 import { withSocketPath } from './socket-path.js';
-import type { OwnerSurface } from './surface.js';
+import type { OwnerSurface } from '../contract/owner-surface.js';
 import { TimingCollector } from './timings.js';
 
 /** What a connection accepts before its hello: the hello alone. */

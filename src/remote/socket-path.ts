@@ -13,8 +13,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { QueueError } from '../errors.js';
-import { ENDPOINT_FILE } from '../log/format.js';
+import { QueueError } from '../contract/errors.js';
+import { ENDPOINT_FILE } from '../stores/log/engine/format.js';
 
 /** The longest socket path the platform's `sun_path` holds, in bytes, without its NUL. */
 export const SOCKET_PATH_BYTES_MAX = process.platform === 'linux' ? 107 : 103;

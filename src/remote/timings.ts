@@ -3,12 +3,12 @@
 // ack, per second, for the last minutes. The endpoint's TIMINGS request (FORMAT.md §15) reads it.
 //
 // The queue keeps no timestamps of its own: the first delivery stays free. The samples come from
-// its diagnostics channels (src/diagnostics.ts), whose `push`, `deliver` and `ack` messages carry
+// its diagnostics channels (src/lib/diagnostics.ts), whose `push`, `deliver` and `ack` messages carry
 // the item's seq. The channels cost nothing while nobody subscribes, so this subscribes only when
 // asked and unsubscribes once nobody has asked for a while: a queue no dashboard watches pays
 // nothing, a watched one pays a message object and a map update per event.
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { channels, type ItemMessage, type PushMessage } from '../diagnostics.js';
+import { channels, type ItemMessage, type PushMessage } from '../lib/diagnostics.js';
 
 /** Seconds of samples kept: the charts show the last five minutes. */
 export const TIMING_WINDOW_SECONDS = 300;

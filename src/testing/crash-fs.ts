@@ -58,7 +58,7 @@
 
 import { posix } from 'node:path';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from '../fs/file-system.js';
-import { expectation, nonNegativeInteger } from '../validate.js';
+import { expectation, nonNegativeInteger } from '../lib/validate.js';
 import { Prng, formatSeed } from './prng.js';
 
 // ---------------------------------------------------------------------------------------------

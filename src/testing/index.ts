@@ -22,5 +22,5 @@ export {
 } from './crash-fs.js';
 export { Prng, formatSeed, parseSeed, seedFromEnv, withReproduction } from './prng.js';
 export { ManualClock } from './manual-clock.js';
-export type { Clock } from '../clock.js';
+export type { Clock } from '../lib/clock.js';
 export type { FileStat, FileSystem, LockHandle, OpenMode } from '../fs/file-system.js';

@@ -1,6 +1,6 @@
 // A clock that moves only when told to, for tests of delays, leases and retries that never sleep.
-import { expectation } from '../validate.js';
-import type { Clock } from '../clock.js';
+import { expectation } from '../lib/validate.js';
+import type { Clock } from '../lib/clock.js';
 
 interface ManualTimer {
   readonly id: number;

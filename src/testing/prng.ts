@@ -8,7 +8,7 @@
  * give unrelated streams. It is not cryptographic.
  */
 
-import { nonNegativeInteger, positiveInteger, expectation } from '../validate.js';
+import { nonNegativeInteger, positiveInteger, expectation } from '../lib/validate.js';
 
 const UINT32_RANGE = 0x1_0000_0000;
 

@@ -104,7 +104,7 @@ describe('pq --wait', () => {
   // recovery of whichever opener got the lock, failing an open now and then (ENOENT).
   // Each pop closes while the pass of its open may still be ingesting the other pops' files: a
   // push the closing queue refused must leave its file for the next pop, whole
-  // (test/spool/spool-ingest.test.ts holds that case alone).
+  // (test/stores/log/spool-ingest.test.ts holds that case alone).
   it.each(['flock', 'pidfile'])('popsStartedTogetherTakeTurnsAndPushesStartedTogetherAllLand (%s lock)', async (kind) => {
     const names = Array.from({ length: 4 }, (_, i) => `run-${i}`);
     // Pushes take no lock: started together, each spools a file of its own.

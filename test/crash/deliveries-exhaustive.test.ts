@@ -21,8 +21,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { readAll } from '../../harness/crash-model.js';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
-import type { DeadLetter, DeliveryMark } from '../../src/store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
+import type { DeadLetter, DeliveryMark } from '../../src/contract/store.js';
 import { CrashFileSystem, type CrashPoint, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { Builder } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { isQueueError } from '../../src/contract/errors.js';
 
 const base = mkdtempSync(join(tmpdir(), 'pq-tmpfs-'));
 const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', base], { encoding: 'utf8' });

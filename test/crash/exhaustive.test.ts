@@ -14,8 +14,8 @@
  * Deterministic: no randomness at all.
  */
 import { describe, expect, it } from 'vitest';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
-import type { StoredItem } from '../../src/store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
+import type { StoredItem } from '../../src/contract/store.js';
 import { CrashFileSystem, type CrashPoint, formatCrashPoint, type TraceEntry } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 

@@ -7,12 +7,12 @@
  * loss afterwards (every crash point) loses no item that was not acked.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder, type Consumer, type Reserved } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { Builder, type Consumer, type Reserved } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
-import { FRAME_HEADER_BYTES } from '../../src/log/format.js';
+import { FRAME_HEADER_BYTES } from '../../src/stores/log/engine/format.js';
 
 const DIR = '/q';
 const OPTIONS = { segmentBytes: 4096, preallocate: false, autoCompact: false } as const;

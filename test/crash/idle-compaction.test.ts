@@ -15,7 +15,7 @@
  * Deterministic: a fixed disk seed, and time moves only when the test moves it.
  */
 import { describe, expect, it } from 'vitest';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, type CrashPoint, formatCrashPoint, ManualClock } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 

@@ -8,8 +8,8 @@
  * and nothing raises the next seq (which only `none` can cause).
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { Builder } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, formatCrashPoint, type CrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 

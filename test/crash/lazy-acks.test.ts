@@ -13,8 +13,8 @@
  * Deterministic: no randomness, no timers (the delay bound is set too long to fire).
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { Builder } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 import { readAll } from '../../harness/crash-model.js';
 

@@ -11,7 +11,7 @@
  * replays it (`SEED=0x... npx vitest run test/crash/processed-set-model.test.ts`).
  */
 import { describe, expect, it } from 'vitest';
-import { LogProcessedSet } from '../../src/processed/log-processed-set.js';
+import { LogProcessedSet } from '../../src/once/log-processed-set.js';
 import { CrashFileSystem, Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 
 const DIR = '/set';

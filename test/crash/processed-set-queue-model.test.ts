@@ -13,11 +13,11 @@
  * the checker must find the duplicates. Failures start with their reproduction line.
  */
 import { describe, expect, it } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
-import { effectivelyOnce } from '../../src/processed-set.js';
-import { LogProcessedSet } from '../../src/processed/log-processed-set.js';
-import { Builder } from '../../src/queue.js';
-import type { Consumer, Producer } from '../../src/queue.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { effectivelyOnce } from '../../src/once/processed-set.js';
+import { LogProcessedSet } from '../../src/once/log-processed-set.js';
+import { Builder } from '../../src/core/builder.js';
+import type { Consumer, Producer } from '../../src/core/builder.js';
 import { CrashFileSystem, Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 
 const ITEMS = 30;

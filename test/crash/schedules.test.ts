@@ -14,8 +14,8 @@
  * Deterministic: no randomness beyond the disk's seed, time only on a manual clock.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
+import { Builder } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

@@ -11,9 +11,9 @@
  * Deterministic: no randomness beyond the disk's seed, no timers (a manual clock nobody moves).
  */
 import { describe, expect, it } from 'vitest';
-import { Builder } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
-import { openSpool } from '../../src/log/spool-producer.js';
+import { Builder } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { openSpool } from '../../src/stores/log/engine/spool-producer.js';
 import { CrashFileSystem, ManualClock, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

@@ -7,9 +7,9 @@
  * unsynced writes surviving (`writeback: 'any'`), under `sync` and `group`.
  */
 import { describe, expect, it } from 'vitest';
-import { Builder, type Durability } from '../../src/queue.js';
-import { LogStore } from '../../src/log-store.js';
-import { isQueueError } from '../../src/errors.js';
+import { Builder, type Durability } from '../../src/core/builder.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { isQueueError } from '../../src/contract/errors.js';
 import { CrashFileSystem, formatCrashPoint } from '../../src/testing/index.js';
 
 const DIR = '/q';

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
-import { Builder } from '../../src/queue.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { Builder } from '../../src/core/builder.js';
 import { type Child, type Ui, GROUP_WORKER, PRODUCER, WORKER, chromiumMissing, launchBrowser, runModule, startUi } from '../../scripts/dashboard-fixture.mjs';
 
 // The callbacks given to page.evaluate run in the page; this file is compiled without the DOM's types.

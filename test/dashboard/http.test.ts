@@ -12,8 +12,8 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { dashboard, serveDashboard, type ServedDashboard } from '../../src/dashboard/index.js';
 import { SCAN_ITEMS_MAX, listItems } from '../../src/dashboard/items.js';
 import { PAGE_ASSETS } from '../../src/dashboard/page-assets.js';
-import { LogStore, MIN_SEGMENT_BYTES } from '../../src/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { LogStore, MIN_SEGMENT_BYTES } from '../../src/stores/log/log-store.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

@@ -1,6 +1,6 @@
 /**
  * Every code a QueueError can carry has one heading in the reference of error codes
- * (docs/reference/errors.md), and every such heading names a code (src/errors.ts says so; this
+ * (docs/reference/errors.md), and every such heading names a code (src/contract/errors.ts says so; this
  * keeps it so). A planted mismatch (a code without a heading) is caught: the check compares the
  * two sets both ways.
  */
@@ -9,7 +9,7 @@ import { expect, it } from 'vitest';
 
 const root = new URL('../../', import.meta.url);
 const reference = readFileSync(new URL('docs/reference/errors.md', root), 'utf8');
-const errors = readFileSync(new URL('src/errors.ts', root), 'utf8');
+const errors = readFileSync(new URL('src/contract/errors.ts', root), 'utf8');
 
 /** The members of `export type QueueErrorCode = | 'ERR_A' | 'ERR_B' ...;`. */
 function codesOf(source: string): string[] {

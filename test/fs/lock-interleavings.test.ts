@@ -21,7 +21,7 @@ afterAll(() => {
 
 /** Opens argv[2], prints `held` and keeps it until a line on stdin; prints `refused <code>` otherwise. */
 const OPENER = `
-import { LogStore } from ${JSON.stringify(distUrl('log-store.js'))};
+import { LogStore } from ${JSON.stringify(distUrl('stores/log/log-store.js'))};
 try {
   const s = await LogStore.open(process.argv[2]);
   console.log('held');
@@ -115,7 +115,7 @@ describe('the lock under forced interleavings', () => {
 
 describe('tidying after the lock is taken', () => {
   test('aDeadOpenersFileThatCannotBeRemovedNeitherFailsTheOpenNorLeaksTheLock', async () => {
-    const { LogStore } = await import('../../src/log-store.js');
+    const { LogStore } = await import('../../src/stores/log/log-store.js');
     const tmp = mkdtempSync(join(tmpdir(), 'pq-tidy-'));
     try {
       const dir = join(tmp, 'store');

@@ -19,7 +19,7 @@ afterAll(() => {
 /** Main thread opens argv[2] and keeps it; a worker then opens it and reports what happened. */
 const TWO_THREADS = `
 import { Worker, isMainThread, workerData, parentPort } from 'node:worker_threads';
-import { LogStore } from ${JSON.stringify(distUrl('log-store.js'))};
+import { LogStore } from ${JSON.stringify(distUrl('stores/log/log-store.js'))};
 if (isMainThread) {
   const held = await LogStore.open(process.argv[2]);
   const w = new Worker(new URL(import.meta.url), { workerData: process.argv[2] });
@@ -41,7 +41,7 @@ if (isMainThread) {
 
 /** One thread, two copies of the package (as two dependencies that each bundle it): argv[3] is the copy. */
 const TWO_COPIES = `
-const A = (await import(${JSON.stringify(distUrl('log-store.js'))})).LogStore;
+const A = (await import(${JSON.stringify(distUrl('stores/log/log-store.js'))})).LogStore;
 const B = (await import(process.argv[3])).LogStore;
 const held = await A.open(process.argv[2]);
 try {
@@ -62,7 +62,7 @@ describe.each(['flock', 'pidfile'] as const)('the %s lock', (kind) => {
     cpSync(join(root, 'dist'), join(tmp, 'copy', 'dist'), { recursive: true });
     cpSync(join(root, 'package.json'), join(tmp, 'copy', 'package.json'));
     symlinkSync(join(root, 'node_modules'), join(tmp, 'copy', 'node_modules'));
-    const copy = pathToFileURL(join(tmp, 'copy', 'dist', 'log-store.js')).href;
+    const copy = pathToFileURL(join(tmp, 'copy', 'dist', 'stores', 'log', 'log-store.js')).href;
     const child = runModule(tmp, 'two-copies.mjs', TWO_COPIES, [join(tmp, 'store'), copy], [], { PERSISTENT_QUEUE_LOCK: kind });
     await child.until((lines) => lines.length > 0);
     expect(child.lines[0], child.stderr).toBe('refused ERR_LOCKED');

@@ -12,9 +12,9 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { OpenError } from '../../src/errors.js';
+import { OpenError } from '../../src/contract/errors.js';
 import { createNodeFileSystem, type LockKind } from '../../src/fs/node-fs.js';
-import { LogStore, type LogStoreOptions } from '../../src/log-store.js';
+import { LogStore, type LogStoreOptions } from '../../src/stores/log/log-store.js';
 import { distUrl, type Lines, runModule } from '../support/child-process.js';
 
 const made: string[] = [];
@@ -36,7 +36,7 @@ const decode = (b: Uint8Array): string => new TextDecoder().decode(b);
  * closes the store when a line arrives on its stdin (printing `closed`); killed otherwise.
  */
 const HOLDER = `
-import { LogStore } from ${JSON.stringify(distUrl('log-store.js'))};
+import { LogStore } from ${JSON.stringify(distUrl('stores/log/log-store.js'))};
 import { Builder } from ${JSON.stringify(distUrl('index.js'))};
 try {
   const store = await LogStore.open(process.argv[2]);

@@ -8,14 +8,14 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
-import { Builder, type Consumer, type Producer } from '../../src/queue.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
 import { FRAME_OVERHEAD_BYTES, GROUPS_LIMIT_MAX, REQ_GROUPS, SCHEDULES_LIMIT_MAX, encodeGroups, encodeHello, encodeSchedules, newFrame } from '../../src/remote/protocol.js';
 import { EndpointServer } from '../../src/remote/server.js';
-import type { OwnerSurface } from '../../src/remote/surface.js';
-import { MAX_GROUP_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/store.js';
+import type { OwnerSurface } from '../../src/contract/owner-surface.js';
+import { MAX_GROUP_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/contract/store.js';
 import { ManualClock } from '../../src/testing/index.js';
 
 const dirs: string[] = [];

@@ -7,8 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { LogStore } from '../../src/log-store.js';
-import { Builder } from '../../src/queue.js';
+import { LogStore } from '../../src/stores/log/log-store.js';
+import { Builder } from '../../src/core/builder.js';
 import { connect } from '../../src/remote/connect.js';
 import { type Lines, distUrl, runModule } from '../support/child-process.js';
 

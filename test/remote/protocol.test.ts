@@ -1,8 +1,8 @@
 /** The endpoint's frames (FORMAT.md §15): what the encoders write, the decoder reads back, and every malformed input it refuses. */
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { QueueError } from '../../src/errors.js';
-import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/store.js';
+import { QueueError } from '../../src/contract/errors.js';
+import { MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/contract/store.js';
 import {
   DEAD_LETTER_ENTRY_BYTES,
   ERROR_KIND_ABORT,

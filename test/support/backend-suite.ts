@@ -7,10 +7,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { expect, test } from 'vitest';
-import { runStoreConformance } from '../../src/conformance.js';
-import { isQueueError, OpenError } from '../../src/errors.js';
-import { Builder } from '../../src/queue.js';
-import type { Store } from '../../src/store.js';
+import { runStoreConformance } from '../../src/conformance/index.js';
+import { isQueueError, OpenError } from '../../src/contract/errors.js';
+import { Builder } from '../../src/core/builder.js';
+import type { Store } from '../../src/contract/store.js';
 import { distUrl, hideSource, holderSource, printedItems, runModule, writerSource } from './child-process.js';
 
 export interface BackendStore extends Store {

@@ -10,10 +10,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 
-/** One import: by `from` (a path from the root, `src/queue/core.ts`) of `to`. */
+/** One import: by `from` (a path from the root, `src/core/queue-core.ts`) of `to`. */
 export interface Edge {
   readonly from: string;
-  /** The imported file for a relative specifier (`src/queue/entry.ts`); else the specifier (`node:fs`). */
+  /** The imported file for a relative specifier (`src/core/entry.ts`); else the specifier (`node:fs`). */
   readonly to: string;
   /** False for `import type` and `export type … from`: erased when compiled. */
   readonly runtime: boolean;
@@ -37,7 +37,7 @@ export function importsOf(path: string, text: string): Edge[] {
   return edges;
 }
 
-/** `./core.js` imported by `src/queue/batches.ts` is `src/queue/core.ts`. */
+/** `./core.js` imported by `src/core/batches.ts` is `src/core/queue-core.ts`. */
 function resolveSpecifier(from: string, specifier: string): string {
   const path = posix.normalize(posix.join(posix.dirname(from), specifier));
   return path.endsWith('.js') ? `${path.slice(0, -3)}.ts` : path;

@@ -7,9 +7,9 @@
  */
 import { rmSync } from 'node:fs';
 import { expect, test } from 'vitest';
-import { isQueueError } from '../../src/errors.js';
-import { Builder } from '../../src/queue.js';
-import type { StoredItem } from '../../src/store.js';
+import { isQueueError } from '../../src/contract/errors.js';
+import { Builder } from '../../src/core/builder.js';
+import type { StoredItem } from '../../src/contract/store.js';
 import { freshDir } from './backend-suite.js';
 import type { SchedulingBackend } from './scheduling-suite.js';
 

@@ -9,8 +9,8 @@
  * writes a Store, and has the Store suite for it).
  */
 import { expect, type TestAPI } from 'vitest';
-import { isQueueError } from '../../src/errors.js';
-import { type Codec, json } from '../../src/codec.js';
+import { isQueueError } from '../../src/contract/errors.js';
+import { type Codec, json } from '../../src/lib/codec.js';
 import type { QueueConsumer, QueueItem, QueueProducer } from '../../src/api/handles.js';
 import type { ManualClock } from '../../src/testing/manual-clock.js';
 

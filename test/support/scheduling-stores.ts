@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LogStore, MemStore, type Store } from '../../src/index.js';
-import { LevelStore } from '../../src/level-store.js';
-import { SqliteStore } from '../../src/sqlite-store.js';
+import { LevelStore } from '../../src/stores/level/index.js';
+import { SqliteStore } from '../../src/stores/sqlite/index.js';
 import { CrashFileSystem } from '../../src/testing/index.js';
 import type { ScheduleTarget } from '../../harness/scheduling-model.js';
 

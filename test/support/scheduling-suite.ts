@@ -8,8 +8,8 @@
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { expect, test } from 'vitest';
-import { isQueueError } from '../../src/errors.js';
-import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from '../../src/store.js';
+import { isQueueError } from '../../src/contract/errors.js';
+import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from '../../src/contract/store.js';
 import { formatSeed, Prng, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 import { freshDir } from './backend-suite.js';
 import { distUrl, runModule } from './child-process.js';

@@ -1,6 +1,6 @@
 /** Test stores: a MemStore that records calls and lets a test hold appends and acks open. */
-import { MemStore } from '../../src/mem-store.js';
-import type { ReadRange, StoredItem } from '../../src/store.js';
+import { MemStore } from '../../src/stores/mem/mem-store.js';
+import type { ReadRange, StoredItem } from '../../src/contract/store.js';
 
 export interface Deferred {
   promise: Promise<void>;
@@ -89,7 +89,7 @@ export function tick(): Promise<void> {
  * A store written against the first Store contract: it keeps items, and nothing else (no delivery
  * counts, no dead letters, no priorities or not-before times), over a MemStore.
  */
-export function firstContractStore(): import('../../src/store.js').Store {
+export function firstContractStore(): import('../../src/contract/store.js').Store {
   const inner = new MemStore();
   return {
     maxItemBytes: inner.maxItemBytes,

@@ -1,6 +1,6 @@
 // Compile-time checks of the JetStream queue's types: the codec's type flows to push, reserve,
 // tryReserve, process and for-await, as in the embedded queue. Checked with typed-queue.ts by
-// test/typed-queue-types.test.ts; this file is never run.
+// test/core/typed-queue-types.test.ts; this file is never run.
 import type { NatsConnection } from '@nats-io/transport-node';
 import { json } from 'persistent-queue';
 import { JetStreamBuilder, type JetStreamConsumer, type JetStreamProducer, type JetStreamReserved } from 'persistent-queue/jetstream';

@@ -1,6 +1,6 @@
 // Compile-time checks of the typed queue API: `npx tsc -p test/types` must pass, and each
 // `@ts-expect-error` line must be an error (an unused one fails the build). Checked by
-// test/typed-queue-types.test.ts; this file is never run.
+// test/core/typed-queue-types.test.ts; this file is never run.
 import { Builder, MemStore, type Consumer, type Producer, type RemoteProducer, type Reserved, type StandardSchemaV1, connect, json, structured, text, validated } from 'persistent-queue';
 
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;

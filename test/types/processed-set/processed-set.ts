@@ -1,9 +1,9 @@
 // Compile-time checks of the processed-set API: `npx tsc -p test/types/processed-set` must pass,
-// and each `@ts-expect-error` line must be an error. Checked by test/processed-set-types.test.ts;
+// and each `@ts-expect-error` line must be an error. Checked by test/once/processed-set-types.test.ts;
 // this file is never run.
 import { Builder, LogProcessedSet, MemStore, type EffectivelyOnce, type ProcessedSet, type Reserved, effectivelyOnce, json } from 'persistent-queue';
 // The subpath is the built package's; the source is checked here so that no build is needed.
-import { SqliteProcessedSet } from '../../../src/sqlite-store.js';
+import { SqliteProcessedSet } from '../../../src/stores/sqlite/index.js';
 
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
 function assertType<T extends true>(_: T): void {}

@@ -1,0 +1,167 @@
+/** verifyStore: a full read-only check (`pq verify`). */
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../../src/stores/log/engine/format.js';
+import { verifyStore } from '../../../src/stores/log/engine/verify.js';
+import { nodeFileSystem } from '../../../src/stores/log/log-store.js';
+import { WrappedFs, appendBytes, cleanupDirs, crashCopy, errno, flipByte, freshDir, hashDir, items, openStore, segFiles } from './helpers.js';
+
+afterAll(cleanupDirs);
+
+async function rolled(): Promise<string> {
+  const dir = freshDir();
+  const { store } = await openStore(dir, { segmentBytes: 256 });
+  for (let i = 1; i <= 24; i++) await store.append(items(i, [`item-${String(i).padStart(2, '0')}`]), false);
+  await store.ack([3, 4], true);
+  await store.close();
+  return dir;
+}
+
+test('aSoundStoreHasNoProblemsAndEveryRecordIsChecked', async () => {
+  const dir = await rolled();
+  const before = hashDir(dir);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([]);
+  expect(r.records).toBe(24);
+  expect(r.files).toBe(segFiles(dir).length + 1);
+  expect(hashDir(dir)).toEqual(before);
+});
+
+test('aBitFlipInASealedRecordIsAProblemWithFileAndOffset', async () => {
+  const dir = await rolled();
+  const first = join(dir, segFiles(dir)[0]!);
+  const frame = FRAME_HEADER_BYTES + 7;
+  flipByte(first, SEGMENT_HEADER_BYTES + frame + FRAME_HEADER_BYTES + 2);
+  const before = hashDir(dir);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.problems).toHaveLength(1);
+  expect(r.problems[0]).toMatchObject({ file: first, offset: SEGMENT_HEADER_BYTES + frame });
+  expect(hashDir(dir)).toEqual(before);
+});
+
+test('aTornActiveTailIsANoteAndAForeignFileAProblem', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir, { preallocate: false });
+  await store.append(items(1, ['a', 'b']), false);
+  const copy = crashCopy(dir);
+  await store.close();
+  appendBytes(join(copy, segFiles(copy)[0]!), Uint8Array.from([1, 2, 3]));
+  fs.writeFileSync(join(copy, 'notes.txt'), 'x');
+  const r = verifyStore(copy, { fs: nodeFileSystem });
+  expect(r.notes.some((n) => /torn tail of 3 bytes/.test(n))).toBe(true);
+  expect(r.problems.map((p) => p.file)).toEqual([join(copy, 'notes.txt')]);
+});
+
+test('aSegmentGapIsAProblem', async () => {
+  const dir = await rolled();
+  fs.unlinkSync(join(dir, segFiles(dir)[1]!));
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.problems.some((p) => /gap/.test(p.reason))).toBe(true);
+});
+
+test('aTruncatedSealedSegmentIsReportedWhereItsFramesEndWithoutFollowOnProblems', async () => {
+  const dir = await rolled();
+  const first = join(dir, segFiles(dir)[0]!);
+  fs.truncateSync(first, fs.statSync(first).size - 10);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  const reasons = r.problems.map((p) => p.reason).join('\n');
+  // The bad seal and the frame that runs past the end are reported; nothing is said about
+  // "missing" seqs, which are in the damaged segment.
+  expect(reasons).toMatch(/file check 11/);
+  expect(reasons).toMatch(/length runs past EOF/);
+  expect(reasons).not.toMatch(/missing segment/);
+  expect(r.files).toBe(segFiles(dir).length + 1);
+});
+
+test('anUnreadableCursorDoesNotInventProblemsInTheData', async () => {
+  const dir = await rolled();
+  flipByte(join(dir, 'cursor.pqc'), 9);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.problems.map((p) => p.reason).join('\n')).not.toMatch(/missing segment|cursor checkpoint covers/);
+  expect(r.problems.length).toBe(1);
+  expect(r.records).toBe(24);
+});
+
+test('aDirectoryWithoutASegmentOrCursorFileIsNotAStore', () => {
+  const empty = freshDir();
+  fs.mkdirSync(empty, { recursive: true });
+  let r = verifyStore(empty, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([{ file: empty, offset: 0, reason: `${empty} is not a store: it holds no segment or cursor file` }]);
+  fs.writeFileSync(join(empty, 'LOCK'), '123');
+  expect(verifyStore(empty, { fs: nodeFileSystem }).problems.map((p) => p.reason)).toEqual([expect.stringMatching(/is not a store/)]);
+  // Foreign files stay a problem of their own.
+  fs.writeFileSync(join(empty, 'notes.txt'), 'x');
+  r = verifyStore(empty, { fs: nodeFileSystem });
+  expect(r.problems.map((p) => p.reason)).toEqual([expect.stringMatching(/not part of a store \(notes\.txt\)/), expect.stringMatching(/is not a store/)]);
+  expect(fs.readdirSync(empty).sort()).toEqual(['LOCK', 'notes.txt']);
+});
+
+test('thePreallocatedZeroTailOfACrashedActiveSegmentIsANoteNotATornTail', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.append(items(1, ['a', 'b']), true); // a synced batch preallocates zeros ahead
+  const copy = crashCopy(dir);
+  await store.close();
+  const r = verifyStore(copy, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([]);
+  expect(r.records).toBe(2);
+  expect(r.notes).toEqual([expect.stringMatching(/^seg-\d+\.log: \d+ zero bytes at offset \d+ after the last record \(preallocated space/)]);
+  expect(r.notes.join('\n')).not.toMatch(/torn/);
+});
+
+test('aTornRecordFollowedByPreallocatedZerosIsToldApartFromTheZeros', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.append(items(1, ['a', 'b']), true);
+  const copy = crashCopy(dir);
+  await store.close();
+  const seg = join(copy, segFiles(copy)[0]!);
+  const size = fs.statSync(seg).size;
+  const end = SEGMENT_HEADER_BYTES + 2 * (FRAME_HEADER_BYTES + 1);
+  // The first 7 bytes of a third frame made it to disk; the preallocated zeros follow.
+  const fd = fs.openSync(seg, 'r+');
+  fs.writeSync(fd, Uint8Array.from([9, 9, 9, 9, 1, 0, 0]), 0, 7, end);
+  fs.closeSync(fd);
+  const r = verifyStore(copy, { fs: nodeFileSystem });
+  expect(r.problems).toEqual([]);
+  expect(r.notes).toEqual([`${segFiles(copy)[0]}: torn tail of 5 bytes at offset ${end}, then ${size - end - 5} zero bytes of preallocated space (cut at the next open)`]);
+});
+
+test('aFlippedByteInRecordTwoOfFiveCountsTheFourIntactRecordsAndReportsNoFollowOnProblem', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir, { preallocate: false });
+  for (let seq = 1; seq <= 5; seq++) await store.append(items(seq, [`item-${seq}`]), true);
+  await store.close();
+  const seg = join(dir, segFiles(dir)[0]!);
+  const second = SEGMENT_HEADER_BYTES + FRAME_HEADER_BYTES + 6;
+  flipByte(seg, second + FRAME_HEADER_BYTES + 3);
+  const before = hashDir(dir);
+  const r = verifyStore(dir, { fs: nodeFileSystem });
+  expect(r.records).toBe(4);
+  expect(r.problems).toEqual([
+    {
+      file: seg,
+      offset: second,
+      end: second + FRAME_HEADER_BYTES + 6,
+      lostSeqs: [{ first: 2, last: 2 }],
+      reason: expect.stringMatching(/damaged at offset \d+: damaged frame followed by valid data \(tail table row 2\)$/),
+    },
+  ]);
+  expect(hashDir(dir)).toEqual(before);
+});
+
+test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  await store.close();
+  for (const op of ['stat', 'readdir', 'open'] as const) {
+    const denied = new WrappedFs(nodeFileSystem);
+    denied[op] = () => {
+      throw errno('EACCES');
+    };
+    const r = verifyStore(dir, { fs: denied });
+    expect(r.problems.length, op).toBeGreaterThan(0);
+    expect(r.problems.every((p) => /EACCES/.test(p.reason)), op).toBe(true);
+  }
+});
