@@ -87,14 +87,15 @@ export interface LogStoreOptions {
    * (the FileSystem's `fdatasyncSync`/`fsyncSync`), or in the libuv threadpool.
    * - `'auto'` (the default): on the calling thread when no other sync of the file is running and
    *   the sync covers one operation (a batch of one push or one ack: a serial producer or consumer,
-   *   which has nothing to overlap with the flush), or covers a batch while the event loop has had
-   *   nothing else to do (during the recent batch syncs in the threadpool it ran callbacks for
-   *   less than 15 % of the time, by `performance.eventLoopUtilization`: the round trip through
-   *   the threadpool then only delayed the batch). In the threadpool otherwise, where the event
-   *   loop goes on with other work while the device flushes (the next batch's pushes, a server's
-   *   requests); one batch sync in 16 goes there anyway, to see a loop that got busy. At most one
-   *   batch sync per turn of the event loop runs on the calling thread: the loop stands still for
-   *   at most one device flush at a time, and timers and I/O run between two.
+   *   which has nothing to overlap with the flush), or covers a batch (or a new segment or
+   *   checkpoint file) while the event loop has had nothing else to do (during the recent syncs in
+   *   the threadpool it ran callbacks for less than 15 % of the time, by
+   *   `performance.eventLoopUtilization`: the round trip through the threadpool then only delayed
+   *   the batch). In the threadpool otherwise, where the event loop goes on with other work while
+   *   the device flushes (the next batch's pushes, a server's requests); one such sync in 16 goes
+   *   there anyway, to see a loop that got busy. At most one of them per turn of the event loop
+   *   runs on the calling thread: the loop stands still for at most one device flush at a time,
+   *   and timers and I/O run between two.
    *   docs/guides/durability.md, "Blocking syncs", has the measured figures.
    * - `true`: every sync on the calling thread (the event loop stands still for every device
    *   flush: for a CLI or a single-purpose worker, not for a process that must keep serving while
