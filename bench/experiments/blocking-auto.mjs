@@ -1,8 +1,9 @@
 // LogStore's `blockingSync` modes side by side: throughput and the event loop's delay
 // (perf_hooks.monitorEventLoopDelay, 1 ms resolution: how long a timer waits behind the work)
 // for push-only cells of 128 B under `sync` and `group`, 1 and 64 producers, in interleaved rounds.
-// 'auto' (the default) syncs on the calling thread when a sync covers one operation; false always
-// in the threadpool; true always on the calling thread.
+// 'auto' (the default) syncs on the calling thread when a sync covers one operation, and for a
+// batch while the event loop has had nothing else to do (bench/experiments/auto-batch-sync.mjs);
+// false always in the threadpool; true always on the calling thread.
 // Usage: npm run build && node bench/experiments/blocking-auto.mjs [rounds=5] [ms=700]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -104,6 +104,43 @@ describe('blockingSync', () => {
     await expect(LogStore.open(join(freshDir(), 'q'), { blockingSync: 'often' as never })).rejects.toThrow(TypeError);
   });
 
+  it('byDefaultABatchSyncRunsOnTheCallingThreadWhileTheLoopIsIdle_andInTheThreadpoolWhileItIsBusy', async () => {
+    // Each flush in the threadpool takes a few more milliseconds, through which the loop waits idle.
+    const slowed = (): ReturnType<typeof countingFs> => {
+      const { fs, counts } = countingFs();
+      const fdatasync = fs.fdatasync.bind(fs);
+      fs.fdatasync = (fd) => fdatasync(fd).then(() => new Promise<void>((resolve) => setTimeout(resolve, 5)));
+      return { fs, counts };
+    };
+    const batches = async (tx: { pushMany(items: Uint8Array[]): Promise<unknown> }, counts: { fdatasyncSync: number; async: number }) => {
+      const before = { ...counts };
+      for (let i = 0; i < 80; i++) await tx.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
+      return { onThread: counts.fdatasyncSync - before.fdatasyncSync, threadpool: counts.async - before.async };
+    };
+    const idle = slowed();
+    const [tx] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: idle.fs })).durability('group').open();
+    const quiet = await batches(tx, idle.counts);
+    expect(quiet.onThread, 'batches synced on the calling thread once the loop was seen idle').toBeGreaterThan(0);
+    expect(quiet.threadpool, 'until then, and one in sixteen after').toBeGreaterThan(0);
+    await tx.close();
+    // The same pushes while the loop keeps running other callbacks: every batch stays in the threadpool.
+    const busy = slowed();
+    const [tx2] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: busy.fs })).durability('group').open();
+    let serving = true;
+    let served = 0;
+    const serve = (): void => {
+      if (!serving) return;
+      for (let i = 0; i < 20_000; i++) served += i % 3;
+      setImmediate(serve);
+    };
+    setImmediate(serve);
+    const loaded = await batches(tx2, busy.counts);
+    serving = false;
+    expect(served).toBeGreaterThan(0);
+    expect(loaded).toEqual({ onThread: 0, threadpool: 80 });
+    await tx2.close();
+  });
+
   it('aFailedBlockingSyncFailsTheStore_andTheFailedPushIsNotResolved', async () => {
     const fs = new CrashFileSystem({ seed: 7 });
     const store = await LogStore.open('/q', { fs, blockingSync: true, preallocate: false });

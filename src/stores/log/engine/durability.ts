@@ -12,6 +12,30 @@ import { closeQuietly } from './layout.js';
 /** Under `none`, the active segment is fdatasynced in the background every this many bytes. */
 const BACKGROUND_FLUSH_BYTES = 8 * 1024 * 1024;
 
+/**
+ * Under `blockingSync: 'auto'`, a sync of a batch runs on the calling thread while the event loop
+ * ran callbacks for less than this share of the recent syncs it waited for in the threadpool.
+ */
+const LOOP_QUIET_SHARE = 0.15;
+/** Weight of the latest sync in that average. */
+const LOOP_WEIGHT = 1 / 16;
+/** While batch syncs run on the calling thread, one in this many still goes to the threadpool, to look at the loop again. */
+export const LOOK_AGAIN_EVERY = 16;
+
+/** The event loop's idle and active time (ms) so far, or since an earlier reading: `performance.eventLoopUtilization`. */
+export interface LoopTime {
+  readonly idle: number;
+  readonly active: number;
+  readonly utilization: number;
+}
+export type LoopMeter = (since?: LoopTime) => LoopTime;
+
+/** The runtime's meter, or null where it has none (the loop then counts as busy). */
+const runtimeLoopMeter: LoopMeter | null =
+  typeof globalThis.performance?.eventLoopUtilization === 'function'
+    ? (since) => performance.eventLoopUtilization(since)
+    : null;
+
 export function errnoCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string'
     ? (e as { code: string }).code
@@ -29,6 +53,15 @@ export class Durability {
   readonly #closeWanted = new Set<number>();
   /** The syncs running per fd, for a success to wait on the others (see `syncFd`). */
   readonly #runningByFd = new Map<number, Set<Promise<void>>>();
+  /**
+   * Under 'auto': the share of the recent threadpool syncs' time during which the event loop ran
+   * callbacks (a moving average; 1 until one was measured), and the batch syncs run on the calling
+   * thread since the last one sent to the threadpool to measure it again.
+   */
+  #loopBusy = 1;
+  #blockedBatches = 0;
+  /** A batch's sync ran on the calling thread in this turn of the event loop (see `#blockBatch`). */
+  #stalledThisTurn = false;
   /** Write offset of the active segment when its last data sync started. */
   #flushedOffset = 0;
   #backgroundFlush = false;
@@ -38,10 +71,12 @@ export class Durability {
     private readonly dir: string,
     /**
      * Where syncs run (`blockingSync`): true, on the calling thread; false, in the threadpool;
-     * 'auto', on the calling thread for a sync of one operation (`single`) when no other sync of
-     * the file is running. The options checked that `fs` can sync on the calling thread.
+     * 'auto', on the calling thread when no other sync of the file is running and the sync covers
+     * one operation (`single`) or the event loop was quiet (see `#batchMayBlock`). The options
+     * checked that `fs` can sync on the calling thread.
      */
     private readonly blocking: boolean | 'auto' = false,
+    private readonly loopMeter: LoopMeter | null = runtimeLoopMeter,
   ) {}
 
   get failure(): QueueError | null {
@@ -71,26 +106,40 @@ export class Durability {
    * of a writeback error, and the other returns success over pages that never reached the disk.
    */
   syncFd(fd: number, dataOnly: boolean, single = false): Promise<void> {
-    // A sync of one operation has nothing to overlap with: the threadpool's round trip is all it
-    // would add. Never beside a running sync of the same file, whose error it could not share.
-    if (this.blocking === true || (this.blocking === 'auto' && single && !this.#runningByFd.has(fd))) return this.#syncNow(fd, dataOnly);
-    this.#syncsByFd.set(fd, (this.#syncsByFd.get(fd) ?? 0) + 1);
+    if (this.blocking === true) return this.#syncNow(fd, dataOnly);
+    // Never on the calling thread beside a running sync of the same file, whose error it could not share.
+    if (this.blocking === 'auto' && !this.#runningByFd.has(fd)) {
+      // A sync of one operation has nothing to overlap with: the threadpool's round trip is all it would add.
+      if (single) return this.#syncNow(fd, dataOnly);
+      if (this.#batchMayBlock()) return this.#blockBatch(fd, dataOnly);
+    }
+    return this.#syncLater(fd, dataOnly);
+  }
+
+  /** `syncFd` in the threadpool. */
+  #syncLater(fd: number, dataOnly: boolean): Promise<void> {
+    this.#hold(fd);
     const sync = dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd);
     let running = this.#runningByFd.get(fd);
     if (running === undefined) this.#runningByFd.set(fd, (running = new Set()));
     running.add(sync);
+    // How busy the loop is while the device flushes, read from the first check phase on, past the
+    // rest of the work that started this sync (see `#batchMayBlock`).
+    let loopAt: LoopTime | undefined;
+    if (this.blocking === 'auto' && this.loopMeter !== null) {
+      const meter = this.loopMeter;
+      setImmediate(() => {
+        loopAt = meter();
+      });
+    }
     const done = (): void => {
       running.delete(sync);
       if (running.size === 0 && this.#runningByFd.get(fd) === running) this.#runningByFd.delete(fd);
-      const n = this.#syncsByFd.get(fd)! - 1;
-      if (n > 0) this.#syncsByFd.set(fd, n);
-      else {
-        this.#syncsByFd.delete(fd);
-        if (this.#closeWanted.delete(fd)) closeQuietly(this.fs, fd);
-      }
+      this.#release(fd);
     };
     return sync.then(
       async () => {
+        if (loopAt !== undefined) this.#noteFlight(loopAt);
         done();
         // The failure handler of each of those syncs runs before this waiter is resumed (it was
         // attached first), so a failure among them is already recorded when it is looked at.
@@ -108,11 +157,72 @@ export class Durability {
     );
   }
 
+  #hold(fd: number): void {
+    this.#syncsByFd.set(fd, (this.#syncsByFd.get(fd) ?? 0) + 1);
+  }
+
+  #release(fd: number): void {
+    const n = this.#syncsByFd.get(fd)! - 1;
+    if (n > 0) this.#syncsByFd.set(fd, n);
+    else {
+      this.#syncsByFd.delete(fd);
+      if (this.#closeWanted.delete(fd)) closeQuietly(this.fs, fd);
+    }
+  }
+
+  /**
+   * Under 'auto', whether a sync of a batch runs on the calling thread. In the threadpool, the
+   * event loop goes on with other work while the device flushes: the producers' next pushes,
+   * acks, a server's requests. When the loop instead sat idle through the recent flushes (from
+   * the first check phase after each started, it ran callbacks for less than LOOP_QUIET_SHARE of
+   * the time on average), the round trip through the threadpool only delayed every operation of
+   * the batch, and blocking stalls nobody. One batch in LOOK_AGAIN_EVERY still goes to the
+   * threadpool, so that a loop which got busy is seen within a few of them.
+   */
+  #batchMayBlock(): boolean {
+    if (this.#loopBusy >= LOOP_QUIET_SHARE) return false;
+    if (++this.#blockedBatches < LOOK_AGAIN_EVERY) return true;
+    this.#blockedBatches = 0;
+    return false;
+  }
+
+  /** A sync in the threadpool settled: the share of the time since `since` that the loop ran callbacks joins the average. */
+  #noteFlight(since: LoopTime): void {
+    const { idle, active } = this.loopMeter!(since);
+    // A runtime whose meter reports no time at all tells nothing: the figure stays.
+    if (idle + active > 0) this.#loopBusy += (active / (idle + active) - this.#loopBusy) * LOOP_WEIGHT;
+  }
+
+  /**
+   * A batch's sync on the calling thread, at most one per turn of the event loop: a second one in
+   * the same turn waits for the next, so that timers and I/O run between two stalls and no stall
+   * is longer than one flush. (The queue's per-turn budget of store calls bounds them only once it
+   * has run out: measured without this rule, 15 blocking syncs in one turn.)
+   */
+  #blockBatch(fd: number, dataOnly: boolean): Promise<void> {
+    if (!this.#stalledThisTurn) {
+      this.#stalledThisTurn = true;
+      setImmediate(this.#turnEnded);
+      return this.#syncNow(fd, dataOnly);
+    }
+    this.#hold(fd);
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // A sync of the file may have started meanwhile: this one then joins it in the threadpool.
+      const sync = this.#runningByFd.has(fd) ? this.#syncLater(fd, dataOnly) : this.#blockBatch(fd, dataOnly);
+      this.#release(fd);
+      return sync;
+    });
+  }
+
+  readonly #turnEnded = (): void => {
+    this.#stalledThisTurn = false;
+  };
+
   /**
    * `syncFd` on the calling thread (`blockingSync`). No other sync of the fd is in flight (under
    * `true` every sync runs here; under `'auto'` only when none runs), so none can share a
-   * writeback error with it; the rules are the same: a
-   * failure fails the instance, and after a failure no success is reported.
+   * writeback error with it; the rules are the same: a failure fails the instance, and after a
+   * failure no success is reported.
    */
   #syncNow(fd: number, dataOnly: boolean): Promise<void> {
     try {
@@ -180,7 +290,10 @@ export class Durability {
     const clear = (): void => {
       this.#backgroundFlush = false;
     };
-    this.syncData(fd).then(clear, clear);
+    // In the threadpool under 'auto', however quiet the loop was lately: this flush is there so
+    // that appends go on while it writes back up to BACKGROUND_FLUSH_BYTES.
+    const flush = this.blocking === true ? this.#syncNow(fd, true) : this.#syncLater(fd, true);
+    flush.then(undefined, (e: unknown) => this.fail(e)).then(clear, clear);
   }
 
   /** Close the descriptors that were waiting for their syncs (the store is closing). */

@@ -86,12 +86,18 @@ export interface LogStoreOptions {
   /**
    * Where the fsyncs and fdatasyncs of the segments and the cursor file run: on the calling thread
    * (the FileSystem's `fdatasyncSync`/`fsyncSync`), or in the libuv threadpool.
-   * - `'auto'` (the default): on the calling thread when the sync covers one operation (a batch of
-   *   one push or one ack: a serial producer or consumer, which has nothing to overlap with the
-   *   flush) and no other sync of the file is running, in the threadpool otherwise (where pushes
-   *   gather, the event loop goes on gathering the next batch while the device flushes). The event
-   *   loop stands still for at most one device flush at a time, and only for a flush of one
-   *   operation. docs/guides/durability.md, "Blocking syncs", has the measured figures.
+   * - `'auto'` (the default): on the calling thread when no other sync of the file is running and
+   *   the sync covers one operation (a batch of one push or one ack: a serial producer or consumer,
+   *   which has nothing to overlap with the flush), or covers a batch (or a new segment or
+   *   checkpoint file) while the event loop has had nothing else to do (during the recent syncs in
+   *   the threadpool it ran callbacks for less than 15 % of the time, by
+   *   `performance.eventLoopUtilization`: the round trip through the threadpool then only delayed
+   *   the batch). In the threadpool otherwise, where the event loop goes on with other work while
+   *   the device flushes (the next batch's pushes, a server's requests); one such sync in 16 goes
+   *   there anyway, to see a loop that got busy. At most one of them per turn of the event loop
+   *   runs on the calling thread: the loop stands still for at most one device flush at a time,
+   *   and timers and I/O run between two.
+   *   docs/guides/durability.md, "Blocking syncs", has the measured figures.
    * - `true`: every sync on the calling thread (the event loop stands still for every device
    *   flush: for a CLI or a single-purpose worker, not for a process that must keep serving while
    *   the disk works). Under `none` the background flush of the active segment (one fdatasync per
@@ -99,8 +105,9 @@ export interface LogStoreOptions {
    * - `false`: every sync in the threadpool.
    * Durability is the same for all three: a synced operation resolves only after its flush
    * returned. Directory fsyncs, the identity file, compaction's rewritten segments and the cut of a
-   * torn tail at open stay asynchronous. With a FileSystem that cannot sync on the calling thread
-   * (no `fdatasyncSync`), `'auto'` syncs in the threadpool and `true` is refused.
+   * torn tail at open stay asynchronous, and so does the background flush under `none` with
+   * `'auto'`. With a FileSystem that cannot sync on the calling thread (no `fdatasyncSync`),
+   * `'auto'` syncs in the threadpool and `true` is refused.
    * @default 'auto'
    */
   blockingSync?: boolean | 'auto';

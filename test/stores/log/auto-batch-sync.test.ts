@@ -1,0 +1,203 @@
+// Where `blockingSync: 'auto'` runs the sync of a batch (Durability.syncFd): on the calling thread
+// once the event loop sat idle through the recent flushes in the threadpool, in the threadpool while
+// it has other work, never beside a running sync of the same file, and at most one per turn of the
+// event loop. The loop's meter is a fake the test advances; the flushes are promises it settles.
+import { describe, expect, it } from 'vitest';
+import type { FileSystem } from '../../../src/fs/file-system.js';
+import { Durability, LOOK_AGAIN_EVERY, type LoopMeter, type LoopTime } from '../../../src/stores/log/engine/durability.js';
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** A FileSystem that records its syncs; the asynchronous ones wait for `settle`. */
+function recordingFs() {
+  const calls = { onThread: [] as number[], threadpool: [] as number[], closed: [] as number[] };
+  const pending: Array<() => void> = [];
+  const later = (fd: number): Promise<void> => {
+    calls.threadpool.push(fd);
+    return new Promise<void>((resolve) => pending.push(resolve));
+  };
+  const now = (fd: number): void => {
+    calls.onThread.push(fd);
+  };
+  const fs = { fdatasync: later, fsync: later, fdatasyncSync: now, fsyncSync: now, close: (fd: number) => calls.closed.push(fd) };
+  const settle = (): void => {
+    for (const resolve of pending.splice(0)) resolve();
+  };
+  return { fs: fs as unknown as FileSystem, calls, settle };
+}
+
+/** An event loop whose idle and active time the test moves forward. */
+class FakeLoop {
+  idle = 0;
+  active = 0;
+  readonly meter: LoopMeter = (since?: LoopTime) =>
+    since === undefined
+      ? { idle: this.idle, active: this.active, utilization: 0 }
+      : { idle: this.idle - since.idle, active: this.active - since.active, utilization: 0 };
+}
+
+function setup(meter: LoopMeter | null = new FakeLoop().meter, loop?: FakeLoop) {
+  const rec = recordingFs();
+  const durability = new Durability(rec.fs, '/q', 'auto', loop?.meter ?? meter);
+  /**
+   * One batch sync of `fd` in a turn of its own; while it is in the threadpool the loop is idle
+   * (`quiet`) or runs callbacks. Returns where it ran.
+   */
+  const batch = async (fd: number, quiet: boolean): Promise<'calling thread' | 'threadpool'> => {
+    const before = rec.calls.threadpool.length;
+    const sync = durability.syncFd(fd, true);
+    await nextTurn(); // the meter's first reading is taken in this check phase
+    const pooled = rec.calls.threadpool.length > before;
+    if (pooled) {
+      if (quiet && loop) loop.idle += 10;
+      else if (loop) loop.active += 10;
+      rec.settle();
+    }
+    await sync;
+    await nextTurn();
+    return pooled ? 'threadpool' : 'calling thread';
+  };
+  return { ...rec, durability, batch };
+}
+
+/** Batch syncs under a quiet loop until one runs on the calling thread; fails the test after `limit`. */
+async function untilOnThread(s: ReturnType<typeof setup>, limit = 100): Promise<number> {
+  for (let i = 1; i <= limit; i++) if ((await s.batch(3, true)) === 'calling thread') return i;
+  throw new Error(`no batch sync ran on the calling thread in ${limit}`);
+}
+
+describe("blockingSync 'auto' for batches", () => {
+  it('aBatchSyncMovesToTheCallingThreadOnceTheLoopSatIdleThroughTheFlushes_oneInSixteenStillGoesToTheThreadpool', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    expect(await s.batch(3, true), 'before any flush was measured').toBe('threadpool');
+    const n = await untilOnThread(s);
+    expect(n).toBeGreaterThan(1);
+    const where: string[] = [];
+    for (let i = 0; i < 4 * LOOK_AGAIN_EVERY; i++) where.push(await s.batch(3, true));
+    expect(where.filter((w) => w === 'threadpool')).toHaveLength(4);
+    // A sync of one operation runs on the calling thread, as before.
+    const onThread = s.calls.onThread.length;
+    await s.durability.syncFd(3, true, true);
+    expect(s.calls.onThread).toHaveLength(onThread + 1);
+  });
+
+  it('aBusyLoopKeepsBatchSyncsInTheThreadpool', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    for (let i = 0; i < 100; i++) expect(await s.batch(3, false)).toBe('threadpool');
+    expect(s.calls.onThread).toEqual([]);
+    await s.durability.syncFd(3, true, true);
+    expect(s.calls.onThread, 'a sync of one operation still runs on the calling thread').toEqual([3]);
+  });
+
+  it('aLoopThatGetsBusyIsSeenByTheSyncsStillSentToTheThreadpool_andBatchesGoBackThere', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    for (let i = 0; i < 100; i++) await s.batch(3, true);
+    // Busy from now on: only the syncs still sent to the threadpool see it.
+    const where: string[] = [];
+    for (let i = 0; i < 8 * LOOK_AGAIN_EVERY; i++) where.push(await s.batch(3, false));
+    const firstOfTheRest = where.length - 2 * LOOK_AGAIN_EVERY;
+    expect(where.slice(firstOfTheRest).every((w) => w === 'threadpool')).toBe(true);
+    expect(where.slice(0, firstOfTheRest)).toContain('calling thread');
+  });
+
+  it('neverOnTheCallingThreadBesideARunningSyncOfTheSameFile', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    // Batches on the calling thread until one goes to the threadpool: left in flight.
+    let inFlight: Promise<void> | null = null;
+    for (let i = 0; i <= LOOK_AGAIN_EVERY && inFlight === null; i++) {
+      const before = s.calls.threadpool.length;
+      const sync = s.durability.syncFd(3, true);
+      if (s.calls.threadpool.length > before) inFlight = sync;
+      else await sync;
+      await nextTurn();
+    }
+    expect(inFlight).not.toBeNull();
+    const onThread = s.calls.onThread.length;
+    const pooled = s.calls.threadpool.length;
+    const same = s.durability.syncFd(3, true);
+    const single = s.durability.syncFd(3, true, true);
+    expect(s.calls.threadpool.slice(pooled), 'beside the running sync of fd 3').toEqual([3, 3]);
+    await s.durability.syncFd(4, true);
+    expect(s.calls.onThread.slice(onThread), 'another file is free').toEqual([4]);
+    loop.idle += 10;
+    s.settle();
+    await Promise.all([inFlight, same, single]);
+  });
+
+  it('atMostOneBatchSyncOnTheCallingThreadPerTurn_theNextRunsInTheNextTurn_itsFileStaysOpenMeanwhile', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    const onThread = s.calls.onThread.length;
+    const first = s.durability.syncFd(3, true);
+    const second = s.durability.syncFd(4, true);
+    s.durability.closeWhenIdle(4);
+    expect(s.calls.onThread.slice(onThread)).toEqual([3]);
+    expect(s.calls.closed, 'fd 4 waits for its sync').toEqual([]);
+    await first;
+    await nextTurn();
+    expect(s.calls.onThread.slice(onThread)).toEqual([3, 4]);
+    await second;
+    expect(s.calls.closed).toEqual([4]);
+  });
+
+  it('aBatchSyncWaitingForTheNextTurnJoinsASyncOfItsFileThatStartedMeanwhileInTheThreadpool', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    // Count the batches since the last one sent to the threadpool, to place the next one.
+    let sinceLook = 0;
+    for (let i = 0; i < 2 * LOOK_AGAIN_EVERY; i++) sinceLook = (await s.batch(3, true)) === 'threadpool' ? 0 : sinceLook + 1;
+    while (sinceLook < LOOK_AGAIN_EVERY - 3) sinceLook = (await s.batch(3, true)) === 'threadpool' ? 0 : sinceLook + 1;
+    const onThread = s.calls.onThread.length;
+    const pooled = s.calls.threadpool.length;
+    const blocked = s.durability.syncFd(3, true); // on the calling thread
+    const waiting = s.durability.syncFd(4, true); // the second in this turn: waits for the next
+    const looking = s.durability.syncFd(4, true); // sent to the threadpool to look at the loop
+    expect(s.calls.onThread.slice(onThread)).toEqual([3]);
+    expect(s.calls.threadpool.slice(pooled)).toEqual([4]);
+    await blocked;
+    await nextTurn();
+    expect(s.calls.onThread.slice(onThread), 'not beside the running sync of fd 4').toEqual([3]);
+    expect(s.calls.threadpool.slice(pooled)).toEqual([4, 4]);
+    loop.idle += 10;
+    s.settle();
+    await Promise.all([waiting, looking]);
+  });
+
+  it('theBackgroundFlushUnderNoneStaysInTheThreadpool_howeverQuietTheLoopWas', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    const onThread = s.calls.onThread.length;
+    const pooled = s.calls.threadpool.length;
+    s.durability.afterUnsyncedWrite(5, 8 * 1024 * 1024);
+    expect(s.calls.threadpool.slice(pooled)).toEqual([5]);
+    expect(s.calls.onThread).toHaveLength(onThread);
+    s.settle();
+  });
+
+  it('withoutALoopMeter_orWithOneThatReportsNoTime_batchSyncsStayInTheThreadpool', async () => {
+    const none = setup(null);
+    for (let i = 0; i < 50; i++) expect(await none.batch(3, true)).toBe('threadpool');
+    const stub = setup(() => ({ idle: 0, active: 0, utilization: 0 }));
+    for (let i = 0; i < 50; i++) expect(await stub.batch(3, true)).toBe('threadpool');
+  });
+
+  it('aFailedSyncOnTheCallingThreadFailsTheInstance', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    (s.fs as { fdatasyncSync: (fd: number) => void }).fdatasyncSync = () => {
+      throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    };
+    await expect(s.durability.syncFd(3, true)).rejects.toMatchObject({ code: 'EIO' });
+    expect(s.durability.failure?.code).toBe('ERR_STORE_FAILED');
+  });
+});
