@@ -82,6 +82,22 @@ describe("blockingSync 'auto' for batches", () => {
     expect(s.calls.onThread).toHaveLength(onThread + 1);
   });
 
+  it('aConsumerWritingBesideTheProducersSendsTheNextBatchSyncToTheThreadpool', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    // An ack or a delivery record between two batches: the next batch's sync goes to the
+    // threadpool, however quiet the loop, so that the consumer's writes go on during the flush.
+    const where: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      s.durability.noteConsumerWrite();
+      where.push(await s.batch(3, true));
+    }
+    expect(where).toEqual(Array(10).fill('threadpool'));
+    // The consumer stopped: batches block again, the loop being as quiet as before.
+    expect(await untilOnThread(s, 2)).toBe(1);
+  });
+
   it('aBusyLoopKeepsBatchSyncsInTheThreadpool', async () => {
     const loop = new FakeLoop();
     const s = setup(null, loop);

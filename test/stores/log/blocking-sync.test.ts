@@ -139,6 +139,36 @@ describe('blockingSync', () => {
     expect(served).toBeGreaterThan(0);
     expect(loaded).toEqual({ onThread: 0, threadpool: 80 });
     await tx2.close();
+    // An idle loop again, but a consumer acks between the batches: its writes go on during each
+    // flush, so every batch stays in the threadpool.
+    // (The consumer's own lazy-ack syncs of the cursor file are not batches of pushes: only the
+    // segments' syncs are counted.)
+    const consumed = slowed();
+    const segments = new Set<number>();
+    const open = consumed.fs.open.bind(consumed.fs);
+    consumed.fs.open = (path, mode, ...rest) => {
+      const fd = open(path, mode, ...rest);
+      if (path.endsWith('.log')) segments.add(fd);
+      return fd;
+    };
+    let segmentsOnThread = 0;
+    const onThread = consumed.fs.fdatasyncSync!.bind(consumed.fs);
+    consumed.fs.fdatasyncSync = (fd) => {
+      if (segments.has(fd)) segmentsOnThread++;
+      onThread(fd);
+    };
+    const [tx3, rx3] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: consumed.fs })).durability('group').open();
+    await batches(tx3, consumed.counts);
+    expect(segmentsOnThread, 'the loop was seen idle: batches blocked').toBeGreaterThan(0);
+    for (let i = 0; i < 40; i++) {
+      // Counted from the second batch: the first comes before the consumer's first write.
+      if (i === 1) segmentsOnThread = 0;
+      await tx3.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
+      const item = await rx3.reserve();
+      await item!.ack();
+    }
+    expect(segmentsOnThread, 'no batch blocked beside the consumer').toBe(0);
+    await tx3.close();
   });
 
   it('aFailedBlockingSyncFailsTheStore_andTheFailedPushIsNotResolved', async () => {

@@ -261,6 +261,7 @@ export class LogEngine implements Store {
 
   /** Finishes synchronously (returns undefined) when unsynced and no checkpoint runs: the record is written then. */
   markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
+    this.#durability.noteConsumerWrite();
     return this.#refuse() ?? this.#deliveries.markDelivered(below, marks, sync);
   }
 
@@ -361,6 +362,7 @@ export class LogEngine implements Store {
         return this.#durability.fail(new Error(`ack invariant violated: seq ${s} was not appended or is already acked`));
       }
     }
+    this.#durability.noteConsumerWrite();
     try {
       return this.#cursor.ack(seqs, sync);
     } catch (e) {

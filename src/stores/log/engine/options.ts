@@ -92,8 +92,9 @@ export interface LogStoreOptions {
    *   checkpoint file) while the event loop has had nothing else to do (during the recent syncs in
    *   the threadpool it ran callbacks for less than 15 % of the time, by
    *   `performance.eventLoopUtilization`: the round trip through the threadpool then only delayed
-   *   the batch). In the threadpool otherwise, where the event loop goes on with other work while
-   *   the device flushes (the next batch's pushes, a server's requests); one such sync in 16 goes
+   *   the batch) and no consumer wrote an ack or a delivery record since the last batch. In the
+   *   threadpool otherwise, where the event loop goes on with other work while the device flushes
+   *   (the next batch's pushes, a consumer's acks, a server's requests); one such sync in 16 goes
    *   there anyway, to see a loop that got busy. At most one of them per turn of the event loop
    *   runs on the calling thread: the loop stands still for at most one device flush at a time,
    *   and timers and I/O run between two.
