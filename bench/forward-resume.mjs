@@ -18,9 +18,11 @@ import { forward } from '../dist/engines/jetstream/index.js';
 
 const args = process.argv.slice(2);
 const rounds = Number(args.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length) ?? 5);
-const binary = [process.env.NATS_SERVER, '/usr/sbin/nats-server', ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server'))].find(
-  (c) => c !== undefined && c !== '' && existsSync(c),
-);
+const binary = [
+  process.env.NATS_SERVER,
+  '/usr/sbin/nats-server',
+  ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server')),
+].find((c) => c !== undefined && c !== '' && existsSync(c));
 if (binary === undefined) {
   console.log('skipped: no nats-server binary (set NATS_SERVER, or install nats-server)');
   process.exit(0);
@@ -108,4 +110,6 @@ await nc.close();
 await kill();
 rmSync(root, { recursive: true, force: true });
 const sorted = [...delays].sort((a, b) => a - b);
-console.log(`median ${sorted[Math.floor(sorted.length / 2)].toFixed(1)} ms, max ${sorted.at(-1).toFixed(1)} ms over ${rounds} rounds (nats-server ${version})`);
+console.log(
+  `median ${sorted[Math.floor(sorted.length / 2)].toFixed(1)} ms, max ${sorted.at(-1).toFixed(1)} ms over ${rounds} rounds (nats-server ${version})`,
+);

@@ -85,7 +85,9 @@ async function publishCell({ batch, concurrency }) {
 }
 
 const fmt = (n) => Math.round(n).toLocaleString('en-US');
-console.log(`forward() throughput, ${items} items of ${PAYLOAD_BYTES} B, LogStore (durability group) -> JetStream (file storage) at ${url}, server ${nc.info?.version}`);
+console.log(
+  `forward() throughput, ${items} items of ${PAYLOAD_BYTES} B, LogStore (durability group) -> JetStream (file storage) at ${url}, server ${nc.info?.version}`,
+);
 console.log('batch  lanes  forward() items/s  publish-only items/s  ratio');
 const results = { items, payload: PAYLOAD_BYTES, server: nc.info?.version, cells: [] };
 for (const cell of cells) {
@@ -93,7 +95,9 @@ for (const cell of cells) {
     const fwd = await forwardCell(cell);
     const raw = await publishCell(cell);
     results.cells.push({ ...cell, forward: fwd, publishOnly: raw });
-    console.log(`${String(cell.batch).padStart(5)}  ${String(cell.concurrency).padStart(5)}  ${fmt(fwd).padStart(17)}  ${fmt(raw).padStart(20)}  ${(fwd / raw).toFixed(2)}`);
+    console.log(
+      `${String(cell.batch).padStart(5)}  ${String(cell.concurrency).padStart(5)}  ${fmt(fwd).padStart(17)}  ${fmt(raw).padStart(20)}  ${(fwd / raw).toFixed(2)}`,
+    );
   }
 }
 await nc.close();

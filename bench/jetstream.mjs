@@ -97,7 +97,10 @@ async function ours() {
   await pushAll((b) => tx.push(b), 500); // warm-up
   await ourConsume(rx, 500);
   try {
-    return await cells((b) => tx.push(b), (n) => ourConsume(rx, n));
+    return await cells(
+      (b) => tx.push(b),
+      (n) => ourConsume(rx, n),
+    );
   } finally {
     await tx.close();
   }
@@ -121,14 +124,25 @@ const median = (xs) => {
 };
 const fmt = (x) => Math.round(x).toLocaleString().padStart(9);
 
-const results = { node: process.version, items: ITEMS, rounds: ROUNDS, producers: PRODUCERS, concurrency: CONCURRENCY, server: nc.info?.version, jetStreamR1: [], clientAlone: [] };
+const results = {
+  node: process.version,
+  items: ITEMS,
+  rounds: ROUNDS,
+  producers: PRODUCERS,
+  concurrency: CONCURRENCY,
+  server: nc.info?.version,
+  jetStreamR1: [],
+  clientAlone: [],
+};
 try {
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? ['jetStreamR1', 'clientAlone'] : ['clientAlone', 'jetStreamR1'];
     for (const who of order) {
       const r = who === 'jetStreamR1' ? await ours() : await client();
       results[who].push(r);
-      console.log(`round ${round + 1} ${who.padEnd(12)} push ${fmt(r.push)}/s   consume ${fmt(r.consume)}/s   end to end ${fmt(r.endToEnd)}/s`);
+      console.log(
+        `round ${round + 1} ${who.padEnd(12)} push ${fmt(r.push)}/s   consume ${fmt(r.consume)}/s   end to end ${fmt(r.endToEnd)}/s`,
+      );
     }
   }
 } finally {
@@ -158,8 +172,21 @@ const summary = {};
 for (const who of ['jetStreamR1', 'clientAlone']) {
   summary[who] = Object.fromEntries(['push', 'consume', 'endToEnd'].map((k) => [k, median(results[who].map((r) => r[k]))]));
 }
-summary.ratio = Object.fromEntries(['push', 'consume', 'endToEnd'].map((k) => [k, median(results.jetStreamR1.map((r, i) => r[k] / results.clientAlone[i][k]))]));
+summary.ratio = Object.fromEntries(
+  ['push', 'consume', 'endToEnd'].map((k) => [k, median(results.jetStreamR1.map((r, i) => r[k] / results.clientAlone[i][k]))]),
+);
 summary.logStoreGroup = results.logStoreGroup;
-console.log(`median ours/client: push ${summary.ratio.push.toFixed(2)}x, consume ${summary.ratio.consume.toFixed(2)}x, end to end ${summary.ratio.endToEnd.toFixed(2)}x`);
-console.log(`embedded LogStore (group): push ${fmt(results.logStoreGroup.push)}/s   end to end ${fmt(results.logStoreGroup.endToEnd)}/s; client alone / embedded push: ${(summary.clientAlone.push / results.logStoreGroup.push).toFixed(2)}x, ours / embedded push: ${(summary.jetStreamR1.push / results.logStoreGroup.push).toFixed(2)}x`);
-console.log(JSON.stringify({ ...results, ...summary, rounds: ROUNDS, perRound: { jetStreamR1: results.jetStreamR1, clientAlone: results.clientAlone } }));
+console.log(
+  `median ours/client: push ${summary.ratio.push.toFixed(2)}x, consume ${summary.ratio.consume.toFixed(2)}x, end to end ${summary.ratio.endToEnd.toFixed(2)}x`,
+);
+console.log(
+  `embedded LogStore (group): push ${fmt(results.logStoreGroup.push)}/s   end to end ${fmt(results.logStoreGroup.endToEnd)}/s; client alone / embedded push: ${(summary.clientAlone.push / results.logStoreGroup.push).toFixed(2)}x, ours / embedded push: ${(summary.jetStreamR1.push / results.logStoreGroup.push).toFixed(2)}x`,
+);
+console.log(
+  JSON.stringify({
+    ...results,
+    ...summary,
+    rounds: ROUNDS,
+    perRound: { jetStreamR1: results.jetStreamR1, clientAlone: results.clientAlone },
+  }),
+);

@@ -17,7 +17,8 @@ async function run(keyed) {
   const before = process.memoryUsage().heapUsed;
   for (let i = 0; i < N; i += 1000) {
     const pushes = [];
-    for (let j = i; j < i + 1000; j++) pushes.push(keyed ? tx.push('x', { key: `order-${String(j).padStart(10, '0')}-abcdefghijklmnopqrstu` }) : tx.push('x'));
+    for (let j = i; j < i + 1000; j++)
+      pushes.push(keyed ? tx.push('x', { key: `order-${String(j).padStart(10, '0')}-abcdefghijklmnopqrstu` }) : tx.push('x'));
     await Promise.all(pushes);
     for (let j = 0; j < 1000; j++) await (rx.tryReserve() ?? (await rx.reserve())).ack();
   }
@@ -31,4 +32,13 @@ async function run(keyed) {
 
 const plain = await run(false);
 const keyed = await run(true);
-console.log(JSON.stringify({ store: process.env.STORE === 'mem' ? 'MemStore' : 'LogStore', keys: N, keyChars: 38, plainHeapDelta: plain, keyedHeapDelta: keyed, bytesPerKey: Math.round((keyed - plain) / N) }));
+console.log(
+  JSON.stringify({
+    store: process.env.STORE === 'mem' ? 'MemStore' : 'LogStore',
+    keys: N,
+    keyChars: 38,
+    plainHeapDelta: plain,
+    keyedHeapDelta: keyed,
+    bytesPerKey: Math.round((keyed - plain) / N),
+  }),
+);

@@ -25,11 +25,15 @@ if (process.argv.includes('--child')) {
       const cell = remoteCells({ processes: task.producers })[`endpoint-${policy}`];
       await cell(mkdtempSync(join(scratch, 'warm-')), 300);
       const r = await cell(mkdtempSync(join(scratch, 'run-')), Number(budgetMs));
-      console.log(`endpoint ${policy} ${producers} processes x 16: ${Math.round(r.rate).toLocaleString('en-US')} pushes/s; CPU per push: owner ${r.ownerCpuUsPerPush.toFixed(1)} µs, producers ${r.producerCpuUsPerPush.toFixed(1)} µs`);
+      console.log(
+        `endpoint ${policy} ${producers} processes x 16: ${Math.round(r.rate).toLocaleString('en-US')} pushes/s; CPU per push: owner ${r.ownerCpuUsPerPush.toFixed(1)} µs, producers ${r.producerCpuUsPerPush.toFixed(1)} µs`,
+      );
     } else {
       await runCell(task, { budgetMs: 300, scratch }); // warm up the JIT outside the figure that matters
       const r = await runCell(task, { budgetMs: Number(budgetMs), scratch });
-      console.log(`${store} ${policy} p${producers} ${payload} B ${workload}: ${Math.round(r.msgs / r.seconds).toLocaleString('en-US')} msgs/s (${r.msgs} msgs in ${r.seconds.toFixed(2)} s)`);
+      console.log(
+        `${store} ${policy} p${producers} ${payload} B ${workload}: ${Math.round(r.msgs / r.seconds).toLocaleString('en-US')} msgs/s (${r.msgs} msgs in ${r.seconds.toFixed(2)} s)`,
+      );
     }
   } finally {
     rmSync(scratch, { recursive: true, force: true });
@@ -40,13 +44,20 @@ if (process.argv.includes('--child')) {
     const self = fileURLToPath(import.meta.url);
     // The producer processes of the endpoint cell are profiled too (bench/lib/remote.mjs reads this).
     const env = store === 'endpoint' ? { ...process.env, PQ_BENCH_PROFILE_PRODUCERS: join(dir, 'producers') } : process.env;
-    process.stdout.write(execFileSync(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, self, ...args, '--child'], { encoding: 'utf8', env }));
-    const file = join(dir, readdirSync(dir).find((f) => f.endsWith('.cpuprofile')));
+    process.stdout.write(
+      execFileSync(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, self, ...args, '--child'], { encoding: 'utf8', env }),
+    );
+    const file = join(
+      dir,
+      readdirSync(dir).find((f) => f.endsWith('.cpuprofile')),
+    );
     if (store === 'endpoint') console.log('the owner:');
     console.log(summarise(JSON.parse(readFileSync(file, 'utf8')), top));
     if (store === 'endpoint') {
       // The last run's producers: their profiles are the newest (the warm-up's come first).
-      const files = readdirSync(join(dir, 'producers')).filter((f) => f.endsWith('.cpuprofile')).sort();
+      const files = readdirSync(join(dir, 'producers'))
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .sort();
       const last = files.slice(-Number(producers));
       console.log(`one producer process of ${last.length}:`);
       console.log(summarise(JSON.parse(readFileSync(join(dir, 'producers', last[0]), 'utf8')), top));
@@ -80,7 +91,10 @@ export function summarise(profile, topN) {
   // Who calls the hottest native functions (self time lands there, the cause is in the caller).
   const parent = new Map();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const hot = [...fns].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k]) => k);
+  const hot = [...fns]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([k]) => k);
   for (const k of hot) {
     if (!k.includes('(native/vm)') || k.startsWith('(')) continue;
     const callers = new Map();

@@ -31,12 +31,22 @@ import { ZERO_COPY_CELLS, runZeroCopyRounds } from './lib/zero-copy.mjs';
 import { BASELINE_CELLS, BASELINE_PAYLOAD_BYTES, runBaselineRounds } from './lib/baseline.mjs';
 import { JOB_PEER_CELLS, JOB_PEER_PAYLOAD_BYTES, JOB_PEER_PRODUCERS, runJobPeerRounds } from './lib/job-peers.mjs';
 import { LIMITS_CELLS, LIMITS_PAYLOAD_BYTES, LIMITS_ROWS, runLimitsRounds } from './lib/limits.mjs';
-import { REMOTE_IN_FLIGHT, REMOTE_PAYLOAD_BYTES, REMOTE_PROCESSES, REMOTE_RATIOS, REMOTE_SECTION_CELLS, runRemoteRounds } from './lib/remote.mjs';
+import {
+  REMOTE_IN_FLIGHT,
+  REMOTE_PAYLOAD_BYTES,
+  REMOTE_PROCESSES,
+  REMOTE_RATIOS,
+  REMOTE_SECTION_CELLS,
+  runRemoteRounds,
+} from './lib/remote.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
-const only = args.find((a) => a.startsWith('--only='))?.slice(7).split(',');
+const only = args
+  .find((a) => a.startsWith('--only='))
+  ?.slice(7)
+  .split(',');
 // `--only=… --merge`: run those sections and put their figures into the last full run's results
 // (bench/results/latest.json) in place of that run's, keeping every other section's.
 const merged = args.includes('--merge') && only && !quick ? { sections: only, at: new Date().toISOString() } : undefined;
@@ -45,8 +55,42 @@ const scratchRoot = args.find((a) => a.startsWith('--dir='))?.slice(6) ?? proces
 
 /** Everything that differs between the quick and the full run. */
 const config = quick
-  ? { reps: 1, budgetMs: 250, payloads: [128], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000], bennyMaxTime: 0.25, bennyMinSamples: 3, abRounds: 3, abBudgetMs: 250, jobPeerRounds: 1, poisonGood: 20_000, delayedItems: 100_000, remoteRounds: 1, remoteBudgetMs: 500, remoteSerialPushes: 1000 }
-  : { reps: 3, budgetMs: 1000, payloads: [128, 4096], producers: [1, 4, 64], contractProducers: [1, 64], openSizes: [1_000_000, 10_000_000], bennyMaxTime: 1, bennyMinSamples: 8, abRounds: 7, abBudgetMs: 600, jobPeerRounds: 3, poisonGood: 100_000, delayedItems: 1_000_000, remoteRounds: 5, remoteBudgetMs: 1500, remoteSerialPushes: 5000 };
+  ? {
+      reps: 1,
+      budgetMs: 250,
+      payloads: [128],
+      producers: [1, 4, 64],
+      contractProducers: [1, 64],
+      openSizes: [1_000_000],
+      bennyMaxTime: 0.25,
+      bennyMinSamples: 3,
+      abRounds: 3,
+      abBudgetMs: 250,
+      jobPeerRounds: 1,
+      poisonGood: 20_000,
+      delayedItems: 100_000,
+      remoteRounds: 1,
+      remoteBudgetMs: 500,
+      remoteSerialPushes: 1000,
+    }
+  : {
+      reps: 3,
+      budgetMs: 1000,
+      payloads: [128, 4096],
+      producers: [1, 4, 64],
+      contractProducers: [1, 64],
+      openSizes: [1_000_000, 10_000_000],
+      bennyMaxTime: 1,
+      bennyMinSamples: 8,
+      abRounds: 7,
+      abBudgetMs: 600,
+      jobPeerRounds: 3,
+      poisonGood: 100_000,
+      delayedItems: 1_000_000,
+      remoteRounds: 5,
+      remoteBudgetMs: 1500,
+      remoteSerialPushes: 5000,
+    };
 
 const DISK_CAP_BYTES = 512 * 2 ** 20;
 const BENNY_MESSAGES = 4096;
@@ -83,40 +127,88 @@ const policies = ['none', 'group', 'sync'];
 const workloads = ['push', 'drain', 'e2e'];
 const plan = [];
 if (wants('raw')) for (const p of config.payloads) plan.push({ section: 'raw', payload: p, weight: config.reps * 5 * 1.2 });
-if (wants('baseline')) plan.push({ section: 'baseline', weight: (config.abRounds * BASELINE_CELLS.length * config.abBudgetMs * 1.1) / config.budgetMs });
-if (wants('benny')) for (const p of config.payloads) for (const n of config.producers) plan.push({ section: 'benny', payload: p, producers: n, weight: 4 * (config.bennyMaxTime * 1.6) / (config.budgetMs / 1000) });
+if (wants('baseline'))
+  plan.push({ section: 'baseline', weight: (config.abRounds * BASELINE_CELLS.length * config.abBudgetMs * 1.1) / config.budgetMs });
+if (wants('benny'))
+  for (const p of config.payloads)
+    for (const n of config.producers)
+      plan.push({ section: 'benny', payload: p, producers: n, weight: (4 * (config.bennyMaxTime * 1.6)) / (config.budgetMs / 1000) });
 if (wants('matrix'))
   for (const store of ['bare', 'memstore', 'logstore'])
     for (const policy of store === 'logstore' ? policies : ['none'])
       for (const payload of config.payloads)
         for (const producers of config.producers)
-          for (const workload of workloads) plan.push({ section: 'matrix', store, policy, payload, producers, workload, weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1) });
+          for (const workload of workloads)
+            plan.push({
+              section: 'matrix',
+              store,
+              policy,
+              payload,
+              producers,
+              workload,
+              weight: config.reps * (workload === 'drain' && store === 'logstore' ? 1.6 : 1.1),
+            });
 // The batch API (pushMany of 64 by 4 producers, a consumer acking up to 1024 per batch), `none`.
-if (wants('matrix')) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers: 4, workload: 'e2e-many', weight: config.reps * 1.1 });
+if (wants('matrix'))
+  for (const store of ['memstore', 'logstore'])
+    plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers: 4, workload: 'e2e-many', weight: config.reps * 1.1 });
 // `none` end to end with one store call per pipeline per turn (Builder.storeCallsPerTurn(1)).
-if (wants('matrix')) for (const producers of [1, 64]) for (const store of ['memstore', 'logstore']) plan.push({ section: 'matrix', store, policy: 'none', payload: 128, producers, workload: 'e2e', storeCallsPerTurn: 1, weight: config.reps * 1.1 });
+if (wants('matrix'))
+  for (const producers of [1, 64])
+    for (const store of ['memstore', 'logstore'])
+      plan.push({
+        section: 'matrix',
+        store,
+        policy: 'none',
+        payload: 128,
+        producers,
+        workload: 'e2e',
+        storeCallsPerTurn: 1,
+        weight: config.reps * 1.1,
+      });
 // The README's consumer code as written, default options, against push only, in rounds.
 if (wants('readme')) plan.push({ section: 'readme', weight: (config.abRounds * 6 * config.abBudgetMs * 1.2) / config.budgetMs });
 // One poison item among good ones under process() and default options, with and without maxDeliveries.
-if (wants('poison')) plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
+if (wants('poison'))
+  plan.push({ section: 'poison', weight: (config.abRounds * 3 * (config.poisonGood / 150_000)) / (config.budgetMs / 1000) });
 // Priorities, delays and two competing consumers beside the plain cells; a million delayed items at open.
-if (wants('scheduling')) plan.push({ section: 'scheduling', weight: (config.abRounds * SCHEDULING_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
-if (wants('typed')) plan.push({ section: 'typed', weight: (config.abRounds * TYPED_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
-if (wants('zerocopy')) plan.push({ section: 'zerocopy', weight: config.abRounds * ZERO_COPY_CELLS.length * 1.5 / (config.budgetMs / 1000) });
-if (wants('delayed')) plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
+if (wants('scheduling'))
+  plan.push({ section: 'scheduling', weight: (config.abRounds * SCHEDULING_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('typed'))
+  plan.push({ section: 'typed', weight: (config.abRounds * TYPED_CELLS.length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('zerocopy'))
+  plan.push({ section: 'zerocopy', weight: (config.abRounds * ZERO_COPY_CELLS.length * 1.5) / (config.budgetMs / 1000) });
+if (wants('delayed'))
+  plan.push({ section: 'delayed', weight: ((config.delayedItems / 1e6) * 12 * config.reps) / (config.budgetMs / 1000) + 3 });
 if (wants('peers')) for (const _ of Array(11)) plan.push({ section: 'peers', weight: config.reps * 1.05 });
-if (wants('jobpeers')) plan.push({ section: 'jobpeers', weight: (config.jobPeerRounds * JOB_PEER_CELLS.length * config.abBudgetMs * 1.6) / config.budgetMs });
+if (wants('jobpeers'))
+  plan.push({ section: 'jobpeers', weight: (config.jobPeerRounds * JOB_PEER_CELLS.length * config.abBudgetMs * 1.6) / config.budgetMs });
 if (wants('jetstream')) plan.push({ section: 'jetstream', weight: (quick ? 10 : 60) / (config.budgetMs / 1000) });
-if (wants('ab')) for (const g of AB_GROUPS) plan.push({ section: 'ab', group: g, weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs });
+if (wants('ab'))
+  for (const g of AB_GROUPS)
+    plan.push({
+      section: 'ab',
+      group: g,
+      weight: (config.abRounds * Object.keys(g.contestants).length * config.abBudgetMs * 1.2) / config.budgetMs,
+    });
 // Each per-item target beside its reference in the same rounds, and producers in other processes.
-if (wants('limits')) plan.push({ section: 'limits', weight: (config.abRounds * Object.keys(LIMITS_CELLS).length * config.abBudgetMs * 1.5) / config.budgetMs });
-if (wants('remote')) plan.push({ section: 'remote', weight: (config.remoteRounds * REMOTE_SECTION_CELLS.length * (config.remoteBudgetMs + 600)) / config.budgetMs });
+if (wants('limits'))
+  plan.push({
+    section: 'limits',
+    weight: (config.abRounds * Object.keys(LIMITS_CELLS).length * config.abBudgetMs * 1.5) / config.budgetMs,
+  });
+if (wants('remote'))
+  plan.push({
+    section: 'remote',
+    weight: (config.remoteRounds * REMOTE_SECTION_CELLS.length * (config.remoteBudgetMs + 600)) / config.budgetMs,
+  });
 if (wants('contract'))
   for (const store of ['sqlitestore', 'levelstore'])
     for (const policy of policies)
       for (const producers of config.contractProducers)
         for (const workload of ['push', 'e2e']) plan.push({ section: 'contract', store, policy, producers, workload, weight: 1.2 });
-if (wants('open')) for (const size of config.openSizes) plan.push({ section: 'open', size, weight: (size / 1e6) * 4 / (config.budgetMs / 1000) + 3 });
+if (wants('open'))
+  for (const size of config.openSizes) plan.push({ section: 'open', size, weight: ((size / 1e6) * 4) / (config.budgetMs / 1000) + 3 });
 const progress = new Progress(plan.reduce((s, t) => s + t.weight, 0));
 const step = (i) => plan[i];
 
@@ -127,13 +219,24 @@ async function runRaw(task) {
   const dir = mkdtempSync(join(scratch, 'raw-'));
   try {
     const budgetMs = config.budgetMs;
-    const reps = (fn) => Promise.all([]).then(async () => {
-      const out = [];
-      for (let r = 0; r < config.reps; r++) out.push(await fn());
-      return out;
+    const reps = (fn) =>
+      Promise.all([]).then(async () => {
+        const out = [];
+        for (let r = 0; r < config.reps; r++) out.push(await fn());
+        return out;
+      });
+    const batched = await reps(() =>
+      rawBatchedAppend(dir, { frameBytes, records: Math.min(2_000_000, Math.floor(DISK_CAP_BYTES / frameBytes)), batch: 64, budgetMs }),
+    );
+    record({
+      id: `raw/batched-append/${task.payload}`,
+      kind: 'raw',
+      name: 'raw writeSync, 64 frames per write, no sync',
+      payloadBytes: task.payload,
+      frameBytes,
+      unit: 'msgs/s',
+      samples: batched,
     });
-    const batched = await reps(() => rawBatchedAppend(dir, { frameBytes, records: Math.min(2_000_000, Math.floor(DISK_CAP_BYTES / frameBytes)), batch: 64, budgetMs }));
-    record({ id: `raw/batched-append/${task.payload}`, kind: 'raw', name: 'raw writeSync, 64 frames per write, no sync', payloadBytes: task.payload, frameBytes, unit: 'msgs/s', samples: batched });
     const summary = [`batched ${fmtRate(median(batched))}`];
     for (const batch of [1, 64]) {
       for (const preallocate of [false, true]) {
@@ -220,7 +323,10 @@ async function runBenny(task) {
       console.log = log;
     }
     const byName = Object.fromEntries(summary.results.map((r) => [r.name, r]));
-    for (const [store, name] of [['bare', 'bare array queue'], ['memstore', 'MemStore queue']]) {
+    for (const [store, name] of [
+      ['bare', 'bare array queue'],
+      ['memstore', 'MemStore queue'],
+    ]) {
       const r = byName[name];
       record({
         id: `benny/${store}/${workload}/p${producers}/${task.payload}`,
@@ -316,7 +422,15 @@ async function runAb(group) {
   const { rates, ratios, denominators } = await runAbGroup(group, { scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
   for (const [name, samples] of Object.entries(rates)) {
     const perSync = syncStats[`${group.id}/${name}`];
-    record({ id: `ab/${group.id}/${name}`, kind: 'ab-rate', group: group.id, name, unit: 'msgs/s', samples, recordsPerSync: perSync ? median(perSync) : undefined });
+    record({
+      id: `ab/${group.id}/${name}`,
+      kind: 'ab-rate',
+      group: group.id,
+      name,
+      unit: 'msgs/s',
+      samples,
+      recordsPerSync: perSync ? median(perSync) : undefined,
+    });
   }
   const out = [];
   for (const [ratio, samples] of Object.entries(ratios)) {
@@ -355,12 +469,30 @@ async function runReadme() {
     'floor-process': "the contract's floor, 64 workers (reserve, handler, ack)",
   };
   for (const [kind, samples] of Object.entries(rates)) {
-    record({ id: `readme/logstore/${cell}/${kind}`, kind: 'readme-rate', name: names[kind], store: 'logstore', producers: README_PRODUCERS, payloadBytes: README_PAYLOAD_BYTES, unit: 'msgs/s', samples });
+    record({
+      id: `readme/logstore/${cell}/${kind}`,
+      kind: 'readme-rate',
+      name: names[kind],
+      store: 'logstore',
+      producers: README_PRODUCERS,
+      payloadBytes: README_PAYLOAD_BYTES,
+      unit: 'msgs/s',
+      samples,
+    });
   }
   const out = [];
   for (const [kind, samples] of Object.entries(ratios)) {
     const push = pushCellOf(kind);
-    const e = record({ id: `readme/logstore/${cell}/ratio/${kind}`, kind: 'readme-ratio', name: `${names[kind]} / ${names[push]}`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[push]) });
+    const e = record({
+      id: `readme/logstore/${cell}/ratio/${kind}`,
+      kind: 'readme-ratio',
+      name: `${names[kind]} / ${names[push]}`,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+      denominatorMedian: median(rates[push]),
+    });
     out.push(`${kind} ${(e.value * 100).toFixed(0)} % of push`);
   }
   return out.join(', ');
@@ -372,8 +504,23 @@ async function runLimitsSection() {
   const { rates, loopDelays, rows } = await runLimitsRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
   for (const [cell, samples] of Object.entries(rates)) {
     const delays = loopDelays[cell];
-    const loopDelay = delays && { p50Ms: median(delays.map((d) => d.p50Ms)), p99Ms: median(delays.map((d) => d.p99Ms)), maxMs: median(delays.map((d) => d.maxMs)), worstMaxMs: Math.max(...delays.map((d) => d.maxMs)) };
-    record({ id: `limits/${cell}`, kind: 'limits-rate', name: cell, ours: Boolean(LIMITS_CELLS[cell].ours), payloadBytes: LIMITS_PAYLOAD_BYTES, budgetMs: config.abBudgetMs, unit: 'msgs/s', samples, loopDelay });
+    const loopDelay = delays && {
+      p50Ms: median(delays.map((d) => d.p50Ms)),
+      p99Ms: median(delays.map((d) => d.p99Ms)),
+      maxMs: median(delays.map((d) => d.maxMs)),
+      worstMaxMs: Math.max(...delays.map((d) => d.maxMs)),
+    };
+    record({
+      id: `limits/${cell}`,
+      kind: 'limits-rate',
+      name: cell,
+      ours: Boolean(LIMITS_CELLS[cell].ours),
+      payloadBytes: LIMITS_PAYLOAD_BYTES,
+      budgetMs: config.abBudgetMs,
+      unit: 'msgs/s',
+      samples,
+      loopDelay,
+    });
   }
   const out = [];
   for (const row of LIMITS_ROWS) {
@@ -381,7 +528,24 @@ async function runLimitsSection() {
     if (!r) continue;
     const won = {};
     for (const c of r.referenceCells) won[c] = (won[c] ?? 0) + 1;
-    const e = record({ id: `limits/row/${row.key}`, kind: 'limits-row', key: row.key, what: row.what, against: row.against, ours: row.ours, reference: row.ref, sync: Boolean(row.sync), goal: row.goal, unit: 'ratio', samples: r.ratios, min: Math.min(...r.ratios), max: Math.max(...r.ratios), denominatorSamples: r.references, denominatorMedian: median(r.references), referenceWon: won });
+    const e = record({
+      id: `limits/row/${row.key}`,
+      kind: 'limits-row',
+      key: row.key,
+      what: row.what,
+      against: row.against,
+      ours: row.ours,
+      reference: row.ref,
+      sync: Boolean(row.sync),
+      goal: row.goal,
+      unit: 'ratio',
+      samples: r.ratios,
+      min: Math.min(...r.ratios),
+      max: Math.max(...r.ratios),
+      denominatorSamples: r.references,
+      denominatorMedian: median(r.references),
+      referenceWon: won,
+    });
     out.push(`${row.key} ${e.value.toFixed(2)}`);
   }
   return out.join(', ');
@@ -390,22 +554,62 @@ async function runLimitsSection() {
 // ------------------------------------------------------------------ producers in other processes
 
 async function runRemoteSection() {
-  const { rates, cpu, ratios, serial } = await runRemoteRounds({ scratch, rounds: config.remoteRounds, budgetMs: config.remoteBudgetMs, serial: config.remoteSerialPushes });
-  const settings = { processes: REMOTE_PROCESSES, inFlight: REMOTE_IN_FLIGHT, payloadBytes: REMOTE_PAYLOAD_BYTES, budgetMs: config.remoteBudgetMs };
+  const { rates, cpu, ratios, serial } = await runRemoteRounds({
+    scratch,
+    rounds: config.remoteRounds,
+    budgetMs: config.remoteBudgetMs,
+    serial: config.remoteSerialPushes,
+  });
+  const settings = {
+    processes: REMOTE_PROCESSES,
+    inFlight: REMOTE_IN_FLIGHT,
+    payloadBytes: REMOTE_PAYLOAD_BYTES,
+    budgetMs: config.remoteBudgetMs,
+  };
   for (const [cell, samples] of Object.entries(rates)) {
     const of = (k) => (cpu[cell].every((c) => c[k] !== undefined) ? median(cpu[cell].map((c) => c[k])) : undefined);
-    record({ id: `remote/${cell}`, kind: 'remote-rate', name: cell, ...settings, unit: 'msgs/s', samples, ownerCpuUsPerPush: of('owner'), producerCpuUsPerPush: of('producer') });
+    record({
+      id: `remote/${cell}`,
+      kind: 'remote-rate',
+      name: cell,
+      ...settings,
+      unit: 'msgs/s',
+      samples,
+      ownerCpuUsPerPush: of('owner'),
+      producerCpuUsPerPush: of('producer'),
+    });
   }
   const out = [];
   for (const [id, samples] of Object.entries(ratios)) {
     const { goal, what, against } = REMOTE_RATIOS[id];
-    const e = record({ id: `remote/ratio/${id}`, kind: 'remote-ratio', name: id, what, against, goal, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples), denominatorMedian: median(rates[id.split('/')[1]]) });
+    const e = record({
+      id: `remote/ratio/${id}`,
+      kind: 'remote-ratio',
+      name: id,
+      what,
+      against,
+      goal,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+      denominatorMedian: median(rates[id.split('/')[1]]),
+    });
     out.push(`${id} ${e.value.toFixed(2)}`);
   }
   if (serial) {
     for (const side of ['remote', 'local']) {
       const xs = serial[side];
-      record({ id: `remote/serial/${side}`, kind: 'remote-latency', name: side, pushes: config.remoteSerialPushes, unit: 'ms', samples: xs.map((x) => x.p50Ms), p50Ms: median(xs.map((x) => x.p50Ms)), p99Ms: median(xs.map((x) => x.p99Ms)) });
+      record({
+        id: `remote/serial/${side}`,
+        kind: 'remote-latency',
+        name: side,
+        pushes: config.remoteSerialPushes,
+        unit: 'ms',
+        samples: xs.map((x) => x.p50Ms),
+        p50Ms: median(xs.map((x) => x.p50Ms)),
+        p99Ms: median(xs.map((x) => x.p99Ms)),
+      });
     }
   }
   return out.join(', ');
@@ -425,17 +629,37 @@ async function runPoisonSection() {
     for (let k = 0; k < POISON_CONTESTANTS.length; k++) {
       // The order rotates each round, so no contestant always runs first.
       const [name, options] = POISON_CONTESTANTS[(k + round) % POISON_CONTESTANTS.length];
-      runs.get(name).push(await runPoison('log', { ...options, durability: 'group' }, { scratch, goodCount: config.poisonGood, budgetMs: 5000 }));
+      runs
+        .get(name)
+        .push(await runPoison('log', { ...options, durability: 'group' }, { scratch, goodCount: config.poisonGood, budgetMs: 5000 }));
     }
   }
   const clean = runs.get('clean');
   const out = [];
   for (const [name] of POISON_CONTESTANTS) {
     const rs = runs.get(name);
-    record({ id: `poison/logstore/${name}`, kind: 'poison-rate', name, store: 'logstore', goodItems: config.poisonGood, unit: 'msgs/s', samples: rs.map((r) => r.rate), poisonDeliveries: rs.map((r) => r.poisonDeliveries), deadLettered: rs.map((r) => r.deadLettered) });
+    record({
+      id: `poison/logstore/${name}`,
+      kind: 'poison-rate',
+      name,
+      store: 'logstore',
+      goodItems: config.poisonGood,
+      unit: 'msgs/s',
+      samples: rs.map((r) => r.rate),
+      poisonDeliveries: rs.map((r) => r.poisonDeliveries),
+      deadLettered: rs.map((r) => r.deadLettered),
+    });
     if (name === 'clean') continue;
     const samples = rs.map((r, i) => r.rate / clean[i].rate);
-    const e = record({ id: `poison/logstore/ratio/${name}`, kind: 'poison-ratio', name: `${name} / clean`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `poison/logstore/ratio/${name}`,
+      kind: 'poison-ratio',
+      name: `${name} / clean`,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+    });
     out.push(`${name} ${(e.value * 100).toFixed(0)} % of clean`);
   }
   return out.join(', ');
@@ -446,11 +670,31 @@ async function runPoisonSection() {
 async function runSchedulingSection() {
   const { rates, ratios } = await runSchedulingRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
   for (const [id, kind, options, consumers] of SCHEDULING_CELLS) {
-    record({ id: `scheduling/logstore/${id}`, kind: 'scheduling-rate', name: id, workload: kind, pushOptions: options, consumers, store: 'logstore', producers: SCHEDULING_PRODUCERS, payloadBytes: SCHEDULING_PAYLOAD_BYTES, unit: 'msgs/s', samples: rates[id] });
+    record({
+      id: `scheduling/logstore/${id}`,
+      kind: 'scheduling-rate',
+      name: id,
+      workload: kind,
+      pushOptions: options,
+      consumers,
+      store: 'logstore',
+      producers: SCHEDULING_PRODUCERS,
+      payloadBytes: SCHEDULING_PAYLOAD_BYTES,
+      unit: 'msgs/s',
+      samples: rates[id],
+    });
   }
   const out = [];
   for (const [id, samples] of Object.entries(ratios)) {
-    const e = record({ id: `scheduling/logstore/ratio/${id}`, kind: 'scheduling-ratio', name: `${id} / ${id.split('/')[0]}/plain`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `scheduling/logstore/ratio/${id}`,
+      kind: 'scheduling-ratio',
+      name: `${id} / ${id.split('/')[0]}/plain`,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+    });
     out.push(`${id} ${(e.value * 100).toFixed(0)} %`);
   }
   return out.join(', ');
@@ -461,11 +705,28 @@ async function runSchedulingSection() {
 async function runTypedSection() {
   const { rates, ratios } = await runTypedRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs });
   for (const [id, store, kind] of TYPED_CELLS) {
-    record({ id: `typed/${id}`, kind: 'typed-rate', name: id, store, cell: kind, producers: TYPED_PRODUCERS, unit: 'msgs/s', samples: rates[id] });
+    record({
+      id: `typed/${id}`,
+      kind: 'typed-rate',
+      name: id,
+      store,
+      cell: kind,
+      producers: TYPED_PRODUCERS,
+      unit: 'msgs/s',
+      samples: rates[id],
+    });
   }
   const out = [];
   for (const [id, samples] of Object.entries(ratios)) {
-    const e = record({ id: `typed/ratio/${id}`, kind: 'typed-ratio', name: `${id} / ${id.split('/')[0]}/bytes`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `typed/ratio/${id}`,
+      kind: 'typed-ratio',
+      name: `${id} / ${id.split('/')[0]}/bytes`,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+    });
     out.push(`${id} ${(e.value * 100).toFixed(0)} %`);
   }
   return out.join(', ');
@@ -476,10 +737,26 @@ async function runTypedSection() {
 async function runBaselineSection() {
   const frameBytes = FRAME_HEADER_BYTES + BASELINE_PAYLOAD_BYTES;
   const { rates, ratios } = await runBaselineRounds({ scratch, rounds: config.abRounds, budgetMs: config.abBudgetMs, frameBytes });
-  for (const cell of BASELINE_CELLS) record({ id: `baseline/${cell}`, kind: 'baseline-rate', name: cell, payload: BASELINE_PAYLOAD_BYTES, unit: 'msgs/s', samples: rates[cell] });
+  for (const cell of BASELINE_CELLS)
+    record({
+      id: `baseline/${cell}`,
+      kind: 'baseline-rate',
+      name: cell,
+      payload: BASELINE_PAYLOAD_BYTES,
+      unit: 'msgs/s',
+      samples: rates[cell],
+    });
   const out = [];
   for (const [key, samples] of Object.entries(ratios)) {
-    const e = record({ id: `baseline/ratio/${key}`, kind: 'baseline-ratio', name: key, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `baseline/ratio/${key}`,
+      kind: 'baseline-ratio',
+      name: key,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+    });
     out.push(`${key} ${e.value.toFixed(3)}`);
   }
   return out.join(', ');
@@ -491,11 +768,29 @@ async function runZeroCopySection() {
   const totalBytes = (quick ? 16 : 64) * 1024 * 1024;
   const { rates, ratios, copied } = await runZeroCopyRounds({ scratch, rounds: config.abRounds, totalBytes });
   for (const [id, payload, zeroCopyReads] of ZERO_COPY_CELLS) {
-    record({ id: `zerocopy/${id}`, kind: 'zerocopy-rate', name: id, payload, zeroCopyReads, backlogBytes: totalBytes, copiedBytesPerItem: copied[id], unit: 'msgs/s', samples: rates[id] });
+    record({
+      id: `zerocopy/${id}`,
+      kind: 'zerocopy-rate',
+      name: id,
+      payload,
+      zeroCopyReads,
+      backlogBytes: totalBytes,
+      copiedBytesPerItem: copied[id],
+      unit: 'msgs/s',
+      samples: rates[id],
+    });
   }
   const out = [];
   for (const [size, samples] of Object.entries(ratios)) {
-    const e = record({ id: `zerocopy/ratio/${size}`, kind: 'zerocopy-ratio', name: `${size}/zero-copy / ${size}/copy`, unit: 'ratio', samples, min: Math.min(...samples), max: Math.max(...samples) });
+    const e = record({
+      id: `zerocopy/ratio/${size}`,
+      kind: 'zerocopy-ratio',
+      name: `${size}/zero-copy / ${size}/copy`,
+      unit: 'ratio',
+      samples,
+      min: Math.min(...samples),
+      max: Math.max(...samples),
+    });
     out.push(`${size} B ${(e.value * 100).toFixed(0)} %`);
   }
   return out.join(', ');
@@ -512,7 +807,18 @@ async function runJobPeersSection() {
       record({ id: `jobpeers/${id}`, kind: 'jobpeer-skipped', name: id, label, survives, reason: skipped[id] });
       continue;
     }
-    record({ id: `jobpeers/${id}`, kind: 'jobpeer-rate', name: id, label, survives, producers: JOB_PEER_PRODUCERS, payload: JOB_PEER_PAYLOAD_BYTES, budgetMs, unit: 'msgs/s', samples: rates[id] });
+    record({
+      id: `jobpeers/${id}`,
+      kind: 'jobpeer-rate',
+      name: id,
+      label,
+      survives,
+      producers: JOB_PEER_PRODUCERS,
+      payload: JOB_PEER_PAYLOAD_BYTES,
+      budgetMs,
+      unit: 'msgs/s',
+      samples: rates[id],
+    });
   }
   for (const [id, reason] of Object.entries(skipped)) out.push(`${id} skipped: ${reason.split('\n')[0]}`);
   return out.join('; ') || `${Object.keys(rates).length} cells`;
@@ -550,14 +856,42 @@ async function runJetStreamSection() {
     record({ id: 'jetstream/queue/skipped', kind: 'jetstream-skipped', name: 'the JetStream queue', reason: queue.skipped });
     out.push(`queue skipped: ${queue.skipped}`);
   } else {
-    for (const [key, name] of [['logStoreGroup', 'embedded queue, LogStore (group, lazy acks)'], ['jetStreamR1', 'JetStream queue (R1, file storage)'], ['clientAlone', 'NATS client alone (R1, file storage)']]) {
-      record({ id: `jetstream/queue/${key}`, kind: 'jetstream-queue', name, items, rounds: queue.rounds, server: queue.server, producers: queue.producers, concurrency: queue.concurrency, push: queue[key].push, consume: queue[key].consume, endToEnd: queue[key].endToEnd, unit: 'msgs/s', value: queue[key].push });
+    for (const [key, name] of [
+      ['logStoreGroup', 'embedded queue, LogStore (group, lazy acks)'],
+      ['jetStreamR1', 'JetStream queue (R1, file storage)'],
+      ['clientAlone', 'NATS client alone (R1, file storage)'],
+    ]) {
+      record({
+        id: `jetstream/queue/${key}`,
+        kind: 'jetstream-queue',
+        name,
+        items,
+        rounds: queue.rounds,
+        server: queue.server,
+        producers: queue.producers,
+        concurrency: queue.concurrency,
+        push: queue[key].push,
+        consume: queue[key].consume,
+        endToEnd: queue[key].endToEnd,
+        unit: 'msgs/s',
+        value: queue[key].push,
+      });
     }
     // Ours over the client alone, the median of the per-round ratios.
     for (const cell of ['push', 'consume', 'endToEnd']) {
-      record({ id: `jetstream/ratio/${cell}`, kind: 'jetstream-ratio', name: cell === 'endToEnd' ? 'end to end' : cell, rounds: queue.rounds, unit: 'x', value: queue.ratio[cell], samples: queue.perRound.jetStreamR1.map((r, i) => r[cell] / queue.perRound.clientAlone[i][cell]) });
+      record({
+        id: `jetstream/ratio/${cell}`,
+        kind: 'jetstream-ratio',
+        name: cell === 'endToEnd' ? 'end to end' : cell,
+        rounds: queue.rounds,
+        unit: 'x',
+        value: queue.ratio[cell],
+        samples: queue.perRound.jetStreamR1.map((r, i) => r[cell] / queue.perRound.clientAlone[i][cell]),
+      });
     }
-    out.push(`JetStream queue ${fmtRate(queue.jetStreamR1.push)} push, ${fmtRate(queue.jetStreamR1.endToEnd)} e2e (${queue.ratio.push.toFixed(2)}x / ${queue.ratio.endToEnd.toFixed(2)}x the client)`);
+    out.push(
+      `JetStream queue ${fmtRate(queue.jetStreamR1.push)} push, ${fmtRate(queue.jetStreamR1.endToEnd)} e2e (${queue.ratio.push.toFixed(2)}x / ${queue.ratio.endToEnd.toFixed(2)}x the client)`,
+    );
   }
   const fwd = await jetStreamScript('forward.mjs', [`--items=${items}`, '--rounds=1']);
   if (fwd.skipped) {
@@ -565,7 +899,18 @@ async function runJetStreamSection() {
     out.push(`forward skipped: ${fwd.skipped}`);
   } else {
     for (const c of fwd.cells) {
-      record({ id: `jetstream/forward/b${c.batch}/c${c.concurrency}`, kind: 'jetstream-forward', name: `batch ${c.batch}, ${c.concurrency} lane(s)`, items, server: fwd.server, batch: c.batch, concurrency: c.concurrency, publishOnly: c.publishOnly, unit: 'msgs/s', value: c.forward });
+      record({
+        id: `jetstream/forward/b${c.batch}/c${c.concurrency}`,
+        kind: 'jetstream-forward',
+        name: `batch ${c.batch}, ${c.concurrency} lane(s)`,
+        items,
+        server: fwd.server,
+        batch: c.batch,
+        concurrency: c.concurrency,
+        publishOnly: c.publishOnly,
+        unit: 'msgs/s',
+        value: c.forward,
+      });
     }
     out.push(`forward ${fwd.cells.map((c) => fmtRate(c.forward)).join(' / ')}`);
   }
@@ -582,7 +927,8 @@ async function runDelayed() {
     try {
       const built = await child(['build', dir, String(n), kind], { script: DELAYED_CHILD });
       const opens = [];
-      for (let r = 0; r < Math.max(config.reps, 1); r++) opens.push(await child(['open', dir, String(built.earliest)], { script: DELAYED_CHILD }));
+      for (let r = 0; r < Math.max(config.reps, 1); r++)
+        opens.push(await child(['open', dir, String(built.earliest)], { script: DELAYED_CHILD }));
       const m = (k) => median(opens.map((o) => o[k]));
       record({
         id: `delayed/${n}/${kind}`,
@@ -598,7 +944,9 @@ async function runDelayed() {
         readyAtOpen: opens[0].ready,
         buildMsgsPerS: n / built.seconds,
       });
-      out.push(`${kind}: open ${m('openMs').toFixed(0)} ms, rss +${(Math.max(...opens.map((o) => o.rssGrowth)) / 2 ** 20).toFixed(0)} MiB, first due ${m('firstDueMs').toFixed(1)} ms`);
+      out.push(
+        `${kind}: open ${m('openMs').toFixed(0)} ms, rss +${(Math.max(...opens.map((o) => o.rssGrowth)) / 2 ** 20).toFixed(0)} MiB, first due ${m('firstDueMs').toFixed(1)} ms`,
+      );
     } finally {
       rmSync(dirname(dir), { recursive: true, force: true });
     }
@@ -620,7 +968,9 @@ function child(argv, { onMessage, script = CHILD } = {}) {
       onMessage?.(m, cp);
     });
     cp.on('error', reject);
-    cp.on('exit', (code, signal) => (code === 0 || signal === 'SIGKILL' ? resolve(last) : reject(new Error(`open child ${argv.join(' ')} exited ${code ?? signal}`))));
+    cp.on('exit', (code, signal) =>
+      code === 0 || signal === 'SIGKILL' ? resolve(last) : reject(new Error(`open child ${argv.join(' ')} exited ${code ?? signal}`)),
+    );
   });
 }
 
@@ -633,8 +983,22 @@ async function runOpen(task) {
   for (const how of ['clean', 'kill']) {
     const dir = join(mkdtempSync(join(scratch, `open-${how}-`)), 'q');
     try {
-      const built = how === 'clean' ? await child(['build', dir, String(n), 'clean']) : await childKilledAfterReport(['build', dir, String(n), 'hold']);
-      record({ id: `disk/${n}/${how}`, kind: 'disk', items: n, how, unit: 'bytes/item', value: built.allocated / n, samples: [built.allocated / n], apparentBytesPerItem: built.bytes / n, bytes: built.bytes, allocated: built.allocated, files: built.files, buildMsgsPerS: n / built.seconds });
+      const built =
+        how === 'clean' ? await child(['build', dir, String(n), 'clean']) : await childKilledAfterReport(['build', dir, String(n), 'hold']);
+      record({
+        id: `disk/${n}/${how}`,
+        kind: 'disk',
+        items: n,
+        how,
+        unit: 'bytes/item',
+        value: built.allocated / n,
+        samples: [built.allocated / n],
+        apparentBytesPerItem: built.bytes / n,
+        bytes: built.bytes,
+        allocated: built.allocated,
+        files: built.files,
+        buildMsgsPerS: n / built.seconds,
+      });
       // Every open is in a fresh process. After a kill, each measuring child is killed too, so the
       // next one also opens an uncleanly closed store; the last one acks the backlog (1 M only).
       const opens = [];
@@ -661,7 +1025,19 @@ async function runOpen(task) {
       });
       const drained = opens.find((o) => o.drained !== undefined);
       if (drained) {
-        record({ id: `disk/${n}/after-ack`, kind: 'disk', items: n, how: 'after-ack', unit: 'bytes', value: drained.afterClose.allocated, samples: [drained.afterClose.allocated], bytesOnDiskAfterAck: drained.bytesOnDiskAfterAck, apparentBytes: drained.afterClose.bytes, files: drained.afterClose.files, drainMsgsPerS: drained.drained / drained.drainSeconds });
+        record({
+          id: `disk/${n}/after-ack`,
+          kind: 'disk',
+          items: n,
+          how: 'after-ack',
+          unit: 'bytes',
+          value: drained.afterClose.allocated,
+          samples: [drained.afterClose.allocated],
+          bytesOnDiskAfterAck: drained.bytesOnDiskAfterAck,
+          apparentBytes: drained.afterClose.bytes,
+          files: drained.afterClose.files,
+          drainMsgsPerS: drained.drained / drained.drainSeconds,
+        });
       }
       out.push(`${how}: open ${m('openMs').toFixed(1)} ms, rss +${(Math.max(...opens.map((o) => o.rssGrowth)) / 2 ** 20).toFixed(1)} MiB`);
     } finally {
@@ -786,9 +1162,17 @@ if (merged) {
   const earlier = JSON.parse(readFileSync(file, 'utf8'));
   const mine = (r) => merged.sections.some((section) => r.id?.startsWith(`${section}/`));
   // Every merge since the full run is kept, the newest last, each naming the sections it replaced.
-  const before = (earlier.merges ?? (earlier.merged ? [earlier.merged] : [])).filter((m) => !m.sections.every((x) => merged.sections.includes(x)));
+  const before = (earlier.merges ?? (earlier.merged ? [earlier.merged] : [])).filter(
+    (m) => !m.sections.every((x) => merged.sections.includes(x)),
+  );
   const merges = [...before, { ...merged, into: earlier.startedAt }];
-  Object.assign(output, { ...earlier, config: { ...earlier.config, ...config }, merged: merges[merges.length - 1], merges, results: [...earlier.results.filter((r) => !mine(r)), ...results] });
+  Object.assign(output, {
+    ...earlier,
+    config: { ...earlier.config, ...config },
+    merged: merges[merges.length - 1],
+    merges,
+    results: [...earlier.results.filter((r) => !mine(r)), ...results],
+  });
 }
 output.targets = computeTargets(output);
 mkdirSync(dirname(file), { recursive: true });

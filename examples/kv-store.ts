@@ -35,7 +35,10 @@ export class KVStore implements Store {
   }
 
   async ack(seqs: readonly number[], sync: boolean): Promise<void> {
-    await this.kv.batch(seqs.map((s) => ({ del: itemKey(s) })), sync);
+    await this.kv.batch(
+      seqs.map((s) => ({ del: itemKey(s) })),
+      sync,
+    );
     this.#count -= seqs.length;
   }
 

@@ -80,7 +80,13 @@ async function buildCorpora(): Promise<Corpus[]> {
   for (let variant = 0; variant < 4; variant++) {
     const rnd = new Prng(0xc0ffee + variant);
     let fs = new CrashFileSystem({ seed: variant + 1 });
-    const store = await LogStore.open(DIR, { fs, segmentBytes: 256 + variant * 128, cursorCheckpointBytes: variant === 3 ? 64 : 1 << 20, preallocate: variant === 2, autoCompact: false });
+    const store = await LogStore.open(DIR, {
+      fs,
+      segmentBytes: 256 + variant * 128,
+      cursorCheckpointBytes: variant === 3 ? 64 : 1 << 20,
+      preallocate: variant === 2,
+      autoCompact: false,
+    });
     await store.open();
     let seq = 1;
     const acked = new Set<number>();
@@ -111,8 +117,10 @@ function mutate(rnd: Prng, bytes: Uint8Array): Uint8Array {
   for (let r = 0; r < rounds; r++) {
     const kind = rnd.int(9);
     if (b.length === 0 && kind < 6) continue;
-    if (kind === 0) b[rnd.int(b.length)]! ^= 1 << rnd.int(8); // bit flip
-    else if (kind === 1) b[rnd.int(b.length)] = rnd.int(256); // random byte
+    if (kind === 0)
+      b[rnd.int(b.length)]! ^= 1 << rnd.int(8); // bit flip
+    else if (kind === 1)
+      b[rnd.int(b.length)] = rnd.int(256); // random byte
     else if (kind === 2 && b.length >= 4) {
       // A huge or odd 32-bit field (frame lengths sit 4 bytes into each 20-byte frame header).
       const at = rnd.int(b.length - 3);
@@ -128,7 +136,8 @@ function mutate(rnd: Prng, bytes: Uint8Array): Uint8Array {
     } else if (kind === 5) {
       const at = rnd.int(b.length);
       b.fill(0, at, Math.min(b.length, at + 1 + rnd.int(64))); // zero run
-    } else if (kind === 6) b = b.slice(0, rnd.int(b.length + 1)); // truncate
+    } else if (kind === 6)
+      b = b.slice(0, rnd.int(b.length + 1)); // truncate
     else if (kind === 7) {
       const tail = rnd.bool() ? rnd.bytes(rnd.int(128)) : new Uint8Array(rnd.int(128));
       const grown = new Uint8Array(b.length + tail.length);
@@ -168,7 +177,8 @@ async function decoderExec(rnd: Prng, target: 'segment' | 'cursor', hangMs: numb
   const heapBefore = process.memoryUsage().arrayBuffers;
   const started = performance.now();
   const step = (what: string, e: unknown): void => {
-    if (!typed(e)) throw new FuzzFailure(`${what} threw an untyped exception on mutated ${described.join(', ')}: ${(e as Error)?.stack ?? String(e)}`);
+    if (!typed(e))
+      throw new FuzzFailure(`${what} threw an untyped exception on mutated ${described.join(', ')}: ${(e as Error)?.stack ?? String(e)}`);
   };
   let store: LogStore | null = null;
   try {
@@ -199,9 +209,13 @@ async function decoderExec(rnd: Prng, target: 'segment' | 'cursor', hangMs: numb
     step('verifyStore', e);
   }
   const elapsedMs = performance.now() - started;
-  if (elapsedMs > hangMs) throw new FuzzFailure(`one exec took ${elapsedMs.toFixed(0)} ms (> ${hangMs} ms): a hang on ${described.join(', ')}`);
+  if (elapsedMs > hangMs)
+    throw new FuzzFailure(`one exec took ${elapsedMs.toFixed(0)} ms (> ${hangMs} ms): a hang on ${described.join(', ')}`);
   const grown = process.memoryUsage().arrayBuffers - heapBefore;
-  if (grown > 64 * MiB) throw new FuzzFailure(`arrayBuffers grew by ${(grown / MiB).toFixed(0)} MiB in one exec: an allocation sized by a length field (${described.join(', ')})`);
+  if (grown > 64 * MiB)
+    throw new FuzzFailure(
+      `arrayBuffers grew by ${(grown / MiB).toFixed(0)} MiB in one exec: an allocation sized by a length field (${described.join(', ')})`,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,7 +344,9 @@ async function endpointExec(rnd: Prng, liftBounds: boolean): Promise<void> {
     stream = stream.slice(0, rnd.int(stream.length));
     described = 'truncated';
   }
-  const decoderBounds: FrameBounds = liftBounds ? new Map([...bounds].map(([t, [lo, hi]]) => [t, [lo, hi + 1024 * 1024] as const])) : bounds;
+  const decoderBounds: FrameBounds = liftBounds
+    ? new Map([...bounds].map(([t, [lo, hi]]) => [t, [lo, hi + 1024 * 1024] as const]))
+    : bounds;
   const decoder = new FrameDecoder(decoderBounds);
   const got: Request[] = [];
   const mustFailBy = firstBadHeaderEnd(stream, bounds);
@@ -342,23 +358,29 @@ async function endpointExec(rnd: Prng, liftBounds: boolean): Promise<void> {
     const end = Math.min(stream.length, at + 1 + rnd.int(rnd.bool() ? 16 : 4096));
     try {
       decoder.feed(stream.subarray(at, end), (frame) => {
-        if (frame.body.length > maxFrameBodyBytes(maxItemBytes)) throw new FuzzFailure(`a frame body of ${frame.body.length} bytes was handed out (${described})`);
+        if (frame.body.length > maxFrameBodyBytes(maxItemBytes))
+          throw new FuzzFailure(`a frame body of ${frame.body.length} bytes was handed out (${described})`);
         got.push(decodeRequest(frame));
       });
     } catch (e) {
       if (e instanceof FuzzFailure) throw e;
-      if (!(e instanceof ProtocolError)) throw new FuzzFailure(`the decoder threw an untyped exception on a ${described} stream: ${(e as Error)?.stack ?? String(e)}`);
+      if (!(e instanceof ProtocolError))
+        throw new FuzzFailure(`the decoder threw an untyped exception on a ${described} stream: ${(e as Error)?.stack ?? String(e)}`);
       failedInChunkAt = at;
       break;
     }
     at = end;
   }
   if (mustFailBy !== null && (failedInChunkAt === null || failedInChunkAt >= mustFailBy)) {
-    throw new FuzzFailure(`a header over its bound (ending at byte ${mustFailBy}) was taken: the decoder ${failedInChunkAt === null ? 'never refused the stream' : `refused it only at byte ${failedInChunkAt}`} (${described})`);
+    throw new FuzzFailure(
+      `a header over its bound (ending at byte ${mustFailBy}) was taken: the decoder ${failedInChunkAt === null ? 'never refused the stream' : `refused it only at byte ${failedInChunkAt}`} (${described})`,
+    );
   }
   if (how === 0) {
     if (failedInChunkAt !== null || decoder.partial) throw new FuzzFailure('an unmutated stream was refused');
-    const same = JSON.stringify(got, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v)) === JSON.stringify(expected, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v));
+    const same =
+      JSON.stringify(got, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v)) ===
+      JSON.stringify(expected, (_, v: unknown) => (v instanceof Uint8Array ? [...v] : v));
     if (!same) throw new FuzzFailure('an unmutated stream decoded to other requests than were encoded');
   }
   const elapsedMs = performance.now() - started;

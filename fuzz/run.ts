@@ -58,13 +58,18 @@ async function main(): Promise<number> {
   let lastReport = started;
   let execs = 0;
   let failure: { seed: number; message: string } | null = null;
-  console.log(`fuzz ${fuzzer.name}: seed=${formatSeed(args.seed)} for ${args.seconds} s${Number.isFinite(args.execs) ? ` or ${args.execs} execs` : ''}${fuzzer.mustFail ? ' (canary: must fail)' : ''}`);
+  console.log(
+    `fuzz ${fuzzer.name}: seed=${formatSeed(args.seed)} for ${args.seconds} s${Number.isFinite(args.execs) ? ` or ${args.execs} execs` : ''}${fuzzer.mustFail ? ' (canary: must fail)' : ''}`,
+  );
   while (execs < args.execs && performance.now() - started < args.seconds * 1000) {
     const seed = (args.seed + execs) >>> 0;
     try {
       await fuzzer.exec(new Prng(seed));
     } catch (e) {
-      failure = { seed, message: e instanceof FuzzFailure ? e.message : `untyped exception in the harness: ${(e as Error)?.stack ?? String(e)}` };
+      failure = {
+        seed,
+        message: e instanceof FuzzFailure ? e.message : `untyped exception in the harness: ${(e as Error)?.stack ?? String(e)}`,
+      };
       execs++;
       break;
     }

@@ -36,7 +36,6 @@ import { LogStore, type LogStoreOptions } from '../src/stores/log/log-store.js';
 import { isQueueError } from '../src/contract/errors.js';
 import { CrashFileSystem, type FaultHandle, ManualClock, type Prng } from '../src/testing/index.js';
 
-
 /**
  * tryReserve(), given a few turns of the event loop when it finds nothing while items are ready:
  * a redelivery waits for its delivery mark to be stored (at once, unless a cursor checkpoint is
@@ -132,7 +131,8 @@ export function randomProgram(rnd: Prng, opCount: number): Program {
     else if (d < 69) ops.push({ kind: 'drop', pick: rnd.int(1000) });
     else if (d < 73) ops.push({ kind: 'compact' });
     else if (d < 78) ops.push({ kind: 'reopen', policy: rnd.pick(POLICIES) });
-    else if (d < 90) ops.push({ kind: 'crash', process: rnd.bool(0.25), inFlight: rnd.int(6), ticks: rnd.int(4), policy: rnd.pick(POLICIES) });
+    else if (d < 90)
+      ops.push({ kind: 'crash', process: rnd.bool(0.25), inFlight: rnd.int(6), ticks: rnd.int(4), policy: rnd.pick(POLICIES) });
     else if (d < 94) ops.push({ kind: 'eio', nth: 1 + rnd.int(4) });
     else if (d < 98) ops.push({ kind: 'enospc', slackBytes: rnd.int(600), pushes: 1 + rnd.int(4), size: size() });
     else ops.push({ kind: 'emfile', nth: 1 + rnd.int(3) });
@@ -204,7 +204,16 @@ export class Model {
 
   newItem(size: number): Item {
     const id = this.nextId++;
-    const item: Item = { id, bytes: payload(id, size), seq: null, state: 'pending', durable: 0, ackIssued: false, ackDurable: 0, everAckedDurably: false };
+    const item: Item = {
+      id,
+      bytes: payload(id, size),
+      seq: null,
+      state: 'pending',
+      durable: 0,
+      ackIssued: false,
+      ackDurable: 0,
+      everAckedDurably: false,
+    };
     this.items.set(id, item);
     return item;
   }
@@ -252,20 +261,27 @@ export function checkRecovered(
     if (present.has(id)) fail(`payload id ${id} recovered twice (seqs ${present.get(id)} and ${it.seq})`);
     present.set(id, it.seq);
     if (item.everAckedDurably) fail(`seq ${it.seq} (id ${id}) came back although its ack resolved durably`);
-    if (item.ackIssued && item.ackDurable >= need) fail(`seq ${it.seq} (id ${id}) came back after a ${ending} ending although its ack resolved (${item.ackDurable === 2 ? 'synced' : 'written'})`);
-    if (item.state === 'full' && ending !== 'power') fail(`seq ${it.seq} (id ${id}) was rejected with ERR_STORE_FULL but is stored (no power loss since)`);
+    if (item.ackIssued && item.ackDurable >= need)
+      fail(
+        `seq ${it.seq} (id ${id}) came back after a ${ending} ending although its ack resolved (${item.ackDurable === 2 ? 'synced' : 'written'})`,
+      );
+    if (item.state === 'full' && ending !== 'power')
+      fail(`seq ${it.seq} (id ${id}) was rejected with ERR_STORE_FULL but is stored (no power loss since)`);
     if (item.seq !== null && item.seq !== it.seq) fail(`id ${id} was stored with seq ${item.seq} but recovered with seq ${it.seq}`);
     const owner = model.seqOwner.get(it.seq);
     if (owner !== undefined && owner !== id) fail(`seq ${it.seq} names two payloads: id ${owner} before, id ${id} now`);
   }
   if (count !== got.length) fail(`store reports count ${count} but ${got.length} items are readable`);
-  if (got.length > 0 && nextSeq <= got[got.length - 1]!.seq) fail(`nextSeq ${nextSeq} is not above the last recovered seq ${got[got.length - 1]!.seq}`);
+  if (got.length > 0 && nextSeq <= got[got.length - 1]!.seq)
+    fail(`nextSeq ${nextSeq} is not above the last recovered seq ${got[got.length - 1]!.seq}`);
   for (const item of model.items.values()) {
     if (item.seq === null || present.has(item.id)) continue;
     // An ack that was issued may have landed even if it never resolved: then the item may be gone.
     const mustBePresent = item.state === 'stored' && item.durable >= need && !item.ackIssued;
     if (mustBePresent && !uncertain) {
-      fail(`seq ${item.seq} (id ${item.id}) was pushed durably (${item.durable === 2 ? 'synced' : 'written'}) and not acked, but is missing after a ${ending} recovery`);
+      fail(
+        `seq ${item.seq} (id ${item.id}) was pushed durably (${item.durable === 2 ? 'synced' : 'written'}) and not acked, but is missing after a ${ending} recovery`,
+      );
     }
     if (item.everAckedDurably && nextSeq <= item.seq) fail(`nextSeq ${nextSeq} would reuse seq ${item.seq}, whose ack resolved durably`);
   }
@@ -453,7 +469,20 @@ class Runner {
     const bySeq = new Map<number, Item>();
     for (const it of got) bySeq.set(it.seq, this.model.items.get(idOf(it.bytes))!);
     if (rx.stats().ready !== got.length) this.fail(`queue reports ${rx.stats().ready} ready, ${got.length} recovered`);
-    this.session = { id: ++this.sessionCount, store, tx, rx, policy, lazy, ready: new Set(bySeq.keys()), bySeq, held: [], failed: false, dead: false, sawFault: false };
+    this.session = {
+      id: ++this.sessionCount,
+      store,
+      tx,
+      rx,
+      policy,
+      lazy,
+      ready: new Set(bySeq.keys()),
+      bySeq,
+      held: [],
+      failed: false,
+      dead: false,
+      sawFault: false,
+    };
   }
 
   /**
@@ -555,7 +584,9 @@ class Runner {
       this.session.failed = true;
       return 'failed';
     }
-    this.fail(`${what} rejected with an unexpected error: ${(e as Error)?.name} ${(e as { code?: string }).code}: ${(e as Error)?.message}`);
+    this.fail(
+      `${what} rejected with an unexpected error: ${(e as Error)?.name} ${(e as { code?: string }).code}: ${(e as Error)?.message}`,
+    );
   }
 
   /** After a failure: everything later rejects with ERR_STORE_FAILED; then close and reopen. */
@@ -568,7 +599,8 @@ class Runner {
       this.fail('a push on a failed queue resolved');
     } catch (e) {
       if (e instanceof PropertyViolation) throw e;
-      if (!isQueueError(e, 'ERR_STORE_FAILED')) this.fail(`a push on a failed queue rejected with ${(e as { code?: string }).code}, not ERR_STORE_FAILED`);
+      if (!isQueueError(e, 'ERR_STORE_FAILED'))
+        this.fail(`a push on a failed queue rejected with ${(e as { code?: string }).code}, not ERR_STORE_FAILED`);
     }
     if (s.held.length > 0) {
       try {
@@ -576,7 +608,8 @@ class Runner {
         this.fail('an ack on a failed queue resolved');
       } catch (e) {
         if (e instanceof PropertyViolation) throw e;
-        if (!isQueueError(e, 'ERR_STORE_FAILED')) this.fail(`an ack on a failed queue rejected with ${(e as { code?: string }).code}, not ERR_STORE_FAILED`);
+        if (!isQueueError(e, 'ERR_STORE_FAILED'))
+          this.fail(`an ack on a failed queue rejected with ${(e as { code?: string }).code}, not ERR_STORE_FAILED`);
       }
     }
     await this.reopen(s.policy);
@@ -810,7 +843,8 @@ class Runner {
     await Promise.all(acks);
     if (s.failed) this.fail('drain: the queue failed without an injected fault');
     await this.reopen(s.policy);
-    if (this.session.ready.size !== 0) this.fail(`drain: ${this.session.ready.size} items remain after everything (${expected.length}) was acked`);
+    if (this.session.ready.size !== 0)
+      this.fail(`drain: ${this.session.ready.size} items remain after everything (${expected.length}) was acked`);
     await this.session.tx.close();
   }
 }

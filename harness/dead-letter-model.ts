@@ -61,7 +61,14 @@ export type DlqOp =
    * `rx.process()` until `handled` handler calls or nothing is left; a handler fails when
    * `(id * 7 + deliveries) % failMod === 0`. With `crashAt`, the `crashAt`-th handler call crashes.
    */
-  | { readonly kind: 'process'; readonly handled: number; readonly failMod: number; readonly concurrency: number; readonly crashAt: number; readonly power: boolean }
+  | {
+      readonly kind: 'process';
+      readonly handled: number;
+      readonly failMod: number;
+      readonly concurrency: number;
+      readonly crashAt: number;
+      readonly power: boolean;
+    }
   | { readonly kind: 'redrive'; readonly limit: number }
   | { readonly kind: 'purge'; readonly limit: number }
   | { readonly kind: 'reopen' }
@@ -111,7 +118,14 @@ export function randomDlqProgram(rnd: Prng, opCount: number): DlqProgram {
     else if (d < 63) ops.push({ kind: 'tick', ms: 1 + rnd.int(25) });
     else if (d < 73) {
       const crash = rnd.bool(0.35);
-      ops.push({ kind: 'process', handled: 1 + rnd.int(12), failMod: 1 + rnd.int(3), concurrency: 1 + rnd.int(3), crashAt: crash ? 1 + rnd.int(8) : 0, power: rnd.bool(0.7) });
+      ops.push({
+        kind: 'process',
+        handled: 1 + rnd.int(12),
+        failMod: 1 + rnd.int(3),
+        concurrency: 1 + rnd.int(3),
+        crashAt: crash ? 1 + rnd.int(8) : 0,
+        power: rnd.bool(0.7),
+      });
     } else if (d < 79) ops.push({ kind: 'redrive', limit: 1 + rnd.int(3) });
     else if (d < 82) ops.push({ kind: 'purge', limit: 1 + rnd.int(2) });
     else if (d < 86) ops.push({ kind: 'reopen' });
@@ -216,7 +230,17 @@ export async function runDlqProgram(program: DlqProgram, advance: Advance): Prom
 
 class DlqRunner {
   fs: CrashFileSystem;
-  readonly stats: DlqStats = { crashes: 0, recoveries: 0, delivered: 0, moved: 0, redriven: 0, purged: 0, lazyRedelivered: 0, countsLowered: 0, countsRaised: 0 };
+  readonly stats: DlqStats = {
+    crashes: 0,
+    recoveries: 0,
+    delivered: 0,
+    moved: 0,
+    redriven: 0,
+    purged: 0,
+    lazyRedelivered: 0,
+    countsLowered: 0,
+    countsRaised: 0,
+  };
   readonly seqs = new Map<number, SeqInfo>();
   nextId = 1;
   session!: Session;
@@ -270,9 +294,21 @@ class DlqRunner {
     const store = await LogStore.open(DIR, { ...this.options, fs: this.fs }).catch((e: unknown) =>
       this.fail(`open after a ${ending} ending failed: ${(e as { code?: string }).code}: ${(e as Error).message}`),
     );
-    const session: Session = { id: ++this.sessions, store, tx: undefined!, rx: undefined!, dead: false, held: [], settled: new Set(), unsynced: [] };
+    const session: Session = {
+      id: ++this.sessions,
+      store,
+      tx: undefined!,
+      rx: undefined!,
+      dead: false,
+      held: [],
+      settled: new Set(),
+      unsynced: [],
+    };
     this.watch(session, ending, first);
-    const builder = new Builder(store).durability(this.program.durability).maxDeliveries(this.program.maxDeliveries).retry({ kind: 'fixed', delayMs: this.program.retryMs });
+    const builder = new Builder(store)
+      .durability(this.program.durability)
+      .maxDeliveries(this.program.maxDeliveries)
+      .retry({ kind: 'fixed', delayMs: this.program.retryMs });
     if (this.lazy) builder.ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: this.program.lazyPending });
     else builder.ackDurability(this.program.acks);
     this.session = session;
@@ -317,14 +353,17 @@ class DlqRunner {
         if (info.where !== 'queue' || info.dead !== 0) this.fail(`ack of seq ${seq}, which is not an item in the queue`);
         info.ack = ISSUED;
       }
-      return ack(seqs, flag).then(() => durable(flag, (l) => {
-        for (const seq of seqs) this.info(seq).ack = Math.max(this.info(seq).ack, l) as Level;
-      }));
+      return ack(seqs, flag).then(() =>
+        durable(flag, (l) => {
+          for (const seq of seqs) this.info(seq).ack = Math.max(this.info(seq).ack, l) as Level;
+        }),
+      );
     };
     const mark = store.markDelivered.bind(store);
     store.markDelivered = (below, marks, flag) => {
       if (!live()) return mark(below, marks, flag);
-      if (process.env.PQ_DLQ_DEBUG) console.log(`s${s.id} markDelivered(${below}, ${JSON.stringify(marks.map((m) => [m.seq, m.deliveries]))}, ${flag})`);
+      if (process.env.PQ_DLQ_DEBUG)
+        console.log(`s${s.id} markDelivered(${below}, ${JSON.stringify(marks.map((m) => [m.seq, m.deliveries]))}, ${flag})`);
       if (flag) this.fail(`a delivery mark was stored synced under ${this.program.acks} acks: marks are written, synced by the next sync`);
       this.boundIssued = Math.max(this.boundIssued, below);
       for (const m of marks) {
@@ -356,9 +395,11 @@ class DlqRunner {
       if (!live()) return dead(letters);
       for (const l of letters) {
         const info = this.info(l.seq);
-        if (info.where !== 'queue' || info.ack !== 0 || info.dead !== 0) this.fail(`dead-letter move of seq ${l.seq}, which is not an unacked item in the queue`);
+        if (info.where !== 'queue' || info.ack !== 0 || info.dead !== 0)
+          this.fail(`dead-letter move of seq ${l.seq}, which is not an unacked item in the queue`);
         if (!sameBytes(l.bytes, info.bytes)) this.fail(`dead letter ${l.seq} is given bytes other than the item's`);
-        if (l.deliveries !== info.count) this.fail(`dead letter ${l.seq} carries ${l.deliveries} deliveries; the queue counted ${info.count}`);
+        if (l.deliveries !== info.count)
+          this.fail(`dead letter ${l.seq} carries ${l.deliveries} deliveries; the queue counted ${info.count}`);
         info.dead = ISSUED;
         info.letter = l;
         s.settled.add(l.seq);
@@ -377,9 +418,11 @@ class DlqRunner {
         if (info.dead === 0 || info.redrive !== 0) this.fail(`purge of seq ${seq}, which is not a dead letter`);
         info.drop = ISSUED;
       }
-      return drop(seqs, flag).then(() => durable(flag, (l) => {
-        for (const seq of seqs) this.info(seq).drop = Math.max(this.info(seq).drop, l) as Level;
-      }));
+      return drop(seqs, flag).then(() =>
+        durable(flag, (l) => {
+          for (const seq of seqs) this.info(seq).drop = Math.max(this.info(seq).drop, l) as Level;
+        }),
+      );
     };
     const redrive = store.redrive.bind(store);
     store.redrive = (moves, flag) => {
@@ -389,7 +432,10 @@ class DlqRunner {
         const from = this.info(m.from);
         // The store lists a dead letter as soon as its move is written, before the move resolves:
         // a redrive or purge may take it then (the crash check judges the outcome on disk).
-        if (from.dead === 0 || from.drop !== 0 || from.redrive !== 0) this.fail(`redrive of seq ${m.from}, which is not a dead letter (dead ${from.dead}, purge ${from.drop}, redrive ${from.redrive}, ${from.where})`);
+        if (from.dead === 0 || from.drop !== 0 || from.redrive !== 0)
+          this.fail(
+            `redrive of seq ${m.from}, which is not a dead letter (dead ${from.dead}, purge ${from.drop}, redrive ${from.redrive}, ${from.where})`,
+          );
         if (!sameBytes(m.item.bytes, from.bytes)) this.fail(`redrive ${m.from} -> ${m.item.seq} with bytes other than the dead letter's`);
         from.redriveTo = m.item.seq;
         from.redrive = ISSUED;
@@ -429,8 +475,22 @@ class DlqRunner {
     if (old !== undefined && old.where !== 'gone') this.fail(`seq ${seq} is assigned again while it is held (id ${old.id})`);
     if (old?.stored) this.fail(`seq ${seq} is assigned again although it was stored once (id ${old.id})`);
     this.seqs.set(seq, {
-      seq, id, bytes, stored: false, where: 'queue', ack: 0, dead: 0, drop: 0, redriveTo: undefined, redrive: 0,
-      count: 0, base: 0, markIssued: 0, markWritten: 0, markSynced: 0, letter: undefined,
+      seq,
+      id,
+      bytes,
+      stored: false,
+      where: 'queue',
+      ack: 0,
+      dead: 0,
+      drop: 0,
+      redriveTo: undefined,
+      redrive: 0,
+      count: 0,
+      base: 0,
+      markIssued: 0,
+      markWritten: 0,
+      markSynced: 0,
+      letter: undefined,
     });
   }
 
@@ -462,20 +522,25 @@ class DlqRunner {
     for (const info of this.seqs.values()) {
       const seq = info.seq;
       if (info.where === 'gone') {
-        if (inQueue.has(seq) || inDead.has(seq)) this.fail(`after ${after}, seq ${seq} is back although it was gone at an earlier recovery`);
+        if (inQueue.has(seq) || inDead.has(seq))
+          this.fail(`after ${after}, seq ${seq} is back although it was gone at an earlier recovery`);
         continue;
       }
       const q = inQueue.has(seq);
       const d = inDead.has(seq);
       if (q && d) this.fail(`after ${after}, seq ${seq} is both in the queue and a dead letter`);
       if (q) {
-        if (info.dead === SYNCED || info.where === 'dead') this.fail(`after ${after}, seq ${seq} is back in the queue although its move into the dead letters resolved`);
-        if (kept(info.ack)) this.fail(`after ${after}, seq ${seq} is back although its ack was ${info.ack === SYNCED ? 'synced' : 'written'}`);
+        if (info.dead === SYNCED || info.where === 'dead')
+          this.fail(`after ${after}, seq ${seq} is back in the queue although its move into the dead letters resolved`);
+        if (kept(info.ack))
+          this.fail(`after ${after}, seq ${seq} is back although its ack was ${info.ack === SYNCED ? 'synced' : 'written'}`);
         if (info.ack >= WRITTEN) this.stats.lazyRedelivered++;
       } else if (d) {
         if (info.dead === 0 && info.where !== 'dead') this.fail(`after ${after}, seq ${seq} is a dead letter but was never moved`);
-        if (kept(info.drop)) this.fail(`after ${after}, dead letter ${seq} is back although its purge was ${info.drop === SYNCED ? 'synced' : 'written'}`);
-        if (info.redrive === SYNCED) this.fail(`after ${after}, dead letter ${seq} is back although its redrive to seq ${info.redriveTo} resolved`);
+        if (kept(info.drop))
+          this.fail(`after ${after}, dead letter ${seq} is back although its purge was ${info.drop === SYNCED ? 'synced' : 'written'}`);
+        if (info.redrive === SYNCED)
+          this.fail(`after ${after}, dead letter ${seq} is back although its redrive to seq ${info.redriveTo} resolved`);
         const l = inDead.get(seq)!;
         if (info.letter !== undefined && letterText(l) !== letterText(info.letter)) {
           this.fail(`after ${after}, dead letter ${seq} is ${letterText(l)}, not the ${letterText(info.letter)} stored`);
@@ -483,15 +548,23 @@ class DlqRunner {
       } else {
         // Gone: allowed when it was never stored, or its ack or purge was issued, or it was redriven.
         const explained = !info.stored || info.ack !== 0 || info.drop !== 0 || (info.redriveTo !== undefined && info.redrive !== 0);
-        if (!explained) this.fail(`after ${after}, seq ${seq} (id ${info.id}) is lost: stored, never acked, purged or redriven, yet neither in the queue nor a dead letter`);
-        if (info.dead === SYNCED && info.drop === 0 && info.redrive === 0) this.fail(`after ${after}, dead letter ${seq} is gone although it was never purged or redriven`);
+        if (!explained)
+          this.fail(
+            `after ${after}, seq ${seq} (id ${info.id}) is lost: stored, never acked, purged or redriven, yet neither in the queue nor a dead letter`,
+          );
+        if (info.dead === SYNCED && info.drop === 0 && info.redrive === 0)
+          this.fail(`after ${after}, dead letter ${seq} is gone although it was never purged or redriven`);
       }
       if (info.redriveTo !== undefined && info.redrive !== 0) {
         const to = this.seqs.get(info.redriveTo)!;
         const toHeld = inQueue.has(to.seq) || inDead.has(to.seq);
         // The new item may be gone by its own ack or purge, or moved on by a redrive of its own.
         const accounted = (i: SeqInfo): boolean =>
-          inQueue.has(i.seq) || inDead.has(i.seq) || i.ack !== 0 || i.drop !== 0 || (i.redriveTo !== undefined && i.redrive !== 0 && accounted(this.seqs.get(i.redriveTo)!));
+          inQueue.has(i.seq) ||
+          inDead.has(i.seq) ||
+          i.ack !== 0 ||
+          i.drop !== 0 ||
+          (i.redriveTo !== undefined && i.redrive !== 0 && accounted(this.seqs.get(i.redriveTo)!));
         if (d && toHeld) this.fail(`after ${after}, redrive ${seq} -> ${to.seq} is in both places`);
         if (!d && !accounted(to)) this.fail(`after ${after}, redrive ${seq} -> ${to.seq} lost the item: in neither place`);
         if (d && to.stored) this.fail(`after ${after}, redrive ${seq} -> ${to.seq} resolved, but the dead letter is back`);
@@ -499,11 +572,15 @@ class DlqRunner {
     }
     // Delivery counts: what the queue will count for each item now (the ledger's adopt rule).
     const below = Math.min(r.deliveredBelow ?? 1, r.nextSeq);
-    if (process.env.PQ_DLQ_DEBUG) console.log(`recovered after ${ending}: deliveredBelow ${r.deliveredBelow} nextSeq ${r.nextSeq} marks ${JSON.stringify(r.marks)} queue ${queue.map((i) => i.seq)} dead ${dead.map((d) => d.seq)}`);
+    if (process.env.PQ_DLQ_DEBUG)
+      console.log(
+        `recovered after ${ending}: deliveredBelow ${r.deliveredBelow} nextSeq ${r.nextSeq} marks ${JSON.stringify(r.marks)} queue ${queue.map((i) => i.seq)} dead ${dead.map((d) => d.seq)}`,
+      );
     const marks = new Map((r.marks ?? []).map((m) => [m.seq, m.deliveries]));
     // A store may report the bound cut to nextSeq: only seqs below nextSeq can be in it.
     const owed = Math.min(ending === 'power' ? this.boundSynced : this.boundWritten, r.nextSeq);
-    if (ending !== 'clean' && below < owed) this.fail(`after ${after}, deliveredBelow ${r.deliveredBelow} is below the ${ending === 'power' ? 'synced' : 'written'} ${owed}`);
+    if (ending !== 'clean' && below < owed)
+      this.fail(`after ${after}, deliveredBelow ${r.deliveredBelow} is below the ${ending === 'power' ? 'synced' : 'written'} ${owed}`);
     for (const [seq] of inQueue) {
       const info = this.info(seq);
       const got = marks.get(seq) ?? (seq < below ? 1 : 0);
@@ -520,7 +597,8 @@ class DlqRunner {
       info.count = info.base = got;
       info.markIssued = info.markWritten = info.markSynced = got;
     }
-    for (const m of r.marks ?? []) if (!inQueue.has(m.seq)) this.fail(`after ${after}, a mark is reported for seq ${m.seq}, which the queue does not hold`);
+    for (const m of r.marks ?? [])
+      if (!inQueue.has(m.seq)) this.fail(`after ${after}, a mark is reported for seq ${m.seq}, which the queue does not hold`);
     // Adopt: what is held now is durable (the new disk starts with everything durable).
     for (const info of this.seqs.values()) {
       if (info.where === 'gone') continue;
@@ -554,11 +632,13 @@ class DlqRunner {
     if (!sameBytes(r.bytes, info.bytes)) this.fail(`delivered seq ${r.seq} with other bytes than it was given`);
     const n = r.deliveries;
     if (n !== info.count + 1) this.fail(`seq ${r.seq} handed out as delivery ${n}; the queue counted ${info.count} before`);
-    if (n > this.program.maxDeliveries) this.fail(`seq ${r.seq} handed out ${n} times, more than maxDeliveries ${this.program.maxDeliveries}`);
+    if (n > this.program.maxDeliveries)
+      this.fail(`seq ${r.seq} handed out ${n} times, more than maxDeliveries ${this.program.maxDeliveries}`);
     // The record counting this delivery was written before the hand-out (synced later).
     const record = Math.max(info.markWritten, info.base);
     const bound = this.boundWritten;
-    if (!(record >= n || (n === 1 && r.seq < bound))) this.fail(`seq ${r.seq} handed out for the ${n}-th time before the store held a record counting it`);
+    if (!(record >= n || (n === 1 && r.seq < bound)))
+      this.fail(`seq ${r.seq} handed out for the ${n}-th time before the store held a record counting it`);
     info.count = n;
   }
 
@@ -642,7 +722,8 @@ class DlqRunner {
         break;
       case 'redrive': {
         const seqs = await this.expectOk('redrive', s.rx.deadLetters.redrive({ limit: op.limit }));
-        if (seqs !== undefined && !s.dead) for (const seq of seqs) if (!this.info(seq).stored) this.fail(`redrive resolved with seq ${seq}, which is not stored`);
+        if (seqs !== undefined && !s.dead)
+          for (const seq of seqs) if (!this.info(seq).stored) this.fail(`redrive resolved with seq ${seq}, which is not stored`);
         break;
       }
       case 'purge': {

@@ -86,7 +86,16 @@ const DELAYS = [0, 0, 0, 0, 0, 40];
 const LIMITS = [1, 1, 2, 3, Infinity];
 
 export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, log: string[]): Promise<FlowRunStats> {
-  const stats: FlowRunStats = { reserves: 0, passedOver: 0, heldBack: 0, leaseExpiries: 0, rateHeld: 0, throttles: 0, crashes: 0, reopens: 0 };
+  const stats: FlowRunStats = {
+    reserves: 0,
+    passedOver: 0,
+    heldBack: 0,
+    leaseExpiries: 0,
+    rateHeld: 0,
+    throttles: 0,
+    crashes: 0,
+    reopens: 0,
+  };
   const rng = new Prng(options.seed);
   const clock = new ManualClock();
   const queueLeaseMs = rng.bool() ? Infinity : rng.pick([60, 150]);
@@ -98,7 +107,9 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
   let consumers: Consumer[] = [];
   /** Each consumer's group limit, kept across restarts and re-forks. */
   const limits = Array.from({ length: options.forks + 1 }, () => rng.pick(LIMITS));
-  const rate: RateLimitOptions | undefined = rng.bool(0.35) ? undefined : { max: rng.pick([1, 2, 3]), perMs: rng.pick([20, 50, 120]), by: rng.pick(['queue', 'group'] as const) };
+  const rate: RateLimitOptions | undefined = rng.bool(0.35)
+    ? undefined
+    : { max: rng.pick([1, 2, 3]), perMs: rng.pick([20, 50, 120]), by: rng.pick(['queue', 'group'] as const) };
   /** Hand-out times in each rate window (in memory in the queue: a restart starts them empty), and its pause. */
   const windows = new Map<string, { times: number[]; pausedUntil: number }>();
   const windowOf = (m: ModelItem) => {
@@ -115,7 +126,9 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
   };
 
   const fail = (message: string): never => {
-    throw new Error(`${target.name}: ${message}\nlimits ${JSON.stringify(limits)} rate ${JSON.stringify(rate)}\nlast steps:\n  ${log.slice(-(Number(process.env.FLOW_LOG) || 14)).join('\n  ')}`);
+    throw new Error(
+      `${target.name}: ${message}\nlimits ${JSON.stringify(limits)} rate ${JSON.stringify(rate)}\nlast steps:\n  ${log.slice(-(Number(process.env.FLOW_LOG) || 14)).join('\n  ')}`,
+    );
   };
   const openQueue = async (): Promise<void> => {
     const builder = new Builder(store).clock(clock);
@@ -133,7 +146,8 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
     return n;
   };
   const isReady = (m: ModelItem): boolean => !m.acked && m.heldBy < 0 && m.notBefore <= clock.now() && m.retryDue <= clock.now();
-  const better = (a: ModelItem, b: ModelItem | undefined): boolean => b === undefined || a.priority > b.priority || (a.priority === b.priority && a.seq < b.seq);
+  const better = (a: ModelItem, b: ModelItem | undefined): boolean =>
+    b === undefined || a.priority > b.priority || (a.priority === b.priority && a.seq < b.seq);
   /**
    * The item a consumer of limit `limit` must get, the best ready item whatever its group and its
    * window, and the best whatever its window.
@@ -176,11 +190,15 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
     const want = { inFlight: held.size, delayed: waiting, ready: unacked - held.size - waiting };
     const got = { inFlight: s.inFlight, delayed: s.delayed, ready: s.ready };
     if (JSON.stringify(got) !== JSON.stringify(want)) fail(`stats ${JSON.stringify(got)}, the model says ${JSON.stringify(want)}`);
-    if (s.groupLimited + s.rateLimited > s.ready) fail(`stats: ${s.groupLimited} and ${s.rateLimited} items held back for their groups and rates, only ${s.ready} ready`);
+    if (s.groupLimited + s.rateLimited > s.ready)
+      fail(`stats: ${s.groupLimited} and ${s.rateLimited} items held back for their groups and rates, only ${s.ready} ready`);
     if (rate?.by === 'queue') {
       const w = windows.get('');
       const shut = w !== undefined && (w.pausedUntil > clock.now() || inWindow(w) >= rate.max);
-      if (s.rateLimited !== (shut ? s.ready - s.groupLimited : 0)) fail(`stats: rateLimited ${s.rateLimited} with the queue's window ${shut ? 'shut' : 'open'}, ready ${s.ready}, groupLimited ${s.groupLimited}`);
+      if (s.rateLimited !== (shut ? s.ready - s.groupLimited : 0))
+        fail(
+          `stats: rateLimited ${s.rateLimited} with the queue's window ${shut ? 'shut' : 'open'}, ready ${s.ready}, groupLimited ${s.groupLimited}`,
+        );
     }
   };
   const restart = async (how: 'reopen' | 'crash'): Promise<void> => {
@@ -216,7 +234,19 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
       const push = { priority, delayMs, ...(group === undefined ? {} : { group }) };
       const seqs = count === 1 ? [await tx.push(texts[0]!, push)] : await tx.pushMany(texts, push);
       const notBefore = delayMs > 0 ? clock.now() + delayMs : 0;
-      for (const [i, seq] of seqs.entries()) items.set(seq, { seq, text: texts[i]!, group, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false, deliveries: 0 });
+      for (const [i, seq] of seqs.entries())
+        items.set(seq, {
+          seq,
+          text: texts[i]!,
+          group,
+          priority,
+          notBefore,
+          heldBy: -1,
+          leaseDue: Infinity,
+          retryDue: 0,
+          acked: false,
+          deliveries: 0,
+        });
     } else if (roll < 34) {
       const ms = rng.pick([1, 10, 30, 80, 200]);
       log.push(`advance ${ms}`);
@@ -240,11 +270,13 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
         if (answer === WAITING) fail(`consumer ${k} waits, the model expects ${want.text} (seq ${want.seq})`);
         const got = answer as Reserved | null;
         if (got === null) fail(`consumer ${k} got null, the model expects ${want.text}`);
-        if (got!.seq !== want.seq) fail(`consumer ${k} got ${dec(got!.bytes)} (seq ${got!.seq}), the model expects ${want.text} (seq ${want.seq})`);
+        if (got!.seq !== want.seq)
+          fail(`consumer ${k} got ${dec(got!.bytes)} (seq ${got!.seq}), the model expects ${want.text} (seq ${want.seq})`);
         if (held.has(got!.seq)) fail(`seq ${got!.seq} is held twice`);
         if (want !== best) stats.passedOver++;
         if (want !== unthrottled) stats.rateHeld++;
-        if (want.deliveries !== undefined && got!.deliveries !== want.deliveries + 1) fail(`${want.text} is handed out with deliveries ${got!.deliveries}, the model counts ${want.deliveries + 1}`);
+        if (want.deliveries !== undefined && got!.deliveries !== want.deliveries + 1)
+          fail(`${want.text} is handed out with deliveries ${got!.deliveries}, the model counts ${want.deliveries + 1}`);
         want.deliveries = got!.deliveries;
         if (rate !== undefined) {
           const w = windowOf(want);
@@ -255,7 +287,8 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
         want.heldBy = k;
         want.leaseDue = lengthMs === Infinity ? Infinity : clock.now() + lengthMs;
         held.set(got!.seq, { item: got!, consumer: k });
-        if (want.group !== undefined && inFlight(want.group) > limit) fail(`group ${want.group} has ${inFlight(want.group)} in flight after a take under limit ${limit}`);
+        if (want.group !== undefined && inFlight(want.group) > limit)
+          fail(`group ${want.group} has ${inFlight(want.group)} in flight after a take under limit ${limit}`);
         stats.reserves++;
       }
     } else if (roll < 80 && held.size > 0) {
@@ -340,7 +373,8 @@ export async function runFlowModel(target: FlowTarget, options: FlowRunOptions, 
   }
   const want = [...items.values()].filter((m) => !m.acked).map((m) => m.seq);
   left.sort((a, b) => a - b);
-  if (JSON.stringify(left) !== JSON.stringify(want)) fail(`left at the end ${JSON.stringify(left)}, the model says ${JSON.stringify(want)}`);
+  if (JSON.stringify(left) !== JSON.stringify(want))
+    fail(`left at the end ${JSON.stringify(left)}, the model says ${JSON.stringify(want)}`);
   await tx.close();
   return stats;
 }

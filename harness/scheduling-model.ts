@@ -86,8 +86,7 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
     consumers = [rx];
     for (let i = 0; i < options.forks; i++) consumers.push(rx.fork());
   };
-  const isReady = (m: ModelItem): boolean =>
-    !m.acked && m.heldBy < 0 && m.notBefore <= clock.now() && m.retryDue <= clock.now();
+  const isReady = (m: ModelItem): boolean => !m.acked && m.heldBy < 0 && m.notBefore <= clock.now() && m.retryDue <= clock.now();
   const expected = (): ModelItem | undefined => {
     let best: ModelItem | undefined;
     for (const m of items.values()) {
@@ -151,7 +150,8 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
       log.push(`push ${texts.join(',')} priority ${priority} delayMs ${delayMs} at ${clock.now()}`);
       const seqs = count === 1 ? [await tx.push(texts[0]!, { priority, delayMs })] : await tx.pushMany(texts, { priority, delayMs });
       const notBefore = delayMs > 0 ? clock.now() + delayMs : 0;
-      for (const [i, seq] of seqs.entries()) items.set(seq, { seq, text: texts[i]!, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false });
+      for (const [i, seq] of seqs.entries())
+        items.set(seq, { seq, text: texts[i]!, priority, notBefore, heldBy: -1, leaseDue: Infinity, retryDue: 0, acked: false });
     } else if (roll < 34) {
       const ms = rng.pick([1, 10, 20, 50, 120, 400]);
       log.push(`advance ${ms}`);
@@ -169,7 +169,8 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
         // reserve() rather than tryReserve(): an item coming back waits for its delivery mark.
         const got = await consumers[k]!.reserve(leaseMs === undefined ? undefined : { leaseMs });
         if (got === null) fail(`consumer ${k} got null, the model expects ${want.text}`);
-        if (got!.seq !== want.seq) fail(`consumer ${k} got ${dec(got!.bytes)} (seq ${got!.seq}), the model expects ${want.text} (seq ${want.seq})`);
+        if (got!.seq !== want.seq)
+          fail(`consumer ${k} got ${dec(got!.bytes)} (seq ${got!.seq}), the model expects ${want.text} (seq ${want.seq})`);
         if (held.has(got!.seq)) fail(`seq ${got!.seq} is held twice`);
         const lengthMs = leaseMs ?? queueLeaseMs;
         want.heldBy = k;
@@ -241,7 +242,11 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
   const left: number[] = [];
   const rx = consumers[0]!;
   // tryReserve() may answer null while an asynchronous store's read is out: wait while items are ready.
-  for (let got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null); got; got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null)) {
+  for (
+    let got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
+    got;
+    got = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null)
+  ) {
     const m = items.get(got.seq);
     if (m === undefined || m.acked) fail(`seq ${got.seq} came back after its ack`);
     left.push(got.seq);
@@ -249,7 +254,8 @@ export async function runScheduleModel(target: ScheduleTarget, options: Schedule
   }
   const want = [...items.values()].filter((m) => !m.acked).map((m) => m.seq);
   left.sort((a, b) => a - b);
-  if (JSON.stringify(left) !== JSON.stringify(want)) fail(`left at the end ${JSON.stringify(left)}, the model says ${JSON.stringify(want)}`);
+  if (JSON.stringify(left) !== JSON.stringify(want))
+    fail(`left at the end ${JSON.stringify(left)}, the model says ${JSON.stringify(want)}`);
   await tx.close();
   return stats;
 }

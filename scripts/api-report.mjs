@@ -331,7 +331,7 @@ export function reportOf(reader, pkg, entry, typesFile) {
     '[persistent-queue](../../../README.md) › [Reference](../README.md) › The published types',
     '',
     `Every name \`${subpath}\` exports, in name order, with its declaration as the package ships it ` +
-      '(the export\'s own doc comment kept, the comments of its members left out); then the declarations those ' +
+      "(the export's own doc comment kept, the comments of its members left out); then the declarations those " +
       'name that this entry point does not export, which a user reaches through an export; then what they take ' +
       'from other packages.',
     '',
@@ -367,7 +367,12 @@ export function reportOf(reader, pkg, entry, typesFile) {
   if (external.size > 0) {
     lines.push('## From other packages', '');
     for (const [module, names] of [...external].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      lines.push(`- \`${module}\`: ${[...names].sort().map((n) => `\`${n}\``).join(', ')}`);
+      lines.push(
+        `- \`${module}\`: ${[...names]
+          .sort()
+          .map((n) => `\`${n}\``)
+          .join(', ')}`,
+      );
     }
     lines.push('');
   }

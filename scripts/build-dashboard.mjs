@@ -22,11 +22,21 @@ const TYPES = {
 
 /** The module's text for the sources as they are now. */
 export function pageModule() {
-  const files = ['index.html', 'app.css', 'favicon.svg', ...readdirSync(join(pageDir, 'js')).filter((f) => f.endsWith('.js')).sort().map((f) => `js/${f}`)];
+  const files = [
+    'index.html',
+    'app.css',
+    'favicon.svg',
+    ...readdirSync(join(pageDir, 'js'))
+      .filter((f) => f.endsWith('.js'))
+      .sort()
+      .map((f) => `js/${f}`),
+  ];
   const html = readFileSync(join(pageDir, 'index.html'), 'utf8');
   const referenced = [...html.matchAll(/(?:src|href)="\.\/([^"?]+)\?token=__TOKEN__"/g)].map((m) => m[1]);
-  for (const f of files) if (f !== 'index.html' && !referenced.includes(f)) throw new Error(`src/dashboard/page/${f} is not referenced by index.html`);
-  for (const f of referenced) if (!files.includes(f)) throw new Error(`index.html references ${f}, which src/dashboard/page/ does not hold`);
+  for (const f of files)
+    if (f !== 'index.html' && !referenced.includes(f)) throw new Error(`src/dashboard/page/${f} is not referenced by index.html`);
+  for (const f of referenced)
+    if (!files.includes(f)) throw new Error(`index.html references ${f}, which src/dashboard/page/ does not hold`);
   const entries = files.map((f) => {
     const type = TYPES[f.slice(f.lastIndexOf('.'))];
     if (type === undefined) throw new Error(`no content type for ${f}`);
@@ -42,7 +52,7 @@ export function pageModule() {
     '  readonly body: string;',
     '}',
     '',
-    '/** The page\'s files by path; `/index.html` holds `__TOKEN__` where the token goes. */',
+    "/** The page's files by path; `/index.html` holds `__TOKEN__` where the token goes. */",
     'export const PAGE_ASSETS: Readonly<Record<string, PageAsset>> = {',
     ...entries,
     '};',

@@ -6,7 +6,10 @@ export declare const root: string;
 export declare const pqBin: string;
 export declare const CHROMIUM: string;
 export declare function chromiumMissing(): string | null;
-export declare function launchBrowser(viewport?: { width: number; height: number }): Promise<{ context: BrowserContext; close(): Promise<void> }>;
+export declare function launchBrowser(viewport?: {
+  width: number;
+  height: number;
+}): Promise<{ context: BrowserContext; close(): Promise<void> }>;
 
 export declare class Child {
   constructor(child: ChildProcess);

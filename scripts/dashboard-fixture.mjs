@@ -16,7 +16,16 @@ export const pqBin = join(root, 'dist', 'cli', 'pq.js');
 export const CHROMIUM = process.env.PQ_CHROMIUM ?? '/usr/bin/chromium';
 
 /** The flags the machine needs: no sandbox (containers), and no network the browser would open on its own. */
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export function chromiumMissing() {
   return existsSync(CHROMIUM) ? null : `no Chromium at ${CHROMIUM} (.ci/run installs Debian's chromium)`;
@@ -26,7 +35,12 @@ export function chromiumMissing() {
 export async function launchBrowser(viewport = { width: 1280, height: 900 }) {
   const { chromium } = await import('playwright-core');
   const profile = mkdtempSync(join(tmpdir(), 'pq-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, args: CHROMIUM_ARGS, viewport, deviceScaleFactor: 1 });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    viewport,
+    deviceScaleFactor: 1,
+  });
   return {
     context,
     async close() {
@@ -100,7 +114,9 @@ export function runModule(work, name, source, args = []) {
  * `base` the origin without the token.
  */
 export async function startUi(dir, args = []) {
-  const child = new Child(spawn(process.execPath, [pqBin, 'ui', dir, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } }));
+  const child = new Child(
+    spawn(process.execPath, [pqBin, 'ui', dir, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } }),
+  );
   const url = await child.line((l) => l.startsWith('http://'));
   return { child, url, base: new URL(url).origin, token: new URL(url).searchParams.get('token') };
 }
@@ -208,13 +224,22 @@ export const OUTLINED_PAGES = ['overview', 'items', 'dead-letters', 'groups', 's
 export async function pageOutline(page) {
   return page.evaluate(() => {
     const lines = [];
-    const nodes = document.querySelectorAll('nav a, main h2, main h3, main .card .label, main th, main .legend > span, main button, main label');
+    const nodes = document.querySelectorAll(
+      'nav a, main h2, main h3, main .card .label, main th, main .legend > span, main button, main label',
+    );
     for (const el of nodes) {
       if (el.closest('[hidden]') !== null) continue;
       let text = '';
-      if (el.tagName === 'LABEL') text = [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('');
+      if (el.tagName === 'LABEL')
+        text = [...el.childNodes]
+          .filter((n) => n.nodeType === 3)
+          .map((n) => n.textContent)
+          .join('');
       else text = el.textContent ?? '';
-      text = text.replace(/\d[\d,.]*/g, 'N').replace(/\s+/g, ' ').trim();
+      text = text
+        .replace(/\d[\d,.]*/g, 'N')
+        .replace(/\s+/g, ' ')
+        .trim();
       lines.push(`${el.tagName.toLowerCase()}${el.closest('nav') ? ' (nav)' : ''}: ${text}`);
     }
     return lines.join('\n');

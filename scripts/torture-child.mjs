@@ -43,7 +43,8 @@ for (let k = 0; k < producers; k++) {
     const item = await rx.reserve();
     const text = dec.decode(item.bytes);
     const id = Number(text.slice(1, text.indexOf(':')));
-    if (text !== payloadText(id)) out(`X seq ${item.seq} delivered with bytes that were never pushed: ${JSON.stringify(text.slice(0, 40))}`);
+    if (text !== payloadText(id))
+      out(`X seq ${item.seq} delivered with bytes that were never pushed: ${JSON.stringify(text.slice(0, 40))}`);
     const r = rand();
     if (r < 0.7) {
       out(`a ${item.seq}`); // issued: from here on the item may be gone after a kill

@@ -42,7 +42,8 @@ function parseArgs(argv) {
       process.exit(2);
     }
   }
-  if (!Number.isSafeInteger(args.kills) || args.kills < 1) throw new RangeError(`Expected \`--kills\` to be a positive integer, got \`${args.kills}\``);
+  if (!Number.isSafeInteger(args.kills) || args.kills < 1)
+    throw new RangeError(`Expected \`--kills\` to be a positive integer, got \`${args.kills}\``);
   if (!Number.isSafeInteger(args.seed)) throw new RangeError(`Expected \`--seed\` to be an integer, got \`${args.seed}\``);
   return args;
 }
@@ -81,9 +82,13 @@ function violation(kill, policy, message) {
 
 function runChild(kill, policy, killAfter) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(here, 'torture-child.mjs'), dir, policy, String((rand() * 2 ** 32) >>> 0), String(nextId)], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(here, 'torture-child.mjs'), dir, policy, String((rand() * 2 ** 32) >>> 0), String(nextId)],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let lines = 0;
     let partial = '';
     let stderr = '';
@@ -121,7 +126,8 @@ function runChild(kill, policy, killAfter) {
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (c) => (stderr += c));
     child.on('close', (code, signal) => {
-      if (signal !== 'SIGKILL') violation(kill, policy, `child exited on its own (code ${code}, signal ${signal}): ${stderr.trim().slice(0, 500)}`);
+      if (signal !== 'SIGKILL')
+        violation(kill, policy, `child exited on its own (code ${code}, signal ${signal}): ${stderr.trim().slice(0, 500)}`);
       // Ids the child may have handed out without reporting: never reuse them.
       nextId = Math.max(nextId, maxId + 1) + 1000;
       resolve();
@@ -140,7 +146,11 @@ async function check(kill, policy) {
   const recovered = [];
   try {
     for (;;) {
-      const got = store.read({ after: recovered.length ? recovered[recovered.length - 1].seq : 0, before: Number.MAX_SAFE_INTEGER, limit: 1e6 });
+      const got = store.read({
+        after: recovered.length ? recovered[recovered.length - 1].seq : 0,
+        before: Number.MAX_SAFE_INTEGER,
+        limit: 1e6,
+      });
       if (got.length === 0) break;
       recovered.push(...got);
     }
@@ -155,10 +165,12 @@ async function check(kill, policy) {
     prev = it.seq;
     const text = dec.decode(it.bytes);
     const id = Number(text.slice(1, text.indexOf(':')));
-    if (!(id > 0) || text !== payloadText(id)) violation(kill, policy, `seq ${it.seq} holds bytes that were never pushed: ${JSON.stringify(text.slice(0, 40))}`);
+    if (!(id > 0) || text !== payloadText(id))
+      violation(kill, policy, `seq ${it.seq} holds bytes that were never pushed: ${JSON.stringify(text.slice(0, 40))}`);
     if (ackedSeqs.has(it.seq)) violation(kill, policy, `seq ${it.seq} (id ${id}) came back although its ack resolved`);
     const p = pushed.get(id);
-    if (p !== undefined && p.seq !== it.seq) violation(kill, policy, `id ${id} resolved with seq ${p.seq} but was recovered as seq ${it.seq}`);
+    if (p !== undefined && p.seq !== it.seq)
+      violation(kill, policy, `id ${id} resolved with seq ${p.seq} but was recovered as seq ${it.seq}`);
     present.add(id);
     totals.checked++;
   }
@@ -199,7 +211,9 @@ try {
 } finally {
   if (tty) process.stdout.write('\n');
   progress(true);
-  console.log(`torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none} (${totals.blocking} of them with blockingSync); store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`);
+  console.log(
+    `torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none} (${totals.blocking} of them with blockingSync); store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`,
+  );
   if (violations.length === 0) rmSync(root, { recursive: true, force: true });
 }
 if (violations.length > 0) {

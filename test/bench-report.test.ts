@@ -23,8 +23,7 @@ interface Output {
 }
 
 const loadResults = (): Output => JSON.parse(readFileSync(join(root, 'bench', 'results', 'latest.json'), 'utf8')) as Output;
-const targetsModule = async () =>
-  (await import(join(root, 'bench', 'lib', 'targets.mjs'))) as { computeTargets: (o: Output) => Target[] };
+const targetsModule = async () => (await import(join(root, 'bench', 'lib', 'targets.mjs'))) as { computeTargets: (o: Output) => Target[] };
 
 const TARGET_KEYS = [
   'memstore-vs-bare-p1',
@@ -105,9 +104,13 @@ describe('benchmark report', () => {
       const handWritten = readFileSync(join(root, 'bench', 'where-the-time-goes.md'), 'utf8');
       const keys = new Set(computeTargets(output).map((t) => t.key));
       expect(targetKeysOf(handWritten).filter((k) => !keys.has(k))).toEqual([]);
-      const sections = md.slice(md.indexOf('\n## Where the time goes\n')).split(/\n### /).slice(1);
+      const sections = md
+        .slice(md.indexOf('\n## Where the time goes\n'))
+        .split(/\n### /)
+        .slice(1);
       expect(sections.length).toBeGreaterThan(5);
-      for (const section of sections) expect(section, section.split('\n')[0]).toMatch(/^.*\n\n\| what \| measured \| baseline \| ratio \| target \| status \|\n/);
+      for (const section of sections)
+        expect(section, section.split('\n')[0]).toMatch(/^.*\n\n\| what \| measured \| baseline \| ratio \| target \| status \|\n/);
       expect(md).not.toContain('<!-- targets:');
     } finally {
       rmSync(dir, { recursive: true, force: true });

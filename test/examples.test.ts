@@ -53,7 +53,10 @@ it('theWorkerWithRetriesRunsAsWrittenAndRetriesEachOrderOnce', () => {
   const run = runAsWritten(block);
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('acked 3, retried 3, delayed 0\n');
-  const reported = run.stderr.split('\n').filter((line) => line.startsWith('item ')).sort();
+  const reported = run.stderr
+    .split('\n')
+    .filter((line) => line.startsWith('item '))
+    .sort();
   expect(reported).toEqual([1, 2, 3].map((n) => `item ${n}, delivery 1: upstream busy for order ${n}`));
 });
 
@@ -78,7 +81,9 @@ it('thePerTenantWorkerRunsAsWrittenWithinEachTenantsRateAndItsThrottledDeliveryI
   const run = runAsWritten(block);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  expect(run.stdout).toBe("[\n  'globex invoice 1 (delivery 1)',\n  'globex invoice 2 (delivery 1)',\n  'globex invoice 3 (delivery 1)'\n]\n0 0\n");
+  expect(run.stdout).toBe(
+    "[\n  'globex invoice 1 (delivery 1)',\n  'globex invoice 2 (delivery 1)',\n  'globex invoice 3 (delivery 1)'\n]\n0 0\n",
+  );
 });
 
 it('theNightlyJobRunsAsWrittenAndCatchesUpEachMissedNightAcrossTheChangeToSummerTime', () => {
@@ -86,7 +91,9 @@ it('theNightlyJobRunsAsWrittenAndCatchesUpEachMissedNightAcrossTheChangeToSummer
   const run = runAsWritten(block);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  expect(run.stdout).toBe("[\n  '2026-03-28T02:00:00.000Z',\n  '2026-03-29T01:00:00.000Z',\n  '2026-03-30T01:00:00.000Z'\n]\n2026-03-31T01:00:00.000Z\n");
+  expect(run.stdout).toBe(
+    "[\n  '2026-03-28T02:00:00.000Z',\n  '2026-03-29T01:00:00.000Z',\n  '2026-03-30T01:00:00.000Z'\n]\n2026-03-31T01:00:00.000Z\n",
+  );
 });
 
 it('theWorkerWithADeadLetterQueueRunsAsWrittenAndMovesOnlyTheBadItem', () => {
@@ -233,7 +240,7 @@ it('theIdempotencyExampleRunsAsWrittenWithTheResultsItStates', () => {
 });
 
 it('theDelayAndPriorityExampleRunsAsWrittenInTheOrderItStates', () => {
-  const block = docBlock('js', "{ priority: 10 }");
+  const block = docBlock('js', '{ priority: 10 }');
   const run = runAsWritten(block);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
@@ -268,14 +275,16 @@ it('theSqliteProcessedSetExampleRunsAsWrittenAgainstBetterSqlite3', () => {
   const block = docBlock('js', 'new SqliteProcessedSet(db)');
   const sqlite = pathToFileURL(join(root, 'dist', 'stores', 'sqlite', 'index.js')).href;
   const peer = pathToFileURL(join(root, 'node_modules', 'better-sqlite3', 'lib', 'index.js')).href;
-  const run = runAsWritten(block.replaceAll("from 'persistent-queue/sqlite'", `from '${sqlite}'`).replaceAll("from 'better-sqlite3'", `from '${peer}'`));
+  const run = runAsWritten(
+    block.replaceAll("from 'persistent-queue/sqlite'", `from '${sqlite}'`).replaceAll("from 'better-sqlite3'", `from '${peer}'`),
+  );
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
   expect(run.stdout).toBe('2\n');
 });
 
 it('theBatchExampleRunsAsWrittenWithPartialSuccess', () => {
-  const block = docBlock('js', "batch: { size: 4 }");
+  const block = docBlock('js', 'batch: { size: 4 }');
   const run = runAsWritten(block);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
@@ -315,7 +324,10 @@ it('theJetStreamExampleRunsAsWrittenOnAFreshServer', async (context) => {
     writeFileSync(
       file,
       block
-        .replaceAll("from 'persistent-queue/jetstream'", `from '${pathToFileURL(join(root, 'dist', 'engines', 'jetstream', 'index.js')).href}'`)
+        .replaceAll(
+          "from 'persistent-queue/jetstream'",
+          `from '${pathToFileURL(join(root, 'dist', 'engines', 'jetstream', 'index.js')).href}'`,
+        )
         .replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`)
         .replaceAll("from '@nats-io/transport-node'", `from '${pathToFileURL(require.resolve('@nats-io/transport-node')).href}'`),
     );
@@ -361,7 +373,13 @@ it.skipIf(natsBinary === null)('theStoreAndForwardExampleStartsOfflineAndForward
       .replaceAll("from '@nats-io/jetstream'", `from '${import.meta.resolve('@nats-io/jetstream')}'`);
     writeFileSync(join(dir, 'example.mjs'), source);
     const port = await freePort();
-    example = new Lines(spawn(process.execPath, [join(dir, 'example.mjs')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NATS_URL: `127.0.0.1:${port}` } }));
+    example = new Lines(
+      spawn(process.execPath, [join(dir, 'example.mjs')], {
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, NATS_URL: `127.0.0.1:${port}` },
+      }),
+    );
     // Nothing listens on the port: the pushes resolve all the same.
     await example.until((lines) => lines.length >= 1);
     expect(example.lines).toEqual(['[ 1, 2, 3 ]']);
@@ -388,7 +406,8 @@ it('theWorkerDaemonStaysUpWhileIdleAndStopsCleanlyOnSigterm', async () => {
   try {
     const file = join(dir, 'worker.mjs');
     writeFileSync(file, block.replaceAll("from 'persistent-queue'", `from '${pathToFileURL(join(root, 'dist', 'index.js')).href}'`));
-    const probe = 'data:text/javascript,' + encodeURIComponent("setTimeout(() => console.log('idle for a second, still running'), 1000).unref();");
+    const probe =
+      'data:text/javascript,' + encodeURIComponent("setTimeout(() => console.log('idle for a second, still running'), 1000).unref();");
     const child = spawn(process.execPath, ['--import', probe, file], { cwd: dir, env: { ...process.env, QUEUE_DIR: join(dir, 'jobs') } });
     let stdout = '';
     let stderr = '';
@@ -405,7 +424,9 @@ it('theWorkerDaemonStaysUpWhileIdleAndStopsCleanlyOnSigterm', async () => {
     expect(await exited).toBe(0);
     expect(stderr).toBe('');
     expect(stdout).toBe('handled first job\nidle for a second, still running\nworker stopped cleanly\n');
-    const stats = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', '--json', join(dir, 'jobs')], { encoding: 'utf8' });
+    const stats = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', '--json', join(dir, 'jobs')], {
+      encoding: 'utf8',
+    });
     expect(stats.status, stats.stderr).toBe(0);
     expect(JSON.parse(stats.stdout).lastShutdownClean, 'the store was closed cleanly').toBe(true);
   } finally {
@@ -468,7 +489,7 @@ it('theSpoolExampleRunsAsWritten', () => {
   const run = runAsWritten(block);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  expect(run.stdout).toBe("spool [ 0, 0, 0 ]\n1 a\n2 b\n3 c\n");
+  expect(run.stdout).toBe('spool [ 0, 0, 0 ]\n1 a\n2 b\n3 c\n');
 });
 
 /** `block` with the package's entry points made the built files, written as `name` in `dir`. */
@@ -509,7 +530,13 @@ it('theGettingStartedWorkerHandlesItsItemsAndAfterAKillHandsTheUnackedOneOutAgai
     expect(after.stderr).toBe('');
     expect(after.status).toBe(0);
     expect(after.stdout).toBe(
-      handled(['resize photo 42 (delivery 2)', 'send receipt 7 (delivery 1)', 'resize photo 41 (delivery 1)', 'resize photo 42 (delivery 1)', 'send receipt 7 (delivery 1)']),
+      handled([
+        'resize photo 42 (delivery 2)',
+        'send receipt 7 (delivery 1)',
+        'resize photo 41 (delivery 1)',
+        'resize photo 42 (delivery 1)',
+        'send receipt 7 (delivery 1)',
+      ]),
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -589,7 +616,11 @@ console.log(JSON.stringify(seen));
 `,
     );
     const tsc = join(root, 'node_modules', '.bin', 'tsc');
-    const compiled = spawnSync(tsc, ['loop.mts', '--noCheck', '--target', 'es2022', '--module', 'nodenext', '--lib', 'es2022,esnext.disposable', '--outDir', 'out'], { cwd: dir, encoding: 'utf8' });
+    const compiled = spawnSync(
+      tsc,
+      ['loop.mts', '--noCheck', '--target', 'es2022', '--module', 'nodenext', '--lib', 'es2022,esnext.disposable', '--outDir', 'out'],
+      { cwd: dir, encoding: 'utf8' },
+    );
     expect(compiled.stdout + compiled.stderr).toBe('');
     expect(readFileSync(join(dir, 'out', 'loop.mjs'), 'utf8')).not.toMatch(/await using/);
     const out = execFileSync(process.execPath, [join(dir, 'out', 'loop.mjs')], { encoding: 'utf8' });
@@ -642,7 +673,22 @@ export const items: QueueItem<string>[] = [] as (Reserved<string> | JetStreamRes
 `;
     writeFileSync(join(dir, 'both.mts'), docBlock('ts', 'async function drainReady(rx: QueueConsumer<string>)') + parity);
     const tsc = join(root, 'node_modules', '.bin', 'tsc');
-    const args = ['both.mts', '--strict', '--target', 'es2022', '--module', 'nodenext', '--lib', 'es2022,esnext.disposable', '--types', 'node', '--typeRoots', join(root, 'node_modules', '@types'), '--outDir', 'out'];
+    const args = [
+      'both.mts',
+      '--strict',
+      '--target',
+      'es2022',
+      '--module',
+      'nodenext',
+      '--lib',
+      'es2022,esnext.disposable',
+      '--types',
+      'node',
+      '--typeRoots',
+      join(root, 'node_modules', '@types'),
+      '--outDir',
+      'out',
+    ];
     const compiled = spawnSync(tsc, args, { cwd: dir, encoding: 'utf8' });
     expect(compiled.stdout + compiled.stderr).toBe('');
     const out = execFileSync(process.execPath, [join(dir, 'out', 'both.mjs')], { encoding: 'utf8' });
@@ -651,4 +697,3 @@ export const items: QueueItem<string>[] = [] as (Reserved<string> | JetStreamRes
     rmSync(dir, { recursive: true, force: true });
   }
 });
-

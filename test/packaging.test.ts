@@ -3,7 +3,19 @@
  * backends are optional peers behind their own subpath exports, loaded only when a store opens.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
@@ -128,9 +140,13 @@ await tx.close();
 });
 
 test('persistent-queue/jetstream is exported types first, and the root does not load the NATS client', () => {
-  expect(pkg.exports['./jetstream']).toEqual({ types: './dist/engines/jetstream/index.d.ts', default: './dist/engines/jetstream/index.js' });
+  expect(pkg.exports['./jetstream']).toEqual({
+    types: './dist/engines/jetstream/index.d.ts',
+    default: './dist/engines/jetstream/index.js',
+  });
   expect(Object.keys(pkg.exports['./jetstream'] as object)[0]).toBe('types');
-  for (const peer of ['@nats-io/jetstream', '@nats-io/transport-node']) expect(pkg.peerDependenciesMeta?.[peer]?.optional, `${peer} is optional`).toBe(true);
+  for (const peer of ['@nats-io/jetstream', '@nats-io/transport-node'])
+    expect(pkg.peerDependenciesMeta?.[peer]?.optional, `${peer} is optional`).toBe(true);
   const nats = (loaded: ReturnType<typeof loadedAfter>) => loaded.cjs.filter((f) => f.includes('node_modules/@nats-io/'));
   expect(nats(loadedAfter(`await import(${JSON.stringify(distUrl('index.js'))});`))).toEqual([]);
   // The probe sees the client once the subpath is imported: the check above can fail.
@@ -208,7 +224,11 @@ test('every shipped source map carries the sources it maps', () => {
 
 /** Runs a tool from node_modules/.bin the way `npx` would, without any network. */
 function tool(name: string, args: string[]) {
-  const r = spawnSync(join(root, 'node_modules', '.bin', name), args, { cwd: root, encoding: 'utf8', env: { ...process.env, npm_config_offline: 'true', NO_COLOR: '1' } });
+  const r = spawnSync(join(root, 'node_modules', '.bin', name), args, {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, npm_config_offline: 'true', NO_COLOR: '1' },
+  });
   return { code: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
@@ -240,7 +260,10 @@ function packCleanTree(): Packed {
   if (packedOnce) return packedOnce;
   const work = mkdtempSync(join(tmpdir(), 'pq-pack-'));
   const tree = join(work, 'tree');
-  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' }).split('\0');
+  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: root,
+    encoding: 'utf8',
+  }).split('\0');
   for (const file of listed) {
     // node_modules is a symlink in some checkouts, which the ignore rule (a directory) does not cover.
     if (file === '' || file === 'node_modules' || !existsSync(join(root, file)) || !lstatSync(join(root, file)).isFile()) continue;
@@ -249,7 +272,11 @@ function packCleanTree(): Packed {
   }
   symlinkSync(join(root, 'node_modules'), join(tree, 'node_modules'));
   const hadDist = existsSync(join(tree, 'dist'));
-  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: tree, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', work], {
+    cwd: tree,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const report = (JSON.parse(out) as { filename: string; files: PackedFile[] }[])[0]!;
   packedOnce = { work, tarball: join(work, report.filename), files: report.files.map((f) => f.path), hadDist };
   return packedOnce;
@@ -263,7 +290,8 @@ test('npm pack on a clean tree builds dist/ and packs what the built tree packs'
   const packed = packCleanTree();
   expect(packed.hadDist, 'the copied tree has no dist/ of its own').toBe(false);
   for (const entry of Object.values(pkg.exports)) {
-    for (const file of typeof entry === 'string' ? [entry] : [entry.types, entry.default]) expect(packed.files).toContain(file.replace(/^\.\//, ''));
+    for (const file of typeof entry === 'string' ? [entry] : [entry.types, entry.default])
+      expect(packed.files).toContain(file.replace(/^\.\//, ''));
   }
   expect(packed.files).toContain('dist/cli/pq.js');
   expect([...packed.files].sort()).toEqual([...packedFiles()].sort());
@@ -299,11 +327,15 @@ function installedApp(name: string, extra: string[] = []): string {
   const app = join(packed.work, name);
   mkdirSync(app);
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', '--engine-strict', packed.tarball, ...extra], {
-    cwd: app,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  execFileSync(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', '--engine-strict', packed.tarball, ...extra],
+    {
+      cwd: app,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   mkdirSync(join(app, 'node_modules', '@types'), { recursive: true });
   symlinkSync(join(root, 'node_modules', '@types', 'node'), join(app, 'node_modules', '@types', 'node'));
   apps.set(name, app);
@@ -339,7 +371,10 @@ test('the installed pq runs through its bin symlink', () => {
 
 test('the NATS clients the docs name for Node 20 install beside the tarball with engines enforced', () => {
   const command = `npm install ${NATS_FOR_NODE_20.join(' ')}`;
-  expect(docFiles().filter((file) => docText(file).includes(command)), `the docs have ${command}`).toEqual(['docs/guides/scaling-out.md']);
+  expect(
+    docFiles().filter((file) => docText(file).includes(command)),
+    `the docs have ${command}`,
+  ).toEqual(['docs/guides/scaling-out.md']);
   // npm refuses the install (ERESOLVE) when the peer range leaves them out, and (EBADENGINE) when
   // a package they pull declares engines this Node is not in.
   const app = fullApp();
@@ -424,10 +459,14 @@ function typescript50(): string {
   mkdirSync(cache, { recursive: true });
   const staging = mkdtempSync(join(cache, 'pq-typescript-'));
   try {
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--no-save', '--no-package-lock', '--prefix', staging, 'typescript@5.0.4'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    execFileSync(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--prefer-offline', '--no-save', '--no-package-lock', '--prefix', staging, 'typescript@5.0.4'],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     renameSync(staging, dir);
   } catch (error) {
     // Another run may have put its copy there first: either will do.
@@ -439,14 +478,22 @@ function typescript50(): string {
 }
 
 const newestTypescript = (): string => join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-const newestVersion = (JSON.parse(readFileSync(join(root, 'node_modules', 'typescript', 'package.json'), 'utf8')) as { version: string }).version;
+const newestVersion = (JSON.parse(readFileSync(join(root, 'node_modules', 'typescript', 'package.json'), 'utf8')) as { version: string })
+  .version;
 
 const COMPILERS: Record<string, () => string> = { 'TypeScript 5.0': typescript50, [`TypeScript ${newestVersion}`]: newestTypescript };
 
 /** The errors tsc reports for `files` in `app`, strict, with the library files checked (skipLibCheck off, its default). */
 function compileErrors(tsc: string, app: string, resolution: Resolution, files: string[]): string[] {
   const config = `tsconfig.${resolution}.json`;
-  const compilerOptions = { strict: true, noEmit: true, skipLibCheck: false, target: 'es2022', types: ['node'], ...RESOLUTIONS[resolution] };
+  const compilerOptions = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: false,
+    target: 'es2022',
+    types: ['node'],
+    ...RESOLUTIONS[resolution],
+  };
   writeFileSync(join(app, config), JSON.stringify({ compilerOptions, files }));
   const r = spawnSync(process.execPath, [tsc, '-p', config, '--pretty', 'false'], { cwd: app, encoding: 'utf8' });
   const errors = `${r.stdout}${r.stderr}`.split('\n').filter((line) => /error TS\d+/.test(line));
@@ -492,7 +539,14 @@ test('every declaration file in the tarball compiles, the ones no entry point re
   const app = fullApp();
   const declarations = packCleanTree().files.filter((f) => f.endsWith('.d.ts'));
   expect(declarations).toContain('dist/lib/clock.d.ts');
-  expect(compileErrors(newestTypescript(), app, 'nodenext', declarations.map((f) => `node_modules/persistent-queue/${f}`))).toEqual([]);
+  expect(
+    compileErrors(
+      newestTypescript(),
+      app,
+      'nodenext',
+      declarations.map((f) => `node_modules/persistent-queue/${f}`),
+    ),
+  ).toEqual([]);
 });
 
 test('the compile fails when a published declaration names a type the tarball does not hold (the checks above can fail)', () => {
@@ -507,6 +561,9 @@ test('the compile fails when a published declaration names a type the tarball do
   writeFileSync(file, stripped);
   for (const [compiler, tsc] of Object.entries(COMPILERS)) {
     const errors = compileErrors(tsc(), app, 'nodenext', ['core.ts']);
-    expect(errors.some((e) => e.includes('persistent-queue/dist/core/') && e.includes("'TimeSource'")), `${compiler}:\n${errors.join('\n')}`).toBe(true);
+    expect(
+      errors.some((e) => e.includes('persistent-queue/dist/core/') && e.includes("'TimeSource'")),
+      `${compiler}:\n${errors.join('\n')}`,
+    ).toBe(true);
   }
 });

@@ -56,7 +56,9 @@ function runToEnd(rt: Runtime, dir: string, name: string, script: string, args: 
 /** The LogStore block of docs/guides/processing.md, importing the built package and opening `process.argv[2]`. */
 function docsLogStoreBlock(): string {
   const block = docBlock('js', "LogStore.open('/var/lib/myapp/queue')");
-  return block.replaceAll("from 'persistent-queue'", `from ${JSON.stringify(distUrl('index.js'))}`).replace("'/var/lib/myapp/queue'", 'process.argv[2]');
+  return block
+    .replaceAll("from 'persistent-queue'", `from ${JSON.stringify(distUrl('index.js'))}`)
+    .replace("'/var/lib/myapp/queue'", 'process.argv[2]');
 }
 
 /** After the docs' block: push a second item, ack the first, close, reopen, find only the second. */
@@ -115,7 +117,12 @@ describe.each(RUNTIMES)('$name', (rt) => {
   test('theDocsLogStoreCodeRoundTripsThroughAReopen', () => {
     const dir = fresh();
     const out = runToEnd(rt, dir, 'round-trip.mjs', docsLogStoreBlock() + ROUND_TRIP, [join(dir, 'queue')]);
-    expect(JSON.parse(out)).toEqual({ first: 'survives a crash and a power loss once this resolves', ready: 1, left: 'second', countAfterAck: 0 });
+    expect(JSON.parse(out)).toEqual({
+      first: 'survives a crash and a power loss once this resolves',
+      ready: 1,
+      left: 'second',
+      countAfterAck: 0,
+    });
   });
 
   test('everyPushASigkilledWriterSawResolveUnderGroupIsRecoveredByASecondProcess', async () => {
@@ -166,7 +173,10 @@ describe.each(RUNTIMES)('$name', (rt) => {
     const held = JSON.parse(runToEnd(rt, dir, 'lock.mjs', LOCK_TEXT, [store])) as { lock: string; pid: number };
     expect(held.lock).toMatch(new RegExp(`^${held.pid} start=[ts]\\d+\n$`)); // the pid lock's text; the kernel lock's adds ' flock'
     // Asked for the kernel lock, the open fails and says why fs-ext does not load here.
-    const forced = JSON.parse(runToEnd(rt, dir, 'lock.mjs', LOCK_TEXT, [store], { PERSISTENT_QUEUE_LOCK: 'flock' })) as { code: string; message: string };
+    const forced = JSON.parse(runToEnd(rt, dir, 'lock.mjs', LOCK_TEXT, [store], { PERSISTENT_QUEUE_LOCK: 'flock' })) as {
+      code: string;
+      message: string;
+    };
     expect(forced.code).toBe('ERR_STORE');
     expect(forced.message).toMatch(/npm install fs-ext/);
     expect(forced.message).toMatch(rt.noFsExt);

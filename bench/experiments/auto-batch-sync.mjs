@@ -87,7 +87,9 @@ async function openStore(m, blockingSync, durability) {
     },
   };
   const dir = mkdtempSync(join(tmpdir(), 'pq-auto-batch-'));
-  const [tx] = await new m.Builder(await m.LogStore.open(join(dir, 'q'), { fs, blockingSync, segmentBytes: 16 * 1024 * 1024 })).durability(durability).open();
+  const [tx] = await new m.Builder(await m.LogStore.open(join(dir, 'q'), { fs, blockingSync, segmentBytes: 16 * 1024 * 1024 }))
+    .durability(durability)
+    .open();
   return { tx, counts, dir };
 }
 
@@ -134,7 +136,11 @@ for (let r = 0; r < rounds; r++) {
     for (const [label] of order) got[label] = await window(stores[name][label], producers, load);
     for (const [label] of contestants) {
       const row = ((results[name] ??= {})[label] ??= []);
-      row.push({ ...got[label], ratio: got[label].rate / got[reference].rate, workRatio: load === null ? NaN : got[label].work / got[reference].work });
+      row.push({
+        ...got[label],
+        ratio: got[label].rate / got[reference].rate,
+        workRatio: load === null ? NaN : got[label].work / got[reference].work,
+      });
     }
   }
 }
@@ -147,14 +153,29 @@ for (const byLabel of Object.values(stores)) {
 
 const f = (x, d = 0) => (Number.isNaN(x) ? '-' : x.toFixed(d));
 const quartile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.round(q * (xs.length - 1))];
-const spanOf = (xs, d) => (xs.some(Number.isNaN) ? '-' : `${f(median(xs), d)} [${f(quartile(xs, 0.25), d)}–${f(quartile(xs, 0.75), d)}] (${f(Math.min(...xs), d)}–${f(Math.max(...xs), d)})`);
-console.log(`${rounds} rounds of ${ms} ms per contestant; per round ratios to '${reference}': median [quartiles] (range); the other columns medians of rounds; loop delay in ms`);
-console.log('cell              mode       pushes/s  ratio                           work/s  work ratio                      delay p50   p99    max  on-thread  pushes/sync');
+const spanOf = (xs, d) =>
+  xs.some(Number.isNaN)
+    ? '-'
+    : `${f(median(xs), d)} [${f(quartile(xs, 0.25), d)}–${f(quartile(xs, 0.75), d)}] (${f(Math.min(...xs), d)}–${f(Math.max(...xs), d)})`;
+console.log(
+  `${rounds} rounds of ${ms} ms per contestant; per round ratios to '${reference}': median [quartiles] (range); the other columns medians of rounds; loop delay in ms`,
+);
+console.log(
+  'cell              mode       pushes/s  ratio                           work/s  work ratio                      delay p50   p99    max  on-thread  pushes/sync',
+);
 for (const [name, byLabel] of Object.entries(results)) {
   for (const [label, rs] of Object.entries(byLabel)) {
     const m = (k) => median(rs.map((x) => x[k]));
     console.log(
-      `${name.padEnd(17)} ${label.padEnd(9)} ${f(m('rate')).padStart(9)}  ${spanOf(rs.map((x) => x.ratio), 2).padEnd(30)} ${f(m('work')).padStart(7)}  ${spanOf(rs.map((x) => x.workRatio), 2).padEnd(30)} ${f(m('p50'), 2).padStart(9)} ${f(m('p99'), 2).padStart(5)} ${f(m('max'), 1).padStart(6)} ${f(m('onThread') * 100).padStart(8)} % ${f(m('perSync'), 1).padStart(11)}`,
+      `${name.padEnd(17)} ${label.padEnd(9)} ${f(m('rate')).padStart(9)}  ${spanOf(
+        rs.map((x) => x.ratio),
+        2,
+      ).padEnd(30)} ${f(m('work')).padStart(7)}  ${spanOf(
+        rs.map((x) => x.workRatio),
+        2,
+      ).padEnd(
+        30,
+      )} ${f(m('p50'), 2).padStart(9)} ${f(m('p99'), 2).padStart(5)} ${f(m('max'), 1).padStart(6)} ${f(m('onThread') * 100).padStart(8)} % ${f(m('perSync'), 1).padStart(11)}`,
     );
   }
 }

@@ -59,5 +59,15 @@ console.log(`${rounds} rounds of ${ms} ms; median of rounds; event-loop delay in
 console.log('cell                 pushes/s   loop delay p50    p99    max');
 for (const [key, rs] of Object.entries(out)) {
   const m = (f) => median(rs.map(f));
-  console.log(`${key.padEnd(18)} ${m((x) => x.rate).toFixed(0).padStart(10)}   ${m((x) => x.p50).toFixed(2).padStart(13)} ${m((x) => x.p99).toFixed(2).padStart(6)} ${m((x) => x.max).toFixed(2).padStart(6)}`);
+  console.log(
+    `${key.padEnd(18)} ${m((x) => x.rate)
+      .toFixed(0)
+      .padStart(10)}   ${m((x) => x.p50)
+      .toFixed(2)
+      .padStart(13)} ${m((x) => x.p99)
+      .toFixed(2)
+      .padStart(6)} ${m((x) => x.max)
+      .toFixed(2)
+      .padStart(6)}`,
+  );
 }

@@ -19,7 +19,9 @@ try {
   const fits = Math.floor(capacityBytes / payloadBytes);
   for (let i = 0; i < fits; i += 64) await tx.pushMany(Array.from({ length: Math.min(64, fits - i) }, () => payload));
   const full = rx.stats();
-  console.log(`full:   ${fits} items of ${payloadBytes} B, payload ${fmt(full.bytes)} of ${fmt(capacityBytes)}; on disk ${fmt(full.bytesOnDisk)} in ${full.segments} segments`);
+  console.log(
+    `full:   ${fits} items of ${payloadBytes} B, payload ${fmt(full.bytes)} of ${fmt(capacityBytes)}; on disk ${fmt(full.bytesOnDisk)} in ${full.segments} segments`,
+  );
   // Steady state: the consumer acks the oldest, producers refill; the queue stays full.
   let peak = full.bytesOnDisk;
   let peakSegments = full.segments;
@@ -36,7 +38,9 @@ try {
     }
   }
   const end = rx.stats();
-  console.log(`steady: after ${4 * fits} more acks and pushes, on disk ${fmt(end.bytesOnDisk)} in ${end.segments} segments; peak ${fmt(peak)} in ${peakSegments} segments`);
+  console.log(
+    `steady: after ${4 * fits} more acks and pushes, on disk ${fmt(end.bytesOnDisk)} in ${end.segments} segments; peak ${fmt(peak)} in ${peakSegments} segments`,
+  );
   console.log(`ratio:  peak disk / capacityBytes = ${(peak / capacityBytes).toFixed(2)}`);
   await rx.close();
 } finally {

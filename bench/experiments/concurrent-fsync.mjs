@@ -39,6 +39,8 @@ async function run(frames, lanes, ms) {
 }
 
 for (let r = 0; r < rounds; r++) {
-  console.log(`64x1 ${await run(64, 1, 1000)}  32x2 ${await run(32, 2, 1000)}  64x2 ${await run(64, 2, 1000)}  16x4 ${await run(16, 4, 1000)}`);
+  console.log(
+    `64x1 ${await run(64, 1, 1000)}  32x2 ${await run(32, 2, 1000)}  64x2 ${await run(64, 2, 1000)}  16x4 ${await run(16, 4, 1000)}`,
+  );
 }
 rmSync(dir, { recursive: true, force: true });

@@ -171,7 +171,13 @@ const cells = {
 };
 const names = Object.keys(cells);
 const rates = Object.fromEntries(names.map((n) => [n, []]));
-const ratios = { 'floor/simple': [], 'floor-no-copy/simple': [], 'floor-no-ack-await/simple': [], 'memstore/simple': [], 'memstore/floor': [] };
+const ratios = {
+  'floor/simple': [],
+  'floor-no-copy/simple': [],
+  'floor-no-ack-await/simple': [],
+  'memstore/simple': [],
+  'memstore/floor': [],
+};
 for (let round = 0; round < rounds; round++) {
   const r = {};
   for (let k = 0; k < names.length; k++) {
@@ -186,5 +192,7 @@ for (let round = 0; round < rounds; round++) {
   }
 }
 const k = (x) => `${(x / 1000).toFixed(0)} k/s`;
-for (const n of names) console.log(`${n.padEnd(18)} ${k(median(rates[n])).padStart(10)}  (${k(Math.min(...rates[n]))} – ${k(Math.max(...rates[n]))})`);
-for (const [key, xs] of Object.entries(ratios)) console.log(`${key.padEnd(25)} ${median(xs).toFixed(3)}  (${Math.min(...xs).toFixed(3)} – ${Math.max(...xs).toFixed(3)})`);
+for (const n of names)
+  console.log(`${n.padEnd(18)} ${k(median(rates[n])).padStart(10)}  (${k(Math.min(...rates[n]))} – ${k(Math.max(...rates[n]))})`);
+for (const [key, xs] of Object.entries(ratios))
+  console.log(`${key.padEnd(25)} ${median(xs).toFixed(3)}  (${Math.min(...xs).toFixed(3)} – ${Math.max(...xs).toFixed(3)})`);

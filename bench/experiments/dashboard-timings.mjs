@@ -91,6 +91,8 @@ for (const [label, kind] of [
     rates.watched.push(got.watched.cpu);
   }
   const pct = (v) => `${(v * 100).toFixed(1)} %`;
-  console.log(`${label}: watched / quiet, CPU ${pct(median(ratios.cpu))} (spread ${pct(spread(ratios.cpu))}), wall ${pct(median(ratios.wall))} (spread ${pct(spread(ratios.wall))}); median CPU rates quiet ${Math.round(median(rates.quiet) / 1000)} k/s, watched ${Math.round(median(rates.watched) / 1000)} k/s`);
+  console.log(
+    `${label}: watched / quiet, CPU ${pct(median(ratios.cpu))} (spread ${pct(spread(ratios.cpu))}), wall ${pct(median(ratios.wall))} (spread ${pct(spread(ratios.wall))}); median CPU rates quiet ${Math.round(median(rates.quiet) / 1000)} k/s, watched ${Math.round(median(rates.watched) / 1000)} k/s`,
+  );
 }
 rmSync(scratch, { recursive: true, force: true });

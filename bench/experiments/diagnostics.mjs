@@ -139,7 +139,10 @@ const RATIOS = Object.fromEntries(
 // results[w][metric] = { rates: {contestant: [per round]}, ratios: {id: [per round]} }
 const results = workloads.map(() =>
   Object.fromEntries(
-    METRICS.map((m) => [m, { rates: Object.fromEntries(names.map((n) => [n, []])), ratios: Object.fromEntries(Object.keys(RATIOS).map((id) => [id, []])) }]),
+    METRICS.map((m) => [
+      m,
+      { rates: Object.fromEntries(names.map((n) => [n, []])), ratios: Object.fromEntries(Object.keys(RATIOS).map((id) => [id, []])) },
+    ]),
   ),
 );
 const t0 = performance.now();
@@ -163,15 +166,25 @@ rmSync(scratch, { recursive: true, force: true });
 
 const k = (x) => `${(x / 1000).toFixed(0)} k/s`;
 const pct = (x) => `${(x * 100).toFixed(1)} %`;
-console.log(`node ${process.version}, ${rounds} rounds of ${budgetMs} ms per contestant, ${((performance.now() - t0) / 1000).toFixed(0)} s in all`);
+console.log(
+  `node ${process.version}, ${rounds} rounds of ${budgetMs} ms per contestant, ${((performance.now() - t0) / 1000).toFixed(0)} s in all`,
+);
 for (const m of METRICS) {
-  console.log(`\n${m === 'wall' ? 'messages per second of wall time' : 'messages per second of process CPU time'}; medians over rounds, spread = (max - min) / median\n`);
+  console.log(
+    `\n${m === 'wall' ? 'messages per second of wall time' : 'messages per second of process CPU time'}; medians over rounds, spread = (max - min) / median\n`,
+  );
   console.log(`| workload | ${names.join(' | ')} | ${Object.keys(RATIOS).join(' | ')} |`);
   console.log(`|---|${[...names, ...Object.keys(RATIOS)].map(() => '---:').join('|')}|`);
   for (let w = 0; w < workloads.length; w++) {
     const { rates, ratios } = results[w][m];
     const cell = (id) => `${pct(median(ratios[id]))} (spread ${pct(spread(ratios[id]))})`;
-    console.log(`| ${workloads[w][0]} | ${names.map((n) => k(median(rates[n]))).join(' | ')} | ${Object.keys(RATIOS).map(cell).join(' | ')} |`);
+    console.log(
+      `| ${workloads[w][0]} | ${names.map((n) => k(median(rates[n]))).join(' | ')} | ${Object.keys(RATIOS).map(cell).join(' | ')} |`,
+    );
   }
 }
-console.log(`\nmessages seen by the subscribers: ${Object.entries(seen).map(([n, c]) => `${n.replace('persistent-queue:', '')} ${c}`).join(', ')}`);
+console.log(
+  `\nmessages seen by the subscribers: ${Object.entries(seen)
+    .map(([n, c]) => `${n.replace('persistent-queue:', '')} ${c}`)
+    .join(', ')}`,
+);

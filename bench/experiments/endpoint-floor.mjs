@@ -26,11 +26,12 @@ const IN_FLIGHT = 16;
 function outbox(socket) {
   let parts = [];
   return (buf) => {
-    if (parts.length === 0) process.nextTick(() => {
-      const out = parts.length === 1 ? parts[0] : Buffer.concat(parts);
-      parts = [];
-      if (!socket.destroyed) socket.write(out);
-    });
+    if (parts.length === 0)
+      process.nextTick(() => {
+        const out = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+        parts = [];
+        if (!socket.destroyed) socket.write(out);
+      });
     parts.push(buf);
   };
 }
@@ -54,14 +55,30 @@ if (process.argv[2] === '--producer') {
   const request = Buffer.alloc(REQUEST_BYTES, 7);
   request.writeUInt32LE(128, 0);
   const waiting = [];
-  socket.on('data', framer(REPLY_BYTES, (n) => { for (let i = 0; i < n; i++) waiting.shift()(); }));
-  const push = () => new Promise((resolve) => { waiting.push(resolve); send(request); });
+  socket.on(
+    'data',
+    framer(REPLY_BYTES, (n) => {
+      for (let i = 0; i < n; i++) waiting.shift()();
+    }),
+  );
+  const push = () =>
+    new Promise((resolve) => {
+      waiting.push(resolve);
+      send(request);
+    });
   console.log('ready');
   await new Promise((resolve) => process.stdin.once('data', resolve));
   process.stdin.destroy();
   let n = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => { while (performance.now() - t0 < ms) { await push(); n++; } }));
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      while (performance.now() - t0 < ms) {
+        await push();
+        n++;
+      }
+    }),
+  );
   console.log(JSON.stringify({ n, ms: performance.now() - t0 }));
   socket.end();
 } else {
@@ -95,7 +112,9 @@ if (process.argv[2] === '--producer') {
     const reply = Buffer.alloc(REPLY_BYTES);
     const server = createServer((socket) => {
       const send = outbox(socket);
-      const answer = (count) => { for (let i = 0; i < count; i++) send(reply); };
+      const answer = (count) => {
+        for (let i = 0; i < count; i++) send(reply);
+      };
       socket.on('data', (chunk) => {
         if (!sync) return framer(REQUEST_BYTES, answer)(chunk);
         writeSync(fd, chunk, 0, chunk.length, at % fileBytes);
@@ -103,19 +122,33 @@ if (process.argv[2] === '--producer') {
         return undefined;
       });
       if (sync) {
-        const count = framer(REQUEST_BYTES, (n) => { gathered.push([answer, n]); if (!syncing) startSync(); });
+        const count = framer(REQUEST_BYTES, (n) => {
+          gathered.push([answer, n]);
+          if (!syncing) startSync();
+        });
         socket.on('data', count);
       }
     });
     await new Promise((r) => server.listen(path, r));
     const self = new URL(import.meta.url).pathname;
-    const procs = Array.from({ length: PROCESSES }, () => spawn(process.execPath, [self, '--producer', path, String(ms)], { stdio: ['pipe', 'pipe', 'inherit'] }));
+    const procs = Array.from({ length: PROCESSES }, () =>
+      spawn(process.execPath, [self, '--producer', path, String(ms)], { stdio: ['pipe', 'pipe', 'inherit'] }),
+    );
     const lines = procs.map((p) => {
       let out = '';
       p.stdout.setEncoding('utf8');
       const waiters = [];
-      p.stdout.on('data', (d) => { out += d; for (const w of waiters.splice(0)) w(); });
-      return async (test) => { for (;;) { const l = out.split('\n').find(test); if (l !== undefined) return l; await new Promise((r) => waiters.push(r)); } };
+      p.stdout.on('data', (d) => {
+        out += d;
+        for (const w of waiters.splice(0)) w();
+      });
+      return async (test) => {
+        for (;;) {
+          const l = out.split('\n').find(test);
+          if (l !== undefined) return l;
+          await new Promise((r) => waiters.push(r));
+        }
+      };
     });
     for (const l of lines) await l((x) => x === 'ready');
     for (const p of procs) p.stdin.write('go\n');
@@ -149,8 +182,16 @@ if (process.argv[2] === '--producer') {
     rmSync(base, { recursive: true, force: true });
   }
   const range = (xs) => `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`;
-  console.log(`${rounds} rounds of ${ms} ms, ${PROCESSES} processes × ${IN_FLIGHT} in flight, 128 B; pushes/s, median of rounds; ratios: median (min–max) of per-round ratios`);
+  console.log(
+    `${rounds} rounds of ${ms} ms, ${PROCESSES} processes × ${IN_FLIGHT} in flight, 128 B; pushes/s, median of rounds; ratios: median (min–max) of per-round ratios`,
+  );
   for (const name of names) console.log(`${name.padEnd(15)} ${median(out[name]).toFixed(0).padStart(9)}`);
   const ratio = (a, b) => out[a].map((x, i) => x / out[b][i]);
-  for (const [a, b] of [['endpoint-group', 'local-group'], ['floor-fsync', 'local-group'], ['floor-echo', 'local-group'], ['endpoint-group', 'floor-fsync']]) console.log(`${a} / ${b}: ${range(ratio(a, b))}`);
+  for (const [a, b] of [
+    ['endpoint-group', 'local-group'],
+    ['floor-fsync', 'local-group'],
+    ['floor-echo', 'local-group'],
+    ['endpoint-group', 'floor-fsync'],
+  ])
+    console.log(`${a} / ${b}: ${range(ratio(a, b))}`);
 }

@@ -18,7 +18,12 @@ const rounds = Number(process.argv[2] ?? 3);
 const ms = Number(process.argv[3] ?? 2000);
 const scratch = mkdtempSync(join(tmpdir(), 'pq-endpoint-plainjob-'));
 try {
-  const { rates, ratios } = await runRemoteRounds({ scratch, rounds, budgetMs: ms, cells: ['endpoint-group', 'plainjob', 'endpoint-none'] });
+  const { rates, ratios } = await runRemoteRounds({
+    scratch,
+    rounds,
+    budgetMs: ms,
+    cells: ['endpoint-group', 'plainjob', 'endpoint-none'],
+  });
   const f = (xs) => `${median(xs).toFixed(2)} (${xs.map((x) => x.toFixed(2)).join(' ')})`;
   console.log(`${rounds} rounds of ${ms} ms, 4 producer processes x 16 in flight, 128 B`);
   console.log(`ours (LogStore group, through the owner's endpoint)  ${median(rates['endpoint-group']).toFixed(0)} pushes/s`);

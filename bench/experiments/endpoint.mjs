@@ -21,7 +21,14 @@ const fmt = (x) => Math.round(x).toLocaleString('en-US');
 const us = (x) => `${(x * 1000).toFixed(1)} µs`;
 console.log(`node ${process.version}, ${ms} ms per measurement, 128 B payloads`);
 try {
-  const { rates, cpu, ratios, serial } = await runRemoteRounds({ scratch, rounds, budgetMs: ms, serial: serialPushes, inFlight, cells: ['local-group', 'endpoint-group'] });
+  const { rates, cpu, ratios, serial } = await runRemoteRounds({
+    scratch,
+    rounds,
+    budgetMs: ms,
+    serial: serialPushes,
+    inFlight,
+    cells: ['local-group', 'endpoint-group'],
+  });
   for (let r = 0; r < rounds; r++) {
     const [local, remote] = [cpu['local-group'][r], cpu['endpoint-group'][r]];
     console.log(
@@ -30,7 +37,9 @@ try {
   }
   for (let r = 0; r < rounds; r++) {
     const [remote, local] = [serial.remote[r], serial.local[r]];
-    console.log(`serial push under none, ${serialPushes} pushes, round ${r + 1}: remote p50 ${us(remote.p50Ms)} p99 ${us(remote.p99Ms)} | local p50 ${us(local.p50Ms)} p99 ${us(local.p99Ms)}`);
+    console.log(
+      `serial push under none, ${serialPushes} pushes, round ${r + 1}: remote p50 ${us(remote.p50Ms)} p99 ${us(remote.p99Ms)} | local p50 ${us(local.p50Ms)} p99 ${us(local.p99Ms)}`,
+    );
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true });

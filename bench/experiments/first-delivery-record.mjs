@@ -47,5 +47,7 @@ for (let r = 0; r < rounds; r++) {
 }
 console.log(`${rounds} rounds of ${budgetMs} ms; share of push only in the same round, medians`);
 for (const [kind, row] of Object.entries(rows)) {
-  console.log(`${kind.padEnd(8)} default ${(100 * median(row.default)).toFixed(0)} %   without the record ${(100 * median(row.reference)).toFixed(0)} %   default / without ${median(row.ratio).toFixed(2)}`);
+  console.log(
+    `${kind.padEnd(8)} default ${(100 * median(row.default)).toFixed(0)} %   without the record ${(100 * median(row.reference)).toFixed(0)} %   default / without ${median(row.ratio).toFixed(2)}`,
+  );
 }

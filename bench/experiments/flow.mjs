@@ -75,8 +75,12 @@ for (let r = 0; r < rounds; r++) {
     ratios[name].push(round[name] / round.plain);
   }
 }
-console.log(`${rounds} rounds of ${budgetMs} ms, ${PRODUCERS} producers, process({ concurrency: 64 }); items/s handled, median of rounds; ratio to plain, median of per-round ratios (range)`);
+console.log(
+  `${rounds} rounds of ${budgetMs} ms, ${PRODUCERS} producers, process({ concurrency: 64 }); items/s handled, median of rounds; ratio to plain, median of per-round ratios (range)`,
+);
 for (const name of names) {
   const rs = ratios[name];
-  console.log(`${name.padEnd(26)} ${median(rates[name]).toFixed(0).padStart(8)}/s  ratio ${median(rs).toFixed(3)}  (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`);
+  console.log(
+    `${name.padEnd(26)} ${median(rates[name]).toFixed(0).padStart(8)}/s  ratio ${median(rs).toFixed(3)}  (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`,
+  );
 }

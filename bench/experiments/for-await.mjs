@@ -49,4 +49,6 @@ for (let r = 0; r < rounds; r++) {
   ratios.push(got.iterator / got.generator);
 }
 const k = (x) => `${Math.round(median(x) / 1000)} k/s`;
-console.log(`for await + await ack, MemStore backlog of ${items}, ${rounds} rounds: consumer's iterator ${k(rates.iterator)}, async generator over reserve() ${k(rates.generator)}; ratio ${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}×–${Math.max(...ratios).toFixed(2)}×)`);
+console.log(
+  `for await + await ack, MemStore backlog of ${items}, ${rounds} rounds: consumer's iterator ${k(rates.iterator)}, async generator over reserve() ${k(rates.generator)}; ratio ${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}×–${Math.max(...ratios).toFixed(2)}×)`,
+);

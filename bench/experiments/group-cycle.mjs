@@ -146,7 +146,9 @@ for (let r = 0; r < rounds; r++) {
   const raw = await rawSyncLoop(base, { frameBytes: 148, records: 1_000_000, batch: 64, preallocate: true, budgetMs: ms });
   const engine = await engineOnly();
   const q = await queue();
-  console.log(`round ${r + 1}: raw ${k(raw)}, engine ${k(engine)} (${((engine / raw) * 100).toFixed(0)} % of raw), queue ${k(q.rate)} (${((q.rate / raw) * 100).toFixed(0)} % of raw)`);
+  console.log(
+    `round ${r + 1}: raw ${k(raw)}, engine ${k(engine)} (${((engine / raw) * 100).toFixed(0)} % of raw), queue ${k(q.rate)} (${((q.rate / raw) * 100).toFixed(0)} % of raw)`,
+  );
   console.log(`  queue cycle: ${q.detail}`);
 }
 rmSync(base, { recursive: true, force: true });

@@ -23,8 +23,10 @@ try {
   const res = await runAbGroup(group, { scratch, rounds, budgetMs, onRound: (r) => process.stderr.write(`round ${r + 1}/${rounds}\n`) });
   const k = (x) => `${(x / 1000).toFixed(1)} k/s`;
   console.log(`${group.title}: ${rounds} rounds of ${budgetMs} ms (median, min–max)`);
-  for (const [name, v] of Object.entries(res.rates)) console.log(`  ${name.padEnd(36)} ${k(median(v)).padStart(11)}  (${k(Math.min(...v))} – ${k(Math.max(...v))})`);
-  for (const [id, v] of Object.entries(res.ratios)) console.log(`  ${id.padEnd(36)} ${median(v).toFixed(2)}  (${Math.min(...v).toFixed(2)} – ${Math.max(...v).toFixed(2)})`);
+  for (const [name, v] of Object.entries(res.rates))
+    console.log(`  ${name.padEnd(36)} ${k(median(v)).padStart(11)}  (${k(Math.min(...v))} – ${k(Math.max(...v))})`);
+  for (const [id, v] of Object.entries(res.ratios))
+    console.log(`  ${id.padEnd(36)} ${median(v).toFixed(2)}  (${Math.min(...v).toFixed(2)} – ${Math.max(...v).toFixed(2)})`);
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }

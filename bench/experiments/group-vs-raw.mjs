@@ -12,11 +12,16 @@ for (let r = 0; r < 3; r++) {
   const d = mkdtempSync(dir + '/g-');
   const [tx] = await new Builder(await LogStore.open(d)).durability('group').open();
   await tx.push(payload);
-  const N = 128000, P = 64;
+  const N = 128000,
+    P = 64;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: P }, async () => { for (let i = 0; i < N / P; i++) await tx.push(payload); }));
+  await Promise.all(
+    Array.from({ length: P }, async () => {
+      for (let i = 0; i < N / P; i++) await tx.push(payload);
+    }),
+  );
   const ours = N / ((performance.now() - t0) / 1000);
   await tx.close();
-  console.log(`raw prealloc 64/sync ${raw.toFixed(0)}  logstore group p64 ${ours.toFixed(0)}  ratio ${(ours / raw * 100).toFixed(0)}%`);
+  console.log(`raw prealloc 64/sync ${raw.toFixed(0)}  logstore group p64 ${ours.toFixed(0)}  ratio ${((ours / raw) * 100).toFixed(0)}%`);
 }
 rmSync(dir, { recursive: true });

@@ -38,9 +38,11 @@ if (process.argv[2] === '--child') {
   const run = async (count) => {
     if (kind === 'wait') {
       const each = Math.ceil(count / 64);
-      await Promise.all(Array.from({ length: 64 }, async () => {
-        for (let i = 0; i < each; i++) await tx.push(payload);
-      }));
+      await Promise.all(
+        Array.from({ length: 64 }, async () => {
+          for (let i = 0; i < each; i++) await tx.push(payload);
+        }),
+      );
       return;
     }
     const producer = (async () => {
@@ -74,17 +76,28 @@ if (process.argv[2] === '--child') {
   const root = resolve(process.argv[5] ?? join(self, '..', '..', '..'));
   if (kind !== 'mem' && kind !== 'log' && kind !== 'wait') throw new TypeError(`store: mem, log or wait, got ${kind}`);
   if (consumer !== undefined && consumer !== 'for-await') throw new TypeError(`consumer: for-await or none, got ${consumer}`);
-  if (!(Number.isSafeInteger(small) && Number.isSafeInteger(large) && small >= 0 && large > small)) throw new RangeError('expected 0 <= small < large');
+  if (!(Number.isSafeInteger(small) && Number.isSafeInteger(large) && small >= 0 && large > small))
+    throw new RangeError('expected 0 <= small < large');
   const count = (n) =>
     new Promise((done, fail) => {
-      execFile('valgrind', ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, self, '--child', root, spec, String(n)], { maxBuffer: 1 << 24 }, (error, _out, err) => {
-        if (error) return fail(new Error(`valgrind exited with ${error.code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
-        const match = /Collected : (\d+)/.exec(err);
-        if (!match) return fail(new Error('no instruction count in valgrind output'));
-        done(Number(match[1]));
-      });
+      execFile(
+        'valgrind',
+        ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, self, '--child', root, spec, String(n)],
+        { maxBuffer: 1 << 24 },
+        (error, _out, err) => {
+          if (error) return fail(new Error(`valgrind exited with ${error.code}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+          const match = /Collected : (\d+)/.exec(err);
+          if (!match) return fail(new Error('no instruction count in valgrind output'));
+          done(Number(match[1]));
+        },
+      );
     });
   const [a, b] = await Promise.all([count(small), count(large)]);
-  const cell = kind === 'wait' ? 'MemStore appending a turn late, group, 64 producers, push only' : `${kind === 'mem' ? 'MemStore' : 'LogStore'} none, serial loop${consumer ? ` (${consumer})` : ''}`;
-  console.log(`${cell}, ${root}: ${Math.round((b - a) / (large - small)).toLocaleString('en-US')} instructions per item (${small} and ${large} items: ${a.toLocaleString('en-US')} and ${b.toLocaleString('en-US')})`);
+  const cell =
+    kind === 'wait'
+      ? 'MemStore appending a turn late, group, 64 producers, push only'
+      : `${kind === 'mem' ? 'MemStore' : 'LogStore'} none, serial loop${consumer ? ` (${consumer})` : ''}`;
+  console.log(
+    `${cell}, ${root}: ${Math.round((b - a) / (large - small)).toLocaleString('en-US')} instructions per item (${small} and ${large} items: ${a.toLocaleString('en-US')} and ${b.toLocaleString('en-US')})`,
+  );
 }

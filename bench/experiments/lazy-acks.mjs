@@ -88,7 +88,9 @@ const scratch = mkdtempSync(join(process.env.PQ_BENCH_DIR ?? tmpdir(), 'pq-lazy-
 const k = (x) => `${(x / 1000).toFixed(1)} k/s`;
 const pct = (x) => `${(x * 100).toFixed(0)} %`;
 try {
-  console.log(`| ack policy | push only | for await + await ack | process, concurrency 64 | loop / push (rounds) | process / push (rounds) |`);
+  console.log(
+    `| ack policy | push only | for await + await ack | process, concurrency 64 | loop / push (rounds) | process / push (rounds) |`,
+  );
   console.log(`|---|---:|---:|---:|---:|---:|`);
   for (const [name, configure] of Object.entries(VARIANTS)) {
     if (wanted && !wanted.includes(name)) continue;

@@ -58,7 +58,13 @@ const raw = (batch) => {
   }
 };
 
-const cells = { logstore: () => queueCell('logstore'), 'no-counts': () => queueCell('no-counts'), memstore: () => queueCell('memstore'), 'raw-write1': () => raw(1), 'raw-write64': () => raw(64) };
+const cells = {
+  logstore: () => queueCell('logstore'),
+  'no-counts': () => queueCell('no-counts'),
+  memstore: () => queueCell('memstore'),
+  'raw-write1': () => raw(1),
+  'raw-write64': () => raw(64),
+};
 const names = Object.keys(cells);
 const out = Object.fromEntries(names.map((k) => [k, []]));
 for (let r = 0; r < rounds; r++) {
@@ -70,9 +76,22 @@ for (let r = 0; r < rounds; r++) {
 const m = (name, f) => median(out[name].map(f));
 const ratio = (a, b) => out[a].map((x, i) => x.rate / out[b][i].rate);
 const range = (xs) => `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)})`;
-console.log(`${rounds} rounds of ${ms} ms, 64 producers, 128 B, none; items/s, median of rounds; ratios: median (min–max) of per-round ratios`);
+console.log(
+  `${rounds} rounds of ${ms} ms, 64 producers, 128 B, none; items/s, median of rounds; ratios: median (min–max) of per-round ratios`,
+);
 for (const name of names) {
   const w = out[name][0].writesPerItem === undefined ? '' : `  write(2) per item ${m(name, (x) => x.writesPerItem).toFixed(2)}`;
-  console.log(`${name.padEnd(12)} ${m(name, (x) => x.rate).toFixed(0).padStart(10)}${w}`);
+  console.log(
+    `${name.padEnd(12)} ${m(name, (x) => x.rate)
+      .toFixed(0)
+      .padStart(10)}${w}`,
+  );
 }
-for (const [a, b] of [['logstore', 'raw-write64'], ['no-counts', 'raw-write64'], ['memstore', 'raw-write64'], ['no-counts', 'logstore'], ['logstore', 'raw-write1']]) console.log(`${a} / ${b}: ${range(ratio(a, b))}`);
+for (const [a, b] of [
+  ['logstore', 'raw-write64'],
+  ['no-counts', 'raw-write64'],
+  ['memstore', 'raw-write64'],
+  ['no-counts', 'logstore'],
+  ['logstore', 'raw-write1'],
+])
+  console.log(`${a} / ${b}: ${range(ratio(a, b))}`);

@@ -47,7 +47,9 @@ for (const kind of ['mem', 'log']) {
 }
 
 console.log(`node ${process.version}, ${rounds} rounds, ${goodCount} good items, medians\n`);
-console.log('| store | contestant | good items/s | spread | vs clean (medians) | vs clean (median of per-round ratios) | run (s) | poison deliveries over the run: median (min–max) |');
+console.log(
+  '| store | contestant | good items/s | spread | vs clean (medians) | vs clean (median of per-round ratios) | run (s) | poison deliveries over the run: median (min–max) |',
+);
 console.log('|---|---|---:|---:|---:|---:|---:|---:|');
 for (const kind of ['mem', 'log']) {
   const cleanRuns = results.get(`${kind}|clean`);
@@ -55,7 +57,10 @@ for (const kind of ['mem', 'log']) {
   for (const [name] of contestants) {
     const rs = results.get(`${kind}|${name}`);
     const rate = median(rs.map((r) => r.rate));
-    const deliveries = name === 'clean' || name.startsWith('held') ? '—' : `${median(rs.map((r) => r.poisonDeliveries))} (${Math.min(...rs.map((r) => r.poisonDeliveries))}–${Math.max(...rs.map((r) => r.poisonDeliveries))})`;
+    const deliveries =
+      name === 'clean' || name.startsWith('held')
+        ? '—'
+        : `${median(rs.map((r) => r.poisonDeliveries))} (${Math.min(...rs.map((r) => r.poisonDeliveries))}–${Math.max(...rs.map((r) => r.poisonDeliveries))})`;
     console.log(
       `| ${kind === 'mem' ? 'MemStore' : 'LogStore `none`'} | ${name} | ${(rate / 1000).toFixed(0)} k/s | ${rate === 0 ? '—' : `${(spread(rs.map((r) => r.rate)) * 100).toFixed(0)} %`} | ${((rate / clean) * 100).toFixed(1)} % | ${(median(rs.map((r, i) => r.rate / cleanRuns[i].rate)) * 100).toFixed(1)} % | ${median(rs.map((r) => r.seconds)).toFixed(3)} | ${deliveries} |`,
     );

@@ -24,7 +24,9 @@ try {
   for (const kind of ['loop', 'process']) ratios[`${kind} / floor-${kind}`] = rates[kind].map((v, i) => v / rates[`floor-${kind}`][i]);
   const k = (x) => `${(x / 1000).toFixed(1)} k/s`;
   const range = (v, f) => `${f(median(v)).padStart(10)}  (${f(Math.min(...v))} – ${f(Math.max(...v))})`;
-  console.log(`README consumers, ${README_PRODUCERS} producers, ${README_PAYLOAD_BYTES} B: ${rounds} rounds of ${budgetMs} ms (median, min–max)`);
+  console.log(
+    `README consumers, ${README_PRODUCERS} producers, ${README_PAYLOAD_BYTES} B: ${rounds} rounds of ${budgetMs} ms (median, min–max)`,
+  );
   for (const [name, v] of Object.entries(rates)) console.log(`  ${name.padEnd(24)} ${range(v, k)}`);
   for (const [name, v] of Object.entries(ratios)) {
     const of = name.includes('/') ? '' : ` / ${pushCellOf(name)}`;

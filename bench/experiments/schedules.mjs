@@ -30,7 +30,8 @@ async function storeWith(kind, due = false) {
   const builder = new Builder(await LogStore.open(dir)).durability('none');
   if (due) builder.clock(new ManualClock(Date.now() - 365 * 86_400_000));
   const [tx] = await builder.open();
-  const spec = (i) => (kind === 'every' ? { everyMs: 3_600_000 * (1 + (i % 24)) } : { cron: `${i % 60} ${i % 24} * * *`, tz: 'Europe/Berlin' });
+  const spec = (i) =>
+    kind === 'every' ? { everyMs: 3_600_000 * (1 + (i % 24)) } : { cron: `${i % 60} ${i % 24} * * *`, tz: 'Europe/Berlin' };
   await Promise.all(Array.from({ length: count }, (_, i) => tx.schedule(`s${i}`, spec(i), payload)));
   await tx.close();
   return dir;
@@ -112,7 +113,9 @@ for (const kind of ['every', 'cron']) {
     caught[i] = openInChild(due).ms;
     rmSync(due, { recursive: true, force: true });
   }
-  console.log(`first open with ${count} ${kind} schedules all due (catch-up 'last' of each): ${median(caught).toFixed(0)} ms (${caught.map((x) => x.toFixed(0)).join(' ')})`);
+  console.log(
+    `first open with ${count} ${kind} schedules all due (catch-up 'last' of each): ${median(caught).toFixed(0)} ms (${caught.map((x) => x.toFixed(0)).join(' ')})`,
+  );
 }
 const firing = await fireRounds();
 const pushing = await pushRounds();
@@ -132,4 +135,6 @@ for (let r = 0; r < rounds; r++) {
 }
 await firing.close();
 await pushing.close();
-console.log(`${count} fires at once: ${median(fireMs).toFixed(0)} ms; ${count} concurrent pushes: ${median(pushMs).toFixed(0)} ms; fire/push time ${median(ratios).toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(' ')})`);
+console.log(
+  `${count} fires at once: ${median(fireMs).toFixed(0)} ms; ${count} concurrent pushes: ${median(pushMs).toFixed(0)} ms; fire/push time ${median(ratios).toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(' ')})`,
+);

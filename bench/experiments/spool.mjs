@@ -15,7 +15,12 @@ const rounds = Number(process.argv[2] ?? 8);
 const ms = Number(process.argv[3] ?? 700);
 const scratch = mkdtempSync(join(tmpdir(), 'pq-spool-bench-'));
 try {
-  const { rates, ratios } = await runRemoteRounds({ scratch, rounds, budgetMs: ms, cells: ['local-group', 'spool-group', 'spool-sync', 'spool-none'] });
+  const { rates, ratios } = await runRemoteRounds({
+    scratch,
+    rounds,
+    budgetMs: ms,
+    cells: ['local-group', 'spool-group', 'spool-sync', 'spool-none'],
+  });
   console.log(`${rounds} rounds of ${ms} ms, 64 concurrent pushes of 128 B; items/s, median of rounds`);
   for (const [k, xs] of Object.entries(rates)) console.log(`${k.padEnd(12)} ${median(xs).toFixed(0).padStart(9)}`);
   const ratio = ratios['spool-group/local-group'];

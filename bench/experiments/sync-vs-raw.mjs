@@ -17,6 +17,8 @@ for (let r = 0; r < 3; r++) {
   for (let i = 0; i < 2000; i++) await tx.push(payload);
   const ours = 2000 / ((performance.now() - t0) / 1000);
   await tx.close();
-  console.log(`raw prealloc ${raw.toFixed(0)}  raw append ${rawApp.toFixed(0)}  logstore sync ${ours.toFixed(0)}  ratio ${(ours / raw * 100).toFixed(0)}%`);
+  console.log(
+    `raw prealloc ${raw.toFixed(0)}  raw append ${rawApp.toFixed(0)}  logstore sync ${ours.toFixed(0)}  ratio ${((ours / raw) * 100).toFixed(0)}%`,
+  );
 }
 rmSync(dir, { recursive: true });

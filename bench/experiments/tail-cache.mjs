@@ -45,7 +45,9 @@ try {
     }
     process.stderr.write(`round ${r + 1}/${rounds}\n`);
   }
-  console.log(`tail cache, 64 producers, 128 B: ${rounds} rounds of ${ms} ms (median of rounds; ratio of no cache to 8 MiB, median of per-round ratios)`);
+  console.log(
+    `tail cache, 64 producers, 128 B: ${rounds} rounds of ${ms} ms (median of rounds; ratio of no cache to 8 MiB, median of per-round ratios)`,
+  );
   for (const policy of Object.keys(POLICIES)) {
     for (const kind of KINDS) {
       const on = rates[`${policy} ${kind}, cache 8 MiB`];

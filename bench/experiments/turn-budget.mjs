@@ -47,7 +47,12 @@ for (const budget of budgets) {
     row.push(`${(median(rates) / 1000).toFixed(0)} k/s`);
   }
   rows.push(row);
-  console.log(`store calls per turn ${row[0]}: ${row.slice(1).map((x, i) => `${cells[i][0]} ${x}`).join(' | ')}`);
+  console.log(
+    `store calls per turn ${row[0]}: ${row
+      .slice(1)
+      .map((x, i) => `${cells[i][0]} ${x}`)
+      .join(' | ')}`,
+  );
 }
 console.log(`\n| store calls per turn | ${cells.map((c) => c[0]).join(' | ')} |`);
 console.log(`|---:|${cells.map(() => '---:').join('|')}|`);

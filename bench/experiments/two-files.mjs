@@ -65,6 +65,8 @@ async function run(mode, ms) {
 }
 
 for (let r = 0; r < rounds; r++) {
-  console.log(`one file ${await run('one', 1000)}  two files ${await run('two', 1000)}  two serial ${await run('serial', 1000)}  one, twice ${await run('one-twice', 1000)}`);
+  console.log(
+    `one file ${await run('one', 1000)}  two files ${await run('two', 1000)}  two serial ${await run('serial', 1000)}  one, twice ${await run('one-twice', 1000)}`,
+  );
 }
 rmSync(dir, { recursive: true, force: true });

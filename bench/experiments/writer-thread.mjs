@@ -60,4 +60,6 @@ await new Promise((r) => worker.once('exit', r));
 rmSync(dir, { recursive: true, force: true });
 console.log(`${writes} writes of 32 B, one at a time, waited for`);
 console.log(`write(2) on the main thread          ${mainUs.toFixed(2)} µs each (main thread busy all of it)`);
-console.log(`handed to a writer thread, waited    ${threadUs.toFixed(2)} µs each (round trip; the main thread waits, or runs other work meanwhile)`);
+console.log(
+  `handed to a writer thread, waited    ${threadUs.toFixed(2)} µs each (round trip; the main thread waits, or runs other work meanwhile)`,
+);

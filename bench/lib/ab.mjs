@@ -42,7 +42,11 @@ async function logStoreRun(scratch, { policy, producers, workload, budgetMs, blo
     const counter = { syncs: 0 };
     const store = await LogStore.open(join(dir, 'q'), { fs: counting(nodeFileSystem, counter), blockingSync });
     // Acks under the cell's policy, as the peers' commits are: the README cells measure the default.
-    const [tx, rx] = await new Builder(store).durability(policy).ackDurability(policy === 'none' ? 'lazy' : policy).capacity(workload === 'e2e' ? E2E_CAPACITY : Infinity).open();
+    const [tx, rx] = await new Builder(store)
+      .durability(policy)
+      .ackDurability(policy === 'none' ? 'lazy' : policy)
+      .capacity(workload === 'e2e' ? E2E_CAPACITY : Infinity)
+      .open();
     const payload = new Uint8Array(128).fill(7);
     try {
       counter.syncs = 0;
@@ -78,7 +82,8 @@ const peerRate = async (fn) => {
  */
 function fsyncGroup({ id, title, batch, records, policy, producers }) {
   const raw = (extra) => (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records, batch, budgetMs: ms, ...extra });
-  const logstore = (blockingSync, name) => (s, ms) => logStoreRun(s, { policy, producers, workload: 'push', budgetMs: ms, blockingSync }, track(id, name));
+  const logstore = (blockingSync, name) => (s, ms) =>
+    logStoreRun(s, { policy, producers, workload: 'push', budgetMs: ms, blockingSync }, track(id, name));
   const payload = Buffer.alloc(128, 7);
   const floor = (mainThread) => (s, ms) => floorRate(s, { producers, payload, records, budgetMs: ms, mainThread });
   return {
@@ -88,7 +93,8 @@ function fsyncGroup({ id, title, batch, records, policy, producers }) {
       'raw-append': raw({}),
       'raw-overwrite': raw({ preallocate: true }),
       logstore: logstore(false, 'logstore'),
-      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
+      sqlite: (s, ms) =>
+        peerRate(() => sqlitePeer(s, { durable: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
       level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'perCommit', batch, payload, count: 2_000_000, budgetMs: ms })),
       'raw-overwrite-main-thread': raw({ preallocate: true, mainThread: true }),
       'logstore-blocking': logstore(true, 'logstore-blocking'),
@@ -127,15 +133,35 @@ function fsyncGroup({ id, title, batch, records, policy, producers }) {
  * (id -> [numerator, denominator or [denominators: best of]]).
  */
 export const AB_GROUPS = [
-  fsyncGroup({ id: 'sync1', title: 'One record per fdatasync: LogStore `sync`, 1 producer, push only', batch: 1, records: 20_000, policy: 'sync', producers: 1 }),
-  fsyncGroup({ id: 'group64', title: '64 records per fdatasync: LogStore `group`, 64 producers, push only', batch: 64, records: 400_000, policy: 'group', producers: 64 }),
+  fsyncGroup({
+    id: 'sync1',
+    title: 'One record per fdatasync: LogStore `sync`, 1 producer, push only',
+    batch: 1,
+    records: 20_000,
+    policy: 'sync',
+    producers: 1,
+  }),
+  fsyncGroup({
+    id: 'group64',
+    title: '64 records per fdatasync: LogStore `group`, 64 producers, push only',
+    batch: 64,
+    records: 400_000,
+    policy: 'group',
+    producers: 64,
+  }),
   {
     id: 'e2e64',
     title: 'End to end, 64 in + 64 out per commit: LogStore `group`, 64 producers, consumer acking 64 per batch',
     contestants: {
       logstore: (s, ms) => logStoreRun(s, { policy: 'group', producers: 64, workload: 'e2e', budgetMs: ms }, track('e2e64', 'logstore')),
-      sqlite: (s, ms) => peerRate(() => sqlitePeer(s, { durable: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
-      level: (s, ms) => peerRate(() => levelPeer(s, { sync: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms })),
+      sqlite: (s, ms) =>
+        peerRate(() =>
+          sqlitePeer(s, { durable: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms }),
+        ),
+      level: (s, ms) =>
+        peerRate(() =>
+          levelPeer(s, { sync: true, mode: 'endToEnd', batch: 64, payload: Buffer.alloc(128, 7), count: 2_000_000, budgetMs: ms }),
+        ),
     },
     ratios: {
       'logstore/sqlite': ['logstore', 'sqlite'],

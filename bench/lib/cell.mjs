@@ -28,7 +28,10 @@ function capsFor(storeKind, policy, payloadBytes, budgetMs) {
 }
 
 /** One repetition of one matrix cell on a fresh store; returns { msgs, seconds }. */
-export async function runCell({ store: kind, policy, payload: payloadBytes, producers, workload, storeCallsPerTurn }, { budgetMs, scratch, latencies }) {
+export async function runCell(
+  { store: kind, policy, payload: payloadBytes, producers, workload, storeCallsPerTurn },
+  { budgetMs, scratch, latencies },
+) {
   const payload = new Uint8Array(payloadBytes).fill(7);
   const { count, backlog, e2eCount } = capsFor(kind, policy, payloadBytes, budgetMs);
   if (kind === 'bare') {
@@ -54,7 +57,8 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
       if (workload === 'push') return await pushOnly(tx, { producers, payload, count, budgetMs, latencies });
       if (workload === 'drain') return await drain(rx, { window: producers, count: backlog, budgetMs });
       // The batch API: `pushMany` of 64 per producer call, a consumer acking up to 1 024 at a time.
-      if (workload === 'e2e-many') return await endToEndBatched(tx, rx, { producers, perPush: 64, batch: 1024, payload, count: e2eCount, budgetMs });
+      if (workload === 'e2e-many')
+        return await endToEndBatched(tx, rx, { producers, perPush: 64, batch: 1024, payload, count: e2eCount, budgetMs });
       return await endToEnd(tx, rx, { producers, window: producers, payload, count: e2eCount, budgetMs });
     } finally {
       await tx.close();
@@ -63,4 +67,3 @@ export async function runCell({ store: kind, policy, payload: payloadBytes, prod
     s.cleanup();
   }
 }
-

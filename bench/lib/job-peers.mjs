@@ -59,9 +59,12 @@ export async function oursCell(scratch, { durability = 'group', consumer, budget
     const stop = new AbortController();
     let loop = Promise.resolve();
     if (consumer === 'process') {
-      loop = rx.process(async () => {
-        handled++;
-      }, { concurrency: 64, signal: stop.signal });
+      loop = rx.process(
+        async () => {
+          handled++;
+        },
+        { concurrency: 64, signal: stop.signal },
+      );
     } else if (consumer === 'loop') {
       loop = (async () => {
         for await (const item of rx) {
@@ -124,9 +127,13 @@ export async function bullmqCell(_scratch, { appendfsync, consumer, budgetMs }) 
     queue = new bullmq.Queue(name, { connection: REDIS });
     let handled = 0;
     if (consumer) {
-      worker = new bullmq.Worker(name, async () => {
-        handled++;
-      }, { connection: REDIS, concurrency: 64 });
+      worker = new bullmq.Worker(
+        name,
+        async () => {
+          handled++;
+        },
+        { connection: REDIS, concurrency: 64 },
+      );
       await worker.waitUntilReady();
     }
     const options = { removeOnComplete: true, removeOnFail: true };
@@ -196,18 +203,23 @@ export async function plainjobCell(scratch, { consumer, budgetMs }) {
   try {
     let handled = 0;
     if (consumer) {
-      worker = plainjob.defineWorker('job', async () => {
-        handled++;
-      }, { queue, pollIntervall: 10, logger: quiet });
+      worker = plainjob.defineWorker(
+        'job',
+        async () => {
+          handled++;
+        },
+        { queue, pollIntervall: 10, logger: quiet },
+      );
       running = worker.start();
     }
     // `add` is a synchronous insert: with a worker, each producer yields a turn after it, as an
     // awaited write of a real server would, or the worker's polling timer never runs.
     const add = consumer
-      ? () => new Promise((resolve) => {
-          queue.add('job', { p: PAYLOAD_TEXT });
-          setImmediate(resolve);
-        })
+      ? () =>
+          new Promise((resolve) => {
+            queue.add('job', { p: PAYLOAD_TEXT });
+            setImmediate(resolve);
+          })
       : async () => queue.add('job', { p: PAYLOAD_TEXT });
     const { pushed, seconds } = await produce(add, budgetMs);
     return { msgs: consumer ? handled : pushed, seconds };
@@ -224,16 +236,51 @@ export const JOB_PEER_CELLS = [
   ['ours/group/push', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { budgetMs })],
   ['ours/group/process', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { consumer: 'process', budgetMs })],
   ['ours/group/loop', 'ours `group`', 'power loss', (s, budgetMs) => oursCell(s, { consumer: 'loop', budgetMs })],
-  ['ours/group-blocking/push', 'ours `group`, `blockingSync` (opt-in)', 'power loss', (s, budgetMs) => oursCell(s, { blockingSync: true, budgetMs })],
-  ['ours/group-blocking/process', 'ours `group`, `blockingSync` (opt-in)', 'power loss', (s, budgetMs) => oursCell(s, { blockingSync: true, consumer: 'process', budgetMs })],
+  [
+    'ours/group-blocking/push',
+    'ours `group`, `blockingSync` (opt-in)',
+    'power loss',
+    (s, budgetMs) => oursCell(s, { blockingSync: true, budgetMs }),
+  ],
+  [
+    'ours/group-blocking/process',
+    'ours `group`, `blockingSync` (opt-in)',
+    'power loss',
+    (s, budgetMs) => oursCell(s, { blockingSync: true, consumer: 'process', budgetMs }),
+  ],
   ['ours/sync/push', 'ours `sync`', 'power loss', (s, budgetMs) => oursCell(s, { durability: 'sync', budgetMs })],
   ['ours/sync/process', 'ours `sync`', 'power loss', (s, budgetMs) => oursCell(s, { durability: 'sync', consumer: 'process', budgetMs })],
   ['ours/none/push', 'ours `none`', 'process crash', (s, budgetMs) => oursCell(s, { durability: 'none', budgetMs })],
-  ['ours/none/process', 'ours `none`', 'process crash', (s, budgetMs) => oursCell(s, { durability: 'none', consumer: 'process', budgetMs })],
-  ['bullmq-always/push', 'BullMQ, Redis `appendfsync always`', 'power loss', (s, budgetMs) => bullmqCell(s, { appendfsync: 'always', budgetMs })],
-  ['bullmq-always/process', 'BullMQ, Redis `appendfsync always`', 'power loss', (s, budgetMs) => bullmqCell(s, { appendfsync: 'always', consumer: true, budgetMs })],
-  ['bullmq-everysec/push', 'BullMQ, Redis `appendfsync everysec`', 'about 1 s on power loss', (s, budgetMs) => bullmqCell(s, { appendfsync: 'everysec', budgetMs })],
-  ['bullmq-everysec/process', 'BullMQ, Redis `appendfsync everysec`', 'about 1 s on power loss', (s, budgetMs) => bullmqCell(s, { appendfsync: 'everysec', consumer: true, budgetMs })],
+  [
+    'ours/none/process',
+    'ours `none`',
+    'process crash',
+    (s, budgetMs) => oursCell(s, { durability: 'none', consumer: 'process', budgetMs }),
+  ],
+  [
+    'bullmq-always/push',
+    'BullMQ, Redis `appendfsync always`',
+    'power loss',
+    (s, budgetMs) => bullmqCell(s, { appendfsync: 'always', budgetMs }),
+  ],
+  [
+    'bullmq-always/process',
+    'BullMQ, Redis `appendfsync always`',
+    'power loss',
+    (s, budgetMs) => bullmqCell(s, { appendfsync: 'always', consumer: true, budgetMs }),
+  ],
+  [
+    'bullmq-everysec/push',
+    'BullMQ, Redis `appendfsync everysec`',
+    'about 1 s on power loss',
+    (s, budgetMs) => bullmqCell(s, { appendfsync: 'everysec', budgetMs }),
+  ],
+  [
+    'bullmq-everysec/process',
+    'BullMQ, Redis `appendfsync everysec`',
+    'about 1 s on power loss',
+    (s, budgetMs) => bullmqCell(s, { appendfsync: 'everysec', consumer: true, budgetMs }),
+  ],
   ['pgboss/push', 'pg-boss 10, PostgreSQL', 'power loss', (s, budgetMs) => pgBossCell(s, { budgetMs })],
   ['pgboss/process', 'pg-boss 10, PostgreSQL', 'power loss', (s, budgetMs) => pgBossCell(s, { consumer: true, budgetMs })],
   ['plainjob/push', 'plainjob, SQLite WAL NORMAL', 'process crash', (s, budgetMs) => plainjobCell(s, { budgetMs })],

@@ -58,11 +58,24 @@ async function syncPush(scratch, budgetMs) {
   });
 }
 
-const readme = (kind) => (scratch, budgetMs) => withDir(scratch, `limits-readme-${kind}-`, async (dir) => rate(await runOne(kind, dir, { budgetMs })));
+const readme = (kind) => (scratch, budgetMs) =>
+  withDir(scratch, `limits-readme-${kind}-`, async (dir) => rate(await runOne(kind, dir, { budgetMs })));
 const baseline = (cell) => (scratch, budgetMs) => runBaselineCell(cell, scratch, FRAME_BYTES, budgetMs);
 const rawSync = (batch, records, mainThread) => (scratch, budgetMs) =>
-  withDir(scratch, 'limits-raw-', (dir) => rawSyncLoop(dir, { frameBytes: FRAME_BYTES, records, batch, preallocate: true, budgetMs, mainThread }));
-const sqlite = (batch) => async (scratch, budgetMs) => rate(await sqlitePeer(scratch, { durable: true, mode: 'perCommit', batch, payload: Buffer.alloc(LIMITS_PAYLOAD_BYTES, 7), count: 2_000_000, budgetMs }));
+  withDir(scratch, 'limits-raw-', (dir) =>
+    rawSyncLoop(dir, { frameBytes: FRAME_BYTES, records, batch, preallocate: true, budgetMs, mainThread }),
+  );
+const sqlite = (batch) => async (scratch, budgetMs) =>
+  rate(
+    await sqlitePeer(scratch, {
+      durable: true,
+      mode: 'perCommit',
+      batch,
+      payload: Buffer.alloc(LIMITS_PAYLOAD_BYTES, 7),
+      count: 2_000_000,
+      budgetMs,
+    }),
+  );
 
 /** Every cell: name -> { run(scratch, budgetMs) -> msgs/s, ours: whether it is ours (its loop delay is kept) }. */
 export const LIMITS_CELLS = {
@@ -74,8 +87,22 @@ export const LIMITS_CELLS = {
   'raw-sync64': { run: rawSync(64, 400_000, false) },
   'raw-sync64-main': { run: rawSync(64, 400_000, true) },
   'sqlite-64': { run: sqlite(64) },
-  'none64-e2e': { ours: true, run: async (scratch, budgetMs) => rate(await runCell({ store: 'logstore', policy: 'none', payload: LIMITS_PAYLOAD_BYTES, producers: 64, workload: 'e2e' }, { budgetMs, scratch })) },
-  'raw-write64': { run: (scratch, budgetMs) => withDir(scratch, 'limits-raw-', (dir) => rawBatchedAppend(dir, { frameBytes: FRAME_BYTES, records: Math.floor((512 * 2 ** 20) / FRAME_BYTES), batch: 64, budgetMs })) },
+  'none64-e2e': {
+    ours: true,
+    run: async (scratch, budgetMs) =>
+      rate(
+        await runCell(
+          { store: 'logstore', policy: 'none', payload: LIMITS_PAYLOAD_BYTES, producers: 64, workload: 'e2e' },
+          { budgetMs, scratch },
+        ),
+      ),
+  },
+  'raw-write64': {
+    run: (scratch, budgetMs) =>
+      withDir(scratch, 'limits-raw-', (dir) =>
+        rawBatchedAppend(dir, { frameBytes: FRAME_BYTES, records: Math.floor((512 * 2 ** 20) / FRAME_BYTES), batch: 64, budgetMs }),
+      ),
+  },
   'none1-e2e': { ours: true, run: baseline('logstore-none') },
   'raw-write1': { run: baseline('raw-write-per-push') },
   'mem1-e2e': { ours: true, run: baseline('memstore') },
@@ -89,15 +116,84 @@ export const LIMITS_CELLS = {
  * round), with the project's goal for the ratio. `sync` says the row waits on fdatasync.
  */
 export const LIMITS_ROWS = [
-  { key: 'sync-raw', ours: 'sync-push', ref: ['raw-sync1', 'raw-sync1-main'], goal: 0.8, sync: true, what: '`sync`, 1 producer, push only', against: 'raw overwrite of a preallocated file + fdatasync per record (the faster of threadpool and main thread)' },
-  { key: 'sync-sqlite', ours: 'sync-push', ref: 'sqlite-1', goal: 1, sync: true, what: '`sync`, 1 producer, push only', against: 'better-sqlite3 WAL synchronous=FULL, one insert per commit' },
-  { key: 'group-raw', ours: 'group-push', ref: ['raw-sync64', 'raw-sync64-main'], goal: 0.75, sync: true, what: '`group`, 64 producers, push only', against: 'raw overwrite of a preallocated file, 64 records + one fdatasync (the faster of threadpool and main thread)' },
-  { key: 'group-sqlite', ours: 'group-push', ref: 'sqlite-64', goal: 1.3, sync: true, what: '`group`, 64 producers, push only', against: 'better-sqlite3 WAL synchronous=FULL, 64 inserts per commit' },
-  { key: 'none64-raw', ours: 'none64-e2e', ref: 'raw-write64', goal: 0.4, what: '`none`, 64 producers, end to end', against: 'raw framed append, 64 records per write(2)' },
-  { key: 'none1-raw', ours: 'none1-e2e', ref: 'raw-write1', goal: 0.4, what: '`none`, 1 serial producer, end to end', against: 'raw framed append, 1 record per write(2)' },
-  { key: 'mem-simple', ours: 'mem1-e2e', ref: 'simple1-e2e', goal: 0.5, what: 'MemStore, 1 serial producer + awaited ack', against: 'the simplest async array queue, the same loop' },
-  { key: 'readme-loop', ours: 'readme-loop', ref: 'group-push', goal: 0.8, sync: true, what: "README's `for await` + `await item.ack()`, 64 producers", against: 'push only, the same queue' },
-  { key: 'readme-process', ours: 'readme-process', ref: 'group-push', goal: 0.9, sync: true, what: "README's `process({ concurrency: 64 })`, 64 producers", against: 'push only, the same queue' },
+  {
+    key: 'sync-raw',
+    ours: 'sync-push',
+    ref: ['raw-sync1', 'raw-sync1-main'],
+    goal: 0.8,
+    sync: true,
+    what: '`sync`, 1 producer, push only',
+    against: 'raw overwrite of a preallocated file + fdatasync per record (the faster of threadpool and main thread)',
+  },
+  {
+    key: 'sync-sqlite',
+    ours: 'sync-push',
+    ref: 'sqlite-1',
+    goal: 1,
+    sync: true,
+    what: '`sync`, 1 producer, push only',
+    against: 'better-sqlite3 WAL synchronous=FULL, one insert per commit',
+  },
+  {
+    key: 'group-raw',
+    ours: 'group-push',
+    ref: ['raw-sync64', 'raw-sync64-main'],
+    goal: 0.75,
+    sync: true,
+    what: '`group`, 64 producers, push only',
+    against: 'raw overwrite of a preallocated file, 64 records + one fdatasync (the faster of threadpool and main thread)',
+  },
+  {
+    key: 'group-sqlite',
+    ours: 'group-push',
+    ref: 'sqlite-64',
+    goal: 1.3,
+    sync: true,
+    what: '`group`, 64 producers, push only',
+    against: 'better-sqlite3 WAL synchronous=FULL, 64 inserts per commit',
+  },
+  {
+    key: 'none64-raw',
+    ours: 'none64-e2e',
+    ref: 'raw-write64',
+    goal: 0.4,
+    what: '`none`, 64 producers, end to end',
+    against: 'raw framed append, 64 records per write(2)',
+  },
+  {
+    key: 'none1-raw',
+    ours: 'none1-e2e',
+    ref: 'raw-write1',
+    goal: 0.4,
+    what: '`none`, 1 serial producer, end to end',
+    against: 'raw framed append, 1 record per write(2)',
+  },
+  {
+    key: 'mem-simple',
+    ours: 'mem1-e2e',
+    ref: 'simple1-e2e',
+    goal: 0.5,
+    what: 'MemStore, 1 serial producer + awaited ack',
+    against: 'the simplest async array queue, the same loop',
+  },
+  {
+    key: 'readme-loop',
+    ours: 'readme-loop',
+    ref: 'group-push',
+    goal: 0.8,
+    sync: true,
+    what: "README's `for await` + `await item.ack()`, 64 producers",
+    against: 'push only, the same queue',
+  },
+  {
+    key: 'readme-process',
+    ours: 'readme-process',
+    ref: 'group-push',
+    goal: 0.9,
+    sync: true,
+    what: "README's `process({ concurrency: 64 })`, 64 producers",
+    against: 'push only, the same queue',
+  },
 ];
 
 /** Run `cell` with the event loop's delay recorded: { rate, loopDelay: { p50Ms, p99Ms, maxMs } }. */

@@ -15,7 +15,11 @@ const POISON = new Uint8Array(128).fill(0xff);
  * retry policy), `hold` (hold the first item reserved throughout, never failing), `maxDeliveries`,
  * `durability` (default 'none').
  */
-export async function runPoison(kind, { poison: withPoison, retry, hold, maxDeliveries, durability = 'none' }, { scratch, goodCount, budgetMs }) {
+export async function runPoison(
+  kind,
+  { poison: withPoison, retry, hold, maxDeliveries, durability = 'none' },
+  { scratch, goodCount, budgetMs },
+) {
   const dir = mkdtempSync(join(scratch, 'q-'));
   const store = kind === 'mem' ? new MemStore() : await LogStore.open(join(dir, 'q'));
   const builder = new Builder(store).durability(durability);

@@ -40,7 +40,10 @@ export async function freshStore(kind, base) {
  * BENCHMARKS.md always did); the README cells (readme-consumer.mjs) measure the default ack policy.
  */
 export async function openQueue(store, policy, capacity = Infinity, storeCallsPerTurn = undefined) {
-  const builder = new Builder(store).durability(policy).ackDurability(policy === 'none' ? 'lazy' : policy).capacity(capacity);
+  const builder = new Builder(store)
+    .durability(policy)
+    .ackDurability(policy === 'none' ? 'lazy' : policy)
+    .capacity(capacity);
   if (storeCallsPerTurn !== undefined) builder.storeCallsPerTurn(storeCallsPerTurn);
   return builder.open();
 }
@@ -134,10 +137,16 @@ export async function endToEnd(tx, rx, { producers, window, payload, count, budg
     }
     await Promise.all(ring);
   };
-  return runEndToEnd(produce, consume, producers, () => resolved, () => {
-    producersDone = true;
-    stop.abort();
-  });
+  return runEndToEnd(
+    produce,
+    consume,
+    producers,
+    () => resolved,
+    () => {
+      producersDone = true;
+      stop.abort();
+    },
+  );
 }
 
 /**
@@ -193,8 +202,14 @@ export async function endToEndBatched(tx, rx, { producers, batch, payload, count
       acked += acks.length;
     }
   };
-  return runEndToEnd(produce, consume, producers, () => acked, () => {
-    producersDone = true;
-    stop.abort();
-  });
+  return runEndToEnd(
+    produce,
+    consume,
+    producers,
+    () => acked,
+    () => {
+      producersDone = true;
+      stop.abort();
+    },
+  );
 }

@@ -13,7 +13,8 @@ function withFile(dir, preallocateBytes, body) {
     if (preallocateBytes > 0) {
       // Zero-fill and sync once, so later overwrites do not change the file's size (docs/internals/engine.md, "Write path").
       const zeros = Buffer.alloc(1 << 20);
-      for (let off = 0; off < preallocateBytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, preallocateBytes - off), off);
+      for (let off = 0; off < preallocateBytes; off += zeros.length)
+        writeSync(fd, zeros, 0, Math.min(zeros.length, preallocateBytes - off), off);
       fdatasyncSync(fd);
     }
     return body(fd);
@@ -45,7 +46,10 @@ export function rawBatchedAppend(dir, { frameBytes, records, batch = 64, budgetM
  * growing file or overwriting a zero-filled, synced file. Uses the async fdatasync, as an engine
  * that keeps the event loop free must (unless `mainThread`).
  */
-export async function rawSyncLoop(dir, { frameBytes, records, batch = 1, preallocate = false, budgetMs = Infinity, latencies, mainThread = false }) {
+export async function rawSyncLoop(
+  dir,
+  { frameBytes, records, batch = 1, preallocate = false, budgetMs = Infinity, latencies, mainThread = false },
+) {
   const buf = Buffer.alloc(frameBytes * batch, 7);
   const bytes = buf.length * Math.ceil(records / batch);
   const path = join(dir, `raw-sync-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);

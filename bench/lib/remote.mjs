@@ -183,11 +183,29 @@ export const REMOTE_SECTION_CELLS = ['local-group', 'endpoint-group', 'local-non
  * both of ours face it at equal or stronger durability, where the brief asks for 5×.
  */
 export const REMOTE_RATIOS = {
-  'endpoint-group/local-group': { goal: 0.5, what: 'through the endpoint, `group`, 4 processes × 16 in flight', against: "the owner's own 64 producers, `group`" },
-  'endpoint-none/local-none': { what: 'through the endpoint, `none`, 4 processes × 16 in flight', against: "the owner's own 64 producers, `none`" },
-  'spool-group/local-group': { what: 'the spool with no owner, `group`, 64 concurrent pushes', against: 'in-process push, `group`, 64 producers' },
-  'endpoint-group/plainjob': { goal: 5, what: 'through the endpoint, `group` (survives power loss), 4 processes × 16', against: 'plainjob, SQLite WAL NORMAL (survives a process crash), 4 processes × 16 adds' },
-  'endpoint-none/plainjob': { goal: 5, what: 'through the endpoint, `none` (survives a process crash), 4 processes × 16', against: 'the same plainjob cell' },
+  'endpoint-group/local-group': {
+    goal: 0.5,
+    what: 'through the endpoint, `group`, 4 processes × 16 in flight',
+    against: "the owner's own 64 producers, `group`",
+  },
+  'endpoint-none/local-none': {
+    what: 'through the endpoint, `none`, 4 processes × 16 in flight',
+    against: "the owner's own 64 producers, `none`",
+  },
+  'spool-group/local-group': {
+    what: 'the spool with no owner, `group`, 64 concurrent pushes',
+    against: 'in-process push, `group`, 64 producers',
+  },
+  'endpoint-group/plainjob': {
+    goal: 5,
+    what: 'through the endpoint, `group` (survives power loss), 4 processes × 16',
+    against: 'plainjob, SQLite WAL NORMAL (survives a process crash), 4 processes × 16 adds',
+  },
+  'endpoint-none/plainjob': {
+    goal: 5,
+    what: 'through the endpoint, `none` (survives a process crash), 4 processes × 16',
+    against: 'the same plainjob cell',
+  },
 };
 
 /**

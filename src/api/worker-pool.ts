@@ -40,10 +40,14 @@ const WORKER_KEYS = ['concurrency', 'signal', 'onError', 'timeoutMs', 'heartbeat
  * reads itself (returned in `o` for it to check). Throws TypeError or RangeError naming the option.
  * @internal
  */
-export function workerSettings(options: WorkerOptions | undefined, more: readonly string[]): { settings: WorkerSettings; o: Record<string, unknown> } {
+export function workerSettings(
+  options: WorkerOptions | undefined,
+  more: readonly string[],
+): { settings: WorkerSettings; o: Record<string, unknown> } {
   const o = optionsObject('options', options);
   knownKeys('options', o, [...WORKER_KEYS, ...more]);
-  if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean') throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
+  if (o.heartbeat !== undefined && typeof o.heartbeat !== 'boolean')
+    throw new TypeError(expectation('options.heartbeat', 'a boolean', o.heartbeat));
   const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
   const signal = optionalSignal('options.signal', o.signal);
   let timeoutMs = Infinity;
@@ -54,8 +58,12 @@ export function workerSettings(options: WorkerOptions | undefined, more: readonl
     if (t === 0) throw new RangeError(expectation('options.timeoutMs', 'a positive number of ms', 0));
     timeoutMs = t;
   }
-  if (o.onError !== undefined && typeof o.onError !== 'function') throw new TypeError(expectation('options.onError', 'a function', o.onError));
-  return { settings: { concurrency, signal, onError: o.onError as WorkerSettings['onError'], timeoutMs, heartbeat: o.heartbeat === true }, o };
+  if (o.onError !== undefined && typeof o.onError !== 'function')
+    throw new TypeError(expectation('options.onError', 'a function', o.onError));
+  return {
+    settings: { concurrency, signal, onError: o.onError as WorkerSettings['onError'], timeoutMs, heartbeat: o.heartbeat === true },
+    o,
+  };
 }
 
 /** Items handled by one worker between two turns of the event loop it yields. @internal */
@@ -127,7 +135,13 @@ export function report(settings: WorkerSettings, error: unknown, item: HandlerEr
  * at once throws here.
  * @internal
  */
-export function runHandler<I extends PoolItem>(handler: (item: I, context: RunContext) => unknown, item: I, context: RunContext, settings: WorkerSettings, time: TimeSource): unknown {
+export function runHandler<I extends PoolItem>(
+  handler: (item: I, context: RunContext) => unknown,
+  item: I,
+  context: RunContext,
+  settings: WorkerSettings,
+  time: TimeSource,
+): unknown {
   const { timeoutMs, heartbeat } = settings;
   // Without a lease or a timeout the handler runs bare: no closure, no timer per item. (A lease
   // the handler itself gives its item is still fenced; the worker reports its expiry afterwards.)
@@ -216,7 +230,12 @@ export interface Pool {
  * the first error a worker threw.
  * @internal
  */
-export async function runPool(concurrency: number, signal: AbortSignal | undefined, worker: (slot: number, pool: Pool) => Promise<void>, onStop: (reason: unknown) => void): Promise<void> {
+export async function runPool(
+  concurrency: number,
+  signal: AbortSignal | undefined,
+  worker: (slot: number, pool: Pool) => Promise<void>,
+  onStop: (reason: unknown) => void,
+): Promise<void> {
   const pool: Pool = { halt: { stopped: false, reason: undefined }, running: new Array(concurrency) };
   let fatal: { error: unknown } | undefined;
   const stop = (reason: unknown): void => {
@@ -262,7 +281,15 @@ export interface GatherSource<I> {
  * `stopped` holds. If taking an item throws, the items in hand go back first.
  * @internal
  */
-export async function gatherWithin<I>(items: I[], size: number, waitMs: number, time: TimeSource, signal: AbortSignal | undefined, stopped: () => boolean, source: GatherSource<I>): Promise<void> {
+export async function gatherWithin<I>(
+  items: I[],
+  size: number,
+  waitMs: number,
+  time: TimeSource,
+  signal: AbortSignal | undefined,
+  stopped: () => boolean,
+  source: GatherSource<I>,
+): Promise<void> {
   let timedOut = false;
   let timer: unknown;
   const end = (): void => {

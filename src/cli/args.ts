@@ -101,14 +101,18 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<dir>',
     summary: "live figures from the queue's owner, or its files read-only",
     options: {
-      rates: { type: 'string', value: 'MS', help: "ask the owner twice, MS milliseconds apart, and show its pushes, acks and nacks per second" },
+      rates: {
+        type: 'string',
+        value: 'MS',
+        help: 'ask the owner twice, MS milliseconds apart, and show its pushes, acks and nacks per second',
+      },
       'read-only': { type: 'boolean', help: "read the store's files even while a process serves the queue" },
     },
     details:
       'While a process has the queue open and serves it, its figures as it answers now: ready, in\n' +
       'flight, leased, delayed, dead letters, whether a consumer is taking items, its counters since\n' +
-      "it opened the queue, and its store's (--json: \"view\": \"live\" and that process's pid).\n" +
-      'Otherwise the store\'s files, read-only: no lock is taken and nothing written, so it works on a\n' +
+      'it opened the queue, and its store\'s (--json: "view": "live" and that process\'s pid).\n' +
+      "Otherwise the store's files, read-only: no lock is taken and nothing written, so it works on a\n" +
       'store another process holds, and shows it as it is at that moment (--json: "view": "read-only").\n' +
       "There 'unacked' counts every item not yet acked: ready, delayed (not yet due) and in flight in a\n" +
       "process that has the queue open (leases live in that process's memory: 'leased' is not known).\n" +
@@ -164,15 +168,24 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'push each DATA (or each stdin line)',
     options: {
       create: { type: 'boolean', help: 'create the store if <dir> is not one yet' },
-      durability: { type: 'string', value: 'sync|group|none', help: "durability policy of spooled pushes (default group); through the endpoint the owner's applies" },
+      durability: {
+        type: 'string',
+        value: 'sync|group|none',
+        help: "durability policy of spooled pushes (default group); through the endpoint the owner's applies",
+      },
       priority: { type: 'string', value: 'N', help: 'priority of the items, -128 to 127 (default 0); higher goes first' },
       delay: { type: 'string', value: 'MS', help: 'hand the items out no sooner than MS milliseconds from now' },
       'not-before': { type: 'string', value: 'TIME', help: 'hand the items out no sooner than TIME (ISO 8601, or ms since the epoch)' },
-      key: { type: 'string', value: 'KEY', once: true, help: 'idempotency key of the one DATA: a key the store remembers stores nothing again' },
+      key: {
+        type: 'string',
+        value: 'KEY',
+        once: true,
+        help: 'idempotency key of the one DATA: a key the store remembers stores nothing again',
+      },
       wait: { type: 'string', value: 'MS', help: 'accepted as the other writing commands take it; push never waits: it takes no lock' },
     },
     details:
-      'Never takes the store\'s lock, so it never fails with ERR_LOCKED. While a process has the queue\n' +
+      "Never takes the store's lock, so it never fails with ERR_LOCKED. While a process has the queue\n" +
       'open and serves it, each item goes to it through its endpoint, is stored under its durability\n' +
       'policy, and its seq is printed. While none does, the items are spooled (written beside the store,\n' +
       'under --durability) and pq says so: the process that next opens the queue (or polls the spool,\n' +
@@ -199,7 +212,7 @@ export const COMMANDS: readonly CommandSpec[] = [
       'exit status 0 and nothing it could not write is acked; lines still in the pipe buffer when\n' +
       'the reader exits were delivered and are not returned. Pushes spooled while no process had the\n' +
       'queue open are taken in first, as any open of the queue does.\n' +
-      'pop takes the store\'s lock: items are not handed out through the endpoint of a process that has\n' +
+      "pop takes the store's lock: items are not handed out through the endpoint of a process that has\n" +
       'the queue open. Beside one whose consumer is taking items it is refused with ERR_CONSUMED\n' +
       '(exit status 3) naming that process; beside any other holder, ERR_LOCKED.',
   },
@@ -210,7 +223,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     options: { wait: WAIT_OPTION },
     details:
       'While a process has the queue open and serves it, that process compacts its store (its\n' +
-      'endpoint is asked) and pq reports the result; otherwise pq takes the store\'s lock and compacts it.',
+      "endpoint is asked) and pq reports the result; otherwise pq takes the store's lock and compacts it.",
   },
   {
     name: 'dlq list',
@@ -239,13 +252,17 @@ export const COMMANDS: readonly CommandSpec[] = [
       'Without --seq or --limit, every dead letter. Each one becomes a new item at the end of the\n' +
       'queue, with a new seq and a fresh delivery count; prints how many and their new seqs. A --seq\n' +
       'that is not a dead letter is reported and skipped. Through the process that has the queue open\n' +
-      'while one serves it; otherwise under the store\'s lock.',
+      "while one serves it; otherwise under the store's lock.",
   },
   {
     name: 'dlq purge',
     args: '<dir>',
     summary: 'delete dead letters for good',
-    options: { ...DLQ_SELECTION, yes: { type: 'boolean', help: 'confirm deleting every dead letter (needed without --seq or --limit)' }, wait: WAIT_OPTION },
+    options: {
+      ...DLQ_SELECTION,
+      yes: { type: 'boolean', help: 'confirm deleting every dead letter (needed without --seq or --limit)' },
+      wait: WAIT_OPTION,
+    },
     details:
       'Prints how many were deleted. A --seq that is not a dead letter is reported and skipped.\n' +
       "Through the process that has the queue open while one serves it; otherwise under the store's lock.",
@@ -256,7 +273,10 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'serve a dashboard of the queue on 127.0.0.1',
     options: {
       port: { type: 'string', value: 'N', help: 'listen on port N of 127.0.0.1 (default 0: a free port)' },
-      'allow-actions': { type: 'boolean', help: 'let the dashboard redrive and purge dead letters (through the process that has the queue open)' },
+      'allow-actions': {
+        type: 'boolean',
+        help: 'let the dashboard redrive and purge dead letters (through the process that has the queue open)',
+      },
     },
     details:
       'Prints the URL to open, with a random token that every request must carry, and serves until\n' +
@@ -391,7 +411,9 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
   try {
     tokens = parseArgs({
       args: [...args],
-      options: Object.fromEntries(Object.entries(options).map(([name, o]) => [name, name === 'help' ? { type: o.type, short: 'h' } : { type: o.type }])),
+      options: Object.fromEntries(
+        Object.entries(options).map(([name, o]) => [name, name === 'help' ? { type: o.type, short: 'h' } : { type: o.type }]),
+      ),
       strict: false,
       allowPositionals: true,
       tokens: true,
@@ -399,7 +421,10 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
   } catch (error) {
     // The lenient mode does not throw for any input known today; should a future Node add a case,
     // its message stays out of the CLI's output.
-    throw new UsageError(`cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`, spec.name);
+    throw new UsageError(
+      `cannot read the arguments of '${spec.name}' (${(error as { code?: string }).code ?? 'unknown reason'})`,
+      spec.name,
+    );
   }
   // Asking for help is never a mistake, whatever else the line holds.
   if (tokens.some((t) => t.kind === 'option' && t.name === 'help')) return { values: { help: true }, lists: {}, positionals: [] };
@@ -426,7 +451,8 @@ export function parseCommandArgs(spec: CommandSpec, args: readonly string[]): Pa
       throw new UsageError(`option --${token.name} needs a value (${option.value ?? 'VALUE'})`, spec.name);
     }
     if (option.multiple === true) lists[token.name]!.push(token.value);
-    else if (option.once === true && values[token.name] !== undefined) throw new UsageError(`option --${token.name} may be given once`, spec.name);
+    else if (option.once === true && values[token.name] !== undefined)
+      throw new UsageError(`option --${token.name} may be given once`, spec.name);
     else values[token.name] = token.value;
   }
   return { values, lists, positionals };

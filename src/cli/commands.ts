@@ -1,12 +1,34 @@
 /** The store commands of `pq`: verify, dump, pop, compact, and what every command shares. */
 import { readdirSync, statSync, type Stats } from 'node:fs';
 import { basename, resolve } from 'node:path';
-import { Builder, LogStore, QueueError, isQueueError, verifyStore, type CompactionResult, type Consumer, type LogStoreOptions, type Reserved } from '../index.js';
+import {
+  Builder,
+  LogStore,
+  QueueError,
+  isQueueError,
+  verifyStore,
+  type CompactionResult,
+  type Consumer,
+  type LogStoreOptions,
+  type Reserved,
+} from '../index.js';
 import { classifyEntry } from '../stores/log/engine/format.js';
 import { UsageError, type ParsedArgs } from './args.js';
 import { ConsumedError, consumerActive, ownerName, reachOwner, throughOwnerOrLock, withOwner, type Owner } from './owner.js';
 import { Progress, type Output } from './output.js';
-import { PAYLOAD_CODECS, bytesText, damageText, dim, fmt, green, progressBar, red, showItem, type Format, type PayloadCodec } from './text.js';
+import {
+  PAYLOAD_CODECS,
+  bytesText,
+  damageText,
+  dim,
+  fmt,
+  green,
+  progressBar,
+  red,
+  showItem,
+  type Format,
+  type PayloadCodec,
+} from './text.js';
 
 /** What a command writes to, and how. */
 export interface Cli {
@@ -85,9 +107,15 @@ export function storeKind(dir: string, create = false): StoreKind | null {
   const kinds = names.map(classifyEntry);
   if (kinds.includes('segment') || kinds.includes('cursor')) return 'log';
   const spooled = kinds.includes('spool');
-  if (!spooled && !create) throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file`, { file: dir });
+  if (!spooled && !create)
+    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file`, { file: dir });
   const foreign = names.filter((_, i) => kinds[i] === 'foreign');
-  if (foreign.length > 0) throw new QueueError('ERR_STORE', `${dir} is not a store directory: it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`, { file: dir });
+  if (foreign.length > 0)
+    throw new QueueError(
+      'ERR_STORE',
+      `${dir} is not a store directory: it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`,
+      { file: dir },
+    );
   return spooled ? 'spool' : null;
 }
 
@@ -98,7 +126,11 @@ export function storeKind(dir: string, create = false): StoreKind | null {
  */
 export function requireStore(dir: string): void {
   if (storeKind(dir) === 'spool') {
-    throw new QueueError('ERR_NOT_FOUND', `No store at ${dir}: the directory holds no segment or cursor file, only pushes spooled before any process opened the queue`, { file: dir });
+    throw new QueueError(
+      'ERR_NOT_FOUND',
+      `No store at ${dir}: the directory holds no segment or cursor file, only pushes spooled before any process opened the queue`,
+      { file: dir },
+    );
   }
 }
 
@@ -111,7 +143,8 @@ export function requireStore(dir: string): void {
 function formatOption(command: string, cli: Cli, value: string | boolean | undefined, fallback: Format): Format {
   const given = stringOption(value);
   if (cli.json) {
-    if (given !== undefined && given !== 'jsonl') throw new UsageError(`--json prints JSON Lines; it cannot be combined with --format ${given}`, command);
+    if (given !== undefined && given !== 'jsonl')
+      throw new UsageError(`--json prints JSON Lines; it cannot be combined with --format ${given}`, command);
     return 'jsonl';
   }
   const f = given ?? fallback;
@@ -165,7 +198,6 @@ export async function emit(out: Output, line: string): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 
-
 export const verify: Command = async (cli, { positionals }) => {
   const dir = oneDir('verify', positionals);
   requireStore(dir);
@@ -184,7 +216,10 @@ export const verify: Command = async (cli, { positionals }) => {
   } else {
     out.line(`checked ${result.files} file(s), ${fmt(result.records)} record(s), ${bytesText(result.bytes)}`);
     for (const p of result.problems) {
-      await emit(out, red(p.reason.includes(p.file) || p.reason.includes(basename(p.file)) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`));
+      await emit(
+        out,
+        red(p.reason.includes(p.file) || p.reason.includes(basename(p.file)) ? p.reason : `${p.file} at offset ${p.offset}: ${p.reason}`),
+      );
       const where = damageText(p);
       if (where !== '') await emit(out, `  ${where}`);
     }

@@ -37,12 +37,14 @@ function lettersOfOwner(owner: Owner): Letters {
     page: (after, limit) => client.deadLetters(after, limit),
     async redrive(seqs) {
       const moved: number[] = [];
-      for (let i = 0; i < seqs.length; i += SEQS_PER_REQUEST) moved.push(...(await client.redrive({ seqs: seqs.slice(i, i + SEQS_PER_REQUEST), limit: undefined })));
+      for (let i = 0; i < seqs.length; i += SEQS_PER_REQUEST)
+        moved.push(...(await client.redrive({ seqs: seqs.slice(i, i + SEQS_PER_REQUEST), limit: undefined })));
       return moved;
     },
     async purge(seqs) {
       let count = 0;
-      for (let i = 0; i < seqs.length; i += SEQS_PER_REQUEST) count += await client.purge({ seqs: seqs.slice(i, i + SEQS_PER_REQUEST), limit: undefined });
+      for (let i = 0; i < seqs.length; i += SEQS_PER_REQUEST)
+        count += await client.purge({ seqs: seqs.slice(i, i + SEQS_PER_REQUEST), limit: undefined });
       return count;
     },
   };
@@ -91,7 +93,13 @@ function deadLetterLine(d: DeadLetter, codec: PayloadCodec): string {
 }
 
 /** Print the dead letters `page` gives, from `after` on, at most `limit`, a page at a time. */
-async function printLetters(cli: Parameters<Command>[0], page: (after: number, limit: number) => Promise<DeadLetter[]>, after: number, limit: number, codec: PayloadCodec): Promise<number> {
+async function printLetters(
+  cli: Parameters<Command>[0],
+  page: (after: number, limit: number) => Promise<DeadLetter[]>,
+  after: number,
+  limit: number,
+  codec: PayloadCodec,
+): Promise<number> {
   let from = after;
   let printed = 0;
   while (printed < limit) {
@@ -236,12 +244,20 @@ export const deadLetterRedrive: Command = async (cli, args) => {
   // from which old one is not known, and `from` is null.
   const exact = seqs.length === chosen.length;
   if (cli.json) {
-    cli.out.line(JSON.stringify({ count: seqs.length, seqs, from: exact ? chosen : null, ...(exact ? {} : { chosen }), skipped, ...viaJson(owner) }));
+    cli.out.line(
+      JSON.stringify({ count: seqs.length, seqs, from: exact ? chosen : null, ...(exact ? {} : { chosen }), skipped, ...viaJson(owner) }),
+    );
     return 0;
   }
   if (seqs.length === 0 && chosen.length === 0) cli.out.line(`redrove 0 dead letters${throughText(owner)}`);
-  else if (exact) cli.out.line(`redrove ${fmt(seqs.length)} dead letter(s): ${seqRangesText(rangesOf(chosen))} -> ${seqRangesText(rangesOf(seqs))}${throughText(owner)}`);
-  else cli.out.line(`redrove ${fmt(seqs.length)} of the ${fmt(chosen.length)} dead letters chosen, ${seqRangesText(rangesOf(chosen))} ${MOVED_MEANWHILE}: new ${seqs.length === 0 ? 'seqs none' : seqRangesText(rangesOf(seqs))}${throughText(owner)}`);
+  else if (exact)
+    cli.out.line(
+      `redrove ${fmt(seqs.length)} dead letter(s): ${seqRangesText(rangesOf(chosen))} -> ${seqRangesText(rangesOf(seqs))}${throughText(owner)}`,
+    );
+  else
+    cli.out.line(
+      `redrove ${fmt(seqs.length)} of the ${fmt(chosen.length)} dead letters chosen, ${seqRangesText(rangesOf(chosen))} ${MOVED_MEANWHILE}: new ${seqs.length === 0 ? 'seqs none' : seqRangesText(rangesOf(seqs))}${throughText(owner)}`,
+    );
   if (skipped.length > 0) cli.out.line(`not dead letters, skipped: ${seqRangesText(rangesOf(skipped))}`);
   return 0;
 };
@@ -255,7 +271,8 @@ export const deadLetterPurge: Command = async (cli, args) => {
   const { chosen, skipped, count, owner } = await withLetters('dlq purge', dir, args, async (letters) => {
     const picked = await choose(letters, selection);
     const purged = await letters.purge(picked.chosen);
-    if (letters.owner === undefined && purged !== picked.chosen.length) throw new Error(`purge deleted ${purged} of the ${picked.chosen.length} dead letters read under the lock`);
+    if (letters.owner === undefined && purged !== picked.chosen.length)
+      throw new Error(`purge deleted ${purged} of the ${picked.chosen.length} dead letters read under the lock`);
     return { ...picked, count: purged, owner: letters.owner };
   });
   if (cli.json) {
@@ -263,8 +280,12 @@ export const deadLetterPurge: Command = async (cli, args) => {
     return 0;
   }
   if (count === 0 && chosen.length === 0) cli.out.line(`purged 0 dead letters${throughText(owner)}`);
-  else if (count === chosen.length) cli.out.line(`purged ${fmt(count)} dead letter(s): ${seqRangesText(rangesOf(chosen))}${throughText(owner)}`);
-  else cli.out.line(`purged ${fmt(count)} of the ${fmt(chosen.length)} dead letters chosen, ${seqRangesText(rangesOf(chosen))} ${MOVED_MEANWHILE}${throughText(owner)}`);
+  else if (count === chosen.length)
+    cli.out.line(`purged ${fmt(count)} dead letter(s): ${seqRangesText(rangesOf(chosen))}${throughText(owner)}`);
+  else
+    cli.out.line(
+      `purged ${fmt(count)} of the ${fmt(chosen.length)} dead letters chosen, ${seqRangesText(rangesOf(chosen))} ${MOVED_MEANWHILE}${throughText(owner)}`,
+    );
   if (skipped.length > 0) cli.out.line(`not dead letters, skipped: ${seqRangesText(rangesOf(skipped))}`);
   return 0;
 };

@@ -274,7 +274,9 @@ export const demo: Command = async (cli, { values, positionals }) => {
     say(`   pushes the child saw resolve    ${fmt(result.pushedThrough)} (seq 1 .. ${result.pushedThrough})`);
     say(`   consumed and acked before kill  ${fmt(result.ackedBeforeKill)}`);
     say(`   waiting at the kill, at least   ${fmt(result.waitingAtKill)} (pushed after the consumer's last item)`);
-    say(`   recovered and delivered now     ${fmt(result.recovered)} (${fmt(result.storedAfterLastReport)} more were stored after the last report)`);
+    say(
+      `   recovered and delivered now     ${fmt(result.recovered)} (${fmt(result.storedAfterLastReport)} more were stored after the last report)`,
+    );
     say(`   damaged payloads                ${result.damaged}`);
     say(`   out of order                    ${result.outOfOrder}`);
     say(`   acked items delivered again     ${result.ackedDeliveredAgain}`);

@@ -6,7 +6,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { QueueError } from '../index.js';
-import { commandHelp, findCommand, groupCommands, groupHelp, isGroup, parseCommandArgs, usageText, UsageError, wantsJson, type CommandSpec } from './args.js';
+import {
+  commandHelp,
+  findCommand,
+  groupCommands,
+  groupHelp,
+  isGroup,
+  parseCommandArgs,
+  usageText,
+  UsageError,
+  wantsJson,
+  type CommandSpec,
+} from './args.js';
 import { compact, dump, pop, verify, type Cli, type Command } from './commands.js';
 import { ConsumedError } from './owner.js';
 import { push } from './push.js';
@@ -74,7 +85,10 @@ interface Failure {
 
 function failureOf(error: unknown): Failure {
   if (error instanceof UsageError) return { code: 'ERR_USAGE', message: error.message, help: error.helpHint };
-  if (error instanceof ConsumedError) return error.pid === null ? { code: 'ERR_CONSUMED', message: error.message } : { code: 'ERR_CONSUMED', message: error.message, pid: error.pid };
+  if (error instanceof ConsumedError)
+    return error.pid === null
+      ? { code: 'ERR_CONSUMED', message: error.message }
+      : { code: 'ERR_CONSUMED', message: error.message, pid: error.pid };
   if (error instanceof OutputFailed) return { code: 'ERR_OUTPUT', message: error.message };
   if (error instanceof ListenError) return { code: error.code, message: error.message };
   if (error instanceof QueueError) {
@@ -92,7 +106,8 @@ function failureOf(error: unknown): Failure {
 function describe(f: Failure): string {
   if (f.code === 'ERR_USAGE') return `pq: ${f.message} (see ${f.help})`;
   if (f.code === 'ERR_OUTPUT' || f.code === 'ERR_INTERNAL' || f.code === 'ERR_LISTEN') return `pq: ${f.message}`;
-  const where = f.file !== undefined && !f.message.includes(f.file) ? ` (${f.file}${f.offset !== undefined ? ` at offset ${f.offset}` : ''})` : '';
+  const where =
+    f.file !== undefined && !f.message.includes(f.file) ? ` (${f.file}${f.offset !== undefined ? ` at offset ${f.offset}` : ''})` : '';
   const pid = f.pid !== undefined && !f.message.includes(String(f.pid)) ? ` (held by pid ${f.pid})` : '';
   return `pq: ${f.code}: ${f.message}${where}${pid}`;
 }

@@ -88,7 +88,10 @@ export function busy(figures: Record<string, unknown>): boolean {
  * sync, or it is between two items), but its counters of settled items move meanwhile. Resolves
  * with the latest figures too.
  */
-export async function consumerActive(owner: Owner, first: Record<string, unknown>): Promise<{ consuming: boolean; figures: Record<string, unknown> }> {
+export async function consumerActive(
+  owner: Owner,
+  first: Record<string, unknown>,
+): Promise<{ consuming: boolean; figures: Record<string, unknown> }> {
   if (busy(first)) return { consuming: true, figures: first };
   await new Promise((done) => setTimeout(done, SECOND_LOOK_MS));
   const second = await owner.client.stats();

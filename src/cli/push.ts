@@ -6,7 +6,16 @@
  * the spool in (at its open, or at its next poll) gives them seqs (`connect()`).
  */
 import { createInterface } from 'node:readline';
-import { PRIORITY_MAX, PRIORITY_MIN, QueueError, connect, isQueueError, type Durability, type PushOptions, type RemoteProducer } from '../index.js';
+import {
+  PRIORITY_MAX,
+  PRIORITY_MIN,
+  QueueError,
+  connect,
+  isQueueError,
+  type Durability,
+  type PushOptions,
+  type RemoteProducer,
+} from '../index.js';
 import { isValidKey } from '../contract/records/keys.js';
 import { MAX_KEY_BYTES } from '../contract/store.js';
 import { UsageError } from './args.js';
@@ -27,13 +36,15 @@ function scheduleOptions(values: Record<string, string | boolean | undefined>): 
     }
     options.priority = n;
   }
-  if (values.delay !== undefined && values['not-before'] !== undefined) throw new UsageError('--delay and --not-before exclude each other', 'push');
+  if (values.delay !== undefined && values['not-before'] !== undefined)
+    throw new UsageError('--delay and --not-before exclude each other', 'push');
   if (values.delay !== undefined) options.delayMs = intOption('push', 'delay', values.delay, 0);
   const at = values['not-before'];
   if (at !== undefined) {
     const text = typeof at === 'string' ? at.trim() : '';
     const ms = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
-    if (!Number.isSafeInteger(ms) || ms < 0) throw new UsageError(`--not-before must be an ISO 8601 time or ms since the epoch, got '${String(at)}'`, 'push');
+    if (!Number.isSafeInteger(ms) || ms < 0)
+      throw new UsageError(`--not-before must be an ISO 8601 time or ms since the epoch, got '${String(at)}'`, 'push');
     options.notBefore = ms;
   }
   return options;
@@ -58,7 +69,12 @@ async function readStdinLines(): Promise<string[]> {
  * commit gathers them all the same. Seqs are printed in order as they come, so after a failure
  * the lines printed name exactly the pushes that were stored before it.
  */
-async function pushEach(cli: Parameters<Command>[0], producer: RemoteProducer, payloads: readonly string[], options: PushOptions): Promise<number[]> {
+async function pushEach(
+  cli: Parameters<Command>[0],
+  producer: RemoteProducer,
+  payloads: readonly string[],
+  options: PushOptions,
+): Promise<number[]> {
   const seqs: number[] = [];
   const inFlight: Promise<number>[] = [];
   let next = 0;
@@ -82,22 +98,33 @@ export const push: Command = async (cli, { values, positionals }) => {
   // Checked before anything is read or made: a refused key leaves nothing behind.
   const key = values.key;
   if (key !== undefined) {
-    if (typeof key !== 'string' || !isValidKey(key)) throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
-    if (data.length !== 1) throw new UsageError(`--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`, 'push');
+    if (typeof key !== 'string' || !isValidKey(key))
+      throw new UsageError(`--key must be 1 to ${MAX_KEY_BYTES} UTF-8 bytes, got '${String(key)}'`, 'push');
+    if (data.length !== 1)
+      throw new UsageError(
+        `--key takes exactly one DATA argument, got ${data.length === 0 ? 'none (stdin is not read with --key)' : data.length}`,
+        'push',
+      );
   }
   // A path that cannot take the pushes is reported before stdin is consumed; one that --create
   // would make is made only once there is something to push (by connect(), as LogStore.open makes it).
   try {
     storeKind(dir, create);
   } catch (error) {
-    throw isQueueError(error, 'ERR_NOT_FOUND') ? new QueueError('ERR_NOT_FOUND', `${error.message} (pass --create to make one)`, { cause: error, file: error.file }) : error;
+    throw isQueueError(error, 'ERR_NOT_FOUND')
+      ? new QueueError('ERR_NOT_FOUND', `${error.message} (pass --create to make one)`, { cause: error, file: error.file })
+      : error;
   }
   const payloads = data.length > 0 ? data : await readStdinLines();
-  if (payloads.length === 0) throw new UsageError('pq push got nothing to push: give DATA arguments, or lines on stdin (stdin was empty)', 'push');
+  if (payloads.length === 0)
+    throw new UsageError('pq push got nothing to push: give DATA arguments, or lines on stdin (stdin was empty)', 'push');
   const producer = await connect(dir, { durability });
   try {
     if (producer.mode === 'endpoint') {
-      const seqs = typeof key === 'string' ? [await producer.push(payloads[0]!, { ...schedule, key })] : await pushEach(cli, producer, payloads, schedule);
+      const seqs =
+        typeof key === 'string'
+          ? [await producer.push(payloads[0]!, { ...schedule, key })]
+          : await pushEach(cli, producer, payloads, schedule);
       if (cli.json) cli.out.line(JSON.stringify({ count: seqs.length, seqs, via: 'endpoint' }));
       else if (typeof key === 'string') cli.out.line(String(seqs[0]));
       return 0;
@@ -105,7 +132,8 @@ export const push: Command = async (cli, { values, positionals }) => {
     if (typeof key === 'string') await producer.push(payloads[0]!, { ...schedule, key });
     else await producer.pushMany(payloads, schedule);
     if (cli.json) cli.out.line(JSON.stringify({ count: payloads.length, seqs: null, via: 'spool' }));
-    else cli.out.line(`spooled ${fmt(payloads.length)} item(s): no process serves the queue now; the one that takes them in gives them seqs`);
+    else
+      cli.out.line(`spooled ${fmt(payloads.length)} item(s): no process serves the queue now; the one that takes them in gives them seqs`);
     return 0;
   } finally {
     await producer.close();

@@ -30,12 +30,16 @@ export const salvage: Command = async (cli, { positionals }) => {
     out.line(JSON.stringify(result, null, 2));
     return 0;
   }
-  out.line(`copied ${fmt(result.copied)} item(s), ${bytesText(result.copiedBytes)}, into ${result.dst}; ${fmt(result.acked)} acked record(s) left out`);
+  out.line(
+    `copied ${fmt(result.copied)} item(s), ${bytesText(result.copiedBytes)}, into ${result.dst}; ${fmt(result.acked)} acked record(s) left out`,
+  );
   for (const d of result.damaged) {
     if (!out.line(red(d.reason))) await out.ready();
     out.line(`  ${damageText(d)}`);
   }
-  out.line(result.lost.count === 0 ? green('lost nothing') : red(`lost ${fmt(result.lost.count)} item(s): ${seqRangesText(result.lost.seqs)}`));
+  out.line(
+    result.lost.count === 0 ? green('lost nothing') : red(`lost ${fmt(result.lost.count)} item(s): ${seqRangesText(result.lost.seqs)}`),
+  );
   out.line(seqMapText(result));
   if (result.deadLetters > 0) out.line(`copied ${fmt(result.deadLetters)} dead letter(s), numbered after the items`);
   for (const n of result.notes) if (!out.line(dim(n))) await out.ready();

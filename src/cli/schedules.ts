@@ -17,11 +17,17 @@ export const schedules: Command = async (cli, { positionals }) => {
   for (const s of listed) {
     const when = s.nextAt === null ? null : isoTime(s.nextAt);
     if (cli.json) {
-      await emit(cli.out, JSON.stringify({ ...s, firedThrough: isoTime(s.firedThrough), nextAt: when, due: s.nextAt !== null && s.nextAt <= now }));
+      await emit(
+        cli.out,
+        JSON.stringify({ ...s, firedThrough: isoTime(s.firedThrough), nextAt: when, due: s.nextAt !== null && s.nextAt <= now }),
+      );
       continue;
     }
     const spec = s.everyMs !== undefined ? `every ${s.everyMs} ms` : `cron ${quoted(s.cron!)} ${s.tz}`;
-    const next = when === null ? dim(`not fired here: ${s.problem ?? ''}`) : `${when}${s.nextAt! <= now ? dim(' (passed: fires at the next open)') : ''}`;
+    const next =
+      when === null
+        ? dim(`not fired here: ${s.problem ?? ''}`)
+        : `${when}${s.nextAt! <= now ? dim(' (passed: fires at the next open)') : ''}`;
     await emit(cli.out, `${quoted(s.name)}  ${spec}  catch-up ${s.catchUp}  next ${next}`);
   }
   return 0;

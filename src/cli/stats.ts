@@ -34,7 +34,11 @@ export const stats: Command = async (cli, { values, positionals }) => {
   const dir = oneDir('stats', positionals);
   const ratesMs = values.rates === undefined ? undefined : intOption('stats', 'rates', values.rates, 0, 1);
   const readOnly = values['read-only'] === true;
-  if (readOnly && ratesMs !== undefined) throw new UsageError('--rates measures the live figures of the process that has the queue open, which --read-only does not ask for', 'stats');
+  if (readOnly && ratesMs !== undefined)
+    throw new UsageError(
+      '--rates measures the live figures of the process that has the queue open, which --read-only does not ask for',
+      'stats',
+    );
   const kind = storeKind(dir);
   let liveError: LiveError | null = null;
   if (!readOnly) {
@@ -92,7 +96,19 @@ async function liveView(owner: Owner, ratesMs: number | undefined): Promise<Live
   const pushed = delta('pushed');
   const acked = delta('acked');
   const nacked = delta('nacked');
-  return { owner, figures, rates: { intervalMs, pushed, acked, nacked, pushesPerSecond: perSecond(pushed), acksPerSecond: perSecond(acked), nacksPerSecond: perSecond(nacked) } };
+  return {
+    owner,
+    figures,
+    rates: {
+      intervalMs,
+      pushed,
+      acked,
+      nacked,
+      pushesPerSecond: perSecond(pushed),
+      acksPerSecond: perSecond(acked),
+      nacksPerSecond: perSecond(nacked),
+    },
+  };
 }
 
 function num(value: unknown): number {
@@ -103,7 +119,13 @@ async function showLive(cli: Cli, { owner, figures, rates }: LiveView): Promise<
   const { store: storeFigures, consuming, ...queue } = figures;
   const store = (storeFigures ?? {}) as Record<string, unknown>;
   const count = num(store.count);
-  const spool = (store.spool ?? null) as { files: number; pendingRecords: number; ingested: number; tornBytes: number; problems: unknown[] } | null;
+  const spool = (store.spool ?? null) as {
+    files: number;
+    pendingRecords: number;
+    ingested: number;
+    tornBytes: number;
+    problems: unknown[];
+  } | null;
   const report = {
     view: 'live',
     pid: owner.pid,
@@ -138,23 +160,37 @@ async function showLive(cli: Cli, { owner, figures, rates }: LiveView): Promise<
   out.line(`dead letters    ${fmt(num(report.deadLetters))}`);
   out.line(`consumer        ${report.consuming ? 'taking items' : 'none taking items now'}`);
   const capacity = typeof queue.capacity === 'number' ? `${fmt(queue.capacity)} item(s)` : 'unbounded';
-  out.line(`capacity        ${capacity}${typeof queue.capacityBytes === 'number' ? `, ${bytesText(queue.capacityBytes)}` : ''}; ${fmt(num(queue.pendingPushes))} push(es) pending`);
+  out.line(
+    `capacity        ${capacity}${typeof queue.capacityBytes === 'number' ? `, ${bytesText(queue.capacityBytes)}` : ''}; ${fmt(num(queue.pendingPushes))} push(es) pending`,
+  );
   out.line(
     `since its open  pushed ${fmt(num(queue.pushed))}, acked ${fmt(num(queue.acked))}, nacked ${fmt(num(queue.nacked))}, redelivered ${fmt(num(queue.redelivered))}, retried ${fmt(num(queue.retried))}, dead-lettered ${fmt(num(queue.deadLettered))}, leases expired ${fmt(num(queue.leaseExpired))}`,
   );
   if (rates !== undefined) {
-    out.line(`rates           ${RATES.map(([, rate, noun]) => `${rates[rate].toFixed(1)} ${noun}/s`).join(', ')} ${dim(`(over ${(rates.intervalMs / 1000).toFixed(1)} s)`)}`);
+    out.line(
+      `rates           ${RATES.map(([, rate, noun]) => `${rates[rate].toFixed(1)} ${noun}/s`).join(', ')} ${dim(`(over ${(rates.intervalMs / 1000).toFixed(1)} s)`)}`,
+    );
   }
-  out.line(`durability      ${String(queue.durability)}; acks ${String(queue.ackDurability)}${num(queue.unsyncedAcks) > 0 ? ` (${fmt(num(queue.unsyncedAcks))} not yet synced)` : ''}`);
-  out.line(`seq range       ${report.firstSeq === null ? '(empty)' : `${String(report.firstSeq)} .. ${num(report.nextSeq) - 1}`}   next seq ${String(report.nextSeq)}`);
+  out.line(
+    `durability      ${String(queue.durability)}; acks ${String(queue.ackDurability)}${num(queue.unsyncedAcks) > 0 ? ` (${fmt(num(queue.unsyncedAcks))} not yet synced)` : ''}`,
+  );
+  out.line(
+    `seq range       ${report.firstSeq === null ? '(empty)' : `${String(report.firstSeq)} .. ${num(report.nextSeq) - 1}`}   next seq ${String(report.nextSeq)}`,
+  );
   if (spool !== null && (spool.files > 0 || spool.ingested > 0)) {
-    out.line(`spool           ${fmt(spool.pendingRecords)} spooled push(es) in ${spool.files} file(s) not taken in yet; ${fmt(spool.ingested)} taken in since its open`);
+    out.line(
+      `spool           ${fmt(spool.pendingRecords)} spooled push(es) in ${spool.files} file(s) not taken in yet; ${fmt(spool.ingested)} taken in since its open`,
+    );
   }
   const segments = store.segments;
   if (Array.isArray(segments)) {
     const list = segments as { file: string; bytes: number; sealed: boolean; compacted: boolean }[];
     out.line(`segments        ${list.length} (${bytesText(list.reduce((a, x) => a + x.bytes, 0))})`);
-    for (const seg of list) await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
+    for (const seg of list)
+      await emit(
+        out,
+        dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`),
+      );
   } else if (typeof segments === 'number') {
     out.line(`segments        ${fmt(segments)}`);
   }
@@ -169,7 +205,8 @@ type Extra = { readonly rates?: null; readonly liveError?: LiveError };
 
 function showLiveError(cli: Cli, extra: Extra): void {
   if (extra.liveError !== undefined) cli.out.line(`live view       ${red(`not available: ${extra.liveError.message}`)}`);
-  if (extra.rates === null) cli.out.line(`rates           ${dim('not known: no process serves the queue (they are measured on its live figures)')}`);
+  if (extra.rates === null)
+    cli.out.line(`rates           ${dim('not known: no process serves the queue (they are measured on its live figures)')}`);
 }
 
 async function showFiles(cli: Cli, dir: string, extra: Extra): Promise<number> {
@@ -231,18 +268,29 @@ async function showFiles(cli: Cli, dir: string, extra: Extra): Promise<number> {
     if (report.prioritized > 0) out.line(`prioritized     ${fmt(report.prioritized)}`);
     out.line(`leased          ${dim('not known here: leases live in the process that has the queue open')}`);
     out.line(`seq range       ${firstSeq === null ? '(empty)' : `${firstSeq} .. ${report.nextSeq - 1}`}   next seq ${report.nextSeq}`);
-    out.line(`cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`);
-    if (report.deadLetters > 0) out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
-    if (report.spool.files > 0) out.line(`spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the next open`);
+    out.line(
+      `cursor          low-water mark ${report.lowWaterMark}, ${report.ackedRangesAboveLowWaterMark} acked range(s) above it, ${bytesText(report.cursorBytes)}`,
+    );
+    if (report.deadLetters > 0)
+      out.line(`dead letters    ${fmt(report.deadLetters)} (${bytesText(report.deadLetterBytes)}, held in the cursor file)`);
+    if (report.spool.files > 0)
+      out.line(
+        `spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the next open`,
+      );
     out.line(`segments        ${report.segments} (${bytesText(report.segmentBytes)})`);
     for (const seg of s.segments) {
-      await emit(out, dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`));
+      await emit(
+        out,
+        dim(`  ${seg.file}  ${bytesText(seg.bytes)}${seg.sealed ? ' sealed' : ' active'}${seg.compacted ? ' compacted' : ''}`),
+      );
     }
     out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
     out.line(`store id        ${report.storeId ?? dim('none yet (written at the next writable open)')}`);
     if (s.liveWriter !== null) {
       const who = s.liveWriter.pid !== null ? `process ${s.liveWriter.pid}` : 'another process';
-      out.line(`last close      ${green(`none yet: ${who} has the store open`)} ${dim('(shown as of this read, up to its last whole record)')}`);
+      out.line(
+        `last close      ${green(`none yet: ${who} has the store open`)} ${dim('(shown as of this read, up to its last whole record)')}`,
+      );
     } else {
       out.line(
         `last close      ${lastShutdownClean === true ? green('clean') : red('not clean: the last writer did not close it')}${report.tornTailBytes > 0 ? `, ${report.tornTailBytes} byte(s) past the valid end` : ''}`,
@@ -252,7 +300,7 @@ async function showFiles(cli: Cli, dir: string, extra: Extra): Promise<number> {
   } finally {
     await store.close();
   }
-};
+}
 
 /**
  * A directory that holds only pushes spooled while no process had the queue open: a store whose
@@ -297,7 +345,9 @@ async function showSpoolOnly(cli: Cli, dir: string, extra: Extra): Promise<numbe
   showLiveError(cli, extra);
   out.line(`log             ${dim('none yet: the first process to open the queue makes it')}`);
   out.line(`unacked         0`);
-  out.line(`spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the first open`);
+  out.line(
+    `spool           ${fmt(report.spool.pendingRecords)} spooled push(es) in ${report.spool.files} file(s), ingested at the first open`,
+  );
   out.line(`on disk         ${bytesText(report.bytesOnDisk)}`);
   return 0;
 }
@@ -317,7 +367,12 @@ function spoolBytes(dir: string): number {
 }
 
 /** Delayed and prioritised items among the unacked ones, read from `from` (`scheduledFrom`) on. */
-function scheduledCounts(store: LogStore, from: number, before: number, nowMs: number): { delayed: number; nextDueMs: number; prioritized: number } {
+function scheduledCounts(
+  store: LogStore,
+  from: number,
+  before: number,
+  nowMs: number,
+): { delayed: number; nextDueMs: number; prioritized: number } {
   let delayed = 0;
   let prioritized = 0;
   let nextDueMs = Infinity;

@@ -115,7 +115,11 @@ export function seqRangesText(ranges: readonly { first: number; last: number }[]
 }
 
 /** Where a damaged range lies and what it cost, for `verify` and `salvage`. */
-export function damageText(d: { offset: number; end?: number | undefined; lostSeqs?: readonly { first: number; last: number }[] | undefined }): string {
+export function damageText(d: {
+  offset: number;
+  end?: number | undefined;
+  lostSeqs?: readonly { first: number; last: number }[] | undefined;
+}): string {
   const parts: string[] = [];
   if (d.end !== undefined && d.end > d.offset) parts.push(`bytes ${d.offset}..${d.end - 1} damaged`);
   if (d.lostSeqs !== undefined) parts.push(d.lostSeqs.length === 0 ? 'no unacked item lost' : `lost ${seqRangesText(d.lostSeqs)}`);

@@ -45,7 +45,9 @@ export const ui: Command = async (cli, { values, positionals }) => {
   if (cli.json) {
     cli.out.line(JSON.stringify({ url: served.url, port: served.port, allowActions }));
   } else {
-    cli.out.line(`pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`);
+    cli.out.line(
+      `pq ui: the dashboard of ${dir}, ${allowActions ? 'with actions (redrive, purge)' : 'read-only (--allow-actions lets it redrive and purge)'}; Ctrl-C stops it`,
+    );
     cli.out.line(served.url);
   }
   await cli.out.flush();

@@ -60,7 +60,11 @@ export function groupTests<S extends Store>(suite: GroupsSuite<S>, hooks: { reop
         { seq: s, bytes: bytesOf('fine'), group: 'fine' },
         { seq: s + 1, bytes: bytesOf('bad'), group: bad },
       ] as unknown as StoredItem[];
-      await assert.rejects(store.append(batch, true), (e: unknown) => (e as { code?: string }).code === 'ERR_STORE', `refused: ${JSON.stringify(bad)}`);
+      await assert.rejects(
+        store.append(batch, true),
+        (e: unknown) => (e as { code?: string }).code === 'ERR_STORE',
+        `refused: ${JSON.stringify(bad)}`,
+      );
       assert.deepEqual(await readAll(store), [], `nothing stored of ${JSON.stringify(bad)}`);
     }
     await store.close();
@@ -85,50 +89,60 @@ export function groupTests<S extends Store>(suite: GroupsSuite<S>, hooks: { reop
     });
   }
 
-  suite.test('through a queue: groupConcurrency 1 hands out one item per group at a time, the other groups meanwhile, in order within each', async (context) => {
-    let store = await suite.make();
-    if (needsGroups(suite, store, context)) return;
-    let [tx, rx] = await new Builder(store).open();
-    for (const [text, group] of [['a1', 'a'], ['a2', 'a'], ['b1', 'b'], ['a3', 'a'], ['plain', undefined], ['b2', 'b']] as const) {
-      await tx.push(text, group === undefined ? undefined : { group });
-    }
-    if (hooks.reopen && store.features.reopen) {
+  suite.test(
+    'through a queue: groupConcurrency 1 hands out one item per group at a time, the other groups meanwhile, in order within each',
+    async (context) => {
+      let store = await suite.make();
+      if (needsGroups(suite, store, context)) return;
+      let [tx, rx] = await new Builder(store).open();
+      for (const [text, group] of [
+        ['a1', 'a'],
+        ['a2', 'a'],
+        ['b1', 'b'],
+        ['a3', 'a'],
+        ['plain', undefined],
+        ['b2', 'b'],
+      ] as const) {
+        await tx.push(text, group === undefined ? undefined : { group });
+      }
+      if (hooks.reopen && store.features.reopen) {
+        await tx.close();
+        store = await suite.again(store, 'reopen');
+        [tx, rx] = await new Builder(store).open();
+      }
+      const held: Reserved[] = [];
+      const order: string[] = [];
+      const stop = new AbortController();
+      let wake: () => void = () => {};
+      const running = rx.process(
+        async (item) => {
+          order.push(textOf(item.bytes));
+          held.push(item);
+          wake();
+          // Held until the test acks it.
+          await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+        },
+        { concurrency: 8, groupConcurrency: 1, signal: stop.signal },
+      );
+      const handedOut = (n: number): Promise<void> =>
+        new Promise<void>((resolve) => {
+          wake = () => order.length >= n && resolve();
+          wake();
+        });
+      // a1, b1 and the plain item: one of each group, and the item without a group.
+      await handedOut(3);
+      assert.deepEqual(order, ['a1', 'b1', 'plain']);
+      assert.equal(rx.stats().groupLimited, 3);
+      await held.find((i) => textOf(i.bytes) === 'a1')!.ack();
+      await handedOut(4);
+      assert.deepEqual(order.slice(3), ['a2']);
+      await held.find((i) => textOf(i.bytes) === 'b1')!.ack();
+      await handedOut(5);
+      assert.deepEqual(order.slice(4), ['b2']);
+      assert.equal(rx.stats().groupLimited, 1);
+      stop.abort();
+      await running;
       await tx.close();
-      store = await suite.again(store, 'reopen');
-      [tx, rx] = await new Builder(store).open();
-    }
-    const held: Reserved[] = [];
-    const order: string[] = [];
-    const stop = new AbortController();
-    let wake: () => void = () => {};
-    const running = rx.process(
-      async (item) => {
-        order.push(textOf(item.bytes));
-        held.push(item);
-        wake();
-        // Held until the test acks it.
-        await new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
-      },
-      { concurrency: 8, groupConcurrency: 1, signal: stop.signal },
-    );
-    const handedOut = (n: number): Promise<void> =>
-      new Promise<void>((resolve) => {
-        wake = () => order.length >= n && resolve();
-        wake();
-      });
-    // a1, b1 and the plain item: one of each group, and the item without a group.
-    await handedOut(3);
-    assert.deepEqual(order, ['a1', 'b1', 'plain']);
-    assert.equal(rx.stats().groupLimited, 3);
-    await held.find((i) => textOf(i.bytes) === 'a1')!.ack();
-    await handedOut(4);
-    assert.deepEqual(order.slice(3), ['a2']);
-    await held.find((i) => textOf(i.bytes) === 'b1')!.ack();
-    await handedOut(5);
-    assert.deepEqual(order.slice(4), ['b2']);
-    assert.equal(rx.stats().groupLimited, 1);
-    stop.abort();
-    await running;
-    await tx.close();
-  });
+    },
+  );
 }

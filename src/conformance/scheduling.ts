@@ -18,7 +18,6 @@ export interface SchedulingSuite<S extends Store> {
   again(previous: S, how: 'reopen' | 'crash'): Promise<S>;
 }
 
-
 /** An item as the tests compare it: text, and priority and not-before time with 0 for absent. */
 const shape = (i: StoredItem) => [i.seq, textOf(i.bytes), i.priority ?? 0, i.notBefore ?? 0];
 
@@ -47,7 +46,13 @@ export function schedulingTests<S extends Store>(suite: SchedulingSuite<S>, hook
     if (needsScheduling(suite, store, context)) return;
     let r = await store.open();
     assert.equal(r.scheduledFrom, r.nextSeq);
-    await store.append([{ seq: r.nextSeq, bytes: bytesOf('a') }, { seq: r.nextSeq + 1, bytes: bytesOf('b') }], true);
+    await store.append(
+      [
+        { seq: r.nextSeq, bytes: bytesOf('a') },
+        { seq: r.nextSeq + 1, bytes: bytesOf('b') },
+      ],
+      true,
+    );
     // Without a way to reopen, the first half is the test.
     if (!hooks.reopen || !store.features.reopen) return void (await store.close());
     await store.close();
@@ -70,38 +75,51 @@ export function schedulingTests<S extends Store>(suite: SchedulingSuite<S>, hook
     await store.close();
   });
 
-  suite.test('a priority or a not-before time outside the contract is refused with ERR_STORE and nothing of the batch is stored', async (context) => {
-    const store = await suite.make();
-    if (needsScheduling(suite, store, context)) return;
-    const { nextSeq: s } = await store.open();
-    for (const bad of [{ priority: PRIORITY_MAX + 1 }, { priority: 1.5 }, { notBefore: -1 }, { notBefore: Number.NaN }]) {
-      const batch: StoredItem[] = [{ seq: s, bytes: bytesOf('fine') }, { seq: s + 1, bytes: bytesOf('bad'), ...bad }];
-      await assert.rejects(store.append(batch, true), (e: unknown) => (e as { code?: string }).code === 'ERR_STORE', `refused: ${JSON.stringify(bad)}`);
-      assert.deepEqual(await readAll(store), [], `nothing stored of ${JSON.stringify(bad)}`);
-    }
-    await store.close();
-  });
+  suite.test(
+    'a priority or a not-before time outside the contract is refused with ERR_STORE and nothing of the batch is stored',
+    async (context) => {
+      const store = await suite.make();
+      if (needsScheduling(suite, store, context)) return;
+      const { nextSeq: s } = await store.open();
+      for (const bad of [{ priority: PRIORITY_MAX + 1 }, { priority: 1.5 }, { notBefore: -1 }, { notBefore: Number.NaN }]) {
+        const batch: StoredItem[] = [
+          { seq: s, bytes: bytesOf('fine') },
+          { seq: s + 1, bytes: bytesOf('bad'), ...bad },
+        ];
+        await assert.rejects(
+          store.append(batch, true),
+          (e: unknown) => (e as { code?: string }).code === 'ERR_STORE',
+          `refused: ${JSON.stringify(bad)}`,
+        );
+        assert.deepEqual(await readAll(store), [], `nothing stored of ${JSON.stringify(bad)}`);
+      }
+      await store.close();
+    },
+  );
 
   for (const how of ['reopen', 'crash'] as const) {
     if (!hooks[how]) continue;
     const after = how === 'reopen' ? 'close and reopen' : 'a crash';
-    suite.test(`priorities and not-before times survive ${after}; scheduledFrom is at or below the oldest scheduled item`, async (context) => {
-      let store = await suite.make();
-      if (needsScheduling(suite, store, context)) return;
-      if (how === 'reopen' && !store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
-      const { nextSeq: s } = await store.open();
-      const batch = mixed(s, at);
-      await store.append(batch, true);
-      await store.ack([s + 1], true);
-      if (how === 'reopen') await store.close();
-      store = await suite.again(store, how);
-      const r = await store.open();
-      const left = batch.filter((i) => i.seq !== s + 1);
-      assert.deepEqual((await readAll(store)).map(shape), left.map(shape));
-      assert.ok(r.scheduledFrom !== undefined && Number.isSafeInteger(r.scheduledFrom), `scheduledFrom ${r.scheduledFrom}`);
-      assert.ok(r.scheduledFrom! <= s + 2, `scheduledFrom ${r.scheduledFrom} is above seq ${s + 2}, which is scheduled`);
-      await store.close();
-    });
+    suite.test(
+      `priorities and not-before times survive ${after}; scheduledFrom is at or below the oldest scheduled item`,
+      async (context) => {
+        let store = await suite.make();
+        if (needsScheduling(suite, store, context)) return;
+        if (how === 'reopen' && !store.features.reopen && skipped(context, `${suite.name} does not declare features.reopen`)) return;
+        const { nextSeq: s } = await store.open();
+        const batch = mixed(s, at);
+        await store.append(batch, true);
+        await store.ack([s + 1], true);
+        if (how === 'reopen') await store.close();
+        store = await suite.again(store, how);
+        const r = await store.open();
+        const left = batch.filter((i) => i.seq !== s + 1);
+        assert.deepEqual((await readAll(store)).map(shape), left.map(shape));
+        assert.ok(r.scheduledFrom !== undefined && Number.isSafeInteger(r.scheduledFrom), `scheduledFrom ${r.scheduledFrom}`);
+        assert.ok(r.scheduledFrom! <= s + 2, `scheduledFrom ${r.scheduledFrom} is above seq ${s + 2}, which is scheduled`);
+        await store.close();
+      },
+    );
   }
 
   suite.test('through a queue: ready items by priority then seq, delayed ones once due', async (context) => {

@@ -33,7 +33,6 @@ function items(first: number, texts: string[]): StoredItem[] {
   return texts.map((t, i) => ({ seq: first + i, bytes: bytesOf(t) }));
 }
 
-
 /** What every group of conformance tests is registered with. */
 interface Suite<S extends Store> {
   name: string;
@@ -120,13 +119,21 @@ function storeMethodTests<S extends Store>(suite: Suite<S>): void {
     if (appended === store.done) {
       // Finished before returning: a read asked for now, before anything else runs, sees the batch.
       const seen = await store.read(range);
-      assert.deepEqual(seen.map((i) => i.seq), [s, s + 1], 'a read right after an append that returned done');
+      assert.deepEqual(
+        seen.map((i) => i.seq),
+        [s, s + 1],
+        'a read right after an append that returned done',
+      );
     }
     await appended;
     const acked = store.ack([s], false);
     if (acked === store.done) {
       const seen = await store.read(range);
-      assert.deepEqual(seen.map((i) => i.seq), [s + 1], 'a read right after an ack that returned done');
+      assert.deepEqual(
+        seen.map((i) => i.seq),
+        [s + 1],
+        'a read right after an ack that returned done',
+      );
     }
     await acked;
     await store.close();
@@ -148,10 +155,22 @@ function storeMethodTests<S extends Store>(suite: Suite<S>): void {
     await store.append(batch.slice(0, 2), true);
     await store.append(batch.slice(2), false);
     const all = await readAll(store);
-    assert.deepEqual(all.map((i) => i.seq), [s, s + 1, s + 2, s + 3, s + 4]);
-    assert.deepEqual(all.map((i) => textOf(i.bytes)), ['a', '', 'ccc', 'dddd', 'e']);
-    assert.deepEqual((await readAll(store, s + 1, s + 4)).map((i) => i.seq), [s + 2, s + 3]);
-    assert.deepEqual((await readAll(store, s - 1, Number.MAX_SAFE_INTEGER, 2)).map((i) => i.seq), [s, s + 1]);
+    assert.deepEqual(
+      all.map((i) => i.seq),
+      [s, s + 1, s + 2, s + 3, s + 4],
+    );
+    assert.deepEqual(
+      all.map((i) => textOf(i.bytes)),
+      ['a', '', 'ccc', 'dddd', 'e'],
+    );
+    assert.deepEqual(
+      (await readAll(store, s + 1, s + 4)).map((i) => i.seq),
+      [s + 2, s + 3],
+    );
+    assert.deepEqual(
+      (await readAll(store, s - 1, Number.MAX_SAFE_INTEGER, 2)).map((i) => i.seq),
+      [s, s + 1],
+    );
     await store.close();
   });
 
@@ -160,9 +179,15 @@ function storeMethodTests<S extends Store>(suite: Suite<S>): void {
     const { nextSeq: s } = await store.open();
     await store.append(items(s, ['1', '2', '3', '4', '5']), true);
     await store.ack([s + 4, s + 2], true);
-    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['1', '2', '4']);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => textOf(i.bytes)),
+      ['1', '2', '4'],
+    );
     await store.ack([s], false);
-    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['2', '4']);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => textOf(i.bytes)),
+      ['2', '4'],
+    );
     await store.close();
   });
 }
@@ -197,10 +222,16 @@ function payloadTests<S extends Store>(suite: Suite<S>): void {
     await store.ack([s + 1], false);
     await store.sync();
     await store.sync();
-    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['1', '3']);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => textOf(i.bytes)),
+      ['1', '3'],
+    );
     await store.append(items(s + 3, ['4']), false);
     await store.sync();
-    assert.deepEqual((await readAll(store)).map((i) => i.seq), [s, s + 2, s + 3]);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => i.seq),
+      [s, s + 2, s + 3],
+    );
     await store.close();
   });
 
@@ -209,7 +240,13 @@ function payloadTests<S extends Store>(suite: Suite<S>): void {
     const { nextSeq: s } = await store.open();
     const count = 5000;
     for (let b = 0; b < count; b += 500) {
-      await store.append(items(s + b, Array.from({ length: 500 }, (_, i) => `item-${b + i}`)), false);
+      await store.append(
+        items(
+          s + b,
+          Array.from({ length: 500 }, (_, i) => `item-${b + i}`),
+        ),
+        false,
+      );
     }
     let after = s - 1;
     let seen = 0;
@@ -235,7 +272,10 @@ function queueTests<S extends Store>(suite: Suite<S>): void {
       const store = await suite.make();
       const [tx, rx] = await suite.open(store, durability);
       const seqs = await Promise.all(['a', 'b', 'c'].map((p) => tx.push(p)));
-      assert.deepEqual([...seqs].sort((x, y) => x - y), seqs);
+      assert.deepEqual(
+        [...seqs].sort((x, y) => x - y),
+        seqs,
+      );
       const a = (await rx.reserve())!;
       const b = (await rx.reserve())!;
       assert.deepEqual([textOf(a.bytes), textOf(b.bytes)], ['a', 'b']);
@@ -275,12 +315,18 @@ function queueTests<S extends Store>(suite: Suite<S>): void {
     const store = await suite.make();
     if (store.payloadBytes === undefined) {
       // A queue with a byte capacity cannot count what it holds there: it refuses to open.
-      await assert.rejects(new Builder(store).capacityBytes(1024).open(), (e: unknown) => e instanceof QueueError && e.code === 'ERR_UNSUPPORTED');
+      await assert.rejects(
+        new Builder(store).capacityBytes(1024).open(),
+        (e: unknown) => e instanceof QueueError && e.code === 'ERR_UNSUPPORTED',
+      );
       return;
     }
     await store.open();
     const sizes = [0, 1, 17, 300, 4096, 9, 65_536];
-    await store.append(sizes.map((n, i) => ({ seq: i + 1, bytes: new Uint8Array(n).fill(i + 1) })), true);
+    await store.append(
+      sizes.map((n, i) => ({ seq: i + 1, bytes: new Uint8Array(n).fill(i + 1) })),
+      true,
+    );
     await store.ack([2, 5], true);
     const unacked = sizes.reduce((sum, n, i) => (i === 1 || i === 4 ? sum : sum + n), 0);
     const first = await store.payloadBytes();
@@ -363,7 +409,10 @@ function reopenTests<S extends Store>(suite: Suite<S>): void {
     await store.ack([seqs[1]!], true);
     const unacked = 3 + 5 + 5000;
     const bytes = await store.payloadBytes!();
-    assert.ok(Number.isSafeInteger(bytes) && bytes >= unacked, `payloadBytes() ${bytes} after reopen is below the ${unacked} unacked payload bytes`);
+    assert.ok(
+      Number.isSafeInteger(bytes) && bytes >= unacked,
+      `payloadBytes() ${bytes} after reopen is below the ${unacked} unacked payload bytes`,
+    );
     await store.close();
   });
 
@@ -373,7 +422,11 @@ function reopenTests<S extends Store>(suite: Suite<S>): void {
     const first = (await store.open()).storeId;
     await store.close();
     // A store without one reports none at every open; one with one reports the same one.
-    if (first !== undefined) assert.ok(typeof first === 'string' && STORE_ID_PATTERN.test(first), `storeId ${String(first)} is 1 to 64 characters from [A-Za-z0-9._-]`);
+    if (first !== undefined)
+      assert.ok(
+        typeof first === 'string' && STORE_ID_PATTERN.test(first),
+        `storeId ${String(first)} is 1 to 64 characters from [A-Za-z0-9._-]`,
+      );
     store = await suite.again(store, 'reopen');
     assert.equal((await store.open()).storeId, first, 'the same store keeps its storeId (or keeps having none)');
     await store.close();
@@ -405,7 +458,10 @@ function crashTests<S extends Store>(suite: Suite<S>): void {
       for (let i = 0; i < 5; i++) await (await rx.reserve())!.ack();
       store = await suite.again(store, 'crash');
       [tx, rx] = await suite.open(store, durability);
-      assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
+      assert.deepEqual(
+        await drain(rx),
+        Array.from({ length: 15 }, (_, i) => `p${i + 5}`),
+      );
       await tx.close();
     });
   }
@@ -419,8 +475,15 @@ function crashTests<S extends Store>(suite: Suite<S>): void {
     [tx, rx] = await suite.open(store);
     const got = (await drain(rx)).map((t) => Number(t.slice(1)));
     const redelivered = got.filter((n) => n < 5);
-    assert.deepEqual(got, [...redelivered, ...Array.from({ length: 15 }, (_, i) => i + 5)], 'every unacked item is there, after the redelivered ones');
-    assert.ok(redelivered.every((n, i) => i === 0 || n > redelivered[i - 1]!), `redelivered items in seq order: ${redelivered.join(', ')}`);
+    assert.deepEqual(
+      got,
+      [...redelivered, ...Array.from({ length: 15 }, (_, i) => i + 5)],
+      'every unacked item is there, after the redelivered ones',
+    );
+    assert.ok(
+      redelivered.every((n, i) => i === 0 || n > redelivered[i - 1]!),
+      `redelivered items in seq order: ${redelivered.join(', ')}`,
+    );
     await tx.close();
   });
 
@@ -440,14 +503,25 @@ function crashTests<S extends Store>(suite: Suite<S>): void {
     }
     store = await suite.again(store, 'crash');
     [tx, rx] = await suite.open(store);
-    assert.deepEqual(await drain(rx), Array.from({ length: 15 }, (_, i) => `p${i + 5}`));
+    assert.deepEqual(
+      await drain(rx),
+      Array.from({ length: 15 }, (_, i) => `p${i + 5}`),
+    );
     await tx.close();
   });
 }
 
 /** A dead letter for `item` with fields that differ from each other, so a swapped field shows. */
 function deadLetterOf(item: StoredItem, reason: string): DeadLetter {
-  return { seq: item.seq, bytes: item.bytes, deliveries: 3, firstDeliveredAt: 1_700_000_000_001, lastDeliveredAt: 1_700_000_000_002, deadAt: 1_700_000_000_003, reason };
+  return {
+    seq: item.seq,
+    bytes: item.bytes,
+    deliveries: 3,
+    firstDeliveredAt: 1_700_000_000_001,
+    lastDeliveredAt: 1_700_000_000_002,
+    deadAt: 1_700_000_000_003,
+    reason,
+  };
 }
 
 function markOf(seq: number, deliveries: number, lastError = ''): DeliveryMark {
@@ -489,11 +563,20 @@ function deliveryTests<S extends Store>(suite: Suite<S>): void {
     // Moved out of seq order, with a reason of the longest length a store must keep.
     const long = 'é'.repeat(512);
     await store.deadLetter!([deadLetterOf(batch[3]!, long), deadLetterOf(batch[1]!, 'boom')]);
-    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['a', 'c', 'e']);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => textOf(i.bytes)),
+      ['a', 'c', 'e'],
+    );
     const dead = await readDead(store);
     assert.deepEqual(dead.map(plain), [plain(deadLetterOf(batch[1]!, 'boom')), plain(deadLetterOf(batch[3]!, long))]);
-    assert.deepEqual((await readDead(store, s + 1)).map((d) => d.seq), [s + 3]);
-    assert.deepEqual((await readDead(store, 0, 1)).map((d) => d.seq), [s + 1]);
+    assert.deepEqual(
+      (await readDead(store, s + 1)).map((d) => d.seq),
+      [s + 3],
+    );
+    assert.deepEqual(
+      (await readDead(store, 0, 1)).map((d) => d.seq),
+      [s + 1],
+    );
     // A dead letter's seq is never used again, and the rest of the queue still acks.
     await store.ack([s, s + 2, s + 4], true);
     assert.deepEqual(await readAll(store), []);
@@ -509,7 +592,10 @@ function deliveryTests<S extends Store>(suite: Suite<S>): void {
     await store.append(batch, true);
     await store.deadLetter!(batch.map((i) => deadLetterOf(i, `r${i.seq}`)));
     await store.dropDeadLetters!([s + 2, s], false);
-    assert.deepEqual((await readDead(store)).map((d) => d.reason), [`r${s + 1}`]);
+    assert.deepEqual(
+      (await readDead(store)).map((d) => d.reason),
+      [`r${s + 1}`],
+    );
     await store.close();
   });
 
@@ -521,14 +607,25 @@ function deliveryTests<S extends Store>(suite: Suite<S>): void {
     await store.append(batch, true);
     await store.deadLetter!([deadLetterOf(batch[0]!, 'x'), deadLetterOf(batch[2]!, 'y')]);
     await store.redrive!([{ from: s, item: { seq: s + 3, bytes: batch[0]!.bytes } }], true);
-    assert.deepEqual((await readDead(store)).map((d) => d.seq), [s + 2]);
-    assert.deepEqual((await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]), [[s + 1, 'b'], [s + 3, 'a']]);
+    assert.deepEqual(
+      (await readDead(store)).map((d) => d.seq),
+      [s + 2],
+    );
+    assert.deepEqual(
+      (await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]),
+      [
+        [s + 1, 'b'],
+        [s + 3, 'a'],
+      ],
+    );
     // Appends go on after the redriven seq.
     await store.append(items(s + 4, ['d']), false);
-    assert.deepEqual((await readAll(store)).map((i) => i.seq), [s + 1, s + 3, s + 4]);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => i.seq),
+      [s + 1, s + 3, s + 4],
+    );
     await store.close();
   });
-
 }
 
 /** Delivery marks and dead letters after a close (`reopen`) or a simulated power loss (`crash`). */
@@ -553,8 +650,14 @@ function deliveryReopenTests<S extends Store>(suite: Suite<S>, how: 'reopen' | '
     assert.equal(r.deadLetters, 2);
     assert.equal(r.deliveredBelow, s + 5);
     assert.deepEqual(r.marks, [markOf(s, 2, 'e1'), markOf(s + 2, 4, 'e3')]);
-    assert.deepEqual((await readAll(store)).map((i) => textOf(i.bytes)), ['a', 'c', 'f']);
-    assert.deepEqual((await readDead(store)).map(plain), [plain(deadLetterOf(batch[1]!, 'poison')), plain(deadLetterOf(batch[3]!, 'explicit'))]);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => textOf(i.bytes)),
+      ['a', 'c', 'f'],
+    );
+    assert.deepEqual((await readDead(store)).map(plain), [
+      plain(deadLetterOf(batch[1]!, 'poison')),
+      plain(deadLetterOf(batch[3]!, 'explicit')),
+    ]);
     assert.ok(r.nextSeq >= s + 6, `nextSeq ${r.nextSeq} would reuse a seq`);
     await store.close();
   });
@@ -576,7 +679,10 @@ function deliveryReopenTests<S extends Store>(suite: Suite<S>, how: 'reopen' | '
     const r = await store.open();
     assert.equal(r.deadLetters, 0);
     assert.deepEqual(r.marks, []);
-    assert.deepEqual((await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]), [[s + 3, 'a']]);
+    assert.deepEqual(
+      (await readAll(store)).map((i) => [i.seq, textOf(i.bytes)]),
+      [[s + 3, 'a']],
+    );
     assert.ok(r.nextSeq >= s + 4, `nextSeq ${r.nextSeq} would reuse the redriven seq`);
     await store.close();
   });

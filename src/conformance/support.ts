@@ -8,7 +8,8 @@ import type { Store, StoredItem } from '../contract/store.js';
 /** Skip the running test through its context; true when skipped. */
 export function skipped(context: unknown, reason: string): boolean {
   const skip = (context as { skip?: (note?: string) => void } | null | undefined)?.skip;
-  if (typeof skip !== 'function') throw new Error(`${reason}, and the test runner gave this test no context.skip(): leave the hook out instead`);
+  if (typeof skip !== 'function')
+    throw new Error(`${reason}, and the test runner gave this test no context.skip(): leave the hook out instead`);
   skip.call(context, reason);
   return true;
 }
@@ -17,7 +18,12 @@ export const bytesOf = (text: string): Uint8Array => new TextEncoder().encode(te
 export const textOf = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
 /** Every unacked item the store returns in `(after, before)`, at most `limit`. */
-export async function readAll<S extends Store>(store: S, after = 0, before = Number.MAX_SAFE_INTEGER, limit = 1_000_000): Promise<StoredItem[]> {
+export async function readAll<S extends Store>(
+  store: S,
+  after = 0,
+  before = Number.MAX_SAFE_INTEGER,
+  limit = 1_000_000,
+): Promise<StoredItem[]> {
   return [...(await store.read({ after, before, limit }))];
 }
 

@@ -21,13 +21,17 @@ export function isValidScheduleName(name: unknown): name is string {
 /** What is wrong with `schedule`, or undefined. */
 export function storedScheduleFault(schedule: StoredSchedule, maxItemBytes: number): string | undefined {
   if (schedule === null || typeof schedule !== 'object') return `a schedule is ${String(schedule)}`;
-  if (!isValidScheduleName(schedule.name)) return `schedule name ${JSON.stringify(schedule.name)} is not a string of 1 to ${MAX_SCHEDULE_NAME_BYTES} UTF-8 bytes`;
+  if (!isValidScheduleName(schedule.name))
+    return `schedule name ${JSON.stringify(schedule.name)} is not a string of 1 to ${MAX_SCHEDULE_NAME_BYTES} UTF-8 bytes`;
   const spec = schedule.spec;
   if (typeof spec !== 'string') return `schedule ${schedule.name} has a spec that is not a string`;
   const specBytes = utf8Length(spec);
-  if (specBytes < 0 || specBytes > MAX_SCHEDULE_SPEC_BYTES) return `schedule ${schedule.name} has a spec that is not a string of at most ${MAX_SCHEDULE_SPEC_BYTES} UTF-8 bytes`;
-  if (!(schedule.bytes instanceof Uint8Array) || schedule.bytes.length > maxItemBytes) return `schedule ${schedule.name} has no bytes or more than maxItemBytes`;
-  if (!isTime(schedule.firedThrough) || !isTime(schedule.nextAt)) return `schedule ${schedule.name} has a firedThrough or nextAt that is not a non-negative safe integer`;
+  if (specBytes < 0 || specBytes > MAX_SCHEDULE_SPEC_BYTES)
+    return `schedule ${schedule.name} has a spec that is not a string of at most ${MAX_SCHEDULE_SPEC_BYTES} UTF-8 bytes`;
+  if (!(schedule.bytes instanceof Uint8Array) || schedule.bytes.length > maxItemBytes)
+    return `schedule ${schedule.name} has no bytes or more than maxItemBytes`;
+  if (!isTime(schedule.firedThrough) || !isTime(schedule.nextAt))
+    return `schedule ${schedule.name} has a firedThrough or nextAt that is not a non-negative safe integer`;
   return undefined;
 }
 
@@ -35,7 +39,8 @@ export function storedScheduleFault(schedule: StoredSchedule, maxItemBytes: numb
 export function fireFault(item: StoredItem): string | undefined {
   const f = item.fired as Partial<ScheduleFire> | undefined;
   if (f === undefined) return undefined;
-  if (f === null || typeof f !== 'object' || !isValidScheduleName(f.name)) return `seq ${item.seq} has fired ${JSON.stringify(f)}, not { name: a schedule name, slot, next }`;
+  if (f === null || typeof f !== 'object' || !isValidScheduleName(f.name))
+    return `seq ${item.seq} has fired ${JSON.stringify(f)}, not { name: a schedule name, slot, next }`;
   if (!isTime(f.slot) || !isTime(f.next)) return `seq ${item.seq} has a fired slot or next that is not a non-negative safe integer`;
   return undefined;
 }
@@ -58,7 +63,13 @@ export class ScheduleTable {
 
   /** Add or replace a definition (its progress is what it says, raised by nothing before it); kept as a copy of its own. */
   put(schedule: StoredSchedule): void {
-    this.#byName.set(schedule.name, { name: schedule.name, spec: schedule.spec, bytes: schedule.bytes, firedThrough: schedule.firedThrough, nextAt: schedule.nextAt });
+    this.#byName.set(schedule.name, {
+      name: schedule.name,
+      spec: schedule.spec,
+      bytes: schedule.bytes,
+      firedThrough: schedule.firedThrough,
+      nextAt: schedule.nextAt,
+    });
   }
 
   drop(name: string): boolean {

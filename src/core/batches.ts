@@ -41,7 +41,14 @@ export interface GatherStop {
  * hand go back to the queue before the error goes on.
  * @internal
  */
-export async function gather(core: QueueCore, take: Taker, first: Reserved, size: number, waitMs: number, stop: GatherStop = {}): Promise<Reserved[]> {
+export async function gather(
+  core: QueueCore,
+  take: Taker,
+  first: Reserved,
+  size: number,
+  waitMs: number,
+  stop: GatherStop = {},
+): Promise<Reserved[]> {
   const items = [first];
   const group = new WaitGroup();
   stop.groups?.add(group);
@@ -75,7 +82,8 @@ export function checkBatch(items: unknown, isReserved: (item: unknown) => boolea
   if (!Array.isArray(items)) return new TypeError(expectation('items', 'an array of reserved items', items));
   const seen = new Set<unknown>();
   for (const item of items) {
-    if (!isReserved(item)) return new TypeError(expectation('items[]', 'a reserved item (from reserve, tryReserve, reserveMany or process)', item));
+    if (!isReserved(item))
+      return new TypeError(expectation('items[]', 'a reserved item (from reserve, tryReserve, reserveMany or process)', item));
     if (seen.has(item)) return new TypeError(`\`items\` holds item ${(item as Reserved).seq} twice`);
     seen.add(item);
   }
@@ -88,7 +96,11 @@ export function checkBatch(items: unknown, isReserved: (item: unknown) => boolea
  * item is touched.
  * @internal
  */
-export function settleAll(items: Reserved[], isReserved: (item: unknown) => boolean, settle: (item: Reserved) => Promise<void>): Promise<void> {
+export function settleAll(
+  items: Reserved[],
+  isReserved: (item: unknown) => boolean,
+  settle: (item: Reserved) => Promise<void>,
+): Promise<void> {
   const refused = checkBatch(items, isReserved);
   if (refused) return Promise.reject(refused);
   const stale = items.find((item) => item.settled);
@@ -178,7 +190,9 @@ export async function batchWorker(
       if (item.leaseExpired) report(settings, leaseExpiredError(item), item);
       else if (failure && !item.settled) report(settings, failure.error, item);
     }
-    const settling = items.filter((item) => !item.settled).map((item) => (failure ? retry(core, settings, item, failure.error) : item.ack()));
+    const settling = items
+      .filter((item) => !item.settled)
+      .map((item) => (failure ? retry(core, settings, item, failure.error) : item.ack()));
     for (const outcome of await Promise.allSettled(settling)) {
       if (outcome.status === 'fulfilled') continue;
       const error = outcome.reason as unknown;

@@ -37,7 +37,16 @@ export type { IdempotencyOptions } from './idempotency.js';
 export type { RateLimitBy, RateLimitOptions } from './rate-limit.js';
 export type { CatchUp, ScheduleOptions, ScheduleSpec } from './schedule-slots.js';
 export type { ScheduleInfo } from './schedules.js';
-export type { BatchOptions, LazyAckOptions, ProcessOptions, PushOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from '../api/types.js';
+export type {
+  BatchOptions,
+  LazyAckOptions,
+  ProcessOptions,
+  PushOptions,
+  QueueStats,
+  ReserveManyOptions,
+  ReserveOptions,
+  WaitOptions,
+} from '../api/types.js';
 export type { HandlerContext, HandlerErrorInfo, NackOptions, WorkerOptions } from '../api/types.js';
 export type { BatchHandler, ProcessHandler } from './handles.js';
 export type { DeadLetterQueue, DeadLetterListOptions, DeadLetterSelection } from './dead-letters.js';
@@ -137,7 +146,8 @@ export class Builder<T = Uint8Array> {
     knownKeys('options', o, ['maxDelayMs', 'maxPending']);
     const maxDelayMs = o.maxDelayMs === undefined ? DEFAULT_LAZY_BOUND.maxDelayMs : positiveInteger('options.maxDelayMs', o.maxDelayMs);
     // Timers hold a signed 32-bit delay; a longer one would fire at once.
-    if (maxDelayMs > MAX_TIMER_MS) throw new RangeError(expectation('options.maxDelayMs', `a positive integer up to ${MAX_TIMER_MS}`, maxDelayMs));
+    if (maxDelayMs > MAX_TIMER_MS)
+      throw new RangeError(expectation('options.maxDelayMs', `a positive integer up to ${MAX_TIMER_MS}`, maxDelayMs));
     const maxPending = o.maxPending === undefined ? DEFAULT_LAZY_BOUND.maxPending : positiveInteger('options.maxPending', o.maxPending);
     this.#ackDurability = policy;
     this.#lazyBound = { maxDelayMs, maxPending };
@@ -267,17 +277,29 @@ export class Builder<T = Uint8Array> {
   #refuseWhatTheStoreCannotKeep(store: Store): void {
     const keep = keepsDeliveries(store);
     if (!keep && this.#maxDeliveries !== Infinity) {
-      throw new QueueError('ERR_UNSUPPORTED', 'maxDeliveries needs a store that keeps delivery counts (features.deliveries); this store does not');
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        'maxDeliveries needs a store that keeps delivery counts (features.deliveries); this store does not',
+      );
     }
     if (!keep && !isRaw(this.#codec)) {
       // An item that fails to decode must go somewhere other than the handler without being lost.
-      throw new QueueError('ERR_UNSUPPORTED', `The ${this.#codec.name} codec needs a store with dead letters (features.deliveries), for the items that fail to decode; this store has none`);
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        `The ${this.#codec.name} codec needs a store with dead letters (features.deliveries), for the items that fail to decode; this store has none`,
+      );
     }
     if (this.#capacityBytes !== Infinity && typeof store.payloadBytes !== 'function') {
-      throw new QueueError('ERR_UNSUPPORTED', 'capacityBytes needs a store that reports the payload bytes it holds (payloadBytes()); this store does not');
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        'capacityBytes needs a store that reports the payload bytes it holds (payloadBytes()); this store does not',
+      );
     }
     if (this.#keysAsked && !keepsKeys(store)) {
-      throw new QueueError('ERR_UNSUPPORTED', 'idempotency() needs a store that keeps idempotency keys (features.idempotency); this store does not');
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        'idempotency() needs a store that keeps idempotency keys (features.idempotency); this store does not',
+      );
     }
   }
 
@@ -292,7 +314,8 @@ export class Builder<T = Uint8Array> {
     }
     if (typeof recovered !== 'number' || !Number.isSafeInteger(recovered) || recovered < 0) {
       if (recovered instanceof QueueError) throw recovered;
-      const what = recovered instanceof Error ? `failed: ${recovered.message}` : `returned ${String(recovered)}, not a non-negative safe integer`;
+      const what =
+        recovered instanceof Error ? `failed: ${recovered.message}` : `returned ${String(recovered)}, not a non-negative safe integer`;
       throw new OpenError('ERR_STORE', `The store's payloadBytes() ${what}`, recovered instanceof Error ? { cause: recovered } : undefined);
     }
     return { capacity: this.#capacityBytes, recovered };
@@ -320,7 +343,12 @@ export class Builder<T = Uint8Array> {
     try {
       checkRecovery(recovery);
       const bytes = await this.#recoveredBytes(store);
-      const acks = resolveAckPolicy(store, this.#durability, this.#ackDurability ?? defaultAckDurability(this.#durability), this.#lazyBound);
+      const acks = resolveAckPolicy(
+        store,
+        this.#durability,
+        this.#ackDurability ?? defaultAckDurability(this.#durability),
+        this.#lazyBound,
+      );
       core = new QueueCore({
         store,
         capacity: this.#capacity,
@@ -389,16 +417,39 @@ function checkRecovery(recovery: StoreRecovery): void {
 async function loadRecovered(core: QueueCore, store: Store, recovery: StoreRecovery): Promise<void> {
   if (core.keys !== undefined) {
     const keys = recovery.keys;
-    if (!Array.isArray(keys) || !keys.every((k) => k !== null && typeof k === 'object' && typeof k.key === 'string' && Number.isSafeInteger(k.seq) && k.seq >= 1 && k.seq < recovery.nextSeq && Number.isSafeInteger(k.keyedAt))) {
-      throw new OpenError('ERR_STORE', 'The store declares features.idempotency but its open() returned no valid keys: an array of { key, seq, keyedAt } with seqs below nextSeq');
+    if (
+      !Array.isArray(keys) ||
+      !keys.every(
+        (k) =>
+          k !== null &&
+          typeof k === 'object' &&
+          typeof k.key === 'string' &&
+          Number.isSafeInteger(k.seq) &&
+          k.seq >= 1 &&
+          k.seq < recovery.nextSeq &&
+          Number.isSafeInteger(k.keyedAt),
+      )
+    ) {
+      throw new OpenError(
+        'ERR_STORE',
+        'The store declares features.idempotency but its open() returned no valid keys: an array of { key, seq, keyedAt } with seqs below nextSeq',
+      );
     }
     core.keys.load(keys);
   }
   if (store.features.scheduling === true) {
     const scheduledFrom = recovery.scheduledFrom;
     // Without it the queue could not tell where its scheduled items are: the read-ahead skips them.
-    if (typeof scheduledFrom !== 'number' || !Number.isSafeInteger(scheduledFrom) || scheduledFrom < 1 || scheduledFrom > recovery.nextSeq) {
-      throw new OpenError('ERR_STORE', `The store declares features.scheduling but its open() returned scheduledFrom ${String(scheduledFrom)}, not a seq from 1 to nextSeq (${recovery.nextSeq})`);
+    if (
+      typeof scheduledFrom !== 'number' ||
+      !Number.isSafeInteger(scheduledFrom) ||
+      scheduledFrom < 1 ||
+      scheduledFrom > recovery.nextSeq
+    ) {
+      throw new OpenError(
+        'ERR_STORE',
+        `The store declares features.scheduling but its open() returned scheduledFrom ${String(scheduledFrom)}, not a seq from 1 to nextSeq (${recovery.nextSeq})`,
+      );
     }
     try {
       if (scheduledFrom < recovery.nextSeq) await core.loadSchedule(scheduledFrom);
@@ -415,10 +466,15 @@ async function loadRecovered(core: QueueCore, store: Store, recovery: StoreRecov
   }
   if (core.schedules !== undefined) {
     const schedules = recovery.schedules;
-    if (!Array.isArray(schedules) || !schedules.every((s) => s !== null && typeof s === 'object' && storedScheduleFault(s, store.maxItemBytes) === undefined)) {
-      throw new OpenError('ERR_STORE', 'The store declares features.schedules but its open() returned no valid schedules: an array of { name, spec, bytes, firedThrough, nextAt }');
+    if (
+      !Array.isArray(schedules) ||
+      !schedules.every((s) => s !== null && typeof s === 'object' && storedScheduleFault(s, store.maxItemBytes) === undefined)
+    ) {
+      throw new OpenError(
+        'ERR_STORE',
+        'The store declares features.schedules but its open() returned no valid schedules: an array of { name, spec, bytes, firedThrough, nextAt }',
+      );
     }
     await core.schedules.load(schedules);
   }
 }
-

@@ -87,7 +87,11 @@ export class DeadLetterQueue<T = Uint8Array> implements QueueDeadLetters {
     } catch (error) {
       if (error instanceof AsyncSchemaError) throw error;
       const message = (error as Error)?.message ?? String(error);
-      throw new QueueError('ERR_INVALID', `Dead letter ${String(letter.seq)} does not decode as a value of the ${codec.name} queue: ${message}`, { cause: error });
+      throw new QueueError(
+        'ERR_INVALID',
+        `Dead letter ${String(letter.seq)} does not decode as a value of the ${codec.name} queue: ${message}`,
+        { cause: error },
+      );
     }
   }
 

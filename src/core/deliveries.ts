@@ -170,7 +170,13 @@ export class DeliveryLedger {
 
   /** Busy with a store call or with work waiting for one. */
   get busy(): boolean {
-    return this.#busy || this.#pendingMarks.length > 0 || this.#pendingMoves.length > 0 || this.#pendingDrops.length > 0 || this.#asked > this.#below;
+    return (
+      this.#busy ||
+      this.#pendingMarks.length > 0 ||
+      this.#pendingMoves.length > 0 ||
+      this.#pendingDrops.length > 0 ||
+      this.#asked > this.#below
+    );
   }
 
   /** Resolves once no store call of the ledger is in flight or waiting. */
@@ -243,7 +249,15 @@ export class DeliveryLedger {
    * goes on as one made by `#flushOne` (its end wakes whoever waits), and this returns false.
    */
   #bound(below: number): boolean {
-    if (this.#busy || this.#failed || this.#pendingMarks.length > 0 || this.#asked > this.#below || this.#lowerOwed || this.#waiting !== NOTHING_WAITS) return false;
+    if (
+      this.#busy ||
+      this.#failed ||
+      this.#pendingMarks.length > 0 ||
+      this.#asked > this.#below ||
+      this.#lowerOwed ||
+      this.#waiting !== NOTHING_WAITS
+    )
+      return false;
     let call: void | Promise<void>;
     try {
       call = this.#store.markDelivered!(below, NO_MARKS, this.#sync);
@@ -388,7 +402,13 @@ export class DeliveryLedger {
     if (this.#failed || (below === this.#asked && marked.size === 0)) return;
     this.#asked = below;
     const marks = [...marked].map(
-      (e): DeliveryMark => ({ seq: e.seq, deliveries: e.deliveries, firstDeliveredAt: e.firstAt, lastDeliveredAt: e.lastAt, lastError: e.lastError }),
+      (e): DeliveryMark => ({
+        seq: e.seq,
+        deliveries: e.deliveries,
+        firstDeliveredAt: e.firstAt,
+        lastDeliveredAt: e.lastAt,
+        lastError: e.lastError,
+      }),
     );
     marks.sort((a, b) => a.seq - b.seq);
     this.#busy = true;
@@ -469,7 +489,13 @@ export class DeliveryLedger {
         const marks = wanted.map(({ entry: e, count }): DeliveryMark => {
           // A mark ahead of its delivery (the entry waits for it) carries the delivery's time.
           const ahead = count > e.deliveries;
-          return { seq: e.seq, deliveries: count, firstDeliveredAt: e.firstAt === 0 ? now : e.firstAt, lastDeliveredAt: ahead ? now : e.lastAt, lastError: e.lastError };
+          return {
+            seq: e.seq,
+            deliveries: count,
+            firstDeliveredAt: e.firstAt === 0 ? now : e.firstAt,
+            lastDeliveredAt: ahead ? now : e.lastAt,
+            lastError: e.lastError,
+          };
         });
         call = this.#store.markDelivered!(below, dedupe(marks), this.#sync);
         done = (error) => {
@@ -484,7 +510,10 @@ export class DeliveryLedger {
       } else if (this.#pendingDrops.length > 0) {
         const drops = this.#pendingDrops.splice(0);
         // Synced: a purge that resolved is never undone by a power loss.
-        call = this.#store.dropDeadLetters!(drops.flatMap((d) => d.seqs), true);
+        call = this.#store.dropDeadLetters!(
+          drops.flatMap((d) => d.seqs),
+          true,
+        );
         done = (error) => {
           if (error === undefined) this.deadLetters -= drops.reduce((n, d) => n + d.seqs.length, 0);
           for (const d of drops) error === undefined ? d.resolve() : d.reject(error);
@@ -531,8 +560,7 @@ export class DeliveryLedger {
       // comes back), counted in memory; a later record that fits stores their counts, and a crash
       // before one does loses these deliveries from the counts.
       this.uncounted += wanted.length + Math.max(0, below - Math.max(this.#below, 1));
-    }
-    else this.#lowerOwed = false;
+    } else this.#lowerOwed = false;
     // An entry asked for again since (close forgot it, or a newer count) keeps its newer request.
     for (const { entry, count } of wanted) if (entry.marked === -count) entry.marked = count;
     if (below > this.#below) this.#below = below;

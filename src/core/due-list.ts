@@ -40,7 +40,11 @@ export class DueList<T extends Due> {
   add(item: T): void {
     const list = this.#list;
     const dueMs = item.dueMs;
-    list.splice(lowerBound(0, list.length, (i) => list[i]!.dueMs <= dueMs), 0, item);
+    list.splice(
+      lowerBound(0, list.length, (i) => list[i]!.dueMs <= dueMs),
+      0,
+      item,
+    );
     if (item.dueMs < this.#timer.dueMs) this.#timer.arm(item.dueMs);
   }
 

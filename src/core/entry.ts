@@ -130,12 +130,43 @@ export interface Entry extends StoredItem {
   lastError: string;
 }
 
-export function newEntry(seq: number, bytes: Uint8Array, priority = 0, notBefore = 0, group: string | undefined = undefined, fired: ScheduleFire | undefined = undefined): Entry {
-  return { seq, bytes, priority, notBefore, group, fired, deliveries: 0, token: 0, inFlight: false, lease: undefined, holder: undefined, marked: 0, firstAt: 0, lastAt: 0, lastError: '' };
+export function newEntry(
+  seq: number,
+  bytes: Uint8Array,
+  priority = 0,
+  notBefore = 0,
+  group: string | undefined = undefined,
+  fired: ScheduleFire | undefined = undefined,
+): Entry {
+  return {
+    seq,
+    bytes,
+    priority,
+    notBefore,
+    group,
+    fired,
+    deliveries: 0,
+    token: 0,
+    inFlight: false,
+    lease: undefined,
+    holder: undefined,
+    marked: 0,
+    firstAt: 0,
+    lastAt: 0,
+    lastError: '',
+  };
 }
 
 /** The entry of an item pushed with an idempotency key: a plain entry with the two fields added. */
-export function keyedEntry(seq: number, bytes: Uint8Array, priority: number, notBefore: number, key: string, keyedAt: number, group: string | undefined): Entry {
+export function keyedEntry(
+  seq: number,
+  bytes: Uint8Array,
+  priority: number,
+  notBefore: number,
+  key: string,
+  keyedAt: number,
+  group: string | undefined,
+): Entry {
   const entry = newEntry(seq, bytes, priority, notBefore, group) as Entry & { key: string; keyedAt: number };
   entry.key = key;
   entry.keyedAt = keyedAt;
@@ -178,7 +209,13 @@ export const unset = (): void => {};
  * batch alone.
  */
 export function newAckBatch(first: Entry): AckBatch {
-  const batch: AckBatch = { entries: [first], seqs: [first.seq], promise: undefined as unknown as Promise<void>, resolve: unset, reject: unset };
+  const batch: AckBatch = {
+    entries: [first],
+    seqs: [first.seq],
+    promise: undefined as unknown as Promise<void>,
+    resolve: unset,
+    reject: unset,
+  };
   batch.promise = new Promise<void>((resolve, reject) => {
     batch.resolve = resolve;
     batch.reject = reject;
@@ -212,7 +249,14 @@ export function abortReason(signal: AbortSignal): unknown {
  * Wait in `list` (which is never replaced, only spliced): on abort the waiter leaves the list and
  * the promise rejects with the signal's reason. Whoever settles a waiter detaches its listener.
  */
-export function waitIn<T>(list: Waiter<T>[], signal: AbortSignal | undefined, leaseMs?: number, holder?: Holder, left?: () => void, groupLimit = Infinity): Promise<T> {
+export function waitIn<T>(
+  list: Waiter<T>[],
+  signal: AbortSignal | undefined,
+  leaseMs?: number,
+  holder?: Holder,
+  left?: () => void,
+  groupLimit = Infinity,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined, leaseMs, holder, group: undefined, groupLimit };
     if (signal) {

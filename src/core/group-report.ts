@@ -79,7 +79,8 @@ export function groupReport(gate: GroupGate, limiter: RateLimiter | undefined, l
       kept.push(c);
     }
   };
-  for (const [group, n, parked] of gate.active()) consider({ group, inFlight: n, groupLimited: parked, rateLimited: byGroup?.parkedOf(group) ?? 0 });
+  for (const [group, n, parked] of gate.active())
+    consider({ group, inFlight: n, groupLimited: parked, rateLimited: byGroup?.parkedOf(group) ?? 0 });
   // Groups whose only items wait for their rate window: the walk above did not meet them.
   if (byGroup !== undefined) {
     for (const [group, parked] of byGroup.parkedGroups()) {

@@ -12,7 +12,15 @@ import { type Taker, gather, settleAll } from './batches.js';
 import { runProcess } from './process.js';
 import type { BatchHandler, ProcessHandler } from './run-context.js';
 import { type RetryDelayFunction, defaultRetryDelays, delayMs } from './retry.js';
-import type { BatchOptions, NackOptions, ProcessOptions, QueueStats, ReserveManyOptions, ReserveOptions, WaitOptions } from '../api/types.js';
+import type {
+  BatchOptions,
+  NackOptions,
+  ProcessOptions,
+  QueueStats,
+  ReserveManyOptions,
+  ReserveOptions,
+  WaitOptions,
+} from '../api/types.js';
 import { waitFor } from './producer.js';
 import { Reserved } from './reserved.js';
 
@@ -143,7 +151,10 @@ export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {
         knownKeys('options.batch', b, ['size', 'waitMs']);
         const size = positiveInteger('options.batch.size', b.size);
         const waitMs = b.waitMs === undefined ? 0 : delayMs('options.batch.waitMs', b.waitMs);
-        if (settings.heartbeat) throw new TypeError(expectation('options.heartbeat', 'false or absent with options.batch (a batch has no single lease to keep)', o.heartbeat));
+        if (settings.heartbeat)
+          throw new TypeError(
+            expectation('options.heartbeat', 'false or absent with options.batch (a batch has no single lease to keep)', o.heartbeat),
+          );
         batch = { size, waitMs, handler: handler as BatchHandler };
       }
       groupLimit = groupConcurrencyOption(o.groupConcurrency);
@@ -181,7 +192,11 @@ export class Consumer<T = Uint8Array> implements QueueConsumer<T, Reserved<T>> {
       knownKeys('options', o, ['signal', 'waitMs', 'leaseMs', 'groupConcurrency']);
       waitMs = o.waitMs === undefined ? 0 : delayMs('options.waitMs', o.waitMs);
       groupLimit = groupConcurrencyOption(o.groupConcurrency);
-      reserveOptions = { signal: o.signal as AbortSignal | undefined, leaseMs: o.leaseMs as number | undefined, groupConcurrency: groupLimit };
+      reserveOptions = {
+        signal: o.signal as AbortSignal | undefined,
+        leaseMs: o.leaseMs as number | undefined,
+        groupConcurrency: groupLimit,
+      };
       if (reserveOptions.leaseMs === undefined) delete reserveOptions.leaseMs;
     } catch (error) {
       return Promise.reject(error);

@@ -119,7 +119,12 @@ export class IdempotencyKeys {
     const pending = this.#pending.get(key);
     if (pending !== undefined) return this.#follow(pending, key, signal, store);
     if (this.size >= this.#maxKeys) {
-      return Promise.reject(new QueueError('ERR_KEYS_FULL', `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: a new key is refused until one expires`));
+      return Promise.reject(
+        new QueueError(
+          'ERR_KEYS_FULL',
+          `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: a new key is refused until one expires`,
+        ),
+      );
     }
     // Pending before the store is asked: over a store that stores during the call (`Store.done`),
     // a push of the same key made meanwhile (by a diagnostics subscriber) must find it.
@@ -148,7 +153,12 @@ export class IdempotencyKeys {
    * stored by `store` as one batch. Resolves with a seq per payload, in order. The batch is refused
    * whole with `ERR_KEYS_FULL` when its new keys do not fit under `maxKeys`.
    */
-  pushMany(keys: readonly string[], signal: AbortSignal | undefined, store: KeyedStoreMany, storeOne: (index: number) => KeyedStore): Promise<number[]> {
+  pushMany(
+    keys: readonly string[],
+    signal: AbortSignal | undefined,
+    store: KeyedStoreMany,
+    storeOne: (index: number) => KeyedStore,
+  ): Promise<number[]> {
     const now = Math.floor(this.#now());
     this.#expire(now);
     const seqs = new Array<number>(keys.length);
@@ -174,7 +184,12 @@ export class IdempotencyKeys {
       else fresh.push(i);
     }
     if (fresh.length > 0 && this.size + fresh.length > this.#maxKeys) {
-      return Promise.reject(new QueueError('ERR_KEYS_FULL', `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: ${fresh.length} new keys do not fit`));
+      return Promise.reject(
+        new QueueError(
+          'ERR_KEYS_FULL',
+          `The queue remembers ${this.#maxKeys} idempotency keys (maxKeys), none older than its window of ${this.#windowMs} ms: ${fresh.length} new keys do not fit`,
+        ),
+      );
     }
     if (fresh.length > 0) {
       // Every new key is pending before the store is asked, as in push().

@@ -1,7 +1,15 @@
 // What a queue tells the outside about itself: the cumulative counters of `stats()`, the messages
 // of its diagnostics channels (src/lib/diagnostics.ts), and the waiters of `drained()` and `onIdle()`.
 // The core calls in at each event; what it decides stays in the core.
-import { ackChannel, deadLetterChannel, deliverChannel, failStopChannel, nackChannel, pushChannel, retryChannel } from '../lib/diagnostics.js';
+import {
+  ackChannel,
+  deadLetterChannel,
+  deliverChannel,
+  failStopChannel,
+  nackChannel,
+  pushChannel,
+  retryChannel,
+} from '../lib/diagnostics.js';
 import type { ItemMessage } from '../lib/diagnostics.js';
 import type { QueueError } from '../contract/errors.js';
 import { type Entry, type Waiter, abortReason, closedError, detachAbort, waitIn } from './entry.js';

@@ -63,7 +63,9 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   await runPool(
     settings.concurrency,
     settings.signal,
-    batch === undefined ? worker : (slot, pool) => batchWorker(core, settings, batch, { waiting, running: pool.running, halt: pool.halt, gathering }, slot),
+    batch === undefined
+      ? worker
+      : (slot, pool) => batchWorker(core, settings, batch, { waiting, running: pool.running, halt: pool.halt, gathering }, slot),
     onStop,
   );
   // The loop ended because the queue is closing: resolve once its close() has finished, so the

@@ -69,8 +69,10 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
       if (o.signal?.aborted) return Promise.reject(abortReason(o.signal));
       // As a non-empty batch would: refused over a store that cannot keep what was asked for.
       const time = notBeforeOf(o, this.#core.time);
-      if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true) return this.#core.push([], false, undefined, pushMeta(o.priority, time, undefined)) as Promise<number[]>;
-      if (o.group !== undefined && this.#core.store.features.groups !== true) return this.#core.push([], false, undefined, pushMeta(0, 0, o.group)) as Promise<number[]>;
+      if ((o.priority !== 0 || time !== 0) && this.#core.store.features.scheduling !== true)
+        return this.#core.push([], false, undefined, pushMeta(o.priority, time, undefined)) as Promise<number[]>;
+      if (o.group !== undefined && this.#core.store.features.groups !== true)
+        return this.#core.push([], false, undefined, pushMeta(0, 0, o.group)) as Promise<number[]>;
       if (o.keys !== undefined && this.#core.keys === undefined) return this.#core.pushManyKeyed([], [], undefined);
       return Promise.resolve([]);
     }
@@ -100,9 +102,18 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
       const definition = scheduleDefinition(spec, options);
       bytes = this.#bytesOf('value', value);
       const schedules = this.#core.schedules;
-      if (schedules === undefined) throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
-      if (definition.priority !== 0 && this.#core.store.features.scheduling !== true) throw new QueueError('ERR_UNSUPPORTED', "A schedule's priority needs a store that keeps priorities (features.scheduling); this store does not");
-      if (definition.group !== undefined && this.#core.store.features.groups !== true) throw new QueueError('ERR_UNSUPPORTED', "A schedule's group needs a store that keeps groups (features.groups); this store does not");
+      if (schedules === undefined)
+        throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
+      if (definition.priority !== 0 && this.#core.store.features.scheduling !== true)
+        throw new QueueError(
+          'ERR_UNSUPPORTED',
+          "A schedule's priority needs a store that keeps priorities (features.scheduling); this store does not",
+        );
+      if (definition.group !== undefined && this.#core.store.features.groups !== true)
+        throw new QueueError(
+          'ERR_UNSUPPORTED',
+          "A schedule's group needs a store that keeps groups (features.groups); this store does not",
+        );
       const error = this.#core.operationalError();
       if (error) throw error;
       return schedules.schedule(name, spec, bytes, options);
@@ -119,7 +130,8 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
     try {
       scheduleName(name);
       const schedules = this.#core.schedules;
-      if (schedules === undefined) throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
+      if (schedules === undefined)
+        throw new QueueError('ERR_UNSUPPORTED', 'A schedule needs a store that keeps schedules (features.schedules); this store does not');
       const error = this.#core.operationalError();
       if (error) throw error;
       return schedules.unschedule(name);

@@ -28,7 +28,15 @@ export interface PushSettings {
 const MAX_DELAY_MS = 1e15;
 
 /** What a push without options gets; shared, so that a plain push allocates nothing for them. */
-const PLAIN_PUSH: PushSettings = Object.freeze({ signal: undefined, priority: 0, delayMs: 0, at: 0, key: undefined, keys: undefined, group: undefined });
+const PLAIN_PUSH: PushSettings = Object.freeze({
+  signal: undefined,
+  priority: 0,
+  delayMs: 0,
+  at: 0,
+  key: undefined,
+  keys: undefined,
+  group: undefined,
+});
 
 /** The not-before time a push asks for, in ms since the epoch (0: none), `delayMs` read off the producer's clock at the call. */
 export function notBeforeOf(o: PushSettings, clock: { wallNow(): number }): number {
@@ -43,7 +51,8 @@ export function pushSettings(options: PushOptions | undefined): PushSettings {
   const signal = optionalSignal('options.signal', o.signal);
   let priority = 0;
   if (o.priority !== undefined) {
-    if (typeof o.priority !== 'number') throw new TypeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
+    if (typeof o.priority !== 'number')
+      throw new TypeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
     if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) {
       throw new RangeError(expectation('options.priority', `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`, o.priority));
     }
@@ -67,9 +76,14 @@ export function singlePushSettings(options: PushOptions | undefined): PushSettin
  * `pushMany()`'s options and payloads: `key` refused (one key per payload, as `keys`), the payloads
  * an iterable turned into bytes by `bytesOf`, and `keys`, when given, one per payload.
  */
-export function manyPushSettings<P>(payloads: Iterable<P>, options: PushOptions | undefined, bytesOf: (name: string, value: unknown) => Uint8Array): { o: PushSettings; list: Uint8Array[] } {
+export function manyPushSettings<P>(
+  payloads: Iterable<P>,
+  options: PushOptions | undefined,
+  bytesOf: (name: string, value: unknown) => Uint8Array,
+): { o: PushSettings; list: Uint8Array[] } {
   const o = pushSettings(options);
-  if (o.key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
+  if (o.key !== undefined)
+    throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', o.key));
   if (payloads === null || typeof payloads !== 'object' || typeof (payloads as Iterable<unknown>)[Symbol.iterator] !== 'function') {
     throw new TypeError(expectation('payloads', 'an iterable of Uint8Array or string', payloads));
   }

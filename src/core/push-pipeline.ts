@@ -5,7 +5,21 @@
 import { QueueError } from '../contract/errors.js';
 import type { Store } from '../contract/store.js';
 import { expectation } from '../lib/validate.js';
-import { type Entry, type PendingPush, type PushMeta, NO_ENTRIES, PLAIN, NO_PUSHES, abortReason, detachAbort, keyedEntry, newEntry, unset, withFire, withSource } from './entry.js';
+import {
+  type Entry,
+  type PendingPush,
+  type PushMeta,
+  NO_ENTRIES,
+  PLAIN,
+  NO_PUSHES,
+  abortReason,
+  detachAbort,
+  keyedEntry,
+  newEntry,
+  unset,
+  withFire,
+  withSource,
+} from './entry.js';
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from '../api/types.js';
 import { payloadBytes } from './byte-budget.js';
@@ -74,7 +88,11 @@ export class PushPipeline {
     () => void this.#completeAppend(),
   );
 
-  constructor(store: Store, host: PushHost, options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget }) {
+  constructor(
+    store: Store,
+    host: PushHost,
+    options: { capacity: number; capacityBytes: number; durability: Durability; nextSeq: number; storeCallsPerTurn: TurnBudget },
+  ) {
     this.#store = store;
     this.#host = host;
     this.#capacity = options.capacity;
@@ -137,25 +155,25 @@ export class PushPipeline {
     if (error) return Promise.reject(error);
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     if ((priority !== 0 || notBefore !== 0) && this.#store.features.scheduling !== true) {
-      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'));
+      return Promise.reject(
+        new QueueError('ERR_UNSUPPORTED', 'A priority or a delay needs a store that keeps them (features.scheduling); this store does not'),
+      );
     }
     if (group !== undefined && this.#store.features.groups !== true) {
-      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A group needs a store that keeps groups (features.groups); this store does not'));
+      return Promise.reject(
+        new QueueError('ERR_UNSUPPORTED', 'A group needs a store that keeps groups (features.groups); this store does not'),
+      );
     }
     // A time already come is no delay: the item is stored as a plain one.
     if (notBefore !== 0 && notBefore <= this.#host.now()) notBefore = 0;
     const max = this.#store.maxItemBytes;
     for (const p of payloads) {
       if (p.byteLength > max) {
-        return Promise.reject(
-          new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`),
-        );
+        return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`));
       }
     }
     if (payloads.length > this.#capacity) {
-      return Promise.reject(
-        new RangeError(expectation('payloads.length', `at most the capacity (${this.#capacity})`, payloads.length)),
-      );
+      return Promise.reject(new RangeError(expectation('payloads.length', `at most the capacity (${this.#capacity})`, payloads.length)));
     }
     if (this.#capacityBytes !== Infinity) {
       // A push that could never fit would wait forever: refuse it now, as a batch over the capacity is.
@@ -164,7 +182,17 @@ export class PushPipeline {
         return Promise.reject(new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes)));
       }
     }
-    const pending: PendingPush = { payloads, single, priority, notBefore, group, resolve: unset, reject: unset, signal, onAbort: undefined };
+    const pending: PendingPush = {
+      payloads,
+      single,
+      priority,
+      notBefore,
+      group,
+      resolve: unset,
+      reject: unset,
+      signal,
+      onAbort: undefined,
+    };
     if (from !== undefined) pending.from = from;
     if (keys !== undefined) {
       pending.keys = keys;
@@ -193,7 +221,10 @@ export class PushPipeline {
 
   #fits(pending: PendingPush): boolean {
     if (this.#host.storedCount() + this.#admittedCount + pending.payloads.length > this.#capacity) return false;
-    return this.#capacityBytes === Infinity || this.#host.storedBytes() + this.#admittedBytes + payloadBytes(pending.payloads) <= this.#capacityBytes;
+    return (
+      this.#capacityBytes === Infinity ||
+      this.#host.storedBytes() + this.#admittedBytes + payloadBytes(pending.payloads) <= this.#capacityBytes
+    );
   }
 
   #admit(pending: PendingPush): void {
@@ -296,7 +327,9 @@ export class PushPipeline {
       const keys = pending.keys;
       const payloads = pending.payloads;
       const firstItem = k;
-      if (keys !== undefined) for (let i = 0; i < keys.length; i++) items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!, group);
+      if (keys !== undefined)
+        for (let i = 0; i < keys.length; i++)
+          items[k++] = keyedEntry(seq++, payloads[i]!, priority, notBefore, keys[i]!, pending.keyedAt!, group);
       else for (let i = 0; i < payloads.length; i++) items[k++] = newEntry(seq++, payloads[i]!, priority, notBefore, group);
       const sources = pending.sources;
       if (sources !== undefined) for (let i = 0; i < sources.length; i++) withSource(items[firstItem + i]!, sources[i]!);
@@ -313,7 +346,10 @@ export class PushPipeline {
     try {
       if (redrive) {
         const from = batch[0]!.from!;
-        result = this.#store.redrive!(items.map((item, i) => ({ from: from[i]!, item })), this.#syncWrites);
+        result = this.#store.redrive!(
+          items.map((item, i) => ({ from: from[i]!, item })),
+          this.#syncWrites,
+        );
       } else {
         result = this.#store.append(items, this.#syncWrites);
       }

@@ -7,9 +7,33 @@
 import { ByteArena, unpinned } from '../lib/bytes.js';
 import { type Codec, bytes } from '../lib/codec.js';
 import { OpenError, QueueError } from '../contract/errors.js';
-import { type DeadLetter, type ScheduleFire, type Store, type StoreRecovery, STORE_ID_PATTERN, isScheduled, keepsKeys, keepsSchedules } from '../contract/store.js';
+import {
+  type DeadLetter,
+  type ScheduleFire,
+  type Store,
+  type StoreRecovery,
+  STORE_ID_PATTERN,
+  isScheduled,
+  keepsKeys,
+  keepsSchedules,
+} from '../contract/store.js';
 import { Schedules } from './schedules.js';
-import { type Entry, type Holder, type PushMeta, type WaitGroup, type Waiter, PLAIN, abortReason, busyStores, closedError, detachAbort, entryOf, waitIn, waitInGroup, withdrawGroup } from './entry.js';
+import {
+  type Entry,
+  type Holder,
+  type PushMeta,
+  type WaitGroup,
+  type Waiter,
+  PLAIN,
+  abortReason,
+  busyStores,
+  closedError,
+  detachAbort,
+  entryOf,
+  waitIn,
+  waitInGroup,
+  withdrawGroup,
+} from './entry.js';
 import { KeepAlive, type TimeSource } from '../lib/clock.js';
 import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
@@ -152,12 +176,16 @@ export class QueueCore {
 
   // Observability: counters and channel messages, and the waiters of drained() and onIdle().
   readonly #monitor: QueueMonitor;
-  readonly #watches = new QueueWatches(() => this.#isDrained(), () => this.#isIdle());
+  readonly #watches = new QueueWatches(
+    () => this.#isDrained(),
+    () => this.#isIdle(),
+  );
   /** The store's identity, when it reported a well-formed one at open. */
   readonly #storeId: string | undefined;
 
   constructor(settings: CoreSettings) {
-    const { store, capacity, durability, acks, recovery, storeCallsPerTurn, deliveries, leaseMs, time, keyWindow, bytes, rateLimit } = settings;
+    const { store, capacity, durability, acks, recovery, storeCallsPerTurn, deliveries, leaseMs, time, keyWindow, bytes, rateLimit } =
+      settings;
     this.leaseMs = leaseMs;
     this.time = time;
     this.#schedule = new Schedule(time, () => this.#serveWaiters());
@@ -175,38 +203,46 @@ export class QueueCore {
     this.durability = durability;
     this.ackDurability = acks.policy;
     this.#lazyAcks = acks.lazy && new LazyAcks(acks.lazy.store, acks.lazy.bound, (error) => this.#fail(error));
-    this.#acks = new AckPipeline(store, {
-      failure: () => this.#failure,
-      fail: (error) => {
-        this.#fail(error);
-        return this.#failure!;
+    this.#acks = new AckPipeline(
+      store,
+      {
+        failure: () => this.#failure,
+        fail: (error) => {
+          this.#fail(error);
+          return this.#failure!;
+        },
+        acked: (entries) => this.#acked(entries),
+        freed: () => {
+          this.#pushes.admitWaiting();
+          if (this.#watches.idleWaiting) this.#watches.settle();
+        },
+        notAcked: (entries) => {
+          if (this.#state === 'open') for (const entry of entries) this.#schedule.ready(entry);
+        },
+        serve: () => this.#serveWaiters(),
+        quiet: () => this.#checkQuiet(),
       },
-      acked: (entries) => this.#acked(entries),
-      freed: () => {
-        this.#pushes.admitWaiting();
-        if (this.#watches.idleWaiting) this.#watches.settle();
+      { oneByOne: acks.policy === 'sync', sync: acks.policy === 'sync' || acks.policy === 'group', storeCallsPerTurn },
+    );
+    this.#pushes = new PushPipeline(
+      store,
+      {
+        refusal: () => this.operationalError(),
+        failure: () => this.#failure,
+        fail: (error) => {
+          this.#fail(error);
+          return this.#failure!;
+        },
+        storedCount: () => this.#storedCount,
+        storedBytes: () => this.#bytes!.used,
+        stored: (items, scheduled, redrive) => this.#stored(items, scheduled, redrive),
+        serve: () => this.#serveWaiters(),
+        quiet: () => this.#checkQuiet(),
+        settleWatches: () => this.#watches.settle(),
+        now: () => this.time.wallNow(),
       },
-      notAcked: (entries) => {
-        if (this.#state === 'open') for (const entry of entries) this.#schedule.ready(entry);
-      },
-      serve: () => this.#serveWaiters(),
-      quiet: () => this.#checkQuiet(),
-    }, { oneByOne: acks.policy === 'sync', sync: acks.policy === 'sync' || acks.policy === 'group', storeCallsPerTurn });
-    this.#pushes = new PushPipeline(store, {
-      refusal: () => this.operationalError(),
-      failure: () => this.#failure,
-      fail: (error) => {
-        this.#fail(error);
-        return this.#failure!;
-      },
-      storedCount: () => this.#storedCount,
-      storedBytes: () => this.#bytes!.used,
-      stored: (items, scheduled, redrive) => this.#stored(items, scheduled, redrive),
-      serve: () => this.#serveWaiters(),
-      quiet: () => this.#checkQuiet(),
-      settleWatches: () => this.#watches.settle(),
-      now: () => this.time.wallNow(),
-    }, { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn });
+      { capacity, capacityBytes: bytes?.capacity ?? Infinity, durability, nextSeq, storeCallsPerTurn },
+    );
     this.#storedCount = count;
     this.keys = keepsKeys(store) ? new IdempotencyKeys(store, keyWindow, () => time.wallNow()) : undefined;
     this.schedules = keepsSchedules(store)
@@ -259,7 +295,11 @@ export class QueueCore {
       const items = await this.store.read({ after, before, limit: SCHEDULE_SCAN_COUNT });
       if (items.length === 0) return;
       for (const item of items) {
-        if (!(item.seq > after && item.seq < before)) throw new OpenError('ERR_STORE', `Store read returned seq ${item.seq} out of order or out of range while the scheduled items were read at open`);
+        if (!(item.seq > after && item.seq < before))
+          throw new OpenError(
+            'ERR_STORE',
+            `Store read returned seq ${item.seq} out of order or out of range while the scheduled items were read at open`,
+          );
         after = item.seq;
         if (isScheduled(item)) this.#addScheduled(entryOf(item));
       }
@@ -354,7 +394,14 @@ export class QueueCore {
   }
 
   #ready(): number {
-    return this.#storedCount - this.#inFlightCount - this.#acks.pending - this.#delayed.size - this.#schedule.waitingCount - (this.ledger?.moving ?? 0);
+    return (
+      this.#storedCount -
+      this.#inFlightCount -
+      this.#acks.pending -
+      this.#delayed.size -
+      this.#schedule.waitingCount -
+      (this.ledger?.moving ?? 0)
+    );
   }
 
   // ---------------------------------------------------------------- producer
@@ -368,22 +415,41 @@ export class QueueCore {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
-      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
+      return Promise.reject(
+        new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'),
+      );
     }
-    return this.keys.push(key, signal, (keyedAt) => this.#pushes.push([payload], true, signal, { ...meta, keys: [key], keyedAt }) as Promise<number>);
+    return this.keys.push(
+      key,
+      signal,
+      (keyedAt) => this.#pushes.push([payload], true, signal, { ...meta, keys: [key], keyedAt }) as Promise<number>,
+    );
   }
 
   /** Push a batch under idempotency keys, one per payload (see `./idempotency.ts`). */
-  pushManyKeyed(payloads: Uint8Array[], keys: readonly string[], signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number[]> {
+  pushManyKeyed(
+    payloads: Uint8Array[],
+    keys: readonly string[],
+    signal: AbortSignal | undefined,
+    meta: PushMeta = PLAIN,
+  ): Promise<number[]> {
     const error = this.operationalError();
     if (error) return Promise.reject(error);
     if (this.keys === undefined) {
-      return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'));
+      return Promise.reject(
+        new QueueError('ERR_UNSUPPORTED', 'An idempotency key needs a store that keeps keys (features.idempotency); this store does not'),
+      );
     }
     return this.keys.pushMany(
       keys,
       signal,
-      (indices, keyedAt) => this.#pushes.push(indices.map((i) => payloads[i]!), false, signal, { ...meta, keys: indices.map((i) => keys[i]!), keyedAt }) as Promise<number[]>,
+      (indices, keyedAt) =>
+        this.#pushes.push(
+          indices.map((i) => payloads[i]!),
+          false,
+          signal,
+          { ...meta, keys: indices.map((i) => keys[i]!), keyedAt },
+        ) as Promise<number[]>,
       (i) => (keyedAt) => this.#pushes.push([payloads[i]!], true, signal, { ...meta, keys: [keys[i]!], keyedAt }) as Promise<number>,
     );
   }
@@ -401,7 +467,20 @@ export class QueueCore {
       const sources = [{ file, record: r.record }];
       const key = r.key;
       if (key !== undefined && this.keys !== undefined) {
-        pushes.push(this.keys.push(key, undefined, (keyedAt) => this.#pushes.push([r.bytes], true, undefined, { priority: r.priority, notBefore: r.notBefore, keys: [key], keyedAt, sources }) as Promise<number>));
+        pushes.push(
+          this.keys.push(
+            key,
+            undefined,
+            (keyedAt) =>
+              this.#pushes.push([r.bytes], true, undefined, {
+                priority: r.priority,
+                notBefore: r.notBefore,
+                keys: [key],
+                keyedAt,
+                sources,
+              }) as Promise<number>,
+          ),
+        );
       } else {
         pushes.push(this.#pushes.push([r.bytes], true, undefined, { priority: r.priority, notBefore: r.notBefore, sources }));
       }
@@ -472,7 +551,10 @@ export class QueueCore {
   }
 
   reserve(signal: AbortSignal | undefined, leaseMs = this.leaseMs, holder?: Holder, groupLimit = Infinity): Promise<Reserved | null> {
-    return this.#reserveAtOnce(signal, leaseMs, holder, groupLimit) ?? this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft, groupLimit));
+    return (
+      this.#reserveAtOnce(signal, leaseMs, holder, groupLimit) ??
+      this.#wait(waitIn(this.#reserveWaiters, signal, leaseMs, holder, this.#waitersLeft, groupLimit))
+    );
   }
 
   /**
@@ -480,7 +562,10 @@ export class QueueCore {
    * listener per worker; `groupLimit` as for `tryReserve`.
    */
   reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs, groupLimit = Infinity): Promise<Reserved | null> {
-    return this.#reserveAtOnce(undefined, leaseMs, holder, groupLimit) ?? this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder, groupLimit));
+    return (
+      this.#reserveAtOnce(undefined, leaseMs, holder, groupLimit) ??
+      this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder, groupLimit))
+    );
   }
 
   /**
@@ -548,7 +633,12 @@ export class QueueCore {
   }
 
   /** The answer of a reserve that need not wait, or undefined when it must. */
-  #reserveAtOnce(signal: AbortSignal | undefined, leaseMs: number, holder: Holder | undefined, groupLimit = Infinity): Promise<Reserved | null> | undefined {
+  #reserveAtOnce(
+    signal: AbortSignal | undefined,
+    leaseMs: number,
+    holder: Holder | undefined,
+    groupLimit = Infinity,
+  ): Promise<Reserved | null> | undefined {
     let now: Reserved | null | undefined;
     try {
       now = this.reserveNow(holder, leaseMs, signal, groupLimit);
@@ -602,7 +692,10 @@ export class QueueCore {
       if (ledger !== undefined) {
         ledger.adopt(entry);
         if (entry.deliveries >= this.#maxDeliveries) {
-          this.#moveOut(entry, entry.lastError !== '' ? entry.lastError : `handed out ${entry.deliveries} times (maxDeliveries ${this.#maxDeliveries})`);
+          this.#moveOut(
+            entry,
+            entry.lastError !== '' ? entry.lastError : `handed out ${entry.deliveries} times (maxDeliveries ${this.#maxDeliveries})`,
+          );
           continue;
         }
       }
@@ -873,7 +966,8 @@ export class QueueCore {
     if (this.#state !== 'open') return closedError();
     // Checked before `settled`: a stale holder learns its lease ran out, whatever happened to the item since.
     if (reserved.leaseExpired) return leaseExpiredError(entry);
-    if (reserved.holder?.closed) return new QueueError('ERR_CLOSED', `This consumer is closed: item ${entry.seq} was returned to the queue`);
+    if (reserved.holder?.closed)
+      return new QueueError('ERR_CLOSED', `This consumer is closed: item ${entry.seq} was returned to the queue`);
     if (reserved.settled) return new QueueError('ERR_ALREADY_SETTLED', `Item ${entry.seq} was already settled`);
     return undefined;
   }
@@ -1091,7 +1185,13 @@ export class QueueCore {
   /** Every push so far is stored and handed to the consumer: nothing ready, no push pending. */
   #isDrained(): boolean {
     // An item on its way into the dead letters is still in the queue until its move lands.
-    return this.#ready() === 0 && this.#delayed.size === 0 && this.#schedule.waitingCount === 0 && this.#pendingPushes() === 0 && (this.ledger?.moving ?? 0) === 0;
+    return (
+      this.#ready() === 0 &&
+      this.#delayed.size === 0 &&
+      this.#schedule.waitingCount === 0 &&
+      this.#pendingPushes() === 0 &&
+      (this.ledger?.moving ?? 0) === 0
+    );
   }
 
   /** Drained, and every stored item acked, its ack stored: nothing in flight or pending. */
@@ -1216,7 +1316,8 @@ export class QueueCore {
     try {
       await this.store.close();
     } catch (error) {
-      if (!this.#failure) throw new QueueError('ERR_STORE_FAILED', `The store failed to close: ${(error as Error)?.message ?? error}`, { cause: error });
+      if (!this.#failure)
+        throw new QueueError('ERR_STORE_FAILED', `The store failed to close: ${(error as Error)?.message ?? error}`, { cause: error });
     } finally {
       this.#state = 'closed';
       busyStores.delete(this.store);
@@ -1224,4 +1325,3 @@ export class QueueCore {
     if (syncFailure) throw syncFailure;
   }
 }
-

@@ -88,7 +88,13 @@ export class Reserved<T = Uint8Array> implements QueueItem<T> {
 
   /** True once acked, nacked, dead-lettered, returned by close, or once its lease ran out. */
   get settled(): boolean {
-    return this.#settled || this.#entry.token !== this.#token || this.#core.closed || this.#lease?.expired === true || this.holder?.closed === true;
+    return (
+      this.#settled ||
+      this.#entry.token !== this.#token ||
+      this.#core.closed ||
+      this.#lease?.expired === true ||
+      this.holder?.closed === true
+    );
   }
 
   /**
@@ -211,4 +217,3 @@ export class Reserved<T = Uint8Array> implements QueueItem<T> {
     await this.#core.nack(this, this.#entry);
   }
 }
-

@@ -77,7 +77,14 @@ function exponential(o: Record<string, unknown>): RetryDelayFunction {
   knownKeys('retry', o, ['kind', 'baseMs', 'maxMs', 'factor', 'jitter', 'random']);
   const d = DEFAULT_RETRY;
   const baseMs = numberIn('retry.baseMs', o.baseMs, d.baseMs, 0, Number.MAX_VALUE, 'a finite number of ms, 0 or more');
-  const maxMs = numberIn('retry.maxMs', o.maxMs, Math.max(d.maxMs, baseMs), baseMs, Number.MAX_VALUE, `a finite number of ms, at least baseMs (${baseMs})`);
+  const maxMs = numberIn(
+    'retry.maxMs',
+    o.maxMs,
+    Math.max(d.maxMs, baseMs),
+    baseMs,
+    Number.MAX_VALUE,
+    `a finite number of ms, at least baseMs (${baseMs})`,
+  );
   const factor = numberIn('retry.factor', o.factor, d.factor, 1, Number.MAX_VALUE, 'a finite number, at least 1');
   const jitter = numberIn('retry.jitter', o.jitter, d.jitter, 0, 1, 'a number from 0 to 1');
   if (o.random !== undefined && typeof o.random !== 'function') throw new TypeError(expectation('retry.random', 'a function', o.random));
@@ -108,7 +115,8 @@ export function retryDelays(input: unknown): RetryDelayFunction {
     }
     case 'custom':
       knownKeys('retry', o, ['kind', 'delayMs']);
-      if (typeof o.delayMs !== 'function') throw new TypeError(expectation('retry.delayMs', 'a function (deliveries, error) => ms', o.delayMs));
+      if (typeof o.delayMs !== 'function')
+        throw new TypeError(expectation('retry.delayMs', 'a function (deliveries, error) => ms', o.delayMs));
       return custom(o.delayMs as RetryDelayFunction);
     default:
       throw new RangeError(expectation('retry.kind', "'exponential', 'fixed' or 'custom'", kind));

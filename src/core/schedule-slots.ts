@@ -84,12 +84,19 @@ export function loadCron(): Promise<CronParser> {
   cron ??= (async () => {
     const peer: string = 'cron-parser';
     const mod = (await import(peer)) as { CronExpressionParser?: CronParser; default?: CronParser | { CronExpressionParser?: CronParser } };
-    const parser = mod.CronExpressionParser ?? (mod.default as { CronExpressionParser?: CronParser } | undefined)?.CronExpressionParser ?? (mod.default as CronParser | undefined);
+    const parser =
+      mod.CronExpressionParser ??
+      (mod.default as { CronExpressionParser?: CronParser } | undefined)?.CronExpressionParser ??
+      (mod.default as CronParser | undefined);
     if (parser === undefined || typeof parser.parse !== 'function') throw new Error('cron-parser has no CronExpressionParser export');
     return parser;
   })().catch((error: unknown) => {
     cron = undefined;
-    throw new QueueError('ERR_UNSUPPORTED', `A cron schedule needs the optional package cron-parser (npm install cron-parser@5): ${(error as Error)?.message ?? error}`, { cause: error });
+    throw new QueueError(
+      'ERR_UNSUPPORTED',
+      `A cron schedule needs the optional package cron-parser (npm install cron-parser@5): ${(error as Error)?.message ?? error}`,
+      { cause: error },
+    );
   });
   return cron;
 }
@@ -149,10 +156,12 @@ export function scheduleDefinition(specArg: unknown, optionsArg: unknown): Sched
   let cronText: string | undefined;
   let tz: string | undefined;
   if (spec.everyMs !== undefined) {
-    if (spec.cron !== undefined || spec.tz !== undefined) throw new TypeError(expectation('spec', 'either { everyMs } or { cron, tz? }, not both', specArg));
+    if (spec.cron !== undefined || spec.tz !== undefined)
+      throw new TypeError(expectation('spec', 'either { everyMs } or { cron, tz? }, not both', specArg));
     everyMs = positiveInteger('spec.everyMs', spec.everyMs);
   } else {
-    if (typeof spec.cron !== 'string') throw new TypeError(expectation('spec.cron', 'a cron expression (a string), or spec.everyMs', spec.cron));
+    if (typeof spec.cron !== 'string')
+      throw new TypeError(expectation('spec.cron', 'a cron expression (a string), or spec.everyMs', spec.cron));
     if (spec.cron.trim() === '') throw new RangeError(expectation('spec.cron', 'a cron expression', spec.cron));
     cronText = spec.cron;
     tz = spec.tz === undefined ? DEFAULT_TZ : (spec.tz as string);
@@ -169,18 +178,26 @@ export function scheduleDefinition(specArg: unknown, optionsArg: unknown): Sched
   if (typeof catchUp !== 'string') throw new TypeError(expectation('options.catchUp', "'none', 'last' or 'all'", catchUp));
   if (!CATCH_UPS.includes(catchUp)) throw new RangeError(expectation('options.catchUp', "'none', 'last' or 'all'", catchUp));
   const maxCatchUp = o.maxCatchUp === undefined ? DEFAULT_MAX_CATCH_UP : positiveInteger('options.maxCatchUp', o.maxCatchUp);
-  if (maxCatchUp > MAX_CATCH_UP_LIMIT) throw new RangeError(expectation('options.maxCatchUp', `a positive integer up to ${MAX_CATCH_UP_LIMIT}`, maxCatchUp));
+  if (maxCatchUp > MAX_CATCH_UP_LIMIT)
+    throw new RangeError(expectation('options.maxCatchUp', `a positive integer up to ${MAX_CATCH_UP_LIMIT}`, maxCatchUp));
   let priority = 0;
   if (o.priority !== undefined) {
     const what = `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`;
     if (typeof o.priority !== 'number') throw new TypeError(expectation('options.priority', what, o.priority));
-    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) throw new RangeError(expectation('options.priority', what, o.priority));
+    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX)
+      throw new RangeError(expectation('options.priority', what, o.priority));
     priority = o.priority === 0 ? 0 : o.priority;
   }
   const group = o.group === undefined ? undefined : groupOption('options.group', o.group);
   const definition: ScheduleDefinition = { everyMs, cron: cronText, tz, catchUp: catchUp as CatchUp, maxCatchUp, priority, group };
   if (new TextEncoder().encode(specText(definition)).length > MAX_SCHEDULE_SPEC_BYTES) {
-    throw new RangeError(expectation('spec', `a schedule whose description (cron expression, time zone, group) fits in ${MAX_SCHEDULE_SPEC_BYTES} bytes`, specArg));
+    throw new RangeError(
+      expectation(
+        'spec',
+        `a schedule whose description (cron expression, time zone, group) fits in ${MAX_SCHEDULE_SPEC_BYTES} bytes`,
+        specArg,
+      ),
+    );
   }
   return definition;
 }
@@ -220,7 +237,8 @@ export function parseSpecText(text: string): ScheduleDefinition | { problem: str
     (priority as number) >= PRIORITY_MIN &&
     (priority as number) <= PRIORITY_MAX &&
     (group === undefined || isValidGroup(group)) &&
-    ((Number.isSafeInteger(o.everyMs) && (o.everyMs as number) >= 1 && o.cron === undefined) || (typeof o.cron === 'string' && typeof o.tz === 'string' && o.everyMs === undefined));
+    ((Number.isSafeInteger(o.everyMs) && (o.everyMs as number) >= 1 && o.cron === undefined) ||
+      (typeof o.cron === 'string' && typeof o.tz === 'string' && o.everyMs === undefined));
   if (!fine) return { problem: 'its description is malformed' };
   return {
     everyMs: o.everyMs as number | undefined,

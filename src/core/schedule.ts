@@ -56,14 +56,17 @@ class Lane {
       return;
     }
     const seq = entry.seq;
-    items.splice(lowerBound(this.#head, items.length, (i) => items[i]!.seq < seq), 0, entry);
+    items.splice(
+      lowerBound(this.#head, items.length, (i) => items[i]!.seq < seq),
+      0,
+      entry,
+    );
   }
 
   entries(): Entry[] {
     return this.#items.slice(this.#head);
   }
 }
-
 
 function before(a: Entry, b: Entry): boolean {
   return a.notBefore < b.notBefore || (a.notBefore === b.notBefore && a.seq < b.seq);

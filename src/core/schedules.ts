@@ -12,7 +12,18 @@ import { expectation } from '../lib/validate.js';
 import type { TimeSource } from '../lib/clock.js';
 import { DueTimer } from './due-timer.js';
 import { Heap } from './heap.js';
-import { type CatchUp, type ScheduleDefinition, type Slots, cronSlots, dueSlots, everySlots, loadCron, parseSpecText, scheduleDefinition, specText } from './schedule-slots.js';
+import {
+  type CatchUp,
+  type ScheduleDefinition,
+  type Slots,
+  cronSlots,
+  dueSlots,
+  everySlots,
+  loadCron,
+  parseSpecText,
+  scheduleDefinition,
+  specText,
+} from './schedule-slots.js';
 
 /** What `tx.schedules()` lists of one schedule. */
 export interface ScheduleInfo {
@@ -167,7 +178,16 @@ export class Schedules {
       else problem = `Schedule ${s.name} is not fired: ${cronProblem}`;
       if (problem !== undefined) this.#warn(problem);
       const definition = 'problem' in parsed ? undefined : parsed;
-      this.#running.set(s.name, { stored: s, definition, slots, problem, firedThrough: s.firedThrough, nextAt: s.nextAt, firing: false, generation: ++this.#generation });
+      this.#running.set(s.name, {
+        stored: s,
+        definition,
+        slots,
+        problem,
+        firedThrough: s.firedThrough,
+        nextAt: s.nextAt,
+        firing: false,
+        generation: ++this.#generation,
+      });
     }
   }
 
@@ -224,11 +244,16 @@ export class Schedules {
       try {
         slots.next(this.#host.time.wallNow());
       } catch (error) {
-        throw new RangeError(expectation('spec.cron', `a cron expression cron-parser reads (${(error as Error)?.message ?? error})`, definition.cron));
+        throw new RangeError(
+          expectation('spec.cron', `a cron expression cron-parser reads (${(error as Error)?.message ?? error})`, definition.cron),
+        );
       }
     }
     if (bytes.length > this.#host.store.maxItemBytes) {
-      throw new QueueError('ERR_TOO_LARGE', `A schedule's item of ${bytes.length} bytes exceeds the store's limit of ${this.#host.store.maxItemBytes} bytes`);
+      throw new QueueError(
+        'ERR_TOO_LARGE',
+        `A schedule's item of ${bytes.length} bytes exceeds the store's limit of ${this.#host.store.maxItemBytes} bytes`,
+      );
     }
     const spec = specText(definition);
     return this.#serially(async () => {
@@ -242,7 +267,16 @@ export class Schedules {
       const nextAt = slots.next(firedThrough);
       const stored: StoredSchedule = { name, spec, bytes, firedThrough, nextAt };
       await this.#call(() => this.#host.store.putSchedule!(stored, this.#host.sync));
-      const r: Running = { stored, definition, slots, problem: undefined, firedThrough, nextAt, firing: false, generation: ++this.#generation };
+      const r: Running = {
+        stored,
+        definition,
+        slots,
+        problem: undefined,
+        firedThrough,
+        nextAt,
+        firing: false,
+        generation: ++this.#generation,
+      };
       this.#running.set(name, r);
       this.#enqueue(r);
       return this.#info(r);
@@ -326,7 +360,14 @@ export class Schedules {
       firedThrough: number;
       nextAt: number | null;
       problem?: string;
-    } = { name: r.stored.name, catchUp: d?.catchUp ?? 'none', maxCatchUp: d?.maxCatchUp ?? 0, priority: d?.priority ?? 0, firedThrough: r.firedThrough, nextAt: r.slots === undefined ? null : r.nextAt };
+    } = {
+      name: r.stored.name,
+      catchUp: d?.catchUp ?? 'none',
+      maxCatchUp: d?.maxCatchUp ?? 0,
+      priority: d?.priority ?? 0,
+      firedThrough: r.firedThrough,
+      nextAt: r.slots === undefined ? null : r.nextAt,
+    };
     if (d?.everyMs !== undefined) info.everyMs = d.everyMs;
     if (d?.cron !== undefined) {
       info.cron = d.cron;
@@ -401,7 +442,9 @@ export class Schedules {
     for (const { r, fires } of batch.runs) {
       r.firing = false;
       if (this.#stopped || this.#host.refusal() !== undefined || this.#running.get(r.stored.name) !== r) continue;
-      this.#warn(`Schedule ${r.stored.name} could not fire slot ${new Date(fires[0]!.slot).toISOString()}: ${(error as Error)?.message ?? error}; trying again`);
+      this.#warn(
+        `Schedule ${r.stored.name} could not fire slot ${new Date(fires[0]!.slot).toISOString()}: ${(error as Error)?.message ?? error}; trying again`,
+      );
       r.nextAt = fires[0]!.slot;
       this.#due.push({ at: this.#host.time.wallNow() + FIRE_RETRY_MS, name: r.stored.name, generation: r.generation });
     }
@@ -461,7 +504,16 @@ export async function describeSchedules(stored: readonly StoredSchedule[], now: 
     }
   }
   const out = parsed.map(({ s, d }): ScheduleInfo => {
-    if ('problem' in d) return { name: s.name, catchUp: 'none', maxCatchUp: 0, priority: 0, firedThrough: s.firedThrough, nextAt: null, problem: `it cannot run in this release: ${d.problem}` };
+    if ('problem' in d)
+      return {
+        name: s.name,
+        catchUp: 'none',
+        maxCatchUp: 0,
+        priority: 0,
+        firedThrough: s.firedThrough,
+        nextAt: null,
+        problem: `it cannot run in this release: ${d.problem}`,
+      };
     const base = {
       name: s.name,
       ...(d.everyMs !== undefined ? { everyMs: d.everyMs } : { cron: d.cron!, tz: d.tz! }),
@@ -471,10 +523,14 @@ export async function describeSchedules(stored: readonly StoredSchedule[], now: 
       ...(d.group !== undefined ? { group: d.group } : {}),
       firedThrough: s.firedThrough,
     };
-    const slots = d.everyMs !== undefined ? everySlots(d.everyMs) : parser !== undefined ? cronSlots(parser, d.cron!, d.tz!, s.name) : undefined;
+    const slots =
+      d.everyMs !== undefined ? everySlots(d.everyMs) : parser !== undefined ? cronSlots(parser, d.cron!, d.tz!, s.name) : undefined;
     if (slots === undefined) return { ...base, nextAt: null, problem: cronProblem };
     if (s.nextAt > now && s.firedThrough < s.nextAt) return { ...base, nextAt: s.nextAt };
-    const { due, next } = d.catchUp === 'none' ? { due: [], next: slots.next(Math.max(s.firedThrough, now)) } : dueSlots(slots, s.firedThrough, now, d.catchUp === 'last' ? 1 : d.maxCatchUp);
+    const { due, next } =
+      d.catchUp === 'none'
+        ? { due: [], next: slots.next(Math.max(s.firedThrough, now)) }
+        : dueSlots(slots, s.firedThrough, now, d.catchUp === 'last' ? 1 : d.maxCatchUp);
     return { ...base, nextAt: due[0] ?? next };
   });
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -15,7 +15,17 @@ import type { Timings } from '../remote/timings.js';
 import type { DeadLetter } from '../contract/store.js';
 import { type OwnerLink, QueueAccess } from './access.js';
 import { RateHistory, type LatencySeries, type RatePoint, latencySeries } from './history.js';
-import { type ItemPage, type ItemQuery, type ListedItem, type ScheduledCounts, DETAIL_BYTES, PREVIEW_BYTES, listItems, readItem, scheduledCounts } from './items.js';
+import {
+  type ItemPage,
+  type ItemQuery,
+  type ListedItem,
+  type ScheduledCounts,
+  DETAIL_BYTES,
+  PREVIEW_BYTES,
+  listItems,
+  readItem,
+  scheduledCounts,
+} from './items.js';
 import { VerifyRunner, type VerifyState } from './verify.js';
 
 /** A request the dashboard refuses, with the HTTP status and a stable code the page shows. */
@@ -204,7 +214,13 @@ export class DashboardApi {
   }
 
   session(): Record<string, unknown> {
-    return { dir: this.access.dir, allowActions: this.allowActions, previewBytes: PREVIEW_BYTES, detailBytes: DETAIL_BYTES, seqsPerActionMax: SEQS_PER_ACTION_MAX };
+    return {
+      dir: this.access.dir,
+      allowActions: this.allowActions,
+      previewBytes: PREVIEW_BYTES,
+      detailBytes: DETAIL_BYTES,
+      seqsPerActionMax: SEQS_PER_ACTION_MAX,
+    };
   }
 
   // ---- Overview ----
@@ -240,7 +256,8 @@ export class DashboardApi {
     const store = (stats.store ?? {}) as Record<string, unknown>;
     const spool = (store.spool ?? null) as { files?: number; pendingRecords?: number } | null;
     const counters: Record<string, number> = {};
-    for (const name of ['pushed', 'acked', 'nacked', 'redelivered', 'retried', 'deadLettered', 'leaseExpired']) counters[name] = num(stats[name]);
+    for (const name of ['pushed', 'acked', 'nacked', 'redelivered', 'retried', 'deadLettered', 'leaseExpired'])
+      counters[name] = num(stats[name]);
     const segments = store.segments;
     return {
       view: 'live',
@@ -367,14 +384,20 @@ export class DashboardApi {
 
   async #files(): Promise<LogStore> {
     const store = await this.access.files();
-    if (store === null) throw new DashboardError(404, 'ERR_NOT_FOUND', `${this.access.dir} holds no log yet: only pushes spooled before any process opened the queue`);
+    if (store === null)
+      throw new DashboardError(
+        404,
+        'ERR_NOT_FOUND',
+        `${this.access.dir} holds no log yet: only pushes spooled before any process opened the queue`,
+      );
     return store;
   }
 
   // ---- Items ----
 
   async items(q: ItemQuery): Promise<ItemPage & { view: View }> {
-    if (this.access.kind() === 'spool') return { view: 'read-only', items: [], scannedThrough: q.after, end: true, unacked: 0, nextSeq: 1, lowWaterMark: 1 };
+    if (this.access.kind() === 'spool')
+      return { view: 'read-only', items: [], scannedThrough: q.after, end: true, unacked: 0, nextSeq: 1, lowWaterMark: 1 };
     const store = await this.#files();
     return { view: 'read-only', ...listItems(store, q, Date.now()) };
   }
@@ -382,7 +405,8 @@ export class DashboardApi {
   async item(seq: number): Promise<ListedItem> {
     const store = await this.#files();
     const item = readItem(store, seq, Date.now());
-    if (item === null) throw new DashboardError(404, 'ERR_NOT_FOUND', `No unacked item has seq ${seq} (as the store's files were last read)`);
+    if (item === null)
+      throw new DashboardError(404, 'ERR_NOT_FOUND', `No unacked item has seq ${seq} (as the store's files were last read)`);
     return item;
   }
 
@@ -394,17 +418,20 @@ export class DashboardApi {
     const got = await this.access.withOwner(async (o) => {
       const list = await o.client.deadLetters(after, limit + 1);
       const last = list[list.length - 1];
-      const end = list.length === 0 || (list.length <= limit && last !== undefined && (await o.client.deadLetters(last.seq, 1)).length === 0);
+      const end =
+        list.length === 0 || (list.length <= limit && last !== undefined && (await o.client.deadLetters(last.seq, 1)).length === 0);
       return { list, end };
     });
-    if (got !== null) return { view: 'live', letters: got.value.list.slice(0, limit).map((d) => letter(d, PREVIEW_BYTES)), end: got.value.end };
+    if (got !== null)
+      return { view: 'live', letters: got.value.list.slice(0, limit).map((d) => letter(d, PREVIEW_BYTES)), end: got.value.end };
     const list = this.access.kind() === 'spool' ? [] : (await this.#files()).readDeadLetters({ after, limit: limit + 1 });
     return { view: 'read-only', letters: list.slice(0, limit).map((d) => letter(d, PREVIEW_BYTES)), end: list.length <= limit };
   }
 
   async deadLetter(seq: number): Promise<ListedLetter> {
     const got = await this.access.withOwner((o) => o.client.deadLetters(seq - 1, 1));
-    const list = got !== null ? got.value : this.access.kind() === 'spool' ? [] : (await this.#files()).readDeadLetters({ after: seq - 1, limit: 1 });
+    const list =
+      got !== null ? got.value : this.access.kind() === 'spool' ? [] : (await this.#files()).readDeadLetters({ after: seq - 1, limit: 1 });
     const d = list[0];
     if (d === undefined || d.seq !== seq) throw new DashboardError(404, 'ERR_NOT_FOUND', `No dead letter has seq ${seq}`);
     return letter(d, DETAIL_BYTES);
@@ -412,9 +439,19 @@ export class DashboardApi {
 
   /** The owner, for an action: refused in read-only mode and while nobody serves the queue. */
   async #actor(): Promise<OwnerLink> {
-    if (!this.allowActions) throw new DashboardError(403, 'ERR_READ_ONLY', 'This dashboard is read-only: start it with --allow-actions to redrive and purge dead letters');
+    if (!this.allowActions)
+      throw new DashboardError(
+        403,
+        'ERR_READ_ONLY',
+        'This dashboard is read-only: start it with --allow-actions to redrive and purge dead letters',
+      );
     const owner = await this.access.owner();
-    if (owner === null) throw new DashboardError(409, 'ERR_NO_OWNER', `No process serves the queue (${this.access.absentReason}): actions go through the process that has it open`);
+    if (owner === null)
+      throw new DashboardError(
+        409,
+        'ERR_NO_OWNER',
+        `No process serves the queue (${this.access.absentReason}): actions go through the process that has it open`,
+      );
     return owner;
   }
 
@@ -448,7 +485,8 @@ export class DashboardApi {
       const store = (got.value.store ?? {}) as Record<string, unknown>;
       return { view: 'live', pid: got.owner.pid, dir: this.access.dir, ...store, verify };
     }
-    if (this.access.kind() === 'spool') return { view: 'read-only', dir: this.access.dir, spoolOnly: true, absent: this.access.absentReason, verify };
+    if (this.access.kind() === 'spool')
+      return { view: 'read-only', dir: this.access.dir, spoolOnly: true, absent: this.access.absentReason, verify };
     const s = (await this.#files()).inspect();
     return { view: 'read-only', absent: this.access.absentReason, ...s, verify };
   }
@@ -483,10 +521,13 @@ export class DashboardApi {
    * next slot each fires.
    */
   async schedules(after: string, limit: number): Promise<SchedulesView> {
-    const got = await this.access.withOwner(async (o) => ((await this.#reportsOf(o)).schedules ? await o.client.schedules(after, limit) : null));
+    const got = await this.access.withOwner(async (o) =>
+      (await this.#reportsOf(o)).schedules ? await o.client.schedules(after, limit) : null,
+    );
     if (got !== null) return { view: 'live', at: Date.now(), pid: got.owner.pid, page: got.value, absent: null };
     const absent = this.access.absentReason;
-    if (this.access.kind() === 'spool') return { view: 'read-only', at: Date.now(), pid: null, page: { total: 0, schedules: [], more: false }, absent };
+    if (this.access.kind() === 'spool')
+      return { view: 'read-only', at: Date.now(), pid: null, page: { total: 0, schedules: [], more: false }, absent };
     const store = await this.#files();
     const now = Date.now();
     const stored = store.inspect().schedules;

@@ -22,8 +22,10 @@ export interface Dashboard {
  */
 export function dashboard(target: string | { readonly dir: string }, options: DashboardOptions = {}): Dashboard {
   const dir = typeof target === 'string' ? target : (target as { dir?: unknown } | null)?.dir;
-  if (typeof dir !== 'string' || dir.length === 0) throw new TypeError(`Expected \`target\` to be a store directory or a LogStore, got ${target === null ? 'null' : typeof target}`);
-  if (options === null || typeof options !== 'object') throw new TypeError(`Expected \`options\` to be an object, got ${options === null ? 'null' : typeof options}`);
+  if (typeof dir !== 'string' || dir.length === 0)
+    throw new TypeError(`Expected \`target\` to be a store directory or a LogStore, got ${target === null ? 'null' : typeof target}`);
+  if (options === null || typeof options !== 'object')
+    throw new TypeError(`Expected \`options\` to be an object, got ${options === null ? 'null' : typeof options}`);
   const handler = new DashboardHandler(dir, options);
   handler.api.startSampling();
   return {
@@ -54,7 +56,8 @@ export interface ServedDashboard {
  */
 export async function serveDashboard(dir: string, options: ServeOptions = {}): Promise<ServedDashboard> {
   const port = options.port ?? 0;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`Expected \`port\` to be an integer from 0 to 65535, got ${String(port)}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new RangeError(`Expected \`port\` to be an integer from 0 to 65535, got ${String(port)}`);
   const handler = new DashboardHandler(dir, { ...options, port });
   const server: Server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, handler.handle);
   try {

@@ -70,7 +70,13 @@ export class RateHistory {
       const seconds = (b.at - a.at) / 1000;
       if (seconds <= 0) continue;
       const rate = (n: RateCounter): number => Math.round(((b.values[n] - a.values[n]) / seconds) * 10) / 10;
-      out.push({ at: b.at, pushed: rate('pushed'), acked: rate('acked'), redelivered: rate('redelivered'), deadLettered: rate('deadLettered') });
+      out.push({
+        at: b.at,
+        pushed: rate('pushed'),
+        acked: rate('acked'),
+        redelivered: rate('redelivered'),
+        deadLettered: rate('deadLettered'),
+      });
     }
     return out;
   }

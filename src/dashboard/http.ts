@@ -93,11 +93,16 @@ export class DashboardHandler {
 
   constructor(dir: string, options: HandlerOptions = {}) {
     const token = options.token ?? newToken();
-    if (typeof token !== 'string' || !TOKEN_RE.test(token)) throw new TypeError(`Expected \`token\` to be 32 to 256 characters of A-Z, a-z, 0-9, _ and -, got ${typeof token === 'string' ? `${token.length} characters` : typeof token}`);
+    if (typeof token !== 'string' || !TOKEN_RE.test(token))
+      throw new TypeError(
+        `Expected \`token\` to be 32 to 256 characters of A-Z, a-z, 0-9, _ and -, got ${typeof token === 'string' ? `${token.length} characters` : typeof token}`,
+      );
     const basePath = options.basePath ?? '/';
-    if (typeof basePath !== 'string' || !/^\/([A-Za-z0-9._~-]+\/)*$/.test(basePath)) throw new TypeError(`Expected \`basePath\` to be a path that starts and ends with /, got ${JSON.stringify(basePath)}`);
+    if (typeof basePath !== 'string' || !/^\/([A-Za-z0-9._~-]+\/)*$/.test(basePath))
+      throw new TypeError(`Expected \`basePath\` to be a path that starts and ends with /, got ${JSON.stringify(basePath)}`);
     const hosts = options.allowedHosts ?? [];
-    if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== 'string' || !/^[A-Za-z0-9.-]+$/.test(h))) throw new TypeError('Expected `allowedHosts` to be an array of host names');
+    if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== 'string' || !/^[A-Za-z0-9.-]+$/.test(h)))
+      throw new TypeError('Expected `allowedHosts` to be an array of host names');
     this.token = token;
     this.csrf = createHmac('sha256', token).update('persistent-queue dashboard csrf').digest('base64url');
     this.#tokenDigest = digest(token);
@@ -146,7 +151,11 @@ export class DashboardHandler {
     const host = req.headers.host;
     const m = typeof host === 'string' ? /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(host) : null;
     if (m === null || !this.#hosts.has(m[1]!.toLowerCase()) || (this.#port !== undefined && Number(m[2] ?? 80) !== this.#port)) {
-      throw new DashboardError(403, 'ERR_FORBIDDEN_HOST', 'The request is addressed to a host this dashboard does not serve (open the URL it printed)');
+      throw new DashboardError(
+        403,
+        'ERR_FORBIDDEN_HOST',
+        'The request is addressed to a host this dashboard does not serve (open the URL it printed)',
+      );
     }
   }
 
@@ -164,14 +173,17 @@ export class DashboardHandler {
     const origin = req.headers.origin;
     const host = req.headers.host!;
     if (typeof origin !== 'string' || (origin !== `http://${host}` && origin !== `https://${host}`)) {
-      throw new DashboardError(403, 'ERR_CSRF', 'An action must come from the dashboard\'s own page (Origin)');
+      throw new DashboardError(403, 'ERR_CSRF', "An action must come from the dashboard's own page (Origin)");
     }
     const site = req.headers['sec-fetch-site'];
-    if (site !== undefined && site !== 'same-origin') throw new DashboardError(403, 'ERR_CSRF', 'An action must come from the dashboard\'s own page (Sec-Fetch-Site)');
+    if (site !== undefined && site !== 'same-origin')
+      throw new DashboardError(403, 'ERR_CSRF', "An action must come from the dashboard's own page (Sec-Fetch-Site)");
     const csrf = req.headers['x-pq-csrf'];
-    if (typeof csrf !== 'string' || csrf.length > 256 || !sameSecret(csrf, this.#csrfDigest)) throw new DashboardError(403, 'ERR_CSRF', 'An action needs the CSRF token of the dashboard\'s session');
+    if (typeof csrf !== 'string' || csrf.length > 256 || !sameSecret(csrf, this.#csrfDigest))
+      throw new DashboardError(403, 'ERR_CSRF', "An action needs the CSRF token of the dashboard's session");
     const type = req.headers['content-type'];
-    if (typeof type !== 'string' || !/^application\/json\s*(;|$)/i.test(type)) throw new DashboardError(415, 'ERR_BAD_REQUEST', 'An action\'s body is JSON (Content-Type: application/json)');
+    if (typeof type !== 'string' || !/^application\/json\s*(;|$)/i.test(type))
+      throw new DashboardError(415, 'ERR_BAD_REQUEST', "An action's body is JSON (Content-Type: application/json)");
   }
 
   // ---- The page ----
@@ -275,7 +287,11 @@ export class DashboardHandler {
     if (status === 401) headers['www-authenticate'] = 'Token realm="pq ui"';
     if (status === 413) headers.connection = 'close';
     const body = isApi ? jsonText({ error: { code, message } }) : `${message}\n`;
-    res.writeHead(status, { ...headers, 'content-type': isApi ? 'application/json; charset=utf-8' : 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(status, {
+      ...headers,
+      'content-type': isApi ? 'application/json; charset=utf-8' : 'text/plain; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
   }
 
@@ -298,7 +314,8 @@ function json(res: ServerResponse, value: unknown): void {
 /** The request body as JSON, refused past {@link BODY_BYTES_MAX} bytes before more is read. */
 function readBody(req: IncomingMessage): Promise<unknown> {
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > BODY_BYTES_MAX) return Promise.reject(new DashboardError(413, 'ERR_TOO_LARGE', `A request body holds at most ${BODY_BYTES_MAX} bytes`));
+  if (declared > BODY_BYTES_MAX)
+    return Promise.reject(new DashboardError(413, 'ERR_TOO_LARGE', `A request body holds at most ${BODY_BYTES_MAX} bytes`));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let bytes = 0;
@@ -329,19 +346,23 @@ function readBody(req: IncomingMessage): Promise<unknown> {
 
 /** `{ "seqs": [3, 5] }` or `{ "all": true }`, nothing else. */
 function selection(body: unknown): SelectionBody {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new DashboardError(400, 'ERR_BAD_REQUEST', 'Expected a JSON object: {"seqs": [...]} or {"all": true}');
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new DashboardError(400, 'ERR_BAD_REQUEST', 'Expected a JSON object: {"seqs": [...]} or {"all": true}');
   const b = body as Record<string, unknown>;
   const keys = Object.keys(b);
-  if (keys.length !== 1 || (keys[0] !== 'seqs' && keys[0] !== 'all')) throw new DashboardError(400, 'ERR_BAD_REQUEST', 'Expected exactly one of "seqs" and "all"');
+  if (keys.length !== 1 || (keys[0] !== 'seqs' && keys[0] !== 'all'))
+    throw new DashboardError(400, 'ERR_BAD_REQUEST', 'Expected exactly one of "seqs" and "all"');
   if (keys[0] === 'all') {
     if (b.all !== true) throw new DashboardError(400, 'ERR_BAD_REQUEST', '"all" must be true');
     return { seqs: null, all: true };
   }
   const seqs = b.seqs;
-  if (!Array.isArray(seqs) || seqs.length === 0 || seqs.length > SEQS_PER_ACTION_MAX) throw new DashboardError(400, 'ERR_BAD_REQUEST', `"seqs" must be an array of 1 to ${SEQS_PER_ACTION_MAX} seqs`);
+  if (!Array.isArray(seqs) || seqs.length === 0 || seqs.length > SEQS_PER_ACTION_MAX)
+    throw new DashboardError(400, 'ERR_BAD_REQUEST', `"seqs" must be an array of 1 to ${SEQS_PER_ACTION_MAX} seqs`);
   const seen = new Set<number>();
   for (const seq of seqs) {
-    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Every seq must be a positive integer, got ${JSON.stringify(seq)}`);
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1)
+      throw new DashboardError(400, 'ERR_BAD_REQUEST', `Every seq must be a positive integer, got ${JSON.stringify(seq)}`);
     if (seen.has(seq)) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Seq ${seq} is named twice`);
     seen.add(seq);
   }
@@ -349,7 +370,8 @@ function selection(body: unknown): SelectionBody {
 }
 
 function empty(body: unknown): void {
-  if (body !== null && (typeof body !== 'object' || Array.isArray(body) || Object.keys(body as object).length > 0)) throw new DashboardError(400, 'ERR_BAD_REQUEST', 'This action takes no arguments');
+  if (body !== null && (typeof body !== 'object' || Array.isArray(body) || Object.keys(body as object).length > 0))
+    throw new DashboardError(400, 'ERR_BAD_REQUEST', 'This action takes no arguments');
 }
 
 /** The query string of an API request: each parameter read once, checked; any other is refused. */
@@ -368,7 +390,8 @@ class Query {
     this.#read.add(name);
     const v = this.#params.get(name);
     if (v === null || v === '') return null;
-    if (Buffer.byteLength(v) > maxBytes) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Parameter ${name} is longer than ${maxBytes} bytes`);
+    if (Buffer.byteLength(v) > maxBytes)
+      throw new DashboardError(400, 'ERR_BAD_REQUEST', `Parameter ${name} is longer than ${maxBytes} bytes`);
     return v;
   }
 
@@ -380,13 +403,19 @@ class Query {
       return fallback;
     }
     const n = Number(v);
-    if (!/^-?\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Parameter ${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+    if (!/^-?\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max)
+      throw new DashboardError(
+        400,
+        'ERR_BAD_REQUEST',
+        `Parameter ${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`,
+      );
     return n;
   }
 
   /** Refuse a parameter nobody read. */
   done(): void {
-    for (const name of this.#params.keys()) if (!this.#read.has(name)) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Unknown parameter ${name}`);
+    for (const name of this.#params.keys())
+      if (!this.#read.has(name)) throw new DashboardError(400, 'ERR_BAD_REQUEST', `Unknown parameter ${name}`);
   }
 }
 
@@ -394,7 +423,8 @@ function itemQuery(q: Query): ItemQuery {
   const after = q.int('after', 0, Number.MAX_SAFE_INTEGER, 0);
   const limit = q.int('limit', 1, PAGE_ITEMS_MAX, 50);
   const state = q.string('state', 16);
-  if (state !== null && state !== 'due' && state !== 'delayed') throw new DashboardError(400, 'ERR_BAD_REQUEST', `Parameter state must be due or delayed, got ${JSON.stringify(state)}`);
+  if (state !== null && state !== 'due' && state !== 'delayed')
+    throw new DashboardError(400, 'ERR_BAD_REQUEST', `Parameter state must be due or delayed, got ${JSON.stringify(state)}`);
   const priority = q.string('priority', 8) === null ? null : q.int('priority', PRIORITY_MIN, PRIORITY_MAX, 0);
   const keyPrefix = q.string('key', MAX_KEY_BYTES);
   const group = q.string('group', 1024);

@@ -189,5 +189,12 @@ export function scheduledCounts(store: LogStore, now: number): ScheduledCounts {
   const zero = s.count - [...counts.values()].reduce((a, b) => a + b, 0);
   if (complete && zero > 0) counts.set(0, (counts.get(0) ?? 0) + zero);
   const byPriority = [...counts].map(([priority, count]) => ({ priority, count })).sort((a, b) => b.priority - a.priority);
-  return { at: now, byPriority, delayed, nextDueAt: nextDueAt === Infinity ? null : nextDueAt, complete, scannedThrough: complete ? s.nextSeq - 1 : after };
+  return {
+    at: now,
+    byPriority,
+    delayed,
+    nextDueAt: nextDueAt === Infinity ? null : nextDueAt,
+    complete,
+    scannedThrough: complete ? s.nextSeq - 1 : after,
+  };
 }

@@ -13,7 +13,18 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FileStat, FileSystem, LockHandle, OpenMode } from './file-system.js';
 import { PROCESS_FILES, shareScope } from './open-registry.js';
-import { holderIn, isStaleHolder, linkNew, liveLockHolder, lockText, lockedError, pidFileLock, readPid, removeDeadOpenersFiles, writeFileDurably } from './pid-lock.js';
+import {
+  holderIn,
+  isStaleHolder,
+  linkNew,
+  liveLockHolder,
+  lockText,
+  lockedError,
+  pidFileLock,
+  readPid,
+  removeDeadOpenersFiles,
+  writeFileDurably,
+} from './pid-lock.js';
 
 interface FsExt {
   flockSync(fd: number, flags: 'exnb' | 'un'): void;
@@ -41,7 +52,8 @@ function loadFsExt(): { mod: FsExt | null; error: unknown } {
   if (fsExtLoaded === undefined) {
     try {
       const mod = createRequire(import.meta.url)('fs-ext') as Partial<FsExt>;
-      fsExtLoaded = typeof mod.flockSync === 'function' ? { mod: mod as FsExt, error: null } : { mod: null, error: new Error('it has no flockSync') };
+      fsExtLoaded =
+        typeof mod.flockSync === 'function' ? { mod: mod as FsExt, error: null } : { mod: null, error: new Error('it has no flockSync') };
     } catch (e) {
       fsExtLoaded = { mod: null, error: e };
     }
@@ -56,7 +68,9 @@ function lockOf(kind: LockKind): (lockPath: string) => LockHandle {
     const { mod, error } = loadFsExt();
     if (mod !== null) return flockLock(mod, lockPath);
     if (kind === 'flock') {
-      throw new Error(`the kernel lock needs the package fs-ext (npm install fs-ext): ${(error as Error)?.message ?? String(error)}`, { cause: error });
+      throw new Error(`the kernel lock needs the package fs-ext (npm install fs-ext): ${(error as Error)?.message ?? String(error)}`, {
+        cause: error,
+      });
     }
     return pidFileLock(lockPath);
   };

@@ -265,4 +265,3 @@ function pidFileHandle(lockPath: string, me: number): LockHandle {
     },
   };
 }
-

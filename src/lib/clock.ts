@@ -54,7 +54,13 @@ export function timeOf(clock: Clock): TimeSource {
 /** Validate a {@link Clock} given to the builder. */
 export function checkClock(clock: unknown): Clock {
   const c = clock as Partial<Clock> | null;
-  if (c === null || typeof c !== 'object' || typeof c.now !== 'function' || typeof c.setTimeout !== 'function' || typeof c.clearTimeout !== 'function') {
+  if (
+    c === null ||
+    typeof c !== 'object' ||
+    typeof c.now !== 'function' ||
+    typeof c.setTimeout !== 'function' ||
+    typeof c.clearTimeout !== 'function'
+  ) {
     throw new TypeError(expectation('clock', 'an object with now(), setTimeout(fn, ms) and clearTimeout(handle)', clock));
   }
   return c as Clock;

@@ -32,7 +32,9 @@ export interface StandardSchemaIssue {
 }
 
 /** The result of a Standard Schema validation. */
-export type StandardSchemaResult<Output> = { readonly value: Output; readonly issues?: undefined } | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
+export type StandardSchemaResult<Output> =
+  | { readonly value: Output; readonly issues?: undefined }
+  | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
 
 /** A validator that implements Standard Schema v1. */
 export interface StandardSchemaV1<Input = unknown, Output = Input> {
@@ -177,7 +179,9 @@ export function isRaw(codec: Codec<unknown>): boolean {
 export function decodeFailure(codec: Codec<unknown>, error: unknown): string {
   if (error instanceof AsyncSchemaError) throw error;
   const message = (error as Error)?.message ?? String(error);
-  return error instanceof QueueError && error.code === 'ERR_INVALID' ? `${codec.name}: ${message}` : `${codec.name} could not decode the payload: ${message}`;
+  return error instanceof QueueError && error.code === 'ERR_INVALID'
+    ? `${codec.name}: ${message}`
+    : `${codec.name} could not decode the payload: ${message}`;
 }
 
 /** The bytes `value` encodes to, or the error the push rejects with (nothing is stored then). */
@@ -188,6 +192,10 @@ export function encodeValue<T>(codec: Codec<T>, value: T): Uint8Array | string |
     return new QueueError('ERR_ENCODE', `The ${codec.name} codec's encode() returned ${typeof out}, not a Uint8Array or a string`);
   } catch (error) {
     if (error instanceof QueueError) return error;
-    return new QueueError('ERR_ENCODE', `The ${codec.name} codec could not encode the value: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+    return new QueueError(
+      'ERR_ENCODE',
+      `The ${codec.name} codec could not encode the value: ${(error as Error)?.message ?? String(error)}`,
+      { cause: error },
+    );
   }
 }

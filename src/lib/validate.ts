@@ -70,7 +70,9 @@ export function knownKeys(name: string, options: Record<string, unknown>, known:
   if (allKnown) return;
   const unknown = Object.keys(options).filter((k) => !known.includes(k));
   if (unknown.length > 0) {
-    throw new TypeError(`Unknown ${unknown.length === 1 ? 'option' : 'options'} in \`${name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} (known: ${known.join(', ')})`);
+    throw new TypeError(
+      `Unknown ${unknown.length === 1 ? 'option' : 'options'} in \`${name}\`: ${unknown.map((k) => `\`${k}\``).join(', ')} (known: ${known.join(', ')})`,
+    );
   }
 }
 

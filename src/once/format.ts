@@ -32,7 +32,8 @@ export interface SetHeader {
 
 /** A header of the current version, holding `storeId` (none when null). */
 export function encodeHeader(storeId: string | null): Uint8Array {
-  if (storeId !== null && !STORE_ID_PATTERN.test(storeId)) throw new RangeError(`Expected \`storeId\` to be a store identity, got \`${storeId}\``);
+  if (storeId !== null && !STORE_ID_PATTERN.test(storeId))
+    throw new RangeError(`Expected \`storeId\` to be a store identity, got \`${storeId}\``);
   const id = new TextEncoder().encode(storeId ?? '');
   const out = new Uint8Array(SET_HEADER_V2_FIXED_BYTES + id.length);
   out.set(MAGIC, 0);
@@ -50,24 +51,31 @@ export function encodeHeader(storeId: string | null): Uint8Array {
  */
 export function decodeHeader(bytes: Uint8Array, dir: string): SetHeader {
   const isMagic = bytes.length >= SET_MAGIC_BYTES && MAGIC.every((b, i) => bytes[i] === b);
-  if (!isMagic) throw new OpenError('ERR_STORE', `${dir} is not a processed set: its first item is not a processed-set header`, { file: dir });
+  if (!isMagic)
+    throw new OpenError('ERR_STORE', `${dir} is not a processed set: its first item is not a processed-set header`, { file: dir });
   const corrupt = (what: string) => new OpenError('ERR_CORRUPT', `The processed-set header in ${dir} ${what}`, { file: dir });
   if (bytes.length < SET_HEADER_V1_BYTES) throw corrupt(`is ${bytes.length} bytes, shorter than its version field`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   // The version before the length: a newer version may have a longer header.
   const version = view.getUint32(SET_MAGIC_BYTES, true);
   if (version > SET_FORMAT_VERSION) {
-    throw new OpenError('ERR_UNSUPPORTED_VERSION', `The processed set in ${dir} has format version ${version}; this release reads up to ${SET_FORMAT_VERSION}`, { file: dir });
+    throw new OpenError(
+      'ERR_UNSUPPORTED_VERSION',
+      `The processed set in ${dir} has format version ${version}; this release reads up to ${SET_FORMAT_VERSION}`,
+      { file: dir },
+    );
   }
   if (version < 1) throw corrupt(`has version ${version}`);
   if (version === 1) {
     if (bytes.length !== SET_HEADER_V1_BYTES) throw corrupt(`of version 1 is ${bytes.length} bytes, not ${SET_HEADER_V1_BYTES}`);
     return { version, storeId: null };
   }
-  if (bytes.length < SET_HEADER_V2_FIXED_BYTES) throw corrupt(`of version 2 is ${bytes.length} bytes, shorter than ${SET_HEADER_V2_FIXED_BYTES}`);
+  if (bytes.length < SET_HEADER_V2_FIXED_BYTES)
+    throw corrupt(`of version 2 is ${bytes.length} bytes, shorter than ${SET_HEADER_V2_FIXED_BYTES}`);
   const idBytes = view.getUint16(SET_HEADER_V1_BYTES, true);
   if (idBytes > SET_STORE_ID_MAX_BYTES) throw corrupt(`holds a store identity of ${idBytes} bytes, more than ${SET_STORE_ID_MAX_BYTES}`);
-  if (bytes.length !== SET_HEADER_V2_FIXED_BYTES + idBytes) throw corrupt(`of version 2 is ${bytes.length} bytes, not ${SET_HEADER_V2_FIXED_BYTES + idBytes}`);
+  if (bytes.length !== SET_HEADER_V2_FIXED_BYTES + idBytes)
+    throw corrupt(`of version 2 is ${bytes.length} bytes, not ${SET_HEADER_V2_FIXED_BYTES + idBytes}`);
   if (idBytes === 0) return { version, storeId: null };
   const storeId = String.fromCharCode(...bytes.subarray(SET_HEADER_V2_FIXED_BYTES));
   if (!STORE_ID_PATTERN.test(storeId)) throw corrupt('holds a store identity with characters outside [A-Za-z0-9._-]');
@@ -82,10 +90,15 @@ export function encodeEntry(seq: number): Uint8Array {
 
 /** The processed seq of an entry payload; `ERR_CORRUPT` for a wrong length or a seq out of range. */
 export function decodeEntry(bytes: Uint8Array, storeSeq: number, dir: string): number {
-  if (bytes.length !== SET_ENTRY_BYTES) throw new OpenError('ERR_CORRUPT', `Processed-set entry ${storeSeq} in ${dir} is ${bytes.length} bytes, not ${SET_ENTRY_BYTES}`, { file: dir });
+  if (bytes.length !== SET_ENTRY_BYTES)
+    throw new OpenError('ERR_CORRUPT', `Processed-set entry ${storeSeq} in ${dir} is ${bytes.length} bytes, not ${SET_ENTRY_BYTES}`, {
+      file: dir,
+    });
   const value = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(0, true);
   if (value < 1n || value > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new OpenError('ERR_CORRUPT', `Processed-set entry ${storeSeq} in ${dir} holds seq ${value}, not a safe integer of at least 1`, { file: dir });
+    throw new OpenError('ERR_CORRUPT', `Processed-set entry ${storeSeq} in ${dir} holds seq ${value}, not a safe integer of at least 1`, {
+      file: dir,
+    });
   }
   return Number(value);
 }

@@ -98,7 +98,8 @@ export class LogProcessedSet implements ProcessedSet {
     knownKeys('options', o, ['durability', 'segmentBytes', 'preallocate', 'fs', 'dirMode', 'fileMode']);
     const durability = o.durability ?? 'group';
     if (typeof durability !== 'string') throw new TypeError(expectation('options.durability', "'group' or 'none'", durability));
-    if (durability !== 'group' && durability !== 'none') throw new RangeError(expectation('options.durability', "'group' or 'none'", durability));
+    if (durability !== 'group' && durability !== 'none')
+      throw new RangeError(expectation('options.durability', "'group' or 'none'", durability));
     const storeOptions: Record<string, unknown> = { segmentBytes: o.segmentBytes ?? DEFAULT_SEGMENT_BYTES };
     for (const key of ['preallocate', 'fs', 'dirMode', 'fileMode']) if (o[key] !== undefined) storeOptions[key] = o[key];
     const store = await LogStore.open(dir, storeOptions);
@@ -112,7 +113,9 @@ export class LogProcessedSet implements ProcessedSet {
     } catch (error) {
       await store.close().catch(() => {});
       if (error instanceof QueueError) throw error;
-      throw new OpenError('ERR_STORE', `The processed set in ${dir} failed to open: ${(error as Error)?.message ?? error}`, { cause: error });
+      throw new OpenError('ERR_STORE', `The processed set in ${dir} failed to open: ${(error as Error)?.message ?? error}`, {
+        cause: error,
+      });
     }
   }
 
@@ -172,7 +175,8 @@ export class LogProcessedSet implements ProcessedSet {
    */
   bind(storeId: string): string | null {
     if (typeof storeId !== 'string') throw new TypeError(expectation('storeId', 'a store identity', storeId));
-    if (!STORE_ID_PATTERN.test(storeId)) throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
+    if (!STORE_ID_PATTERN.test(storeId))
+      throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
     if (this.#failure) throw this.#failure;
     if (!this.#headerWritten && this.#storeId === null) this.#storeId = storeId;
     return this.#storeId;
@@ -300,7 +304,11 @@ export class LogProcessedSet implements ProcessedSet {
     this.#failure ??=
       cause instanceof QueueError && cause.code === 'ERR_STORE_FAILED'
         ? cause
-        : new QueueError('ERR_STORE_FAILED', `The processed set in ${this.dir} failed; close and open it again: ${(cause as Error)?.message ?? cause}`, { cause });
+        : new QueueError(
+            'ERR_STORE_FAILED',
+            `The processed set in ${this.dir} failed; close and open it again: ${(cause as Error)?.message ?? cause}`,
+            { cause },
+          );
     return this.#failure;
   }
 

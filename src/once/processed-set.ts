@@ -107,7 +107,9 @@ function mismatch(what: string): QueueError {
 }
 
 const isThenable = (value: unknown): boolean =>
-  value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
+  value !== null &&
+  (typeof value === 'object' || typeof value === 'function') &&
+  typeof (value as PromiseLike<unknown>).then === 'function';
 
 function isProcessedSet(set: unknown): set is ProcessedSet {
   if (set === null || typeof set !== 'object') return false;
@@ -128,13 +130,28 @@ function isProcessedSet(set: unknown): set is ProcessedSet {
  * With a {@link TransactionalProcessedSet} the handler runs inside the set's synchronous
  * transaction, its side effects and the record committing together; it must be synchronous.
  */
-export function effectivelyOnce<T, R>(consumer: Consumer<T>, set: TransactionalProcessedSet, handler: SyncOnceHandler<T, R>, options?: EffectivelyOnceOptions): EffectivelyOnce<T>;
+export function effectivelyOnce<T, R>(
+  consumer: Consumer<T>,
+  set: TransactionalProcessedSet,
+  handler: SyncOnceHandler<T, R>,
+  options?: EffectivelyOnceOptions,
+): EffectivelyOnce<T>;
 /**
  * With any other {@link ProcessedSet} the handler runs first (its side effects should be
  * idempotent or external), then the seq is recorded, then the item is acked.
  */
-export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet & { runOnce?: never }, handler: OnceHandler<T>, options?: EffectivelyOnceOptions): EffectivelyOnce<T>;
-export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet, handler: (item: Reserved<T>, context?: HandlerContext) => unknown, options?: EffectivelyOnceOptions): EffectivelyOnce<T> {
+export function effectivelyOnce<T>(
+  consumer: Consumer<T>,
+  set: ProcessedSet & { runOnce?: never },
+  handler: OnceHandler<T>,
+  options?: EffectivelyOnceOptions,
+): EffectivelyOnce<T>;
+export function effectivelyOnce<T>(
+  consumer: Consumer<T>,
+  set: ProcessedSet,
+  handler: (item: Reserved<T>, context?: HandlerContext) => unknown,
+  options?: EffectivelyOnceOptions,
+): EffectivelyOnce<T> {
   if (!(consumer instanceof Consumer)) throw new TypeError(expectation('consumer', 'a Consumer', consumer));
   if (!isProcessedSet(set)) throw new TypeError(expectation('set', 'a ProcessedSet ({ has, record, forget })', set));
   if (typeof handler !== 'function') throw new TypeError(expectation('handler', 'a function', handler));
@@ -146,7 +163,10 @@ export function effectivelyOnce<T>(consumer: Consumer<T>, set: ProcessedSet, han
   // reached the disk of the set (whatever the set's own durability). The new item would be
   // skipped, acked without its handler. docs/internals/core.md "Processed sets".
   if (consumer.stats().durability === 'none') {
-    throw new QueueError('ERR_UNSUPPORTED', "effectivelyOnce needs a queue whose items are durable before they are handed out: use durability 'group' or 'sync', not 'none'");
+    throw new QueueError(
+      'ERR_UNSUPPORTED',
+      "effectivelyOnce needs a queue whose items are durable before they are handed out: use durability 'group' or 'sync', not 'none'",
+    );
   }
   const runner = new OnceRunner<T>(consumer as Consumer<T>, set, handler, forgetBatch);
   const wrapped = ((item: Reserved<T>, context?: HandlerContext) => runner.handle(item, context)) as EffectivelyOnce<T>;
@@ -179,7 +199,12 @@ class OnceRunner<T> {
   #guard: Promise<void> | undefined;
   skipped = 0;
 
-  constructor(consumer: Consumer<T>, set: ProcessedSet, handler: (item: Reserved<T>, context?: HandlerContext) => unknown, forgetBatch: number) {
+  constructor(
+    consumer: Consumer<T>,
+    set: ProcessedSet,
+    handler: (item: Reserved<T>, context?: HandlerContext) => unknown,
+    forgetBatch: number,
+  ) {
     this.#consumer = consumer;
     this.#set = set;
     this.#handler = handler;
@@ -226,7 +251,9 @@ class OnceRunner<T> {
       }
       const storedAtOpen = this.#consumer.storedAtOpen;
       if (highest >= storedAtOpen) {
-        throw mismatch(`The processed set holds seq ${highest}, but this queue's store held no seq above ${storedAtOpen - 1} when the queue opened`);
+        throw mismatch(
+          `The processed set holds seq ${highest}, but this queue's store held no seq above ${storedAtOpen - 1} when the queue opened`,
+        );
       }
     }
     const storeId = this.#consumer.stats().storeId;

@@ -145,14 +145,18 @@ export class EndpointClient implements ProducerBackend {
     } catch (error) {
       socket.destroy();
       // An owner that closed the connection before it answered is closing its queue: none is served.
-      if (error instanceof QueueError && error.code === 'ERR_OWNER_GONE') return { absent: `the process that served it on ${endpointPath(dir)} closed the queue` };
+      if (error instanceof QueueError && error.code === 'ERR_OWNER_GONE')
+        return { absent: `the process that served it on ${endpointPath(dir)} closed the queue` };
       throw error;
     } finally {
       if (timer !== undefined) clearTimeout(timer);
     }
     if (reply.type !== 'hello' || reply.version !== PROTOCOL_VERSION) {
       socket.destroy();
-      throw new QueueError('ERR_UNSUPPORTED_VERSION', `The process that holds the queue in ${dir} answered with protocol version ${reply.type === 'hello' ? reply.version : '?'}; this build speaks ${PROTOCOL_VERSION}`);
+      throw new QueueError(
+        'ERR_UNSUPPORTED_VERSION',
+        `The process that holds the queue in ${dir} answered with protocol version ${reply.type === 'hello' ? reply.version : '?'}; this build speaks ${PROTOCOL_VERSION}`,
+      );
     }
     client.maxItemBytes = reply.maxItemBytes;
     client.#maxBodyBytes = maxFrameBodyBytes(reply.maxItemBytes);
@@ -172,7 +176,8 @@ export class EndpointClient implements ProducerBackend {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const max = this.maxItemBytes;
     for (const p of payloads) {
-      if (p.length > max) return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${p.length} bytes exceeds the store's limit of ${max} bytes`));
+      if (p.length > max)
+        return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${p.length} bytes exceeds the store's limit of ${max} bytes`));
     }
     const keys = options.keys?.map((k) => utf8.encode(k));
     const priority = options.priority ?? 0;
@@ -187,7 +192,12 @@ export class EndpointClient implements ProducerBackend {
       parts.push(
         this.#request((id) => {
           ids.push(id);
-          return encodePush(id, { payloads: from === 0 && end === payloads.length ? payloads : payloads.slice(from, end), priority, notBefore, keys: keys?.slice(from, end) });
+          return encodePush(id, {
+            payloads: from === 0 && end === payloads.length ? payloads : payloads.slice(from, end),
+            priority,
+            notBefore,
+            keys: keys?.slice(from, end),
+          });
         }),
       );
       start = end;
@@ -215,7 +225,10 @@ export class EndpointClient implements ProducerBackend {
       (error: unknown) => {
         if (onAbort !== undefined) signal!.removeEventListener('abort', onAbort);
         // Withdrawn by the owner on our cancel: as a local push aborted while it waited, with the signal's reason.
-        if (error instanceof WithdrawnError) throw signal?.aborted ? signal.reason : new QueueError('ERR_CLOSED', 'The producer was closed while the push waited for capacity');
+        if (error instanceof WithdrawnError)
+          throw signal?.aborted
+            ? signal.reason
+            : new QueueError('ERR_CLOSED', 'The producer was closed while the push waited for capacity');
         throw error;
       },
     );
@@ -362,7 +375,11 @@ export class EndpointClient implements ProducerBackend {
 
   /** The connection is gone: every request in flight rejects, and every later one. */
   #lost(how: string, cause?: unknown): void {
-    const error = new QueueError('ERR_OWNER_GONE', `The process that holds the queue in ${this.dir} ${how} before it answered: a push in flight may or may not be stored`, cause === undefined ? {} : { cause });
+    const error = new QueueError(
+      'ERR_OWNER_GONE',
+      `The process that holds the queue in ${this.dir} ${how} before it answered: a push in flight may or may not be stored`,
+      cause === undefined ? {} : { cause },
+    );
     this.#ended ??= error;
     const pending = [...this.#pending.values()];
     this.#pending.clear();

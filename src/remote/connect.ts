@@ -45,7 +45,8 @@ export async function connect<T = Uint8Array>(dir: string, options?: ConnectOpti
   let durability: Durability = 'group';
   if (o.durability !== undefined) {
     if (typeof o.durability !== 'string') throw new TypeError(expectation('options.durability', "'sync', 'group' or 'none'", o.durability));
-    if (!DURABILITIES.includes(o.durability)) throw new RangeError(expectation('options.durability', "'sync', 'group' or 'none'", o.durability));
+    if (!DURABILITIES.includes(o.durability))
+      throw new RangeError(expectation('options.durability', "'sync', 'group' or 'none'", o.durability));
     durability = o.durability as Durability;
   }
   const at = resolve(dir);
@@ -56,7 +57,11 @@ export async function connect<T = Uint8Array>(dir: string, options?: ConnectOpti
     spool = await openSpool(at, { durability, fs: nodeFileSystem });
   } catch (error) {
     if (!(error instanceof QueueError)) throw error;
-    throw new QueueError(error.code, `No process serves the queue in ${at} (${reached.absent}), and its spool cannot be used: ${error.message}`, { cause: error, file: error.file ?? at });
+    throw new QueueError(
+      error.code,
+      `No process serves the queue in ${at} (${reached.absent}), and its spool cannot be used: ${error.message}`,
+      { cause: error, file: error.file ?? at },
+    );
   }
   // An owner that started meanwhile: its pass after it began to serve sees the spool file made
   // above, which holds nothing yet, so this producer goes through the endpoint from its first

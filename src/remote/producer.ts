@@ -100,7 +100,10 @@ export class RemoteProducer<T = Uint8Array> implements QueueProducer<T> {
  * push that asks for one is refused rather than stored without it.
  */
 function noGroups(): QueueError {
-  return new QueueError('ERR_UNSUPPORTED', 'A push from another process cannot carry a group: the endpoint and the spool do not keep one; push it in the owner process');
+  return new QueueError(
+    'ERR_UNSUPPORTED',
+    'A push from another process cannot carry a group: the endpoint and the spool do not keep one; push it in the owner process',
+  );
 }
 
 function remoteOptions(o: PushSettings, keys: readonly string[] | undefined): RemotePushOptions {

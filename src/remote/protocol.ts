@@ -248,7 +248,9 @@ export class FrameDecoder {
     const bounds = this.bounds.get(type);
     if (bounds === undefined) throw new ProtocolError(`frame type 0x${type.toString(16).padStart(2, '0')} is not one this side accepts`);
     if (length < bounds[0] || length > bounds[1]) {
-      throw new ProtocolError(`frame type 0x${type.toString(16).padStart(2, '0')} has a body of ${length} bytes; it takes ${bounds[0]} to ${bounds[1]}`);
+      throw new ProtocolError(
+        `frame type 0x${type.toString(16).padStart(2, '0')} has a body of ${length} bytes; it takes ${bounds[0]} to ${bounds[1]}`,
+      );
     }
     this.#type = type;
     this.#id = readU32(bytes, at + FH_OFF_ID);
@@ -366,7 +368,14 @@ export function encodeSelection(type: typeof REQ_REDRIVE | typeof REQ_PURGE, id:
 
 export type Request =
   | { readonly type: 'hello'; readonly id: number; readonly version: number }
-  | { readonly type: 'push'; readonly id: number; readonly payloads: Uint8Array[]; readonly priority: number; readonly notBefore: number; readonly keys: string[] | undefined }
+  | {
+      readonly type: 'push';
+      readonly id: number;
+      readonly payloads: Uint8Array[];
+      readonly priority: number;
+      readonly notBefore: number;
+      readonly keys: string[] | undefined;
+    }
   | { readonly type: 'cancel'; readonly id: number; readonly target: number }
   | { readonly type: 'stats' | 'compact' | 'timings'; readonly id: number }
   | { readonly type: 'deadLetters'; readonly id: number; readonly after: number; readonly limit: number }
@@ -412,7 +421,8 @@ export function decodeRequest(frame: Frame): Request {
       return decodeSelection(type === REQ_REDRIVE ? 'redrive' : 'purge', id, body);
     case REQ_GROUPS: {
       const limit = readU32(body, 0);
-      if (limit < 1 || limit > GROUPS_LIMIT_MAX) throw new ProtocolError(`the limit of a groups request must be 1 to ${GROUPS_LIMIT_MAX}, got ${limit}`);
+      if (limit < 1 || limit > GROUPS_LIMIT_MAX)
+        throw new ProtocolError(`the limit of a groups request must be 1 to ${GROUPS_LIMIT_MAX}, got ${limit}`);
       return { type: 'groups', id, limit };
     }
     case REQ_SCHEDULES:
@@ -447,7 +457,8 @@ function decodePush(id: number, body: Uint8Array): Request {
     if (keys !== undefined) {
       if (at >= body.length) throw new ProtocolError(`push item ${i} runs past the end of the frame`);
       const keyBytes = body[at++]!;
-      if (keyBytes === 0 || keyBytes > MAX_KEY_BYTES || keyBytes > body.length - at) throw new ProtocolError(`push item ${i} has a key of ${keyBytes} bytes`);
+      if (keyBytes === 0 || keyBytes > MAX_KEY_BYTES || keyBytes > body.length - at)
+        throw new ProtocolError(`push item ${i} has a key of ${keyBytes} bytes`);
       let key: string;
       try {
         key = fatalUtf8.decode(body.subarray(at, at + keyBytes));
@@ -468,10 +479,12 @@ function decodePush(id: number, body: Uint8Array): Request {
 
 function decodeSchedules(id: number, body: Uint8Array): Request {
   const limit = readU32(body, 0);
-  if (limit < 1 || limit > SCHEDULES_LIMIT_MAX) throw new ProtocolError(`the limit of a schedules request must be 1 to ${SCHEDULES_LIMIT_MAX}, got ${limit}`);
+  if (limit < 1 || limit > SCHEDULES_LIMIT_MAX)
+    throw new ProtocolError(`the limit of a schedules request must be 1 to ${SCHEDULES_LIMIT_MAX}, got ${limit}`);
   const afterBytes = body[4]!;
   if (body[5] !== 0 || body[6] !== 0 || body[7] !== 0) throw new ProtocolError('the reserved bytes of a schedules request must be 0');
-  if (afterBytes > MAX_SCHEDULE_NAME_BYTES || body.length !== SCHEDULES_HEADER_BYTES + afterBytes) throw new ProtocolError(`a schedules request of ${body.length} bytes cannot hold a name of ${afterBytes} bytes`);
+  if (afterBytes > MAX_SCHEDULE_NAME_BYTES || body.length !== SCHEDULES_HEADER_BYTES + afterBytes)
+    throw new ProtocolError(`a schedules request of ${body.length} bytes cannot hold a name of ${afterBytes} bytes`);
   let after: string;
   try {
     after = nameUtf8.decode(body.subarray(SCHEDULES_HEADER_BYTES));
@@ -488,7 +501,8 @@ function decodeSelection(type: 'redrive' | 'purge', id: number, body: Uint8Array
   }
   const count = readU32(body, 4);
   const limitField = readU64(body, 8);
-  if (body.length !== SELECTION_HEADER_BYTES + 8 * count) throw new ProtocolError(`a ${type} of ${body.length} bytes cannot hold ${count} seqs`);
+  if (body.length !== SELECTION_HEADER_BYTES + 8 * count)
+    throw new ProtocolError(`a ${type} of ${body.length} bytes cannot hold ${count} seqs`);
   let limit: number | undefined;
   if ((flags & SELECT_FLAG_LIMIT) !== 0) {
     if (limitField < 1) throw new ProtocolError(`the limit of a ${type} must be a positive safe integer`);
@@ -629,12 +643,14 @@ export function decodeReply(frame: Frame): Reply {
   switch (type) {
     case REP_HELLO: {
       const maxItemBytes = readU32(body, 4);
-      if (readU16(body, 2) !== 0 || maxItemBytes < 1 || maxItemBytes > MAX_PAYLOAD_BYTES_CAP) throw new ProtocolError(`a hello reply names maxItemBytes ${maxItemBytes}`);
+      if (readU16(body, 2) !== 0 || maxItemBytes < 1 || maxItemBytes > MAX_PAYLOAD_BYTES_CAP)
+        throw new ProtocolError(`a hello reply names maxItemBytes ${maxItemBytes}`);
       return { type: 'hello', id, version: readU16(body, 0), maxItemBytes };
     }
     case REP_SEQS: {
       const count = readU32(body, 0);
-      if (body.length !== SEQS_HEADER_BYTES + 8 * count) throw new ProtocolError(`a seqs reply of ${body.length} bytes cannot hold ${count} seqs`);
+      if (body.length !== SEQS_HEADER_BYTES + 8 * count)
+        throw new ProtocolError(`a seqs reply of ${body.length} bytes cannot hold ${count} seqs`);
       const seqs: number[] = new Array(count);
       for (let i = 0; i < count; i++) {
         const seq = readU64(body, SEQS_HEADER_BYTES + 8 * i);
@@ -660,7 +676,8 @@ export function decodeReply(frame: Frame): Reply {
         throw new ProtocolError('an error reply does not add up');
       }
       const code = String.fromCharCode(...body.subarray(ERROR_HEADER_BYTES, ERROR_HEADER_BYTES + codeBytes));
-      if ((kind === ERROR_KIND_QUEUE) !== CODE_RE.test(code) || (kind !== ERROR_KIND_QUEUE && codeBytes !== 0)) throw new ProtocolError(`an error reply has the code ${JSON.stringify(code)} with kind ${kind}`);
+      if ((kind === ERROR_KIND_QUEUE) !== CODE_RE.test(code) || (kind !== ERROR_KIND_QUEUE && codeBytes !== 0))
+        throw new ProtocolError(`an error reply has the code ${JSON.stringify(code)} with kind ${kind}`);
       return { type: 'error', id, kind, code, message: lenientUtf8.decode(body.subarray(ERROR_HEADER_BYTES + codeBytes)) };
     }
     default:
@@ -670,7 +687,8 @@ export function decodeReply(frame: Frame): Reply {
 
 function decodeDeadLetterList(id: number, body: Uint8Array): Reply {
   const count = readU32(body, 0);
-  if (count > (body.length - DEAD_LETTERS_HEADER_BYTES) / DEAD_LETTER_ENTRY_BYTES) throw new ProtocolError(`a dead-letter reply of ${body.length} bytes cannot hold ${count} entries`);
+  if (count > (body.length - DEAD_LETTERS_HEADER_BYTES) / DEAD_LETTER_ENTRY_BYTES)
+    throw new ProtocolError(`a dead-letter reply of ${body.length} bytes cannot hold ${count} entries`);
   const list: WireDeadLetter[] = [];
   let at = DEAD_LETTERS_HEADER_BYTES;
   for (let i = 0; i < count; i++) {
@@ -683,7 +701,8 @@ function decodeDeadLetterList(id: number, body: Uint8Array): Reply {
     const reasonBytes = readU16(body, at + 36);
     const payloadBytes = readU32(body, at + 38);
     at += DEAD_LETTER_ENTRY_BYTES;
-    if (seq < 1 || firstDeliveredAt < 0 || lastDeliveredAt < 0 || deadAt < 0 || reasonBytes > MAX_REASON_BYTES) throw new ProtocolError(`dead letter ${i} has a field out of range`);
+    if (seq < 1 || firstDeliveredAt < 0 || lastDeliveredAt < 0 || deadAt < 0 || reasonBytes > MAX_REASON_BYTES)
+      throw new ProtocolError(`dead letter ${i} has a field out of range`);
     if (reasonBytes + payloadBytes > body.length - at) throw new ProtocolError(`dead letter ${i} runs past the end of the frame`);
     const reason = lenientUtf8.decode(body.subarray(at, at + reasonBytes));
     at += reasonBytes;

@@ -108,7 +108,8 @@ export class EndpointServer {
 
   #listen(path: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      const failed = (error: Error): void => reject(new QueueError('ERR_STORE', `Cannot serve the queue at ${path}: ${error.message}`, { cause: error }));
+      const failed = (error: Error): void =>
+        reject(new QueueError('ERR_STORE', `Cannot serve the queue at ${path}: ${error.message}`, { cause: error }));
       this.#server.once('error', failed);
       this.#server.listen({ path, exclusive: true }, () => {
         this.#server.off('error', failed);
@@ -259,7 +260,12 @@ class Connection {
   #hello(id: number, version: number): void {
     if (version !== PROTOCOL_VERSION) {
       // Said in a frame of version 1, which every version's client reads, then the connection ends.
-      this.#send(encodeError(id, new QueueError('ERR_UNSUPPORTED_VERSION', `The owner speaks endpoint protocol version ${PROTOCOL_VERSION}, not ${version}`)));
+      this.#send(
+        encodeError(
+          id,
+          new QueueError('ERR_UNSUPPORTED_VERSION', `The owner speaks endpoint protocol version ${PROTOCOL_VERSION}, not ${version}`),
+        ),
+      );
       this.#refused = true;
       this.#outbox.end(this.#socket);
       return;
@@ -274,7 +280,10 @@ class Connection {
     // A view into the socket's read chunk would keep the whole chunk alive with the item.
     if (!frame.owned) for (let i = 0; i < payloads.length; i++) payloads[i] = this.#server.arena.copy(payloads[i]!);
     const controller = new Withdrawal();
-    const options = request.keys === undefined ? { priority: request.priority, notBefore: request.notBefore } : { priority: request.priority, notBefore: request.notBefore, keys: request.keys };
+    const options =
+      request.keys === undefined
+        ? { priority: request.priority, notBefore: request.notBefore }
+        : { priority: request.priority, notBefore: request.notBefore, keys: request.keys };
     let result: Promise<unknown>;
     try {
       result = this.#surface.push(payloads, options, controller.signal);
@@ -293,20 +302,34 @@ class Connection {
         return Promise.resolve().then(() => {
           const stats = { ...surface.stats(), consuming: surface.consuming };
           // A store of very many segments: its figures without the list of them.
-          return encodeValue(id, stats, max) ?? encodeValue(id, withoutSegmentList(stats), max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The queue\'s figures do not fit one frame'));
+          return (
+            encodeValue(id, stats, max) ??
+            encodeValue(id, withoutSegmentList(stats), max) ??
+            encodeError(id, new QueueError('ERR_TOO_LARGE', "The queue's figures do not fit one frame"))
+          );
         });
       case 'timings':
-        return Promise.resolve().then(() => encodeValue(id, this.#server.timings.read(), max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The timings do not fit one frame')));
+        return Promise.resolve().then(
+          () =>
+            encodeValue(id, this.#server.timings.read(), max) ??
+            encodeError(id, new QueueError('ERR_TOO_LARGE', 'The timings do not fit one frame')),
+        );
       case 'groups':
         return Promise.resolve().then(() => fitted(id, { ...surface.groups(request.limit) }, 'groups', {}, max));
       case 'schedules':
         return Promise.resolve().then(() => {
           const page = surface.schedules(request.after, request.limit);
-          if (page === undefined) return encodeError(id, new QueueError('ERR_UNSUPPORTED', 'The queue\'s store keeps no schedules'));
+          if (page === undefined) return encodeError(id, new QueueError('ERR_UNSUPPORTED', "The queue's store keeps no schedules"));
           return fitted(id, { ...page }, 'schedules', { more: true }, max);
         });
       case 'compact':
-        return surface.compact().then((result) => encodeValue(id, result, max) ?? encodeError(id, new QueueError('ERR_TOO_LARGE', 'The compaction\'s result does not fit one frame')));
+        return surface
+          .compact()
+          .then(
+            (result) =>
+              encodeValue(id, result, max) ??
+              encodeError(id, new QueueError('ERR_TOO_LARGE', "The compaction's result does not fit one frame")),
+          );
       case 'deadLetters':
         return surface.listDeadLetters(request.after, request.limit).then((list) => encodeDeadLetterList(id, list, max));
       case 'purge':
@@ -315,7 +338,10 @@ class Connection {
         // Each redriven item's new seq comes back: a selection must not be able to make more than fit.
         const most = Math.floor((max - 4) / 8);
         const can = Math.min(request.seqs?.length ?? Infinity, request.limit ?? Infinity);
-        if (can > most) return Promise.reject(new RangeError(`A redrive through the endpoint takes at most ${most} dead letters at a time, by seqs or limit`));
+        if (can > most)
+          return Promise.reject(
+            new RangeError(`A redrive through the endpoint takes at most ${most} dead letters at a time, by seqs or limit`),
+          );
         return surface.redrive({ seqs: request.seqs, limit: request.limit }).then((seqs) => encodeSeqs(id, seqs));
       }
     }

@@ -44,7 +44,10 @@ export async function withSocketPath<T>(dir: string, name: string, use: (path: s
     const link = join(privateDir, 'd');
     const short = join(link, name);
     if (Buffer.byteLength(short) > SOCKET_PATH_BYTES_MAX) {
-      throw new QueueError('ERR_UNSUPPORTED', `The endpoint of the queue in ${dir} cannot be reached: its path, even through ${short}, is longer than the ${SOCKET_PATH_BYTES_MAX} bytes a Unix socket path may have (set TMPDIR to a shorter directory)`);
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        `The endpoint of the queue in ${dir} cannot be reached: its path, even through ${short}, is longer than the ${SOCKET_PATH_BYTES_MAX} bytes a Unix socket path may have (set TMPDIR to a shorter directory)`,
+      );
     }
     symlinkSync(dir, link, 'dir');
     return await use(short);

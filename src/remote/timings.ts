@@ -210,7 +210,15 @@ export class TimingCollector {
 
   #start(): Watching {
     this.#id = this.#queueId();
-    const w: Watching = { since: this.#clock.wall(), pushBudget: new SecondBudget(), deliverBudget: new SecondBudget(), handout: new SecondRing(), ack: new SecondRing(), pushedAt: new Map(), deliveredAt: new Map() };
+    const w: Watching = {
+      since: this.#clock.wall(),
+      pushBudget: new SecondBudget(),
+      deliverBudget: new SecondBudget(),
+      handout: new SecondRing(),
+      ack: new SecondRing(),
+      pushedAt: new Map(),
+      deliveredAt: new Map(),
+    };
     this.#watching = w;
     diagnosticsChannel.subscribe(channels.push, this.#onPush);
     diagnosticsChannel.subscribe(channels.deliver, this.#onDeliver);

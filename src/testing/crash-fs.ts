@@ -254,9 +254,23 @@ function writeInto(file: FileNode, position: number, bytes: Uint8Array): void {
 type Op =
   | { readonly kind: 'write'; readonly node: NodeId; readonly position: number; readonly bytes: Uint8Array; readonly sizeBefore: number }
   | { readonly kind: 'truncate'; readonly node: NodeId; readonly length: number }
-  | { readonly kind: 'create'; readonly dir: NodeId; readonly name: string; readonly node: NodeId; readonly type: 'file' | 'dir'; readonly mode: number }
+  | {
+      readonly kind: 'create';
+      readonly dir: NodeId;
+      readonly name: string;
+      readonly node: NodeId;
+      readonly type: 'file' | 'dir';
+      readonly mode: number;
+    }
   /** The destination half of a cross-directory rename. */
-  | { readonly kind: 'link'; readonly dir: NodeId; readonly name: string; readonly node: NodeId; readonly type: 'file' | 'dir'; readonly mode: number }
+  | {
+      readonly kind: 'link';
+      readonly dir: NodeId;
+      readonly name: string;
+      readonly node: NodeId;
+      readonly type: 'file' | 'dir';
+      readonly mode: number;
+    }
   | { readonly kind: 'unlink'; readonly dir: NodeId; readonly name: string }
   | { readonly kind: 'rename'; readonly dir: NodeId; readonly from: string; readonly to: string }
   | { readonly kind: 'fsync' | 'fdatasync'; readonly node: NodeId; readonly ok: boolean }
@@ -612,7 +626,14 @@ class Disk {
 
   /** Records a mutating call and applies it to the live tree. */
   record(op: Op, path: string, toPath?: string): Entry {
-    const entry: Entry = { index: this.traceLength, op, path, ...(toPath === undefined ? {} : { toPath }), durableAt: Infinity, uncertain: false };
+    const entry: Entry = {
+      index: this.traceLength,
+      op,
+      path,
+      ...(toPath === undefined ? {} : { toPath }),
+      durableAt: Infinity,
+      uncertain: false,
+    };
     this.trace.push(entry);
     if (isSync(op)) {
       entry.durableAt = entry.index;
@@ -1160,7 +1181,8 @@ export class CrashFileSystem implements FileSystem {
       if (cut === undefined || cut.op.kind !== 'write' || cut.durableAt < at) {
         throw new RangeError(expectation('point.keep', 'the index of a write unsynced at `at` when tornBytes or zeroTail is set', keep));
       }
-      if (tornBytes >= cut.op.bytes.length) throw new RangeError(expectation('point.tornBytes', `below the write's ${cut.op.bytes.length} bytes`, tornBytes));
+      if (tornBytes >= cut.op.bytes.length)
+        throw new RangeError(expectation('point.tornBytes', `below the write's ${cut.op.bytes.length} bytes`, tornBytes));
     }
     const tear: Decision = { tornBytes, zeroTail };
     const tree = disk.replay(at, (entry) => {
@@ -1280,7 +1302,8 @@ export class CrashFileSystem implements FileSystem {
     const nth = rule.nth ?? 1;
     const times = rule.times ?? 1;
     if (!Number.isSafeInteger(nth) || nth < 1) throw new RangeError(expectation('rule.nth', 'a positive integer', nth));
-    if (!(times === Infinity || (Number.isSafeInteger(times) && times >= 1))) throw new RangeError(expectation('rule.times', 'a positive integer or Infinity', times));
+    if (!(times === Infinity || (Number.isSafeInteger(times) && times >= 1)))
+      throw new RangeError(expectation('rule.times', 'a positive integer or Infinity', times));
     const state: Rule = { ops, code: rule.code, nth, times, when: rule.when, matched: 0, fired: 0, removed: false };
     this.#disk.rules.push(state);
     const rules = this.#disk.rules;
@@ -1494,7 +1517,11 @@ export class CrashFileSystem implements FileSystem {
 // Helpers
 
 function everyTornLength(length: number): Iterable<number> {
-  return { *[Symbol.iterator]() { for (let t = 1; t < length; t++) yield t; } };
+  return {
+    *[Symbol.iterator]() {
+      for (let t = 1; t < length; t++) yield t;
+    },
+  };
 }
 
 function checkBudget(bytes: number): void {
@@ -1518,7 +1545,8 @@ function checkRange(buffer: Uint8Array, offset: number, length: number, position
   nonNegativeInteger('offset', offset);
   nonNegativeInteger('length', length);
   nonNegativeInteger('position', position);
-  if (offset + length > buffer.length) throw new RangeError(expectation('offset + length', `at most buffer.length (${buffer.length})`, offset + length));
+  if (offset + length > buffer.length)
+    throw new RangeError(expectation('offset + length', `at most buffer.length (${buffer.length})`, offset + length));
 }
 
 function describeEntry(entry: Entry): TraceEntry {
@@ -1544,7 +1572,10 @@ function describeEntry(entry: Entry): TraceEntry {
 }
 
 /** Random crash choices, drawn in trace order so the same seed gives the same state. */
-function planRandomCrash(disk: Disk, prng: Prng): { decisions: Map<number, Decision>; pads: Map<NodeId, { sizeMax: number; draw: number }> } {
+function planRandomCrash(
+  disk: Disk,
+  prng: Prng,
+): { decisions: Map<number, Decision>; pads: Map<NodeId, { sizeMax: number; draw: number }> } {
   const decisions = new Map<number, Decision>();
   const pads = new Map<NodeId, { sizeMax: number; draw: number }>();
   const groups = new Map<NodeId, { pending: Entry[]; uncertain: Entry[] }>();

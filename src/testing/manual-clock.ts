@@ -49,7 +49,8 @@ export class ManualClock implements Clock {
 
   /** Move the clock `ms` forward, running every timer that falls due on the way. */
   advance(ms: number): void {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new RangeError(expectation('ms', 'a non-negative finite number', ms));
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0)
+      throw new RangeError(expectation('ms', 'a non-negative finite number', ms));
     this.#runUntil(this.#nowMs + ms);
   }
 

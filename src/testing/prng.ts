@@ -134,7 +134,11 @@ export function formatSeed(seed: number): string {
 /** Parses a seed as printed by {@link formatSeed}, or a decimal integer. */
 export function parseSeed(text: string): number {
   const trimmed = text.trim();
-  const value = /^0x[0-9a-f]+$/i.test(trimmed) ? Number.parseInt(trimmed.slice(2), 16) : /^\d+$/.test(trimmed) ? Number(trimmed) : Number.NaN;
+  const value = /^0x[0-9a-f]+$/i.test(trimmed)
+    ? Number.parseInt(trimmed.slice(2), 16)
+    : /^\d+$/.test(trimmed)
+      ? Number(trimmed)
+      : Number.NaN;
   if (!Number.isSafeInteger(value)) throw new RangeError(expectation('seed', 'a decimal or 0x-prefixed hex integer', text));
   return value >>> 0;
 }

@@ -25,7 +25,10 @@ function pq(args: string[], input?: string, nodeArgs: string[] = []) {
 }
 
 /** Node arguments that make the CLI's stderr claim to be a terminal, as it is when a person runs pq. */
-const STDERR_IS_A_TTY = ['--import', `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`];
+const STDERR_IS_A_TTY = [
+  '--import',
+  `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`,
+];
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
 
@@ -40,7 +43,9 @@ function hashDir(path: string, h = createHash('sha256')): string {
 }
 
 function segments(path: string): string[] {
-  return readdirSync(path).filter((n) => n.startsWith('seg-')).sort();
+  return readdirSync(path)
+    .filter((n) => n.startsWith('seg-'))
+    .sort();
 }
 
 describe('push, dump, pop, stats', () => {
@@ -55,7 +60,10 @@ describe('push, dump, pop, stats', () => {
     }
     const jsonl = pq(['dump', dir]);
     expect(jsonl.code).toBe(0);
-    const rows = jsonl.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = jsonl.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rows.map((r) => [r.seq, r.text])).toEqual([
       [1, 'alpha'],
       [2, 'beta'],
@@ -74,7 +82,14 @@ describe('push, dump, pop, stats', () => {
     expect(pq(['pop', dir, '--no-ack', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\n' });
     expect(pq(['pop', dir, '--count', '2', '--format', 'text'])).toMatchObject({ code: 0, stdout: 'a\nb\n' });
     const stats = JSON.parse(pq(['stats', dir, '--json']).stdout);
-    expect(stats).toMatchObject({ unacked: 1, firstSeq: 3, nextSeq: 4, formatVersion: 2, lastShutdownClean: true, storeId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    expect(stats).toMatchObject({
+      unacked: 1,
+      firstSeq: 3,
+      nextSeq: 4,
+      formatVersion: 2,
+      lastShutdownClean: true,
+      storeId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+    });
     expect(pq(['pop', dir, '--count', '5']).stdout.trim()).toBe(
       JSON.stringify({ seq: 3, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'c' }),
     );
@@ -84,7 +99,8 @@ describe('push, dump, pop, stats', () => {
   it('dumpAndPopBothPrintJsonLinesUnlessAskedForText', () => {
     // A payload holding a newline: one JSON line, two lines as text.
     pushStored(dir, ['--create', 'a', 'line one\nstill one']);
-    const item = (seq: number, text: string, extra: object = {}) => JSON.stringify({ seq, bytes: Buffer.byteLength(text), priority: 0, notBefore: null, ...extra, text });
+    const item = (seq: number, text: string, extra: object = {}) =>
+      JSON.stringify({ seq, bytes: Buffer.byteLength(text), priority: 0, notBefore: null, ...extra, text });
     const dumped = `${item(1, 'a')}\n${item(2, 'line one\nstill one')}\n`;
     expect(pq(['dump', dir])).toMatchObject({ code: 0, stdout: dumped });
     expect(pq(['dump', dir, '--json']).stdout).toBe(dumped);
@@ -109,15 +125,25 @@ describe('push, dump, pop, stats', () => {
 
     // The store does not know the codec: without --codec, a payload is shown as its text.
     expect(JSON.parse(pq(['dump', dir]).stdout.split('\n')[0]!)).toMatchObject({ seq: 1, text: '{"order":17,"lines":["a","b"]}' });
-    const rows = pq(['dump', dir, '--codec', 'json']).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const rows = pq(['dump', dir, '--codec', 'json'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(rows.map((r) => ('json' in r ? { json: r.json } : { text: r.text }))).toEqual([
       { json: { order: 17, lines: ['a', 'b'] } },
       { json: 'just a string' },
       { json: 42 },
       { text: 'not json {' }, // not JSON: shown as any payload, under its own field name
     ]);
-    expect(JSON.parse(pq(['pop', dir, '--no-ack', '--codec', 'json']).stdout)).toMatchObject({ seq: 1, json: { order: 17, lines: ['a', 'b'] } });
-    expect(JSON.parse(pq(['dlq', 'list', dir, '--codec', 'json', '--json']).stdout)).toMatchObject({ seq: 4, reason: 'bad order', json: { order: 18 } });
+    expect(JSON.parse(pq(['pop', dir, '--no-ack', '--codec', 'json']).stdout)).toMatchObject({
+      seq: 1,
+      json: { order: 17, lines: ['a', 'b'] },
+    });
+    expect(JSON.parse(pq(['dlq', 'list', dir, '--codec', 'json', '--json']).stdout)).toMatchObject({
+      seq: 4,
+      reason: 'bad order',
+      json: { order: 18 },
+    });
     expect(pq(['dlq', 'list', dir, '--codec', 'json']).stdout).toMatch(/ {2}12 B json \{"order":18\}\n$/);
     // Text output is the payload as it is, JSON text already.
     expect(pq(['dump', dir, '--codec', 'json', '--format', 'text', '--limit', '1']).stdout).toBe('{"order":17,"lines":["a","b"]}\n');
@@ -253,7 +279,10 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(JSON.parse(r.stderr)).toMatchObject({ code: 'ERR_USAGE' });
     r = pq(['dump', dir, '--json', '--format', 'text']);
     expect(r.code).toBe(2);
-    expect(JSON.parse(r.stderr)).toMatchObject({ code: 'ERR_USAGE', message: '--json prints JSON Lines; it cannot be combined with --format text' });
+    expect(JSON.parse(r.stderr)).toMatchObject({
+      code: 'ERR_USAGE',
+      message: '--json prints JSON Lines; it cannot be combined with --format text',
+    });
   });
 
   it('aMissingStoreIsAnErrorAndStaysMissing', () => {
@@ -286,13 +315,19 @@ describe('failures are one clear line and a non-zero exit', () => {
     expect(existsSync(dir)).toBe(false);
     // No process has the queue open: the item is spooled in the new store directory.
     r = pq(['push', dir, 'x', '--create']);
-    expect(r).toMatchObject({ code: 0, stdout: 'spooled 1 item(s): no process serves the queue now; the one that takes them in gives them seqs\n' });
+    expect(r).toMatchObject({
+      code: 0,
+      stdout: 'spooled 1 item(s): no process serves the queue now; the one that takes them in gives them seqs\n',
+    });
     expect(readdirSync(dir)).toEqual(['spool']);
     // Once the store exists (its spool is enough), --create is not needed and changes nothing.
     expect(pq(['push', dir, 'y'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
     expect(pq(['push', dir, 'z', '--create'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
     // Each run spooled a file of its own; files are taken in one after the other, in no set order.
-    const popped = pq(['pop', dir, '--count', '5']).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; text: string });
+    const popped = pq(['pop', dir, '--count', '5'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number; text: string });
     expect(popped.map((p) => p.seq)).toEqual([1, 2, 3]);
     expect(popped.map((p) => p.text).sort()).toEqual(['x', 'y', 'z']);
   });
@@ -302,7 +337,9 @@ describe('failures are one clear line and a non-zero exit', () => {
     // As `pq push q < /dev/null`: stdin ends at once.
     const r = pq(['push', dir], '');
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect(r.stderr).toMatch(/^pq: pq push got nothing to push: give DATA arguments, or lines on stdin \(stdin was empty\) \(see pq push --help\)\n$/);
+    expect(r.stderr).toMatch(
+      /^pq: pq push got nothing to push: give DATA arguments, or lines on stdin \(stdin was empty\) \(see pq push --help\)\n$/,
+    );
     expect(JSON.parse(pq(['push', dir, '--json'], '').stderr)).toMatchObject({ code: 'ERR_USAGE', help: 'pq push --help' });
     expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ nextSeq: 2 });
     // With --create, no store is made for nothing.
@@ -331,7 +368,10 @@ describe('failures are one clear line and a non-zero exit', () => {
     // Still remembered once the item is acked.
     expect(pq(['pop', dir, '--count', '2'])).toMatchObject({ code: 0 });
     // Spooled with a key the store remembers: taken in, it stores nothing.
-    expect(pq(['push', dir, 'job-a once more', '--key', 'order-17'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
+    expect(pq(['push', dir, 'job-a once more', '--key', 'order-17'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^spooled 1 item/),
+    });
     takeSpoolIn(dir);
     owner = await serveQueue(work, dir);
     try {
@@ -340,7 +380,10 @@ describe('failures are one clear line and a non-zero exit', () => {
     } finally {
       await closeQueue(owner);
     }
-    const rows = pq(['dump', dir]).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; text: string });
+    const rows = pq(['dump', dir])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number; text: string });
     expect(rows.map((r) => [r.seq, r.text])).toEqual([[3, 'job-c']]);
   });
 
@@ -482,13 +525,31 @@ describe('help, version and --json', () => {
 
   it('everyStoreCommandPrintsJson', () => {
     expect(JSON.parse(pq(['push', dir, '--create', 'a', 'b', 'c', '--json']).stdout)).toEqual({ count: 3, seqs: null, via: 'spool' });
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 0, spool: { files: 1, pendingRecords: 3 } });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({
+      view: 'read-only',
+      unacked: 0,
+      spool: { files: 1, pendingRecords: 3 },
+    });
     takeSpoolIn(dir);
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 3, spool: { files: 0, pendingRecords: 0 } });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({
+      view: 'read-only',
+      unacked: 3,
+      spool: { files: 0, pendingRecords: 0 },
+    });
     expect(JSON.parse(pq(['verify', dir, '--json']).stdout)).toMatchObject({ problems: [] });
-    const dumped = pq(['dump', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const dumped = pq(['dump', dir, '--json'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(dumped.map((d) => d.text)).toEqual(['a', 'b', 'c']);
-    expect(JSON.parse(pq(['pop', dir, '--json']).stdout)).toEqual({ seq: 1, bytes: 1, priority: 0, notBefore: null, deliveries: 1, text: 'a' });
+    expect(JSON.parse(pq(['pop', dir, '--json']).stdout)).toEqual({
+      seq: 1,
+      bytes: 1,
+      priority: 0,
+      notBefore: null,
+      deliveries: 1,
+      text: 'a',
+    });
     expect(JSON.parse(pq(['compact', dir, '--json']).stdout)).toMatchObject({
       bytesReclaimed: expect.any(Number),
       segmentsDeleted: expect.any(Number),
@@ -503,7 +564,11 @@ describe('progress', () => {
   function pqToFile(args: string[], file: string, nodeArgs: string[] = []) {
     const fd = openSync(file, 'w');
     try {
-      const r = spawnSync(process.execPath, [...nodeArgs, bin, ...args], { encoding: 'utf8', stdio: ['ignore', fd, 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+      const r = spawnSync(process.execPath, [...nodeArgs, bin, ...args], {
+        encoding: 'utf8',
+        stdio: ['ignore', fd, 'pipe'],
+        env: { ...process.env, NO_COLOR: '1' },
+      });
       return { code: r.status, stdout: readFileSync(file, 'utf8'), stderr: r.stderr };
     } finally {
       closeSync(fd);
@@ -538,8 +603,15 @@ describe('progress', () => {
     const { LogStore } = (await import(pathToFileURL(join(root, 'dist', 'index.js')).href)) as typeof import('../../src/index.js');
     const store = await LogStore.open(dir, { segmentBytes: 4096, autoCompact: false });
     const { nextSeq: s } = await store.open();
-    for (let b = 0; b < 20; b++) await store.append(Array.from({ length: 10 }, (_, i) => ({ seq: s + b * 10 + i, bytes: new Uint8Array(100) })), false);
-    await store.ack(Array.from({ length: 100 }, (_, i) => s + i * 2), true);
+    for (let b = 0; b < 20; b++)
+      await store.append(
+        Array.from({ length: 10 }, (_, i) => ({ seq: s + b * 10 + i, bytes: new Uint8Array(100) })),
+        false,
+      );
+    await store.ack(
+      Array.from({ length: 100 }, (_, i) => s + i * 2),
+      true,
+    );
     await store.close();
     const shown = pq(['compact', dir], undefined, STDERR_IS_A_TTY);
     expect(shown.code, shown.stderr).toBe(0);
@@ -551,7 +623,10 @@ describe('progress', () => {
     pushStored(dir, ['--create', 'a']);
     // stdout is a pipe here and stderr claims a terminal: progress shows. It is the dump's own
     // output going to the terminal that turns it off, so both claim a terminal below.
-    const both = ['--import', `data:text/javascript,${encodeURIComponent("for (const s of [process.stdout, process.stderr]) Object.defineProperty(s, 'isTTY', { value: true });")}`];
+    const both = [
+      '--import',
+      `data:text/javascript,${encodeURIComponent("for (const s of [process.stdout, process.stderr]) Object.defineProperty(s, 'isTTY', { value: true });")}`,
+    ];
     expect(pq(['dump', dir], undefined, STDERR_IS_A_TTY).stderr).toMatch(/dumped 1 \/ 1/);
     expect(pq(['dump', dir], undefined, both).stderr).toBe('');
   });

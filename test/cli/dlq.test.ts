@@ -24,7 +24,12 @@ beforeEach(() => {
 afterEach(() => rmSync(work, { recursive: true, force: true }));
 
 function pq(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', input, maxBuffer: 1 << 30, env: { ...process.env, NO_COLOR: '1' } });
+  const r = spawnSync(process.execPath, [bin, ...args], {
+    encoding: 'utf8',
+    input,
+    maxBuffer: 1 << 30,
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -54,7 +59,9 @@ async function deadLetterThroughTheQueue(payloads: (string | Uint8Array)[], reas
 }
 
 /** Dead letters with exact fields (times included), written through the store's own contract in one batch. */
-async function deadLetterThroughTheStore(letters: { bytes: Uint8Array; deliveries: number; firstDeliveredAt: number; lastDeliveredAt: number; deadAt: number; reason: string }[]): Promise<number[]> {
+async function deadLetterThroughTheStore(
+  letters: { bytes: Uint8Array; deliveries: number; firstDeliveredAt: number; lastDeliveredAt: number; deadAt: number; reason: string }[],
+): Promise<number[]> {
   const store = await lib.LogStore.open(dir);
   try {
     const { nextSeq } = await store.open();
@@ -77,14 +84,26 @@ async function libraryDeadLetters(): Promise<import('../../src/index.js').DeadLe
   }
 }
 
-const jsonLines = (text: string): Record<string, unknown>[] => text.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
+const jsonLines = (text: string): Record<string, unknown>[] =>
+  text
+    .trim()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l));
 
 const T0 = Date.UTC(2025, 5, 2, 9, 14, 3, 120);
 
 describe('pq dlq list', () => {
   it('listPrintsOneLinePerDeadLetterWithTimesReasonAndPayload', async () => {
     await deadLetterThroughTheStore([
-      { bytes: bytesOf('hello'), deliveries: 3, firstDeliveredAt: T0, lastDeliveredAt: T0 + 1000, deadAt: T0 + 1001, reason: 'handler threw: boom' },
+      {
+        bytes: bytesOf('hello'),
+        deliveries: 3,
+        firstDeliveredAt: T0,
+        lastDeliveredAt: T0 + 1000,
+        deadAt: T0 + 1001,
+        reason: 'handler threw: boom',
+      },
       { bytes: new Uint8Array([0, 255, 1]), deliveries: 0, firstDeliveredAt: 0, lastDeliveredAt: 0, deadAt: T0 + 2000, reason: '' },
     ]);
     const r = pq(['dlq', 'list', dir]);
@@ -106,14 +125,27 @@ describe('pq dlq list', () => {
         reason: 'handler threw: boom',
         text: 'hello',
       },
-      { seq: 2, bytes: 3, deliveries: 0, firstDeliveredAt: null, lastDeliveredAt: null, deadAt: '2025-06-02T09:14:05.120Z', reason: '', base64: 'AP8B' },
+      {
+        seq: 2,
+        bytes: 3,
+        deliveries: 0,
+        firstDeliveredAt: null,
+        lastDeliveredAt: null,
+        deadAt: '2025-06-02T09:14:05.120Z',
+        reason: '',
+        base64: 'AP8B',
+      },
     ]);
   });
 
   it('payloadsAndReasonsThatWouldActOnTheTerminalAreEscapedAndReadBackExactly', async () => {
     // An escape sequence, a newline, a C1 CSI (0x9b as a UTF-8 character), a bidi override, and
     // bytes that are not UTF-8 (a raw 0x9b and 0x1b among them), plus a reason longer than a store keeps.
-    const payloads = ['red \x1b[31mRED\x1b[0m\nsecond line', 'csi \u009b2J and \u202eesrever', new Uint8Array([0x1b, 0x5b, 0x32, 0x4a, 0x9b, 0xff, 0x00, 0x0a])];
+    const payloads = [
+      'red \x1b[31mRED\x1b[0m\nsecond line',
+      'csi \u009b2J and \u202eesrever',
+      new Uint8Array([0x1b, 0x5b, 0x32, 0x4a, 0x9b, 0xff, 0x00, 0x0a]),
+    ];
     const long = 'why '.repeat(600);
     const reasons = ['line one\nline two\ttabbed \x1b]0;title\x07', long, 'binary'];
     await deadLetterThroughTheQueue(payloads, reasons);
@@ -140,7 +172,11 @@ describe('pq dlq list', () => {
 
     const json = jsonLines(pq(['dlq', 'list', dir, '--json']).stdout);
     expect(json.map((j) => j.reason)).toEqual(stored.map((d) => d.reason));
-    expect(json.map((j) => j.text ?? Buffer.from(j.base64 as string, 'base64'))).toEqual([payloads[0], payloads[1], Buffer.from(payloads[2] as Uint8Array)]);
+    expect(json.map((j) => j.text ?? Buffer.from(j.base64 as string, 'base64'))).toEqual([
+      payloads[0],
+      payloads[1],
+      Buffer.from(payloads[2] as Uint8Array),
+    ]);
     for (const [i, j] of json.entries()) {
       expect(j).toMatchObject({ seq: stored[i]!.seq, bytes: stored[i]!.bytes.length, deliveries: 1 });
       expect(j.deadAt).toBe(new Date(stored[i]!.deadAt).toISOString());
@@ -176,7 +212,11 @@ describe('pq dlq list', () => {
     expect(hashDir(dir), 'list wrote nothing').toBe(before);
     const holder: ChildProcess = spawn(
       process.execPath,
-      ['--input-type=module', '-e', `import { LogStore } from ${JSON.stringify(distIndex)}; await LogStore.open(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1000);`],
+      [
+        '--input-type=module',
+        '-e',
+        `import { LogStore } from ${JSON.stringify(distIndex)}; await LogStore.open(${JSON.stringify(dir)}); console.log('held'); setInterval(() => {}, 1000);`,
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     try {
@@ -229,7 +269,11 @@ describe('pq dlq redrive', () => {
     await deadLetterThroughTheQueue(['a', 'b', 'c', 'd', 'e'], ['r1', 'r2', 'r3', 'r4', 'r5']);
     // Repeated --seq, a duplicate, and seqs that are not dead letters (reported, skipped).
     let r = pq(['dlq', 'redrive', dir, '--seq', '4', '--seq', '2', '--seq', '4', '--seq', '99', '--seq', '100']);
-    expect(r).toEqual({ code: 0, stdout: 'redrove 2 dead letter(s): seqs 2, 4 -> seqs 6..7\nnot dead letters, skipped: seqs 99..100\n', stderr: '' });
+    expect(r).toEqual({
+      code: 0,
+      stdout: 'redrove 2 dead letter(s): seqs 2, 4 -> seqs 6..7\nnot dead letters, skipped: seqs 99..100\n',
+      stderr: '',
+    });
     r = pq(['dlq', 'redrive', dir, '--limit', '1', '--json']);
     expect(JSON.parse(r.stdout)).toEqual({ count: 1, seqs: [8], from: [1], skipped: [], via: 'lock' });
     r = pq(['dlq', 'redrive', dir, '--seq', '5', '--seq', '3', '--limit', '1', '--json']);
@@ -267,7 +311,11 @@ describe('pq dlq purge', () => {
     expect(pq(['dlq', 'purge', dir, '--yes'])).toEqual({ code: 0, stdout: 'purged 3 dead letter(s): seqs 1..3\n', stderr: '' });
     expect(await libraryDeadLetters()).toEqual([]);
     expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 0, deadLetters: 0 });
-    expect(pq(['dlq', 'purge', dir, '--yes', '--json'])).toEqual({ code: 0, stdout: '{"count":0,"seqs":[],"skipped":[],"via":"lock"}\n', stderr: '' });
+    expect(pq(['dlq', 'purge', dir, '--yes', '--json'])).toEqual({
+      code: 0,
+      stdout: '{"count":0,"seqs":[],"skipped":[],"via":"lock"}\n',
+      stderr: '',
+    });
   });
 
   it('seqAndLimitPurgeOnlyWhatTheyName', async () => {
@@ -278,7 +326,12 @@ describe('pq dlq purge', () => {
       stdout: 'purged 2 dead letter(s): seqs 3, 5\nnot dead letters, skipped: seq 1\n',
       stderr: '',
     });
-    expect(JSON.parse(pq(['dlq', 'purge', dir, '--limit', '1', '--json']).stdout)).toEqual({ count: 1, seqs: [2], skipped: [], via: 'lock' });
+    expect(JSON.parse(pq(['dlq', 'purge', dir, '--limit', '1', '--json']).stdout)).toEqual({
+      count: 1,
+      seqs: [2],
+      skipped: [],
+      via: 'lock',
+    });
     expect((await libraryDeadLetters()).map((d) => d.seq)).toEqual([4]);
     expect(pq(['dump', dir, '--format', 'text']).stdout).toBe('a\n');
   });
@@ -396,7 +449,16 @@ describe('pipes', () => {
     const count = 3_000;
     // About 1 MiB of output, far more than a pipe buffers: pq is still writing when the reader leaves.
     const filler = 'x'.repeat(300);
-    await deadLetterThroughTheStore(Array.from({ length: count }, (_, i) => ({ bytes: bytesOf(`${i + 1} ${filler}`), deliveries: 1, firstDeliveredAt: T0, lastDeliveredAt: T0, deadAt: T0, reason: 'r' })));
+    await deadLetterThroughTheStore(
+      Array.from({ length: count }, (_, i) => ({
+        bytes: bytesOf(`${i + 1} ${filler}`),
+        deliveries: 1,
+        firstDeliveredAt: T0,
+        lastDeliveredAt: T0,
+        deadAt: T0,
+        reason: 'r',
+      })),
+    );
     const before = hashDir(dir);
     for (const json of [false, true]) {
       const head = read(['dlq', 'list', dir, ...(json ? ['--json'] : [])], 1);

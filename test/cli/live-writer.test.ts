@@ -65,7 +65,13 @@ describe('pq stats beside a live writer', () => {
         const what = `run ${run} of ${RUNS}: exit ${r.code}\n${r.stdout}${r.stderr}`;
         expect(r.stderr, what).toBe('');
         expect(r.code, what).toBe(0);
-        const s = JSON.parse(r.stdout) as { tornTailBytes: number; zeroTailBytes: number; liveWriter: { pid: number | null } | null; lastShutdownClean: boolean | null; nextSeq: number };
+        const s = JSON.parse(r.stdout) as {
+          tornTailBytes: number;
+          zeroTailBytes: number;
+          liveWriter: { pid: number | null } | null;
+          lastShutdownClean: boolean | null;
+          nextSeq: number;
+        };
         expect(s.tornTailBytes, what).toBe(0);
         expect(s.zeroTailBytes, what).toBe(0);
         expect(s.liveWriter, what).toEqual({ pid: writer.child.pid });
@@ -103,7 +109,9 @@ describe('pq stats beside a live writer', () => {
         const v = JSON.parse(r.stdout) as { problems: unknown[]; notes: string[] };
         expect(v.problems, what).toEqual([]);
         expect(r.code, what).toBe(0);
-        expect(v.notes, what).toContain(`LOCK: process ${writer.child.pid} has the store open and is writing it: the active segment was read up to its last whole record (what follows is being written, not damage)`);
+        expect(v.notes, what).toContain(
+          `LOCK: process ${writer.child.pid} has the store open and is writing it: the active segment was read up to its last whole record (what follows is being written, not damage)`,
+        );
         expect(v.notes.join('\n'), what).not.toMatch(/torn tail|zero bytes/);
       }
       expect(writer.child.exitCode, writer.stderr).toBeNull();

@@ -100,7 +100,17 @@ describe('pq beside a worker daemon', () => {
 
     // stats: the worker's own figures, live.
     const live = JSON.parse(pq(['stats', dir, '--json']).stdout) as Record<string, unknown> & { queue: Record<string, unknown> };
-    expect(live).toMatchObject({ view: 'live', pid, consuming: true, unacked: 1, ready: 0, inFlight: 1, leased: 1, deadLetters: 2, nextSeq: 5 });
+    expect(live).toMatchObject({
+      view: 'live',
+      pid,
+      consuming: true,
+      unacked: 1,
+      ready: 0,
+      inFlight: 1,
+      leased: 1,
+      deadLetters: 2,
+      nextSeq: 5,
+    });
     expect(live.queue).toMatchObject({ pushed: 4, acked: 1, deadLettered: 2 });
     const text = pq(['stats', dir]);
     expect(text.code, text.stderr).toBe(0);
@@ -110,34 +120,67 @@ describe('pq beside a worker daemon', () => {
     // --rates: the counters asked twice; the rates are the differences over the time between.
     const rated = JSON.parse(pq(['stats', dir, '--json', '--rates', '50']).stdout) as { rates: Record<string, number> };
     expect(rated.rates.intervalMs).toBeGreaterThanOrEqual(50);
-    for (const [counter, rate] of [['pushed', 'pushesPerSecond'], ['acked', 'acksPerSecond'], ['nacked', 'nacksPerSecond']] as const) {
+    for (const [counter, rate] of [
+      ['pushed', 'pushesPerSecond'],
+      ['acked', 'acksPerSecond'],
+      ['nacked', 'nacksPerSecond'],
+    ] as const) {
       expect(rated.rates[rate], rate).toBeCloseTo((rated.rates[counter]! * 1000) / rated.rates.intervalMs!, 1);
     }
     expect(pq(['stats', dir, '--rates', '20']).stdout).toMatch(/^rates +[\d.]+ pushes\/s, [\d.]+ acks\/s, [\d.]+ nacks\/s/m);
 
     // dlq list: the dead letters the worker holds.
-    const listed = pq(['dlq', 'list', dir, '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l) as { seq: number; reason: string; text: string });
+    const listed = pq(['dlq', 'list', dir, '--json'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number; reason: string; text: string });
     expect(listed.map((d) => [d.seq, d.reason, d.text])).toEqual([
       [2, 'bad input', 'bad-1'],
       [3, 'bad input', 'bad-2'],
     ]);
 
     // dlq redrive: the worker puts seq 2 back as seq 5, and its handler dead-letters it again.
-    expect(JSON.parse(pq(['dlq', 'redrive', dir, '--seq', '2', '--seq', '9', '--json']).stdout)).toEqual({ count: 1, seqs: [5], from: [2], skipped: [9], via: 'endpoint', pid });
+    expect(JSON.parse(pq(['dlq', 'redrive', dir, '--seq', '2', '--seq', '9', '--json']).stdout)).toEqual({
+      count: 1,
+      seqs: [5],
+      from: [2],
+      skipped: [9],
+      via: 'endpoint',
+      pid,
+    });
     await worker.until((l) => count(l, 'dead bad-1') === 2);
 
     // dlq purge: seq 3 goes for good.
-    expect(pq(['dlq', 'purge', dir, '--seq', '3'])).toEqual({ code: 0, stdout: `purged 1 dead letter(s): seq 3 (through process ${pid}, which has the queue open)\n`, stderr: '' });
-    expect(pq(['dlq', 'list', dir, '--json']).stdout.trim().split('\n').map((l) => (JSON.parse(l) as { seq: number }).seq)).toEqual([5]);
+    expect(pq(['dlq', 'purge', dir, '--seq', '3'])).toEqual({
+      code: 0,
+      stdout: `purged 1 dead letter(s): seq 3 (through process ${pid}, which has the queue open)\n`,
+      stderr: '',
+    });
+    expect(
+      pq(['dlq', 'list', dir, '--json'])
+        .stdout.trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { seq: number }).seq),
+    ).toEqual([5]);
 
     // compact: the worker compacts its own store.
     const compacted = JSON.parse(pq(['compact', dir, '--json']).stdout) as Record<string, unknown>;
-    expect(compacted).toMatchObject({ via: 'endpoint', pid, bytesReclaimed: expect.any(Number), bytesOnDiskBefore: expect.any(Number), bytesOnDiskAfter: expect.any(Number) });
+    expect(compacted).toMatchObject({
+      via: 'endpoint',
+      pid,
+      bytesReclaimed: expect.any(Number),
+      bytesOnDiskBefore: expect.any(Number),
+      bytesOnDiskAfter: expect.any(Number),
+    });
 
     // pop: refused, naming the worker, with its own code and exit status; nothing changed.
     const refused = pq(['pop', dir]);
     expect(refused).toMatchObject({ code: 3, stdout: '' });
-    expect(refused.stderr).toMatch(new RegExp(`^pq: ERR_CONSUMED: The queue in .* is consumed by process ${pid}: pq pop would compete with its consumer for the items, .*\\n$`));
+    expect(refused.stderr).toMatch(
+      new RegExp(
+        `^pq: ERR_CONSUMED: The queue in .* is consumed by process ${pid}: pq pop would compete with its consumer for the items, .*\\n$`,
+      ),
+    );
     const json = pq(['pop', dir, '--json', '--no-ack']);
     expect(json.code).toBe(3);
     expect(JSON.parse(json.stderr)).toMatchObject({ code: 'ERR_CONSUMED', pid });
@@ -159,7 +202,11 @@ describe('pq beside a worker daemon', () => {
     });
     expect(JSON.parse(pq(['push', dir, '--priority', '5', 'urgent', '--json']).stdout)).toEqual({ count: 1, seqs: null, via: 'spool' });
     // Nobody has the queue open: the files are read, and the spooled pushes counted.
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 0, spool: { files: 2, pendingRecords: 4 } });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({
+      view: 'read-only',
+      unacked: 0,
+      spool: { files: 2, pendingRecords: 4 },
+    });
     expect(pq(['stats', dir]).stdout).toMatch(/^spool +4 spooled push\(es\) in 2 file\(s\), ingested at the first open$/m);
 
     const worker = startWorker();
@@ -184,7 +231,11 @@ describe('pq beside a worker daemon', () => {
     // The socket file is left behind; nothing listens on it.
     expect(readdirSync(dir)).toContain('pq.sock');
     expect(pq(['push', dir, 'after'])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^spooled 1 item/) });
-    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ view: 'read-only', unacked: 1, spool: { files: 1, pendingRecords: 1 } });
+    expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({
+      view: 'read-only',
+      unacked: 1,
+      spool: { files: 1, pendingRecords: 1 },
+    });
     // pop takes the lock the killed worker held, and takes the spooled push in.
     const popped = pq(['pop', dir, '--count', '5', '--format', 'text']);
     expect(popped).toMatchObject({ code: 0, stdout: 'hold\nafter\n' });
@@ -199,7 +250,9 @@ describe('pq pop beside an owner that consumes nothing', () => {
       const refused = pq(['pop', dir]);
       expect(refused).toMatchObject({ code: 1, stdout: '' });
       expect(refused.stderr).toMatch(
-        new RegExp(`^pq: ERR_LOCKED: Process ${owner.child.pid} has the queue in .* open \\(no consumer of it is taking items now\\), and pq pop cannot take items through it`),
+        new RegExp(
+          `^pq: ERR_LOCKED: Process ${owner.child.pid} has the queue in .* open \\(no consumer of it is taking items now\\), and pq pop cannot take items through it`,
+        ),
       );
       expect(JSON.parse(pq(['pop', dir, '--json']).stderr)).toMatchObject({ code: 'ERR_LOCKED', pid: owner.child.pid });
       // With --wait, pop takes the lock once the owner lets go of it.
@@ -219,7 +272,10 @@ describe('hostile surroundings stay typed errors', () => {
     for (const [args, message] of [
       [['--rates', '0'], "--rates must be an integer >= 1, got '0'"],
       [['--rates', 'soon'], "--rates must be an integer >= 1, got 'soon'"],
-      [['--rates', '5', '--read-only'], '--rates measures the live figures of the process that has the queue open, which --read-only does not ask for'],
+      [
+        ['--rates', '5', '--read-only'],
+        '--rates measures the live figures of the process that has the queue open, which --read-only does not ask for',
+      ],
       [['--read-only=yes'], "option --read-only takes no value, got 'yes'"],
     ] as const) {
       expect(pq(['stats', dir, ...args])).toEqual({ code: 2, stdout: '', stderr: `pq: ${message} (see pq stats --help)\n` });

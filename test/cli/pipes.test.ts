@@ -22,7 +22,12 @@ beforeEach(() => {
 afterEach(() => rmSync(work, { recursive: true, force: true }));
 
 function pq(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', input, maxBuffer: 1 << 30, env: { ...process.env, NO_COLOR: '1' } });
+  const r = spawnSync(process.execPath, [bin, ...args], {
+    encoding: 'utf8',
+    input,
+    maxBuffer: 1 << 30,
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -50,7 +55,10 @@ interface Reader {
  * after every chunk, so pq outruns it and meets backpressure.
  */
 function read(args: string[], { stopAfter = Infinity, slow = false, nodeArgs = [] as string[] } = {}): Reader {
-  const child = spawn(process.execPath, [...nodeArgs, bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  const child = spawn(process.execPath, [...nodeArgs, bin, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   const lines: string[] = [];
   let partial = '';
   let stderr = '';
@@ -131,7 +139,13 @@ it('popThroughAReaderThatStopsEarlyLeavesWhatItDidNotWriteInTheStore', async () 
 
 it('statsAndDumpIntoAClosedPipeExitQuietly', async () => {
   pushLines(2_000, (i) => `item-${i}`);
-  for (const args of [['stats', dir], ['stats', dir, '--json'], ['dump', dir], ['verify', dir], ['push', dir, 'x']]) {
+  for (const args of [
+    ['stats', dir],
+    ['stats', dir, '--json'],
+    ['dump', dir],
+    ['verify', dir],
+    ['push', dir, 'x'],
+  ]) {
     const { code, stderr } = await read(args, { stopAfter: 0 }).exited;
     expect(stderr, args.join(' ')).toBe('');
     expect(code, args.join(' ')).toBe(0);
@@ -148,7 +162,11 @@ it('statsAndDumpIntoAClosedPipeExitQuietly', async () => {
 
 it.skipIf(!existsSync('/dev/full'))('anOutputThatCannotBeWrittenIsOneErrorAndExitOne', () => {
   pushLines(20_000, (i) => `item-${i}`);
-  for (const args of [['dump', dir], ['dump', dir, '--json'], ['stats', dir]]) {
+  for (const args of [
+    ['dump', dir],
+    ['dump', dir, '--json'],
+    ['stats', dir],
+  ]) {
     // /dev/full fails every write with ENOSPC, as a full disk does.
     const fd = openSync('/dev/full', 'w');
     try {
@@ -156,7 +174,8 @@ it.skipIf(!existsSync('/dev/full'))('anOutputThatCannotBeWrittenIsOneErrorAndExi
       expect(r.status, args.join(' ')).toBe(1);
       const lines = r.stderr.trim().split('\n');
       expect(lines, args.join(' ')).toHaveLength(1);
-      if (args.includes('--json')) expect(JSON.parse(lines[0]!)).toMatchObject({ code: 'ERR_OUTPUT', message: expect.stringContaining('ENOSPC') });
+      if (args.includes('--json'))
+        expect(JSON.parse(lines[0]!)).toMatchObject({ code: 'ERR_OUTPUT', message: expect.stringContaining('ENOSPC') });
       else expect(lines[0]).toMatch(/^pq: cannot write the output: ENOSPC/);
     } finally {
       closeSync(fd);

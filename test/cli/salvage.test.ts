@@ -26,7 +26,10 @@ function pq(args: string[], nodeArgs: string[] = []) {
 }
 
 /** Node arguments that make the CLI's stderr claim to be a terminal, as it is when a person runs pq. */
-const STDERR_IS_A_TTY = ['--import', `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`];
+const STDERR_IS_A_TTY = [
+  '--import',
+  `data:text/javascript,${encodeURIComponent("Object.defineProperty(process.stderr, 'isTTY', { value: true });")}`,
+];
 
 /** Names, sizes, modification times and bytes of every file, and every directory's own modification time. */
 function fullHash(path: string, h = createHash('sha256')): string {
@@ -109,7 +112,10 @@ describe('pq salvage', () => {
   it('usageMistakesExitTwoAndCreateNothing', () => {
     damagedStore();
     const before = fullHash(dir);
-    expect(pq(['salvage', dir])).toMatchObject({ code: 2, stderr: 'pq: pq salvage takes <src> and <dst>, got 1 argument(s) (see pq salvage --help)\n' });
+    expect(pq(['salvage', dir])).toMatchObject({
+      code: 2,
+      stderr: 'pq: pq salvage takes <src> and <dst>, got 1 argument(s) (see pq salvage --help)\n',
+    });
     const inside = pq(['salvage', dir, join(dir, 'copy')]);
     expect(inside.code).toBe(2);
     expect(inside.stderr).toMatch(/^pq: Expected `dst` to lie outside `src`.*\(see pq salvage --help\)\n$/);

@@ -33,15 +33,27 @@ describe('pq schedules', () => {
     await tx.close();
     const json = pq(['schedules', dir, '--json']);
     expect(json.code).toBe(0);
-    const rows = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const rows = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(rows.map((r) => r.name)).toEqual(['minutely', 'nightly']);
     // Under 'all' the first slot it will fire is the first passed one: 03:00 in Berlin (02:00Z).
-    expect(rows[1]).toMatchObject({ cron: '0 3 * * *', tz: 'Europe/Berlin', catchUp: 'all', nextAt: '2026-01-01T02:00:00.000Z', due: true, firedThrough: '2026-01-01T00:00:30.000Z' });
+    expect(rows[1]).toMatchObject({
+      cron: '0 3 * * *',
+      tz: 'Europe/Berlin',
+      catchUp: 'all',
+      nextAt: '2026-01-01T02:00:00.000Z',
+      due: true,
+      firedThrough: '2026-01-01T00:00:30.000Z',
+    });
     // Under 'none' the passed slots are passed over: the next one is still to come.
     expect(rows[0]).toMatchObject({ everyMs: 60_000, catchUp: 'none', group: 'ops', due: false });
     expect(Date.parse(rows[0]!.nextAt as string)).toBeGreaterThan(Date.now() - 1000);
     const text = pq(['schedules', dir]);
-    expect(text.stdout).toContain('"nightly"  cron "0 3 * * *" Europe/Berlin  catch-up all  next 2026-01-01T02:00:00.000Z (passed: fires at the next open)');
+    expect(text.stdout).toContain(
+      '"nightly"  cron "0 3 * * *" Europe/Berlin  catch-up all  next 2026-01-01T02:00:00.000Z (passed: fires at the next open)',
+    );
   });
 
   it('anEmptyStoreListsNothingAndAPathWithoutAStoreIsErrNotFound', async () => {

@@ -40,7 +40,10 @@ describe('pq and scheduled items', () => {
       await closeQueue(owner);
     }
 
-    const rows = pq(['dump', dir]).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = pq(['dump', dir])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rows.map((r) => [r.seq, r.text, r.priority])).toEqual([
       [1, 'plain', 0],
       [2, 'urgent', 5],
@@ -60,7 +63,10 @@ describe('pq and scheduled items', () => {
     expect(pq(['stats', dir]).stdout).toMatch(/delayed\s+2 not yet due, the next at /);
 
     // Only what is due comes out, highest priority first.
-    const popped = pq(['pop', dir, '--count', '10', '--format', 'jsonl']).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const popped = pq(['pop', dir, '--count', '10', '--format', 'jsonl'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(popped.map((r) => r.text)).toEqual(['urgent', 'plain', 'past']);
     expect(JSON.parse(pq(['stats', dir, '--json']).stdout)).toMatchObject({ unacked: 2, delayed: 2, prioritized: 1 });
   });

@@ -30,7 +30,10 @@ function pq(args: string[]): { code: number | null; stdout: string; stderr: stri
 }
 
 /** pq run in the background; resolves with its exit status and output. */
-function pqLater(args: string[], extraEnv: Record<string, string> = {}): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; exited: () => boolean } {
+function pqLater(
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; exited: () => boolean } {
   const child = spawn(process.execPath, [bin, ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -88,10 +91,17 @@ describe('pq --wait', () => {
     const holder = holdStore();
     try {
       await holder.until((lines) => lines.includes('held'));
-      for (const args of [['pop', dir], ['compact', dir], ['dlq', 'redrive', dir], ['dlq', 'purge', dir, '--yes']]) {
+      for (const args of [
+        ['pop', dir],
+        ['compact', dir],
+        ['dlq', 'redrive', dir],
+        ['dlq', 'purge', dir, '--yes'],
+      ]) {
         const r = pq([...args, '--wait', '30']);
         expect(r.code, args.join(' ')).toBe(1);
-        expect(r.stderr, args.join(' ')).toMatch(new RegExp(`^pq: ERR_LOCKED: .*pid ${holder.child.pid}\\b.*gave up after waiting \\d+ ms`));
+        expect(r.stderr, args.join(' ')).toMatch(
+          new RegExp(`^pq: ERR_LOCKED: .*pid ${holder.child.pid}\\b.*gave up after waiting \\d+ ms`),
+        );
       }
       const json = pq(['pop', dir, '--wait', '30', '--json']);
       expect(JSON.parse(json.stderr)).toMatchObject({ code: 'ERR_LOCKED', pid: holder.child.pid });
@@ -111,7 +121,9 @@ describe('pq --wait', () => {
     const pushes = await Promise.all(names.map((name) => pqLater(['push', dir, '--create', name], { PERSISTENT_QUEUE_LOCK: kind }).done));
     for (const r of pushes) expect(r).toMatchObject({ code: 0, stderr: '', stdout: expect.stringMatching(/^spooled 1 item/) });
     // Pops take the lock one after the other; each takes one item, a different one.
-    const pops = await Promise.all(names.map(() => pqLater(['pop', dir, '--wait', '60000', '--format', 'text'], { PERSISTENT_QUEUE_LOCK: kind }).done));
+    const pops = await Promise.all(
+      names.map(() => pqLater(['pop', dir, '--wait', '60000', '--format', 'text'], { PERSISTENT_QUEUE_LOCK: kind }).done),
+    );
     for (const r of pops) expect(r).toMatchObject({ code: 0, stderr: '' });
     expect(pops.map((r) => r.stdout.trim()).sort()).toEqual(names);
     expect(pq(['stats', dir, '--json']).stdout).toMatch(/"unacked": 0,/);
@@ -128,7 +140,10 @@ describe('pq --wait', () => {
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(`pq: --wait must be an integer >= 0, got '${value}' (see pq ${cmd} --help)\n`);
     }
-    expect(pq(['stats', dir, '--wait', '5'])).toMatchObject({ code: 2, stderr: "pq: unknown option --wait for 'stats' (see pq stats --help)\n" });
+    expect(pq(['stats', dir, '--wait', '5'])).toMatchObject({
+      code: 2,
+      stderr: "pq: unknown option --wait for 'stats' (see pq stats --help)\n",
+    });
     expect(spawnSync('test', ['-e', dir]).status).toBe(1); // nothing was created
   });
 });

@@ -172,7 +172,11 @@ describe('batches', () => {
     await btx.pushMany(['"a"', '"b"', '"later"']);
     await btx.close();
     const schema: StandardSchemaV1<unknown, string> = {
-      '~standard': { version: 1, vendor: 'mixed', validate: (v) => (v === 'later' ? Promise.resolve({ value: v as string }) : { value: v as string }) },
+      '~standard': {
+        version: 1,
+        vendor: 'mixed',
+        validate: (v) => (v === 'later' ? Promise.resolve({ value: v as string }) : { value: v as string }),
+      },
     };
     const [tx, rx] = await new Builder(store).codec(json(schema)).open();
     await expect(rx.reserveMany(5)).rejects.toThrow(/answered asynchronously/);
@@ -191,4 +195,3 @@ describe('batches', () => {
     await tx.close();
   });
 });
-

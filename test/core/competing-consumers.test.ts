@@ -50,9 +50,12 @@ describe('competing consumers', () => {
     const [tx, rx] = await new Builder(new MemStore()).open();
     const fork = rx.fork();
     const seen: string[] = [];
-    const forkLoop = fork.process(async (item) => {
-      seen.push(`fork:${dec(item.bytes)}`);
-    }, { concurrency: 2 });
+    const forkLoop = fork.process(
+      async (item) => {
+        seen.push(`fork:${dec(item.bytes)}`);
+      },
+      { concurrency: 2 },
+    );
     const waiting = fork.reserve();
     await fork.close();
     await forkLoop;

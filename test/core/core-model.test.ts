@@ -48,7 +48,10 @@ function checkStats(m: Model, r: Real): void {
 }
 
 class Push implements Cmd {
-  constructor(readonly texts: string[], readonly many: boolean) {}
+  constructor(
+    readonly texts: string[],
+    readonly many: boolean,
+  ) {}
   check(m: Readonly<Model>) {
     return m.items.size + this.texts.length <= m.capacity && (this.many || this.texts.length === 1);
   }
@@ -95,7 +98,11 @@ class Reserve implements Cmd {
 }
 
 class Settle implements Cmd {
-  constructor(readonly pick: number, readonly how: 'ack' | 'nack' | 'dispose' | 'delay', readonly delayMs = 0) {}
+  constructor(
+    readonly pick: number,
+    readonly how: 'ack' | 'nack' | 'dispose' | 'delay',
+    readonly delayMs = 0,
+  ) {}
   check(m: Readonly<Model>) {
     return m.inFlight.length > 0;
   }
@@ -192,7 +199,11 @@ it('theCoreMatchesTheReferenceModel', async () => {
           await new Reopen().run(model, real);
           const drained: number[] = [];
           // reserve(), not tryReserve(): a redelivery after the reopen waits for its delivery mark.
-          for (let item = real.rx.stats().ready > 0 ? await real.rx.reserve() : null; item; item = real.rx.stats().ready > 0 ? await real.rx.reserve() : null) {
+          for (
+            let item = real.rx.stats().ready > 0 ? await real.rx.reserve() : null;
+            item;
+            item = real.rx.stats().ready > 0 ? await real.rx.reserve() : null
+          ) {
             expect(dec(item.bytes)).toBe(model.items.get(item.seq));
             drained.push(item.seq);
             await item.ack();

@@ -389,9 +389,7 @@ describe('close', () => {
   it('aStoreBacksOneOpenQueueAtATime', async () => {
     const store = new MemStore();
     const [tx] = await new Builder(store).open();
-    await expect(new Builder(store).open()).rejects.toSatisfy(
-      (e: unknown) => e instanceof OpenError && e.code === 'ERR_LOCKED',
-    );
+    await expect(new Builder(store).open()).rejects.toSatisfy((e: unknown) => e instanceof OpenError && e.code === 'ERR_LOCKED');
     await tx.close();
     const [tx2] = await new Builder(store).open();
     await tx2.close();
@@ -676,7 +674,10 @@ describe('payload copies', () => {
       await tx.push(buf);
       buf.fill(2);
       const item = rx.tryReserve()!;
-      expect(item.bytes.every((b) => b === 1), `${size} bytes`).toBe(true);
+      expect(
+        item.bytes.every((b) => b === 1),
+        `${size} bytes`,
+      ).toBe(true);
       await item.ack();
     }
     await tx.close();
@@ -823,9 +824,18 @@ describe('process(), reads and close under hostile handlers and faults', () => {
   // so the next Builder over it opens once the fault is gone.
   it.each([
     ['an invalid recovery', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), count: -1 }))],
-    ['keys that are not keys', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), keys: [{ key: 5 }] as never }))],
-    ['no scheduledFrom', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), scheduledFrom: undefined }))],
-    ['schedules that are not schedules', (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), schedules: [{ name: '' }] as never }))],
+    [
+      'keys that are not keys',
+      (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), keys: [{ key: 5 }] as never })),
+    ],
+    [
+      'no scheduledFrom',
+      (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), scheduledFrom: undefined })),
+    ],
+    [
+      'schedules that are not schedules',
+      (s: MemStore, open: MemStore['open']) => (s.open = async () => ({ ...(await open.call(s)), schedules: [{ name: '' }] as never })),
+    ],
     ['a failing first delivery bound', (s: MemStore) => (s.markDelivered = async () => Promise.reject(new Error('disk gone')))],
   ])('aStepOfOpenThatFailsOn %s closesTheStoreAndLeavesItFreeForTheNextOpen', async (_what, fault) => {
     const store = new MemStore();
@@ -851,9 +861,7 @@ describe('process(), reads and close under hostile handlers and faults', () => {
   it('anInvalidRecoveryFromAStoreIsAnOpenError', async () => {
     const store = new MemStore();
     store.open = async () => ({ nextSeq: 0, count: 5 });
-    await expect(new Builder(store).open()).rejects.toSatisfy(
-      (e: unknown) => e instanceof OpenError && e.code === 'ERR_STORE',
-    );
+    await expect(new Builder(store).open()).rejects.toSatisfy((e: unknown) => e instanceof OpenError && e.code === 'ERR_STORE');
   });
 });
 
@@ -994,7 +1002,12 @@ describe('a store that finishes during the call (Store.done)', () => {
     const onUnhandled = (error: unknown) => void unhandled.push(error);
     process.on('unhandledRejection', onUnhandled);
     try {
-      const [tx, rx] = await new Builder(new MemStore()).capacity(n).durability('sync').ackDurability('sync').storeCallsPerTurn(Infinity).open();
+      const [tx, rx] = await new Builder(new MemStore())
+        .capacity(n)
+        .durability('sync')
+        .ackDurability('sync')
+        .storeCallsPerTurn(Infinity)
+        .open();
       let ops: Promise<unknown>[];
       if (op === 'push') {
         ops = Array.from({ length: n }, (_, i) => tx.push(`${i}`));
@@ -1182,9 +1195,12 @@ describe('what the queue tells those who serve it', () => {
     expect(surface!.consuming).toBe(false);
     const stop = new AbortController();
     let handled = 0;
-    const running = rx.process(async () => {
-      handled++;
-    }, { signal: stop.signal });
+    const running = rx.process(
+      async () => {
+        handled++;
+      },
+      { signal: stop.signal },
+    );
     await tx.push('a');
     while (handled === 0) await tick();
     // Between items: nothing in flight, and for a moment no reserve waiting, yet a consumer runs.

@@ -4,7 +4,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Builder, type DeliveryMark, LogStore, MAX_REASON_BYTES, MemStore, QueueError, type Store, type StoreFeatures } from '../../src/index.js';
+import {
+  Builder,
+  type DeliveryMark,
+  LogStore,
+  MAX_REASON_BYTES,
+  MemStore,
+  QueueError,
+  type Store,
+  type StoreFeatures,
+} from '../../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const dirs: string[] = [];
@@ -224,7 +233,12 @@ describe('an item on its way into the dead letters', () => {
     void rx.drained().then(() => (drained = true));
     while (store.gates.length === 0) await new Promise((r) => setImmediate(r));
     const during = rx.stats();
-    expect({ ready: during.ready, inFlight: during.inFlight, deadLettering: during.deadLettering, deadLetters: during.deadLetters }).toEqual({ ready: 0, inFlight: 0, deadLettering: 1, deadLetters: 0 });
+    expect({
+      ready: during.ready,
+      inFlight: during.inFlight,
+      deadLettering: during.deadLettering,
+      deadLetters: during.deadLetters,
+    }).toEqual({ ready: 0, inFlight: 0, deadLettering: 1, deadLetters: 0 });
     await new Promise((r) => setImmediate(r));
     expect(drained, 'drained() waits while the move is in flight').toBe(false);
     store.gates.shift()!();

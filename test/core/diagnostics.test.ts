@@ -128,7 +128,12 @@ describe('each channel at its moment', () => {
     store.releaseAll();
     await acked;
     expect(seenAtResolve).toBe(2);
-    expect(rec.of(id).filter(([k]) => k === 'ack').map(([, m]) => m.seq)).toEqual([1, 2]);
+    expect(
+      rec
+        .of(id)
+        .filter(([k]) => k === 'ack')
+        .map(([, m]) => m.seq),
+    ).toEqual([1, 2]);
     await rx.close();
   });
 
@@ -214,7 +219,10 @@ describe('each channel at its moment', () => {
     await b.deadLetter('bad input');
     const dead = rec.of(id).filter(([k]) => k === 'deadLetter');
     expect(dead).toEqual([
-      ['deadLetter', { queueId: id, store: 'MemStore', seq: 1, byteLength: 1, deliveries: 2, reason: 'handed out 2 times (maxDeliveries 2)' }],
+      [
+        'deadLetter',
+        { queueId: id, store: 'MemStore', seq: 1, byteLength: 1, deliveries: 2, reason: 'handed out 2 times (maxDeliveries 2)' },
+      ],
       ['deadLetter', { queueId: id, store: 'MemStore', seq: 2, byteLength: 1, deliveries: 1, reason: 'bad input' }],
     ]);
     expect(rx.stats()).toMatchObject({ deadLettered: 2, deadLetters: 2, ready: 1 });
@@ -231,7 +239,9 @@ describe('what a subscriber sees', () => {
       const fn = (m: unknown) => {
         if ((m as { queueId: number }).queueId !== id) return;
         const s = rx.stats();
-        seen.push(`${key} ready=${s.ready} inFlight=${s.inFlight} pushed=${s.pushed} acked=${s.acked} nacked=${s.nacked} redelivered=${s.redelivered}`);
+        seen.push(
+          `${key} ready=${s.ready} inFlight=${s.inFlight} pushed=${s.pushed} acked=${s.acked} nacked=${s.nacked} redelivered=${s.redelivered}`,
+        );
       };
       diagnosticsChannel.subscribe(name, fn);
       return () => diagnosticsChannel.unsubscribe(name, fn);

@@ -99,7 +99,11 @@ describe('groupConcurrency', () => {
     await run.next(2);
     await settle();
     expect(run.order).toEqual(['a-urgent', 'b']);
-    for (const [done, next] of [['a-urgent', 'a-first'], ['a-first', 'a-second'], ['a-second', 'a-low']] as const) {
+    for (const [done, next] of [
+      ['a-urgent', 'a-first'],
+      ['a-first', 'a-second'],
+      ['a-second', 'a-low'],
+    ] as const) {
       const before = run.order.length;
       await run.ack(done);
       await run.next(before + 1);
@@ -194,11 +198,7 @@ describe('groupConcurrency', () => {
       { batch: { size: 10 }, groupConcurrency: 1, signal: stop.signal },
     );
     await running;
-    expect(batches).toEqual([
-      ['a1', 'b1'],
-      ['a2', 'b2'],
-      ['a3'],
-    ]);
+    expect(batches).toEqual([['a1', 'b1'], ['a2', 'b2'], ['a3']]);
     await tx.close();
   });
 
@@ -248,8 +248,17 @@ describe('bad input', () => {
   it('aGroupConcurrencyThatIsNotAPositiveIntegerIsATypedErrorAndTakesNothing', async () => {
     const [tx, rx] = await new Builder(new MemStore()).open();
     await tx.push('x', { group: 'a' });
-    for (const [value, type] of [[0, RangeError], [1.5, RangeError], [-1, RangeError], [Number.NaN, RangeError], ['2', TypeError]] as const) {
-      await expect(rx.process(() => {}, { groupConcurrency: value as never }), String(value)).rejects.toThrow(type);
+    for (const [value, type] of [
+      [0, RangeError],
+      [1.5, RangeError],
+      [-1, RangeError],
+      [Number.NaN, RangeError],
+      ['2', TypeError],
+    ] as const) {
+      await expect(
+        rx.process(() => {}, { groupConcurrency: value as never }),
+        String(value),
+      ).rejects.toThrow(type);
     }
     expect(rx.stats().ready).toBe(1);
     await tx.close();

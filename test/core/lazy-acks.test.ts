@@ -60,7 +60,10 @@ describe('Builder.ackDurability arguments', () => {
       [['lazy', { maxPending: 2n }], TypeError],
     ];
     for (const [args, type] of bad) {
-      expect(() => (b.ackDurability as (...a: unknown[]) => Builder)(...args), JSON.stringify(args, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v))).toThrow(type);
+      expect(
+        () => (b.ackDurability as (...a: unknown[]) => Builder)(...args),
+        JSON.stringify(args, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v)),
+      ).toThrow(type);
     }
     const [tx] = await b.open();
     expect(tx.stats().ackDurability).toBe('group');
@@ -119,7 +122,15 @@ describe('Builder.ackDurability arguments', () => {
     await none.close();
     const store = new RecordingStore();
     // A Store without the optional method: the queue cannot sync written acks later.
-    const plain: Store = { maxItemBytes: store.maxItemBytes, features: store.features, open: () => store.open(), append: (i, s) => store.append(i, s), ack: (q, s) => store.ack(q, s), read: (r) => store.read(r), close: () => store.close() };
+    const plain: Store = {
+      maxItemBytes: store.maxItemBytes,
+      features: store.features,
+      open: () => store.open(),
+      append: (i, s) => store.append(i, s),
+      ack: (q, s) => store.ack(q, s),
+      read: (r) => store.read(r),
+      close: () => store.close(),
+    };
     const [tx, rx] = await new Builder(plain).open();
     expect(tx.stats().ackDurability).toBe('group');
     await tx.push('a');

@@ -5,7 +5,17 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { Builder, LogStore, MemStore, QueueError, channels, type Consumer, type Producer, type Reserved, type Store } from '../../src/index.js';
+import {
+  Builder,
+  LogStore,
+  MemStore,
+  QueueError,
+  channels,
+  type Consumer,
+  type Producer,
+  type Reserved,
+  type Store,
+} from '../../src/index.js';
 import { CrashFileSystem, Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 import { RecordingStore, tick } from '../support/stores.js';
 
@@ -138,7 +148,13 @@ describe('cumulative counters', () => {
           }),
       );
       // The channels tell the same story as the counters.
-      expect(counts).toMatchObject({ push: model.pushed, ack: model.acked, nack: model.nacked, retry: model.redelivered, deliver: deliveredCount });
+      expect(counts).toMatchObject({
+        push: model.pushed,
+        ack: model.acked,
+        nack: model.nacked,
+        retry: model.redelivered,
+        deliver: deliveredCount,
+      });
       expect(model.redelivered, 'the program redelivered something').toBeGreaterThan(0);
       if (inspect) expect(segmentsMax, 'the program rolled segments').toBeGreaterThan(1);
       await rx.close();

@@ -88,7 +88,11 @@ describe('a rate limit by group', () => {
   it('aProcessWithGroupConcurrencyAndARateByGroupRunsEachTenantWithinBoth', async () => {
     const clock = new ManualClock();
     const [tx, rx] = await new Builder(new MemStore()).clock(clock).rateLimit({ max: 2, perMs: 1000, by: 'group' }).open();
-    for (const tenant of ['t1', 't2']) await tx.pushMany([1, 2, 3, 4, 5].map((n) => `${tenant}-${n}`), { group: tenant });
+    for (const tenant of ['t1', 't2'])
+      await tx.pushMany(
+        [1, 2, 3, 4, 5].map((n) => `${tenant}-${n}`),
+        { group: tenant },
+      );
     const seen: string[] = [];
     const stop = new AbortController();
     const running = rx.process(
@@ -206,7 +210,13 @@ describe('bad input', () => {
     const [tx, rx] = await new Builder(new MemStore()).open();
     await tx.push('x');
     const item = rx.tryReserve()!;
-    for (const [ms, type] of [[-1, RangeError], [Number.NaN, RangeError], [Infinity, RangeError], ['5', TypeError], [undefined, TypeError]] as const) {
+    for (const [ms, type] of [
+      [-1, RangeError],
+      [Number.NaN, RangeError],
+      [Infinity, RangeError],
+      ['5', TypeError],
+      [undefined, TypeError],
+    ] as const) {
       await expect(item.rateLimited(ms as never), String(ms)).rejects.toThrow(type);
     }
     expect(item.settled).toBe(false);

@@ -121,7 +121,9 @@ describe('nack({ delayMs })', () => {
     await expect(item.nack({ delayMs: -1 })).rejects.toBeInstanceOf(RangeError);
     await expect(item.nack({ delayMs: Number.NaN })).rejects.toBeInstanceOf(RangeError);
     await expect(item.nack({ delayMs: Infinity })).rejects.toBeInstanceOf(RangeError);
-    await expect(item.nack({ delayMs: '5' as never })).rejects.toThrow(/Expected `options.delayMs` to be a finite number of ms, 0 or more, got `"5"` \(string\)/);
+    await expect(item.nack({ delayMs: '5' as never })).rejects.toThrow(
+      /Expected `options.delayMs` to be a finite number of ms, 0 or more, got `"5"` \(string\)/,
+    );
     await expect(item.nack({ delay: 5 } as never)).rejects.toBeInstanceOf(TypeError);
     await expect(item.nack(5 as never)).rejects.toBeInstanceOf(TypeError);
     expect(item.settled).toBe(false);
@@ -493,7 +495,13 @@ describe('diagnostics of delayed retries', () => {
       }
       await third.promise;
       const ours = seen.filter(([, m]) => (m as { queueId: number }).queueId === id);
-      expect(ours.map(([k, m]) => `${k}:${(m as { deliveries: number }).deliveries}`)).toEqual(['nack:1', 'retry:2', 'nack:2', 'retry:3', 'nack:3']);
+      expect(ours.map(([k, m]) => `${k}:${(m as { deliveries: number }).deliveries}`)).toEqual([
+        'nack:1',
+        'retry:2',
+        'nack:2',
+        'retry:3',
+        'nack:3',
+      ]);
       await rx.close();
       await done;
       expect(seen.filter(([k]) => k === 'deadLetter')).toEqual([]);

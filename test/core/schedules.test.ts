@@ -45,7 +45,9 @@ describe('every', () => {
     expect(iso(info.nextAt!)).toBe('2026-01-01T00:00:01.000Z');
     clock.advance(3250);
     expect(await slots(tx, rx)).toEqual(['2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z', '2026-01-01T00:00:03.000Z']);
-    expect(tx.schedules()).toMatchObject([{ name: 'tick', everyMs: 1000, catchUp: 'last', firedThrough: at('2026-01-01T00:00:03Z'), nextAt: at('2026-01-01T00:00:04Z') }]);
+    expect(tx.schedules()).toMatchObject([
+      { name: 'tick', everyMs: 1000, catchUp: 'last', firedThrough: at('2026-01-01T00:00:03Z'), nextAt: at('2026-01-01T00:00:04Z') },
+    ]);
     await tx.close();
   });
 
@@ -58,7 +60,10 @@ describe('every', () => {
     await fired(tx);
     const first = rx.tryReserve()!;
     // Its priority puts it ahead of the item pushed before it.
-    expect([new TextDecoder().decode(first.bytes), first.fired]).toEqual(['run the report', { name: 'report', slot: at('2026-01-01T00:01:00Z') }]);
+    expect([new TextDecoder().decode(first.bytes), first.fired]).toEqual([
+      'run the report',
+      { name: 'report', slot: at('2026-01-01T00:01:00Z') },
+    ]);
     await first.nack();
     const failing = new AbortController();
     const seen: string[] = [];
@@ -112,13 +117,21 @@ describe('catch-up at open', () => {
   });
 
   it('allIsBoundedByMaxCatchUpAndKeepsTheLatest', async () => {
-    expect(await downtime({ catchUp: 'all', maxCatchUp: 2 })).toEqual({ caught: ['2026-01-01T00:00:06.000Z', '2026-01-01T00:00:07.000Z'], next: '2026-01-01T00:00:08.000Z' });
+    expect(await downtime({ catchUp: 'all', maxCatchUp: 2 })).toEqual({
+      caught: ['2026-01-01T00:00:06.000Z', '2026-01-01T00:00:07.000Z'],
+      next: '2026-01-01T00:00:08.000Z',
+    });
   });
 });
 
 describe('cron across DST changes', () => {
   /** A cron schedule made at `from`, closed, reopened at `to`: the slots caught up, and the next one. */
-  async function across(cron: string, catchUp: 'none' | 'last' | 'all', from: string, to: string): Promise<{ caught: string[]; next: string }> {
+  async function across(
+    cron: string,
+    catchUp: 'none' | 'last' | 'all',
+    from: string,
+    to: string,
+  ): Promise<{ caught: string[]; next: string }> {
     const store = new MemStore();
     const clock = new ManualClock(at(from));
     let [tx, rx] = await new Builder(store).clock(clock).open();
@@ -136,15 +149,24 @@ describe('cron across DST changes', () => {
   const spring = ['2026-03-28T02:00:00.000Z', '2026-03-29T01:00:00.000Z', '2026-03-30T01:00:00.000Z'];
 
   it('allFiresEachNightOfADowntimeThatSpansTheSpringChangeAtItsLocalTime', async () => {
-    expect(await across('0 3 * * *', 'all', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({ caught: spring, next: '2026-03-31T01:00:00.000Z' });
+    expect(await across('0 3 * * *', 'all', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({
+      caught: spring,
+      next: '2026-03-31T01:00:00.000Z',
+    });
   });
 
   it('lastFiresOnlyTheLatestNightOfThatDowntime', async () => {
-    expect(await across('0 3 * * *', 'last', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({ caught: [spring[2]!], next: '2026-03-31T01:00:00.000Z' });
+    expect(await across('0 3 * * *', 'last', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({
+      caught: [spring[2]!],
+      next: '2026-03-31T01:00:00.000Z',
+    });
   });
 
   it('noneFiresNoNightOfThatDowntime', async () => {
-    expect(await across('0 3 * * *', 'none', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({ caught: [], next: '2026-03-31T01:00:00.000Z' });
+    expect(await across('0 3 * * *', 'none', '2026-03-27T12:00:00Z', '2026-03-30T12:00:00Z')).toEqual({
+      caught: [],
+      next: '2026-03-31T01:00:00.000Z',
+    });
   });
 
   it('aLocalTimeThatHappensTwiceWhenTheClocksGoBackFiresOnce', async () => {
@@ -157,7 +179,12 @@ describe('cron across DST changes', () => {
 
   it('anHourlyScheduleFiresEveryHourOfTheNightTheClocksGoBack', async () => {
     const { caught } = await across('0 * * * *', 'all', '2026-10-24T23:30:00Z', '2026-10-25T03:30:00Z');
-    expect(caught).toEqual(['2026-10-25T00:00:00.000Z', '2026-10-25T01:00:00.000Z', '2026-10-25T02:00:00.000Z', '2026-10-25T03:00:00.000Z']);
+    expect(caught).toEqual([
+      '2026-10-25T00:00:00.000Z',
+      '2026-10-25T01:00:00.000Z',
+      '2026-10-25T02:00:00.000Z',
+      '2026-10-25T03:00:00.000Z',
+    ]);
   });
 });
 
@@ -267,7 +294,14 @@ describe('bad input', () => {
 
   it('aScheduleOverAStoreWithoutSchedulesOrAClosedQueueIsRefusedAndStoresNothing', async () => {
     class NoSchedules extends MemStore {
-      override readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true, groups: true };
+      override readonly features: StoreFeatures = {
+        reopen: true,
+        crashSafe: false,
+        deliveries: true,
+        scheduling: true,
+        idempotency: true,
+        groups: true,
+      };
     }
     const [tx] = await new Builder(new NoSchedules()).open();
     const code = (c: string) => (e: unknown) => e instanceof QueueError && e.code === c;
@@ -311,7 +345,13 @@ console.log('done');
       expect(out.find((o) => 'code' in o)).toMatchObject({ code: 'ERR_UNSUPPORTED' });
       expect(String(out.find((o) => 'code' in o)!.message)).toContain('npm install cron-parser');
       expect(String(out.find((o) => 'warning' in o)?.warning)).toContain('nightly');
-      expect(out.find((o) => 'listed' in o)).toEqual({ listed: [['nightly', true, true], ['tick', false, false]], every: true });
+      expect(out.find((o) => 'listed' in o)).toEqual({
+        listed: [
+          ['nightly', true, true],
+          ['tick', false, false],
+        ],
+        every: true,
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -170,7 +170,17 @@ describe('scheduling edges', () => {
     const clock: Clock = {
       now: () => 1_000,
       setTimeout: (fn) => {
-        const h = { refed: true, fn, cleared: false, ref() { h.refed = true; }, unref() { h.refed = false; } };
+        const h = {
+          refed: true,
+          fn,
+          cleared: false,
+          ref() {
+            h.refed = true;
+          },
+          unref() {
+            h.refed = false;
+          },
+        };
         handles.push(h);
         return h;
       },

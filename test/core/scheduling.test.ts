@@ -261,7 +261,10 @@ describe('scheduling: many items', () => {
     const store = new MemStore();
     let [tx, rx] = await new Builder(store).clock(clock).open();
     const count = 250_000;
-    await tx.pushMany(Array.from({ length: count }, (_, i) => `d${i}`), { delayMs: 60_000 });
+    await tx.pushMany(
+      Array.from({ length: count }, (_, i) => `d${i}`),
+      { delayMs: 60_000 },
+    );
     expect(tx.stats().delayed).toBe(count);
     await tx.close();
     [tx, rx] = await new Builder(store).clock(clock).open();

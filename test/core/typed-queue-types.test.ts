@@ -27,7 +27,14 @@ it('aMisuseWithoutItsExpectedErrorMarkFailsToCompile', () => {
     const marked = '  // @ts-expect-error a missing field\n';
     expect(source).toContain(marked);
     writeFileSync(join(dir, 'typed-queue.ts'), source.replace(marked, ''));
-    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../../tsconfig.json', compilerOptions: { noEmit: true, rootDir: '../../..' }, include: ['typed-queue.ts'] }));
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        extends: '../../../tsconfig.json',
+        compilerOptions: { noEmit: true, rootDir: '../../..' },
+        include: ['typed-queue.ts'],
+      }),
+    );
     const r = compile(dir);
     expect(r.status).not.toBe(0);
     expect(r.output).toMatch(/Property 'sku' is missing/);

@@ -32,7 +32,10 @@ describe('typed queues', () => {
   it('aJsonQueueHandsOutTheValuePushedThroughReserveProcessAndForAwait', async () => {
     const [tx, rx] = await new Builder(new MemStore()).codec(json<Order>()).open();
     await tx.push({ id: 1, sku: 'a' });
-    await tx.pushMany([{ id: 2, sku: 'b' }, { id: 3, sku: 'c' }]);
+    await tx.pushMany([
+      { id: 2, sku: 'b' },
+      { id: 3, sku: 'c' },
+    ]);
     const first = (await rx.reserve())!;
     expect(first.value).toEqual({ id: 1, sku: 'a' });
     expect(new TextDecoder().decode(first.bytes)).toBe('{"id":1,"sku":"a"}');
@@ -151,7 +154,9 @@ describe('typed queues', () => {
   });
 
   it('aSchemaThatAnswersAsynchronouslyFailsTheCallsAndMovesNothing', async () => {
-    const asyncSchema: StandardSchemaV1<unknown, number> = { '~standard': { version: 1, vendor: 'later', validate: async (value) => ({ value: value as number }) } };
+    const asyncSchema: StandardSchemaV1<unknown, number> = {
+      '~standard': { version: 1, vendor: 'later', validate: async (value) => ({ value: value as number }) },
+    };
     const store = new MemStore();
     const [btx] = await new Builder(store).open();
     await btx.push('1');

@@ -20,7 +20,17 @@ import { Prng, formatSeed, seedFromEnv, withReproduction } from '../../src/testi
 const SEED = seedFromEnv(0xd1e77e57, 'PQ_SEED');
 const RUNS = Number(process.env.PQ_DLQ_RUNS ?? 60);
 
-const totals: DlqStats = { crashes: 0, recoveries: 0, delivered: 0, moved: 0, redriven: 0, purged: 0, lazyRedelivered: 0, countsLowered: 0, countsRaised: 0 };
+const totals: DlqStats = {
+  crashes: 0,
+  recoveries: 0,
+  delivered: 0,
+  moved: 0,
+  redriven: 0,
+  purged: 0,
+  lazyRedelivered: 0,
+  countsLowered: 0,
+  countsRaised: 0,
+};
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
@@ -31,7 +41,11 @@ afterEach(() => {
 
 describe('crash properties of delivery counts and dead letters (model-based, seeded)', () => {
   afterAll(() => {
-    console.log(`[dead-letter model] seed=${formatSeed(SEED)}: ${RUNS} programs, ${Object.entries(totals).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    console.log(
+      `[dead-letter model] seed=${formatSeed(SEED)}: ${RUNS} programs, ${Object.entries(totals)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}`,
+    );
   });
 
   it('programs with crashes keep every promise of delivery counts, dead letters, redrives and purges, then drain completely', async () => {

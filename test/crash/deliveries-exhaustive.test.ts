@@ -96,7 +96,8 @@ async function record(options: LogStoreOptions, body: (ops: Ops) => Promise<void
     },
     ack: (seqs) => run({ kind: 'ack', seqs }, () => store.ack(seqs, true)),
     mark: (below, marks, sync) => run({ kind: 'mark', marks, sync }, async () => store.markDelivered(below, marks, sync)),
-    dead: (seqs, reason) => run({ kind: 'dead', seqs }, () => store.deadLetter(seqs.map((s) => deadOf(s, rec.bytes.get(s)!, `${reason}${s}`)))),
+    dead: (seqs, reason) =>
+      run({ kind: 'dead', seqs }, () => store.deadLetter(seqs.map((s) => deadOf(s, rec.bytes.get(s)!, `${reason}${s}`)))),
     drop: (seqs, sync) => run({ kind: 'drop', seqs }, () => store.dropDeadLetters(seqs, sync)),
     redrive: (from, sync) => {
       const moves = from.map((f, i) => ({ from: f, seq: next + i }));
@@ -160,7 +161,8 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
         expect(accounted, `${where}: seq ${s} was appended durably but is lost`).toBe(true);
       }
     }
-    if (e.kind === 'ack' && l.resolvedAt <= point.at) for (const s of e.seqs) expect(inQueue.has(s), `${where}: acked seq ${s} came back`).toBe(false);
+    if (e.kind === 'ack' && l.resolvedAt <= point.at)
+      for (const s of e.seqs) expect(inQueue.has(s), `${where}: acked seq ${s} came back`).toBe(false);
     if (e.kind === 'dead' && l.resolvedAt <= point.at) {
       for (const s of e.seqs) {
         expect(inQueue.has(s), `${where}: dead-lettered seq ${s} is back in the queue`).toBe(false);
@@ -168,30 +170,44 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
         expect(inDead.has(s) || gone, `${where}: resolved dead letter ${s} was undone`).toBe(true);
       }
     }
-    if (e.kind === 'drop' && l.resolvedAt <= point.at) for (const s of e.seqs) expect(inDead.has(s), `${where}: dropped dead letter ${s} came back`).toBe(false);
+    if (e.kind === 'drop' && l.resolvedAt <= point.at)
+      for (const s of e.seqs) expect(inDead.has(s), `${where}: dropped dead letter ${s} came back`).toBe(false);
     if (e.kind === 'redrive' && l.issuedAt < point.at) {
       for (const m of e.moves) {
         const done = !inDead.has(m.from);
-        if (done) expect(inQueue.has(m.seq) || ackedBefore(m.seq) || issuedBefore('dead', m.seq), `${where}: redrive ${m.from} -> ${m.seq} lost both`).toBe(true);
+        if (done)
+          expect(
+            inQueue.has(m.seq) || ackedBefore(m.seq) || issuedBefore('dead', m.seq),
+            `${where}: redrive ${m.from} -> ${m.seq} lost both`,
+          ).toBe(true);
         else expect(inQueue.has(m.seq) || inDead.has(m.seq), `${where}: redrive ${m.from} -> ${m.seq} is in both places`).toBe(false);
-        if (e.sync && l.resolvedAt <= point.at) expect(done, `${where}: resolved synced redrive ${m.from} -> ${m.seq} was undone`).toBe(true);
+        if (e.sync && l.resolvedAt <= point.at)
+          expect(done, `${where}: resolved synced redrive ${m.from} -> ${m.seq} was undone`).toBe(true);
       }
     }
     if (e.kind === 'mark' && e.sync && l.resolvedAt <= point.at) {
       for (const m of e.marks) {
         if (!inQueue.has(m.seq)) continue;
         const got = r.marks!.find((x) => x.seq === m.seq);
-        const later = rec.log.filter((x) => x.issuedAt < point.at && x.event.kind === 'mark').flatMap((x) => (x.event as { marks: DeliveryMark[] }).marks).filter((x) => x.seq === m.seq);
-        expect(got !== undefined && later.some((x) => JSON.stringify(x) === JSON.stringify(got)), `${where}: synced mark of seq ${m.seq} is missing or unknown`).toBe(true);
+        const later = rec.log
+          .filter((x) => x.issuedAt < point.at && x.event.kind === 'mark')
+          .flatMap((x) => (x.event as { marks: DeliveryMark[] }).marks)
+          .filter((x) => x.seq === m.seq);
+        expect(
+          got !== undefined && later.some((x) => JSON.stringify(x) === JSON.stringify(got)),
+          `${where}: synced mark of seq ${m.seq} is missing or unknown`,
+        ).toBe(true);
       }
     }
   }
-  for (const m of r.marks!) expect(inQueue.has(m.seq), `${where}: a mark is reported for seq ${m.seq}, which the queue does not hold`).toBe(true);
+  for (const m of r.marks!)
+    expect(inQueue.has(m.seq), `${where}: a mark is reported for seq ${m.seq}, which the queue does not hold`).toBe(true);
   const held = [...inQueue.keys(), ...inDead.keys()];
   for (const s of held) expect(r.nextSeq, `${where}: nextSeq ${r.nextSeq} would reuse seq ${s}`).toBeGreaterThan(s);
   for (const l of rec.log) {
     if (l.resolvedAt > point.at) continue;
-    const seqs = l.event.kind === 'redrive' ? (l.event.sync ? l.event.moves.map((m) => m.seq) : []) : l.event.kind === 'append' ? l.event.seqs : [];
+    const seqs =
+      l.event.kind === 'redrive' ? (l.event.sync ? l.event.moves.map((m) => m.seq) : []) : l.event.kind === 'append' ? l.event.seqs : [];
     for (const s of seqs) expect(r.nextSeq, `${where}: nextSeq ${r.nextSeq} reuses durably stored seq ${s}`).toBeGreaterThan(s);
   }
   // The recovered store works; the item that may take a void redrive's seq stays an item.
@@ -200,8 +216,14 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
   await store.close();
   const again = await LogStore.open(DIR, { ...rec.options, fs });
   await again.open();
-  expect(readAll(again).map((i) => i.seq), `${where}: queue after recovery and reopen`).toEqual([...queue.map((i) => i.seq), extra.seq]);
-  expect(readDead(again).map((d) => d.seq), `${where}: dead letters after recovery and reopen`).toEqual(dead.map((d) => d.seq));
+  expect(
+    readAll(again).map((i) => i.seq),
+    `${where}: queue after recovery and reopen`,
+  ).toEqual([...queue.map((i) => i.seq), extra.seq]);
+  expect(
+    readDead(again).map((d) => d.seq),
+    `${where}: dead letters after recovery and reopen`,
+  ).toEqual(dead.map((d) => d.seq));
   await again.close();
 }
 

@@ -43,7 +43,11 @@ function bytesFor(seq: number, size: number): Uint8Array {
 /** Runs `body` against a fresh store on a fresh disk, recording what resolved when. */
 async function record(
   options: LogStoreOptions,
-  body: (ops: { append(seqs: number[], size: number): Promise<void>; ack(seqs: number[]): Promise<void>; store: LogStore }) => Promise<void>,
+  body: (ops: {
+    append(seqs: number[], size: number): Promise<void>;
+    ack(seqs: number[]): Promise<void>;
+    store: LogStore;
+  }) => Promise<void>,
 ): Promise<Recorded> {
   const fs = new CrashFileSystem({ seed: 1 });
   const store = await LogStore.open(DIR, { ...options, fs });
@@ -152,9 +156,12 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
   for (const [seq, at] of rec.appendResolvedAt) {
     if (at > point.at || present.has(seq)) continue;
     const ackIssued = rec.ackIssuedAt.get(seq);
-    expect(ackIssued !== undefined && ackIssued < point.at, `${where}: seq ${seq} was appended durably and not acked, but is missing`).toBe(true);
+    expect(ackIssued !== undefined && ackIssued < point.at, `${where}: seq ${seq} was appended durably and not acked, but is missing`).toBe(
+      true,
+    );
   }
-  for (const [seq, at] of rec.ackResolvedAt) if (at <= point.at) expect(nextSeq, `${where}: nextSeq reuses acked seq ${seq}`).toBeGreaterThan(seq);
+  for (const [seq, at] of rec.ackResolvedAt)
+    if (at <= point.at) expect(nextSeq, `${where}: nextSeq reuses acked seq ${seq}`).toBeGreaterThan(seq);
   if (got.length > 0) expect(nextSeq).toBeGreaterThan(got[got.length - 1]!.seq);
   // The recovered store works.
   const extra = { seq: nextSeq, bytes: bytesFor(nextSeq, 9) };
@@ -175,7 +182,9 @@ async function explore(name: string, rec: Recorded): Promise<number> {
     states++;
   }
   const expected = expectedStates(rec.fs.trace(), rec.from, to);
-  console.log(`[exhaustive] ${name}: ${states} crash states explored (${to - rec.from + 1} crash points of a ${to - rec.from}-entry trace, every torn length of the last write, F3 zero tails)`);
+  console.log(
+    `[exhaustive] ${name}: ${states} crash states explored (${to - rec.from + 1} crash points of a ${to - rec.from}-entry trace, every torn length of the last write, F3 zero tails)`,
+  );
   expect(states).toBeGreaterThan(0);
   expect(states).toBe(expected);
   return states;
@@ -210,26 +219,32 @@ describe('exhaustive crash points', () => {
   });
 
   it('an ack checkpoint', async () => {
-    const rec = await record({ segmentBytes: 4096, cursorCheckpointBytes: 48, preallocate: false, autoCompact: false }, async ({ append, ack, store }) => {
-      await append([1, 2, 3, 4, 5, 6], 10);
-      await ack([3]);
-      await ack([1]);
-      await ack([5, 6]);
-      await store.settled(); // the checkpoint runs in the background
-      await ack([2]);
-    });
+    const rec = await record(
+      { segmentBytes: 4096, cursorCheckpointBytes: 48, preallocate: false, autoCompact: false },
+      async ({ append, ack, store }) => {
+        await append([1, 2, 3, 4, 5, 6], 10);
+        await ack([3]);
+        await ack([1]);
+        await ack([5, 6]);
+        await store.settled(); // the checkpoint runs in the background
+        await ack([2]);
+      },
+    );
     expect(rec.fs.trace().some((e) => e.kind === 'rename')).toBe(true);
     await explore('an ack checkpoint', rec);
   });
 
   it('a compaction with a pinned segment rewritten', async () => {
-    const rec = await record({ segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false }, async ({ append, ack, store }) => {
-      for (let seq = 1; seq <= 10; seq++) await append([seq], 30);
-      // Ack everything but seq 2: the first segment is pinned by one live record, the second is fully acked.
-      await ack([1, 3, 4, 5, 6, 7, 8, 9]);
-      const result = await store.compact();
-      expect(result.segmentsRewritten + result.segmentsDeleted).toBeGreaterThan(0);
-    });
+    const rec = await record(
+      { segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false },
+      async ({ append, ack, store }) => {
+        for (let seq = 1; seq <= 10; seq++) await append([seq], 30);
+        // Ack everything but seq 2: the first segment is pinned by one live record, the second is fully acked.
+        await ack([1, 3, 4, 5, 6, 7, 8, 9]);
+        const result = await store.compact();
+        expect(result.segmentsRewritten + result.segmentsDeleted).toBeGreaterThan(0);
+      },
+    );
     expect(rec.fs.trace().some((e) => e.kind === 'unlink')).toBe(true);
     await explore('a compaction with a pinned rewrite', rec);
   });

@@ -11,9 +11,19 @@ const root = resolve(import.meta.dirname, '../..');
 const seed = process.env.PQ_SEED ?? '0x5eed';
 
 function fuzz(name: string): { status: number | null; output: string } {
-  const run = spawnSync('npm', ['run', '--silent', 'fuzz', '--', name, '--seconds', '3', '--seed', seed], { cwd: root, encoding: 'utf8', timeout: 90_000 });
+  const run = spawnSync('npm', ['run', '--silent', 'fuzz', '--', name, '--seconds', '3', '--seed', seed], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 90_000,
+  });
   const output = `${run.stdout}\n${run.stderr}`;
-  console.log(output.trim().split('\n').filter((l) => !l.includes(' execs/s, ')).join('\n'));
+  console.log(
+    output
+      .trim()
+      .split('\n')
+      .filter((l) => !l.includes(' execs/s, '))
+      .join('\n'),
+  );
   return { status: run.status, output };
 }
 

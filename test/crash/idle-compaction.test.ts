@@ -51,7 +51,10 @@ async function record(): Promise<Recorded> {
   const appended = new Map<number, Uint8Array>();
   const append = async (seqs: number[]): Promise<void> => {
     for (const s of seqs) appended.set(s, bytesFor(s));
-    await store.append(seqs.map((seq) => ({ seq, bytes: bytesFor(seq) })), true);
+    await store.append(
+      seqs.map((seq) => ({ seq, bytes: bytesFor(seq) })),
+      true,
+    );
   };
   // Seq 1 is the old item; seq 20 is one more that stays unacked in the middle of the run.
   await append([1]);
@@ -107,7 +110,10 @@ async function check(rec: Recorded, point: CrashPoint): Promise<void> {
   await store.close();
   const again = await LogStore.open(DIR, { ...OPTIONS, fs, clock: new ManualClock() });
   await again.open();
-  expect(readAll(again).map((i) => i.seq), `${where}: reopen after recovery`).toEqual([...got.map((i) => i.seq), extra.seq]);
+  expect(
+    readAll(again).map((i) => i.seq),
+    `${where}: reopen after recovery`,
+  ).toEqual([...got.map((i) => i.seq), extra.seq]);
   await again.close();
 }
 
@@ -138,7 +144,9 @@ describe('crash points of the delayed compaction round', () => {
       await check(rec, point);
       states++;
     }
-    console.log(`[idle-compaction crash] ${states} crash states explored (${rec.fs.traceLength - rec.from + 1} crash points, ${afterRound} after the round with the last write cut)`);
+    console.log(
+      `[idle-compaction crash] ${states} crash states explored (${rec.fs.traceLength - rec.from + 1} crash points, ${afterRound} after the round with the last write cut)`,
+    );
     expect(afterRound).toBeGreaterThan(0);
     expect(states).toBeGreaterThan(rec.fs.traceLength - rec.from);
   }, 600_000);

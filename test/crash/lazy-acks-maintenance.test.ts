@@ -36,22 +36,37 @@ async function record(seed: number) {
       for (const s of covered) ackSyncedAt.set(s, fs.traceLength);
     });
   };
-  const [tx, rx] = await new Builder(store).durability('group').ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 3 }).open();
+  const [tx, rx] = await new Builder(store)
+    .durability('group')
+    .ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 3 })
+    .open();
   let n = 0;
   const pushes: Promise<void>[] = [];
   const acks: Promise<void>[] = [];
   for (let round = 0; round < 12; round++) {
     for (let i = 0; i < 5; i++) {
       const body = `item-${n++}-${'x'.repeat(20)}`;
-      pushes.push(tx.push(body).then((seq) => { pushed.set(seq, body); pushResolvedAt.set(seq, fs.traceLength); }));
+      pushes.push(
+        tx.push(body).then((seq) => {
+          pushed.set(seq, body);
+          pushResolvedAt.set(seq, fs.traceLength);
+        }),
+      );
     }
     await new Promise((r) => setImmediate(r));
     // Take what is ready; ack it out of order without awaiting each ack, nack every fourth.
     const got = [];
-    for (;;) { const r = rx.tryReserve(); if (!r) break; got.push(r); }
+    for (;;) {
+      const r = rx.tryReserve();
+      if (!r) break;
+      got.push(r);
+    }
     got.reverse();
     for (let i = 0; i < got.length; i++) {
-      if (i % 4 === 3) { got[i].nack(); continue; }
+      if (i % 4 === 3) {
+        got[i].nack();
+        continue;
+      }
       ackIssuedAt.set(got[i].seq, fs.traceLength);
       acks.push(got[i].ack());
     }
@@ -92,8 +107,14 @@ describe('lazy acks with checkpoints, rolls, deletion, compaction', () => {
       expect(rec.syncs).toBeGreaterThan(0);
       expect(rec.ackSyncedAt.size).toBeGreaterThan(0);
       let states = 0;
-      for (let at = rec.from; at <= rec.fs.traceLength; at++) { await check(rec, { at, keep: rec.from }); states++; }
-      for (const point of rec.fs.crashPoints({ from: rec.from, tornLengths: (n) => [1, n >> 1, n - 1] })) { await check(rec, point); states++; }
+      for (let at = rec.from; at <= rec.fs.traceLength; at++) {
+        await check(rec, { at, keep: rec.from });
+        states++;
+      }
+      for (const point of rec.fs.crashPoints({ from: rec.from, tornLengths: (n) => [1, n >> 1, n - 1] })) {
+        await check(rec, point);
+        states++;
+      }
       expect(states).toBeGreaterThan(100);
     }, 600_000);
   }

@@ -37,7 +37,15 @@ interface Recorded {
 async function record(): Promise<Recorded> {
   const fs = new CrashFileSystem({ seed: 7 });
   const store = await LogStore.open(DIR, { ...OPTIONS, fs });
-  const rec: Recorded = { fs, from: fs.traceLength, pushed: new Map(), pushResolvedAt: new Map(), ackIssuedAt: new Map(), ackSyncedAt: new Map(), syncs: 0 };
+  const rec: Recorded = {
+    fs,
+    from: fs.traceLength,
+    pushed: new Map(),
+    pushResolvedAt: new Map(),
+    ackIssuedAt: new Map(),
+    ackSyncedAt: new Map(),
+    syncs: 0,
+  };
   const written: number[] = [];
   let started: Promise<void> | undefined;
   const ack = store.ack.bind(store);
@@ -93,7 +101,10 @@ describe('lazy acks at every crash point', () => {
         prev = it.seq;
         expect(new TextDecoder().decode(it.bytes), `${where}: seq ${it.seq}`).toBe(rec.pushed.get(it.seq));
         const syncedAt = rec.ackSyncedAt.get(it.seq);
-        expect(syncedAt !== undefined && syncedAt <= point.at, `${where}: seq ${it.seq} came back although a sync covering its ack completed`).toBe(false);
+        expect(
+          syncedAt !== undefined && syncedAt <= point.at,
+          `${where}: seq ${it.seq} came back although a sync covering its ack completed`,
+        ).toBe(false);
         const issuedAt = rec.ackIssuedAt.get(it.seq);
         if (issuedAt !== undefined && issuedAt < point.at) redelivered++;
         present.add(it.seq);
@@ -101,7 +112,10 @@ describe('lazy acks at every crash point', () => {
       for (const [seq, at] of rec.pushResolvedAt) {
         if (at > point.at || present.has(seq)) continue;
         const issuedAt = rec.ackIssuedAt.get(seq);
-        expect(issuedAt !== undefined && issuedAt < point.at, `${where}: seq ${seq} was pushed and resolved, not acked, but is missing`).toBe(true);
+        expect(
+          issuedAt !== undefined && issuedAt < point.at,
+          `${where}: seq ${seq} was pushed and resolved, not acked, but is missing`,
+        ).toBe(true);
       }
       await store.close();
     }

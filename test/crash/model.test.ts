@@ -23,7 +23,10 @@ const size = fc.oneof({ arbitrary: fc.nat(40), weight: 4 }, { arbitrary: fc.nat(
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 20, arbitrary: fc.record({ kind: fc.constant('push' as const), size }) },
   { weight: 6, arbitrary: fc.record({ kind: fc.constant('pushMany' as const), sizes: fc.array(size, { minLength: 1, maxLength: 6 }) }) },
-  { weight: 7, arbitrary: fc.record({ kind: fc.constant('burst' as const), pushes: fc.integer({ min: 1, max: 8 }), acks: fc.nat(3), size }) },
+  {
+    weight: 7,
+    arbitrary: fc.record({ kind: fc.constant('burst' as const), pushes: fc.integer({ min: 1, max: 8 }), acks: fc.nat(3), size }),
+  },
   { weight: 16, arbitrary: fc.record({ kind: fc.constant('reserve' as const), count: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 12, arbitrary: fc.record({ kind: fc.constant('ack' as const), pick: fc.nat(1000) }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('nack' as const), pick: fc.nat(1000) }) },
@@ -76,7 +79,9 @@ async function check<T>(name: string, arb: fc.Arbitrary<T>, body: (value: T) => 
   if (details.failed) {
     const line = `reproduce: PQ_SEED=${details.seed} PQ_PATH="${details.counterexamplePath}" npx vitest run test/crash/model.test.ts -t "${name}"  [crash-fs: ${lastRepro}]`;
     const error = details.errorInstance as Error | undefined;
-    throw new Error(`${line}\n${error?.message ?? String(details.errorInstance)}\ncounterexample: ${JSON.stringify(details.counterexample)}`);
+    throw new Error(
+      `${line}\n${error?.message ?? String(details.errorInstance)}\ncounterexample: ${JSON.stringify(details.counterexample)}`,
+    );
   }
 }
 

@@ -93,7 +93,8 @@ async function runProgram(seed: number, durability: Durability, crashes: readonl
 async function checked(seed: number, durability: Durability, crashes: readonly CrashKind[]): Promise<Outcome> {
   let outcome: Outcome | undefined;
   await withReproduction(
-    () => `SEED=${formatSeed(seed)} npx vitest run test/crash/processed-set-model.test.ts (durability ${durability}, crashes ${crashes.join('+')})`,
+    () =>
+      `SEED=${formatSeed(seed)} npx vitest run test/crash/processed-set-model.test.ts (durability ${durability}, crashes ${crashes.join('+')})`,
     async () => {
       outcome = await runProgram(seed, durability, crashes);
       if (outcome.violation !== undefined) throw new Error(outcome.violation);

@@ -113,7 +113,8 @@ async function runProgram(seed: number, earlyForget: boolean): Promise<string | 
     const count = effects.get(id) ?? 0;
     if (count === 0) return `${id} was never handled`;
     repeatedInWindow += count - 1;
-    if (count - 1 > (allowed.get(id) ?? 0)) return `${id} was handled ${count} times, but only ${allowed.get(id) ?? 0} crashes fell between its side effect and its record`;
+    if (count - 1 > (allowed.get(id) ?? 0))
+      return `${id} was handled ${count} times, but only ${allowed.get(id) ?? 0} crashes fell between its side effect and its record`;
   }
   return undefined;
 }

@@ -110,7 +110,10 @@ describe('a schedule at every crash point', () => {
         if (ack !== undefined && ack.resolved <= point.at) expect(there, `${where}: slot ${k} came back after its ack`).toBe(false);
         else if (ack === undefined || ack.issued > point.at) expect(there, `${where}: slot ${k} is missing`).toBe(true);
       }
-      expect(got.every((slot) => slot > T0 && slot <= REOPENED_AT), `${where}: slots out of range: ${got.join(',')}`).toBe(true);
+      expect(
+        got.every((slot) => slot > T0 && slot <= REOPENED_AT),
+        `${where}: slots out of range: ${got.join(',')}`,
+      ).toBe(true);
       expect(tx.schedules()[0]!.firedThrough, `${where}: progress`).toBe(T0 + last * 1000);
       await tx.close();
     }

@@ -77,7 +77,10 @@ describe('the spool at every crash point', () => {
         store = await LogStore.open(DIR, { ...OPTIONS, fs, clock: new ManualClock() });
       } catch (e) {
         // Before the producer's spool directory was durable nothing had resolved: no store is fine.
-        expect([...rec.resolvedAt.values()].every((at) => at > point.at), `${where}: open failed: ${String(e)}`).toBe(true);
+        expect(
+          [...rec.resolvedAt.values()].every((at) => at > point.at),
+          `${where}: open failed: ${String(e)}`,
+        ).toBe(true);
         continue;
       }
       const [tx, rx] = await new Builder(store).open();

@@ -49,7 +49,10 @@ describe('a batch rejected with ERR_STORE_FULL', () => {
         const got = await recoveredPayloads(fs.crashAt(point));
         const where = `crash point ${formatCrashPoint(point)} (${durability}, ${fs.reproLine()})`;
         expect(got.slice(0, 2), where).toEqual(['kept-1', 'kept-2']);
-        expect(got.filter((p) => p.startsWith('rejected')), where).toEqual([]);
+        expect(
+          got.filter((p) => p.startsWith('rejected')),
+          where,
+        ).toEqual([]);
         states++;
       }
       expect(states).toBeGreaterThan(0);

@@ -38,7 +38,15 @@ async function record(lazy: boolean): Promise<Recorded> {
   // The lazy bound never fires here: only the close would sync.
   if (lazy) builder.ackDurability('lazy', { maxDelayMs: 2 ** 31 - 1, maxPending: 1_000_000 });
   const [tx, rx] = await builder.open();
-  const rec: Recorded = { fs, from: fs.traceLength, policy: tx.stats().ackDurability, pushed: new Map(), pushResolvedAt: new Map(), ackIssuedAt: new Map(), ackResolvedAt: new Map() };
+  const rec: Recorded = {
+    fs,
+    from: fs.traceLength,
+    policy: tx.stats().ackDurability,
+    pushed: new Map(),
+    pushResolvedAt: new Map(),
+    ackIssuedAt: new Map(),
+    ackResolvedAt: new Map(),
+  };
   for (let i = 0; i < PUSHES; i++) {
     const seq = await tx.push(`item-${i}`);
     rec.pushed.set(seq, `item-${i}`);
@@ -76,7 +84,9 @@ async function undoneAcks(rec: Recorded): Promise<{ states: number; undone: numb
     for (const [seq, at] of rec.pushResolvedAt) {
       if (at > point.at || present.has(seq)) continue;
       const issuedAt = rec.ackIssuedAt.get(seq);
-      expect(issuedAt !== undefined && issuedAt < point.at, `${where}: seq ${seq} was pushed and resolved, not acked, but is missing`).toBe(true);
+      expect(issuedAt !== undefined && issuedAt < point.at, `${where}: seq ${seq} was pushed and resolved, not acked, but is missing`).toBe(
+        true,
+      );
     }
     await store.close();
   }

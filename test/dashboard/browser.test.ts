@@ -11,7 +11,17 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../src/stores/log/log-store.js';
 import { Builder } from '../../src/core/builder.js';
-import { type Child, type Ui, GROUP_WORKER, PRODUCER, WORKER, chromiumMissing, launchBrowser, runModule, startUi } from '../../scripts/dashboard-fixture.mjs';
+import {
+  type Child,
+  type Ui,
+  GROUP_WORKER,
+  PRODUCER,
+  WORKER,
+  chromiumMissing,
+  launchBrowser,
+  runModule,
+  startUi,
+} from '../../scripts/dashboard-fixture.mjs';
 
 // The callbacks given to page.evaluate run in the page; this file is compiled without the DOM's types.
 declare const document: any;
@@ -26,7 +36,11 @@ const SCRIPT = '<script>window.__pwned=1</script><img src=x onerror="window.__pw
 const SCRIPT_GROUP = '<script>window.__pwned=3</script>';
 
 /** A time as the page writes it (dom.js, `fmtTime`). */
-const pageTime = (ms: number): string => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+const pageTime = (ms: number): string =>
+  new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 
 let browser: { context: BrowserContext; close(): Promise<void> } | null = null;
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -134,7 +148,12 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     await page.waitForSelector('#confirm[open]');
     expect(await page.textContent('#confirm-text')).toContain(`Redrive dead letter seq ${flaky}?`);
     await page.click('#confirm-ok');
-    await page.waitForFunction((s) => /Redrove 1 dead letter\(s\): seq \d+ → seq \d+/.test(document.getElementById('status')?.textContent ?? '') && !document.querySelector(`tr[data-seq="${s}"]`), flaky);
+    await page.waitForFunction(
+      (s) =>
+        /Redrove 1 dead letter\(s\): seq \d+ → seq \d+/.test(document.getElementById('status')?.textContent ?? '') &&
+        !document.querySelector(`tr[data-seq="${s}"]`),
+      flaky,
+    );
     await owner.line((l) => l === 'did flaky-a');
 
     // Purge the other: cancelled first (nothing happens), then confirmed.
@@ -184,7 +203,10 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
       await tx.pushMany(Array.from({ length: 10_000 }, (_, j) => JSON.stringify({ n: i + j + 1 })));
     }
     // Every 10,000th item again, with a priority: the filter's needles.
-    await tx.pushMany(Array.from({ length: 10 }, (_, j) => JSON.stringify({ n: (j + 1) * 10_000, again: true })), { priority: 5 });
+    await tx.pushMany(
+      Array.from({ length: 10 }, (_, j) => JSON.stringify({ n: (j + 1) * 10_000, again: true })),
+      { priority: 5 },
+    );
     await tx.push(SCRIPT);
     await tx.close();
     const u = await ui(dir);
@@ -192,12 +214,16 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     await page.goto(`${u.url}#items`);
     await page.waitForSelector('[data-table=items] tbody tr');
     expect(await page.textContent('#view')).toBe('read-only view');
-    const firstSeqs = async (): Promise<number[]> => page.$$eval('[data-table=items] tbody tr', (rows) => rows.map((r) => Number(r.getAttribute('data-seq'))));
+    const firstSeqs = async (): Promise<number[]> =>
+      page.$$eval('[data-table=items] tbody tr', (rows) => rows.map((r) => Number(r.getAttribute('data-seq'))));
     expect(await firstSeqs()).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
     expect(await page.textContent('[data-info=items]')).toContain('of 100,011 unacked');
     for (let n = 1; n <= 3; n++) {
       await page.click('button[data-action=next]');
-      await page.waitForFunction((first) => document.querySelector('[data-table=items] tbody tr')?.getAttribute('data-seq') === String(first), n * 50 + 1);
+      await page.waitForFunction(
+        (first) => document.querySelector('[data-table=items] tbody tr')?.getAttribute('data-seq') === String(first),
+        n * 50 + 1,
+      );
     }
     await page.click('button[data-action=previous]');
     await page.waitForFunction(() => document.querySelector('[data-table=items] tbody tr')?.getAttribute('data-seq') === '101');
@@ -210,7 +236,9 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     // The last item's payload is markup, shown as text.
     expect(await page.textContent('tr[data-seq="100011"] .preview')).toBe(SCRIPT);
     await page.click('button[data-action=last]');
-    await page.waitForFunction(() => document.querySelector('[data-table=items] tbody tr:last-child')?.getAttribute('data-seq') === '100011');
+    await page.waitForFunction(
+      () => document.querySelector('[data-table=items] tbody tr:last-child')?.getAttribute('data-seq') === '100011',
+    );
 
     // A filter that matches few: each page looks through a bounded stretch and says how far.
     await page.fill('input[name=priority]', '5');
@@ -236,7 +264,10 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     await page.goto(`${u.url}#overview`);
     await page.waitForSelector('[data-banner=read-only]');
     expect(await page.textContent('[data-figure=unacked]')).toBe('100,011');
-    expect(await page.$$eval('[data-table=by-priority] tbody tr', (rows) => rows.map((r) => r.textContent))).toEqual([expect.stringMatching(/^510/), expect.stringMatching(/^0100,001/)]);
+    expect(await page.$$eval('[data-table=by-priority] tbody tr', (rows) => rows.map((r) => r.textContent))).toEqual([
+      expect.stringMatching(/^510/),
+      expect.stringMatching(/^0100,001/),
+    ]);
     await page.click('nav a[data-page=health]');
     await page.click('button[data-action=verify]');
     await page.waitForSelector('[data-verify-verdict]', { timeout: 30_000 });
@@ -261,7 +292,11 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     const forged = await page.evaluate(async () => {
       const token = new URLSearchParams(location.search).get('token')!;
       const s = (await (await fetch('./api/session', { headers: { 'x-pq-token': token } })).json()) as { csrf: string };
-      const r = await fetch('./api/dead-letters/purge', { method: 'POST', headers: { 'x-pq-token': token, 'x-pq-csrf': s.csrf, 'content-type': 'application/json' }, body: '{"all":true}' });
+      const r = await fetch('./api/dead-letters/purge', {
+        method: 'POST',
+        headers: { 'x-pq-token': token, 'x-pq-csrf': s.csrf, 'content-type': 'application/json' },
+        body: '{"all":true}',
+      });
       return [r.status, ((await r.json()) as { error: { code: string } }).error.code];
     });
     expect(forged).toEqual([403, 'ERR_READ_ONLY']);
@@ -299,7 +334,10 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     await page.goto(`${u.url}#groups`);
     await page.waitForSelector('[data-table=groups] tbody tr');
     expect(await page.textContent('#view')).toMatch(/^live: process \d+$/);
-    const rows = async (): Promise<string[][]> => page.$$eval('[data-table=groups] tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent ?? '')));
+    const rows = async (): Promise<string[][]> =>
+      page.$$eval('[data-table=groups] tbody tr', (trs) =>
+        trs.map((tr) => [...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent ?? '')),
+      );
     expect(await rows()).toEqual([
       ['acme', '1', '2', '0'],
       ['globex', '1', '1', '0'],
@@ -316,7 +354,9 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     await page.waitForFunction(() => location.hash === '#items' && document.querySelectorAll('[data-table=items] tbody tr').length > 0);
     expect(await page.inputValue('input[name=group]')).toBe('acme');
     const listed = async (): Promise<string[][]> =>
-      page.$$eval('[data-table=items] tbody tr', (trs) => trs.map((tr) => [tr.querySelector('.preview')?.textContent ?? '', tr.children[5]?.textContent ?? '']));
+      page.$$eval('[data-table=items] tbody tr', (trs) =>
+        trs.map((tr) => [tr.querySelector('.preview')?.textContent ?? '', tr.children[5]?.textContent ?? '']),
+      );
     expect(await listed()).toEqual([
       ['acme-1', 'acme'],
       ['acme-2', 'acme'],
@@ -337,7 +377,15 @@ describe.skipIf(missing !== null)(`pq ui in Chromium${missing === null ? '' : ` 
     expect(nextAt % 86_400_000).toBe(0);
     expect(nextAt).toBeGreaterThan(declaredAt);
     const cells = await page.$$eval('tr[data-schedule=nightly-report] td', (tds) => tds.map((td) => td.textContent));
-    expect(cells).toEqual(['nightly-report', 'every 1 d', pageTime(nextAt), pageTime(live.schedules[0].firedThrough), 'all (at most 3)', '0', '—']);
+    expect(cells).toEqual([
+      'nightly-report',
+      'every 1 d',
+      pageTime(nextAt),
+      pageTime(live.schedules[0].firedThrough),
+      'all (at most 3)',
+      '0',
+      '—',
+    ]);
 
     // Without the owner: the schedule as the store keeps it, the groups page says what needs an
     // owner, and the items filter by group reads the files.

@@ -128,6 +128,10 @@ test('aSpoolOnlyDirectoryShowsItsBacklog', async () => {
   expect(pq(['push', dir, '--create', 'a', 'b']).code).toBe(0);
   const ui = await startUi(dir);
   cleanups.push(() => ui.child.stop());
-  expect(await get(ui.base, ui.token, 'overview')).toMatchObject({ view: 'read-only', spoolOnly: true, figures: { spoolPending: 2, spoolFiles: 1 } });
+  expect(await get(ui.base, ui.token, 'overview')).toMatchObject({
+    view: 'read-only',
+    spoolOnly: true,
+    figures: { spoolPending: 2, spoolFiles: 1 },
+  });
   expect(await get(ui.base, ui.token, 'items')).toMatchObject({ items: [], end: true });
 });

@@ -98,7 +98,12 @@ function ask(port: number, r: Req): Promise<Answer> {
 /** A valid action request of the page at `d`: POST, this origin, the CSRF header, JSON. */
 async function actionHeaders(d: ServedDashboard): Promise<Record<string, string>> {
   const session = await ask(d.port, { path: `/api/session?token=${d.token}` });
-  return { origin: `http://127.0.0.1:${d.port}`, 'x-pq-token': d.token, 'x-pq-csrf': session.json.csrf, 'content-type': 'application/json' };
+  return {
+    origin: `http://127.0.0.1:${d.port}`,
+    'x-pq-token': d.token,
+    'x-pq-csrf': session.json.csrf,
+    'content-type': 'application/json',
+  };
 }
 
 async function deadSeqs(rx: Consumer): Promise<number[]> {
@@ -110,7 +115,16 @@ describe('who may ask', () => {
     const o = await owner();
     const d = await serve(o.dir);
     const wrong = 'x'.repeat(d.token.length);
-    for (const path of ['/', '/api/overview', '/api/dead-letters', `/api/overview?token=${wrong}`, `/api/overview?token=${d.token}x`, '/api/overview?token=', '/app.css', '/js/app.js']) {
+    for (const path of [
+      '/',
+      '/api/overview',
+      '/api/dead-letters',
+      `/api/overview?token=${wrong}`,
+      `/api/overview?token=${d.token}x`,
+      '/api/overview?token=',
+      '/app.css',
+      '/js/app.js',
+    ]) {
       const a = await ask(d.port, { path });
       expect(a.status, path).toBe(401);
       expect(a.text, path).not.toContain(o.dir);
@@ -128,7 +142,14 @@ describe('who may ask', () => {
     const o = await owner();
     const d = await serve(o.dir);
     // A page of another site whose DNS name was rebound to 127.0.0.1 sends its own name as Host.
-    for (const host of ['evil.example', `evil.example:${d.port}`, `127.0.0.1:${d.port + 1}`, `127.0.0.1.evil.example:${d.port}`, '127.0.0.1:x', '[::1]evil']) {
+    for (const host of [
+      'evil.example',
+      `evil.example:${d.port}`,
+      `127.0.0.1:${d.port + 1}`,
+      `127.0.0.1.evil.example:${d.port}`,
+      '127.0.0.1:x',
+      '[::1]evil',
+    ]) {
       const a = await ask(d.port, { path: `/api/overview?token=${d.token}`, headers: { host } });
       expect({ host, status: a.status }).toEqual({ host, status: 403 });
       expect(a.json.error.code, host).toBe('ERR_FORBIDDEN_HOST');
@@ -203,12 +224,42 @@ describe('actions', () => {
       ['GET', { method: 'GET', path: '/api/dead-letters/purge', headers: good }, 404, 'ERR_NOT_FOUND'],
       ['PUT', { method: 'PUT', path: '/api/dead-letters/purge', headers: good, body }, 405, 'ERR_METHOD'],
       ['no origin', { method: 'POST', path: '/api/dead-letters/purge', headers: without('origin'), body }, 403, 'ERR_CSRF'],
-      ['another origin', { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, origin: 'http://evil.example' }, body }, 403, 'ERR_CSRF'],
-      ['another port', { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, origin: `http://127.0.0.1:${d.port + 1}` }, body }, 403, 'ERR_CSRF'],
-      ['cross-site fetch', { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, 'sec-fetch-site': 'cross-site' }, body }, 403, 'ERR_CSRF'],
+      [
+        'another origin',
+        { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, origin: 'http://evil.example' }, body },
+        403,
+        'ERR_CSRF',
+      ],
+      [
+        'another port',
+        { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, origin: `http://127.0.0.1:${d.port + 1}` }, body },
+        403,
+        'ERR_CSRF',
+      ],
+      [
+        'cross-site fetch',
+        { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, 'sec-fetch-site': 'cross-site' }, body },
+        403,
+        'ERR_CSRF',
+      ],
       ['no csrf', { method: 'POST', path: '/api/dead-letters/purge', headers: without('x-pq-csrf'), body }, 403, 'ERR_CSRF'],
-      ['wrong csrf', { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, 'x-pq-csrf': d.token }, body }, 403, 'ERR_CSRF'],
-      ['form post', { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, 'content-type': 'application/x-www-form-urlencoded' }, body: 'seqs=1' }, 415, 'ERR_BAD_REQUEST'],
+      [
+        'wrong csrf',
+        { method: 'POST', path: '/api/dead-letters/purge', headers: { ...good, 'x-pq-csrf': d.token }, body },
+        403,
+        'ERR_CSRF',
+      ],
+      [
+        'form post',
+        {
+          method: 'POST',
+          path: '/api/dead-letters/purge',
+          headers: { ...good, 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'seqs=1',
+        },
+        415,
+        'ERR_BAD_REQUEST',
+      ],
       ['no token', { method: 'POST', path: '/api/dead-letters/purge', headers: without('x-pq-token'), body }, 401, 'ERR_TOKEN'],
     ];
     for (const [name, req, status, code] of cases) {
@@ -243,7 +294,12 @@ describe('actions', () => {
     for (const body of bodies) {
       for (const action of ['redrive', 'purge']) {
         const a = await ask(d.port, { method: 'POST', path: `/api/dead-letters/${action}`, headers, body });
-        expect({ body: body.slice(0, 40), action, status: a.status, code: a.json?.error?.code }).toEqual({ body: body.slice(0, 40), action, status: 400, code: 'ERR_BAD_REQUEST' });
+        expect({ body: body.slice(0, 40), action, status: a.status, code: a.json?.error?.code }).toEqual({
+          body: body.slice(0, 40),
+          action,
+          status: 400,
+          code: 'ERR_BAD_REQUEST',
+        });
       }
     }
     const verifyWithArgs = await ask(d.port, { method: 'POST', path: '/api/verify', headers, body: '{"dir":"/etc"}' });
@@ -325,7 +381,9 @@ describe('reading', () => {
     const [tx] = await new Builder(await LogStore.open(dir, { segmentBytes: MIN_SEGMENT_BYTES })).open();
     cleanups.push(() => tx.close());
     for (let i = 0; i < 20; i++) await tx.push(`item ${i}`);
-    const segments = readdirSync(dir).filter((f) => f.startsWith('seg-')).sort();
+    const segments = readdirSync(dir)
+      .filter((f) => f.startsWith('seg-'))
+      .sort();
     expect(segments.length).toBeGreaterThan(1);
     // Damage in the seal of a sealed segment: a read-only open of the files refuses them.
     const first = join(dir, segments[0]!);
@@ -345,7 +403,19 @@ describe('reading', () => {
   test('badQueriesAreTypedErrors', async () => {
     const o = await owner();
     const d = await serve(o.dir);
-    for (const q of ['limit=0', 'limit=201', 'after=-1', 'after=abc', 'after=1e3', 'state=ready', 'priority=200', 'priority=x', 'unknown=1', 'after=1&after=2', `key=${'k'.repeat(300)}`]) {
+    for (const q of [
+      'limit=0',
+      'limit=201',
+      'after=-1',
+      'after=abc',
+      'after=1e3',
+      'state=ready',
+      'priority=200',
+      'priority=x',
+      'unknown=1',
+      'after=1&after=2',
+      `key=${'k'.repeat(300)}`,
+    ]) {
       const a = await ask(d.port, { path: `/api/items?token=${d.token}&${q}` });
       expect({ q, status: a.status, code: a.json?.error?.code }).toEqual({ q, status: 400, code: 'ERR_BAD_REQUEST' });
     }
@@ -353,7 +423,15 @@ describe('reading', () => {
       const a = await ask(d.port, { path: `${path}${path.includes('?') ? '&' : '?'}token=${d.token}` });
       expect({ path, status: a.status }).toEqual({ path, status: 400 });
     }
-    for (const path of ['/api/groups?limit=0', '/api/groups?limit=101', '/api/groups?after=a', '/api/schedules?limit=0', '/api/schedules?limit=x', `/api/schedules?after=${'n'.repeat(129)}`, '/api/schedules?after=a&after=b']) {
+    for (const path of [
+      '/api/groups?limit=0',
+      '/api/groups?limit=101',
+      '/api/groups?after=a',
+      '/api/schedules?limit=0',
+      '/api/schedules?limit=x',
+      `/api/schedules?after=${'n'.repeat(129)}`,
+      '/api/schedules?after=a&after=b',
+    ]) {
       const a = await ask(d.port, { path: `${path}&token=${d.token}` });
       expect({ path, status: a.status, code: a.json?.error?.code }).toEqual({ path, status: 400, code: 'ERR_BAD_REQUEST' });
     }
@@ -372,7 +450,8 @@ describe('reading', () => {
     const held = [rx.tryReserve({ groupConcurrency: 1 })!, rx.tryReserve({ groupConcurrency: 1 })!];
     expect(rx.tryReserve({ groupConcurrency: 1 })).toBeNull();
     const d = await serve(dir);
-    const get = async (path: string): Promise<any> => (await ask(d.port, { path: `${path}${path.includes('?') ? '&' : '?'}token=${d.token}` })).json;
+    const get = async (path: string): Promise<any> =>
+      (await ask(d.port, { path: `${path}${path.includes('?') ? '&' : '?'}token=${d.token}` })).json;
     expect((await get('/api/overview')).extras).toEqual({ groups: true, schedules: true });
     const groups = await get('/api/groups?limit=1');
     expect(groups).toMatchObject({ view: 'live', report: { total: 2, inFlight: 2, groupLimited: 2 } });
@@ -387,7 +466,12 @@ describe('reading', () => {
     open = false;
     // Without an owner: the schedules as the store keeps them, described as `pq schedules` does; no groups.
     const readOnly = await get('/api/schedules?limit=2');
-    expect([readOnly.view, readOnly.page.total, readOnly.page.more, names(readOnly)]).toEqual(['read-only', 3, true, ['a-sync', 'b-<b>bold</b>']]);
+    expect([readOnly.view, readOnly.page.total, readOnly.page.more, names(readOnly)]).toEqual([
+      'read-only',
+      3,
+      true,
+      ['a-sync', 'b-<b>bold</b>'],
+    ]);
     expect(readOnly.page.schedules[0]).toEqual(first.page.schedules[0]);
     expect(names(await get(`/api/schedules?after=a-sync&limit=5`))).toEqual(['b-<b>bold</b>', 'c-report']);
     expect(await get('/api/groups')).toMatchObject({ view: 'read-only', report: null });
@@ -404,7 +488,8 @@ describe('reading', () => {
     const dir = freshDir();
     const [tx] = await new Builder(await LogStore.open(dir)).durability('none').open();
     const total = SCAN_ITEMS_MAX * 2 + 100;
-    for (let i = 0; i < total; i += 10_000) await tx.pushMany(Array.from({ length: Math.min(10_000, total - i) }, (_, j) => `item ${i + j}`));
+    for (let i = 0; i < total; i += 10_000)
+      await tx.pushMany(Array.from({ length: Math.min(10_000, total - i) }, (_, j) => `item ${i + j}`));
     await tx.push('the one', { priority: 7 });
     await tx.close();
     const store = await LogStore.open(dir, { readOnly: true });

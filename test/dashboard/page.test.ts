@@ -14,13 +14,16 @@ test('theShippedPageIsWhatItsSourcesMake', () => {
   expect(r.stderr).toBe('');
   expect(r.status).toBe(0);
   const scripts = readdirSync(join(root, 'src', 'dashboard', 'page', 'js')).filter((f) => f.endsWith('.js'));
-  for (const f of scripts) expect(PAGE_ASSETS[`/js/${f}`]?.body, f).toBe(readFileSync(join(root, 'src', 'dashboard', 'page', 'js', f), 'utf8'));
+  for (const f of scripts)
+    expect(PAGE_ASSETS[`/js/${f}`]?.body, f).toBe(readFileSync(join(root, 'src', 'dashboard', 'page', 'js', f), 'utf8'));
 });
 
 test('noPageScriptWritesMarkup', () => {
   // Text from the queue reaches the page as text nodes and attribute values only.
   for (const [path, asset] of Object.entries(PAGE_ASSETS)) {
     if (!path.endsWith('.js')) continue;
-    expect(asset.body, path).not.toMatch(/\.(innerHTML|outerHTML)\s*[+]?=|insertAdjacentHTML\(|createContextualFragment\(|document\.write|\beval\(|new Function\(/);
+    expect(asset.body, path).not.toMatch(
+      /\.(innerHTML|outerHTML)\s*[+]?=|insertAdjacentHTML\(|createContextualFragment\(|document\.write|\beval\(|new Function\(/,
+    );
   }
 });

@@ -31,7 +31,15 @@ describe('API reports', () => {
   it('theCheckedInReportsAreTheOnesTheBuiltDeclarationsMake', async () => {
     const { apiReports, staleReports, REPORT_DIR } = await load();
     const reports = apiReports(root);
-    expect([...reports.keys()].sort()).toEqual(['conformance.api.md', 'dashboard.api.md', 'index.api.md', 'jetstream.api.md', 'level.api.md', 'sqlite.api.md', 'testing.api.md']);
+    expect([...reports.keys()].sort()).toEqual([
+      'conformance.api.md',
+      'dashboard.api.md',
+      'index.api.md',
+      'jetstream.api.md',
+      'level.api.md',
+      'sqlite.api.md',
+      'testing.api.md',
+    ]);
     expect(readdirSync(join(root, REPORT_DIR)).sort()).toEqual([...reports.keys()].sort());
     expect(staleReports(root, reports), 'run npm run build && npm run api-report, and review the change').toEqual([]);
   });
@@ -40,7 +48,9 @@ describe('API reports', () => {
     const { apiReports } = await load();
     const index = apiReports(root).get('index.api.md')!;
     for (const name of ['Builder', 'LogStore', 'QueueErrorCode', 'connect', 'channels']) expect(index).toContain(`### \`${name}\`\n`);
-    expect(index).toMatch(/### `Reserved`\n\nDeclared in `dist\/core\/reserved\.d\.ts`\.\n\n```ts\n[\s\S]*?export declare class Reserved<T = Uint8Array> implements QueueItem<T> \{\n[\s\S]*?\n {4}ack\(\): Promise<void>;\n/);
+    expect(index).toMatch(
+      /### `Reserved`\n\nDeclared in `dist\/core\/reserved\.d\.ts`\.\n\n```ts\n[\s\S]*?export declare class Reserved<T = Uint8Array> implements QueueItem<T> \{\n[\s\S]*?\n {4}ack\(\): Promise<void>;\n/,
+    );
     // What LogStore inherits from the engine is part of the surface, though the engine is not exported.
     expect(index).toContain('### `LogEngine` in `dist/stores/log/engine/log-engine.d.ts`');
     expect(apiReports(root).get('jetstream.api.md')).toMatch(/- `@nats-io\/transport-node`: `NatsConnection`/);
@@ -55,7 +65,10 @@ describe('API reports', () => {
       writeFileSync(testing, `${readFileSync(testing, 'utf8')}export declare function planted(): void;\n`);
       expect(staleReports(root, apiReports(dir))).toEqual(['testing.api.md']);
       const reserved = join(dir, 'dist', 'core', 'reserved.d.ts');
-      writeFileSync(reserved, readFileSync(reserved, 'utf8').replace('    ack(): Promise<void>;', '    ack(force?: boolean): Promise<void>;'));
+      writeFileSync(
+        reserved,
+        readFileSync(reserved, 'utf8').replace('    ack(): Promise<void>;', '    ack(force?: boolean): Promise<void>;'),
+      );
       // Reserved is exported by `.` and named by the JetStream queue's declarations.
       expect(staleReports(root, apiReports(dir))).toEqual(['index.api.md', 'jetstream.api.md', 'testing.api.md']);
     } finally {
@@ -66,7 +79,7 @@ describe('API reports', () => {
   it('theScannerSplitsStatementsPastCommentsStringsTemplatesAndGenerics', async () => {
     const { statementsOf } = await load();
     // A template literal type, as a declaration file writes one: `${...}` is meant.
-    const templateType = "export type B = `$" + "{string};{` | 'x;}' | ((a: A) => Promise<Map<string, A>>);";
+    const templateType = 'export type B = `$' + "{string};{` | 'x;}' | ((a: A) => Promise<Map<string, A>>);";
     const source = [
       "import type { A } from './a.js';",
       '/** The doc of B; with a semicolon. */',

@@ -16,7 +16,8 @@ const CODE_LANGS = new Set(['js', 'ts', 'mjs', 'cjs', 'javascript', 'typescript'
 const NOT_EXAMPLES: readonly { prefix: string; reason: string }[] = [
   {
     prefix: 'docs/reference/api/',
-    reason: 'declarations generated from dist/ by scripts/api-report.mjs, not code to run; test/docs/api-report.test.ts checks that they are current',
+    reason:
+      'declarations generated from dist/ by scripts/api-report.mjs, not code to run; test/docs/api-report.test.ts checks that they are current',
   },
 ];
 
@@ -54,14 +55,19 @@ function claimsIn(file: string, source: string): Claim[] {
     claims.push({ where, lang: m[1]!, needles: needles as string[] });
   }
   const calls = source.match(/\bdocBlock\(\s*'/g)?.length ?? 0;
-  if (calls !== claims.length) throw new Error(`${file}: ${calls - claims.length} docBlock call(s) this check cannot read (needles must be string literals)`);
+  if (calls !== claims.length)
+    throw new Error(`${file}: ${calls - claims.length} docBlock call(s) this check cannot read (needles must be string literals)`);
   return claims;
 }
 
 /** The test sources, but this file, whose planted calls are strings. */
 function testSources(dir = 'test'): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? testSources(`${dir}/${e.name}`) : /\.(ts|mts|mjs)$/.test(e.name) && e.name !== 'code-blocks.test.ts' ? [`${dir}/${e.name}`] : [],
+    e.isDirectory()
+      ? testSources(`${dir}/${e.name}`)
+      : /\.(ts|mts|mjs)$/.test(e.name) && e.name !== 'code-blocks.test.ts'
+        ? [`${dir}/${e.name}`]
+        : [],
   );
 }
 
@@ -84,7 +90,22 @@ it('everyJsAndTsBlockOfReadmeAndDocsIsRunByATestOrListedWithAReason', () => {
 });
 
 it('theCheckCatchesABlockNoTestRunsAndAClaimThatFindsNoBlock', () => {
-  const doc = ['# Doc', '', '```js', "console.log('run');", '```', '', '```ts', 'const unrun: number = 1;', '```', '', '```sh', 'npm test', '```', ''].join('\n');
+  const doc = [
+    '# Doc',
+    '',
+    '```js',
+    "console.log('run');",
+    '```',
+    '',
+    '```ts',
+    'const unrun: number = 1;',
+    '```',
+    '',
+    '```sh',
+    'npm test',
+    '```',
+    '',
+  ].join('\n');
   const blocks = blocksOf('docs/x.md', doc);
   const claims = claimsIn('test/x.test.ts', `const a = docBlock('js', "console.log('run')");\nconst b = docBlock(\n  'js',\n  'run',\n);`);
   expect(claims.map((c) => c.needles)).toEqual([["console.log('run')"], ['run']]);

@@ -47,7 +47,9 @@ it('designsFileMapNamesEveryFileOfTheEngineAndTheCoreAndEveryOtherDirectoryOfSrc
   const files = MAPPED_DIRS.flatMap(filesUnder);
   expect(files.length).toBeGreaterThan(110);
   expect(files.filter((f) => !names(map, f))).toEqual([]);
-  const dirs = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `src/${e.name}/`);
+  const dirs = readdirSync(join(root, 'src'), { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => `src/${e.name}/`);
   expect(dirs.filter((d) => !map.includes(`\`${d}`))).toEqual([]);
 });
 

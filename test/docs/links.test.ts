@@ -19,7 +19,8 @@ function brokenLink(link: Link, read: (file: string) => string | null): string |
   const text = read(file);
   if (text === null) return `${link.file}:${link.line}: [${link.text}](${link.target}): no file ${file}`;
   if (anchor === undefined || !file.endsWith('.md')) return null;
-  if (!anchorsOf(text).includes(anchor)) return `${link.file}:${link.line}: [${link.text}](${link.target}): ${file} has no heading #${anchor}`;
+  if (!anchorsOf(text).includes(anchor))
+    return `${link.file}:${link.line}: [${link.text}](${link.target}): ${file} has no heading #${anchor}`;
   return null;
 }
 

@@ -48,7 +48,12 @@ const LAYERS: readonly Layer[] = [
   { name: 'fs', files: ['src/fs/'], imports: ['contract', 'lib'] },
   { name: 'core', files: ['src/core/'], imports: ['contract', 'lib', 'api'], never: ['*'] },
   { name: 'mem', files: ['src/stores/mem/'], imports: ['contract', 'lib'], never: ['*'] },
-  { name: 'log-engine', files: ['src/stores/log/engine/'], imports: ['contract', 'lib', 'fs'], never: ['node:fs', 'node:fs/promises', 'node:net', 'node:http'] },
+  {
+    name: 'log-engine',
+    files: ['src/stores/log/engine/'],
+    imports: ['contract', 'lib', 'fs'],
+    never: ['node:fs', 'node:fs/promises', 'node:net', 'node:http'],
+  },
   { name: 'log', files: ['src/stores/log/'], imports: ['contract', 'lib', 'fs', 'log-engine', 'endpoint'] },
   { name: 'sqlite', files: ['src/stores/sqlite/'], imports: ['contract', 'lib', 'fs'], types: ['once'] },
   { name: 'level', files: ['src/stores/level/'], imports: ['contract', 'lib', 'fs'] },
@@ -59,11 +64,26 @@ const LAYERS: readonly Layer[] = [
     files: ['src/engines/jetstream/'],
     // The option parsing, retry policies, leases and batch checks both queues share; never the
     // embedded queue's state (src/core/queue-core.ts) or its workers.
-    imports: ['contract', 'lib', 'api', 'src/core/retry.ts', 'src/core/leases.ts', 'src/core/deliveries.ts', 'src/core/dead-letters.ts', 'src/core/batches.ts', 'src/core/handles.ts'],
+    imports: [
+      'contract',
+      'lib',
+      'api',
+      'src/core/retry.ts',
+      'src/core/leases.ts',
+      'src/core/deliveries.ts',
+      'src/core/dead-letters.ts',
+      'src/core/batches.ts',
+      'src/core/handles.ts',
+    ],
   },
   { name: 'testing', files: ['src/testing/'], imports: ['contract', 'lib', 'fs'] },
   { name: 'conformance', files: ['src/conformance/'], imports: ['contract', 'lib', 'testing', 'src/core/builder.ts'] },
-  { name: 'dashboard', files: ['src/dashboard/'], imports: ['contract', 'lib', 'src/index.ts', 'src/stores/log/index.ts', ...TOOL_DOORS], types: ['src/remote/timings.ts'] },
+  {
+    name: 'dashboard',
+    files: ['src/dashboard/'],
+    imports: ['contract', 'lib', 'src/index.ts', 'src/stores/log/index.ts', ...TOOL_DOORS],
+    types: ['src/remote/timings.ts'],
+  },
   { name: 'cli', files: ['src/cli/'], imports: ['contract', 'lib', 'src/index.ts', 'src/dashboard/index.ts', ...TOOL_DOORS] },
   { name: 'entry', files: ['src/index.ts'], imports: ['*'] },
 ];
@@ -103,14 +123,34 @@ const EXCEPTIONS: readonly { from: string; to: string; why: string }[] = [
  * any other fails.
  */
 const TYPE_BACK_EDGES: readonly { from: string; to: string; why: string }[] = [
-  { from: 'src/contract/store.ts', to: 'src/contract/owner-surface.ts', why: "Store.attach() is handed the owner's surface, whose types name the contract's DeadLetter" },
+  {
+    from: 'src/contract/store.ts',
+    to: 'src/contract/owner-surface.ts',
+    why: "Store.attach() is handed the owner's surface, whose types name the contract's DeadLetter",
+  },
   { from: 'src/core/reserved.ts', to: 'src/core/queue-core.ts', why: 'a reservation settles through the core that made it' },
   { from: 'src/core/entry.ts', to: 'src/core/leases.ts', why: 'an entry holds its current lease, and a lease its entry' },
-  { from: 'src/engines/jetstream/delayed.ts', to: 'src/engines/jetstream/core.ts', why: 'the mover of delayed items is handed the core that owns it' },
+  {
+    from: 'src/engines/jetstream/delayed.ts',
+    to: 'src/engines/jetstream/core.ts',
+    why: 'the mover of delayed items is handed the core that owns it',
+  },
   { from: 'src/engines/jetstream/reserved.ts', to: 'src/engines/jetstream/handles.ts', why: 'an item is handed the consumer that took it' },
-  { from: 'src/engines/jetstream/process.ts', to: 'src/engines/jetstream/handles.ts', why: 'the workers of process() are handed the consumer they run for' },
-  { from: 'src/engines/jetstream/stats.ts', to: 'src/engines/jetstream/core.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
-  { from: 'src/engines/jetstream/stats.ts', to: 'src/engines/jetstream/handles.ts', why: 'the figures are gathered from the core and the consumer they are handed' },
+  {
+    from: 'src/engines/jetstream/process.ts',
+    to: 'src/engines/jetstream/handles.ts',
+    why: 'the workers of process() are handed the consumer they run for',
+  },
+  {
+    from: 'src/engines/jetstream/stats.ts',
+    to: 'src/engines/jetstream/core.ts',
+    why: 'the figures are gathered from the core and the consumer they are handed',
+  },
+  {
+    from: 'src/engines/jetstream/stats.ts',
+    to: 'src/engines/jetstream/handles.ts',
+    why: 'the figures are gathered from the core and the consumer they are handed',
+  },
 ];
 
 /** The source of each entry point of package.json's `exports` (`./dist/x/index.js` is `src/x/index.ts`). */
@@ -135,7 +175,8 @@ function matches(pattern: string, path: string): boolean {
 function layerOf(path: string): Layer | undefined {
   const whole = LAYERS.filter((l) => l.files.some((p) => !p.endsWith('/') && matches(p, path)));
   if (whole.length > 0) return whole.length === 1 ? whole[0] : undefined;
-  const depth = (l: Layer): number => Math.max(-1, ...l.files.filter((p) => p.endsWith('/') && matches(p, path)).map((p) => p.split('/').length));
+  const depth = (l: Layer): number =>
+    Math.max(-1, ...l.files.filter((p) => p.endsWith('/') && matches(p, path)).map((p) => p.split('/').length));
   const deepest = Math.max(...LAYERS.map(depth));
   const folder = LAYERS.filter((l) => deepest >= 0 && depth(l) === deepest);
   return folder.length === 1 ? folder[0] : undefined;
@@ -156,7 +197,10 @@ function problems(files: readonly string[], edges: readonly Edge[]): string[] {
     const kind = edge.runtime ? 'imports' : 'imports types from';
     if (!edge.to.startsWith('src/')) {
       const never = from.never ?? [];
-      if (!edge.to.startsWith('.') && never.some((n) => n === '*' || n === edge.to)) found.push(`${edge.from} ${kind} ${edge.to}: ${from.name} imports ${never.includes('*') ? 'nothing outside src/' : `none of ${never.join(', ')}`}`);
+      if (!edge.to.startsWith('.') && never.some((n) => n === '*' || n === edge.to))
+        found.push(
+          `${edge.from} ${kind} ${edge.to}: ${from.name} imports ${never.includes('*') ? 'nothing outside src/' : `none of ${never.join(', ')}`}`,
+        );
       continue;
     }
     if (!known.has(edge.to)) {
@@ -168,7 +212,9 @@ function problems(files: readonly string[], edges: readonly Edge[]): string[] {
     if (allows(from.imports, edge.to, to)) continue;
     if (!edge.runtime && allows(from.types, edge.to, to)) continue;
     if (!edge.runtime && EXCEPTIONS.some((e) => e.from === edge.from && e.to === edge.to)) continue;
-    found.push(`${edge.from} ${kind} ${edge.to}: ${from.name} may not import ${to.name}${allows(from.types, edge.to, to) ? ' at run time' : ''}`);
+    found.push(
+      `${edge.from} ${kind} ${edge.to}: ${from.name} may not import ${to.name}${allows(from.types, edge.to, to) ? ' at run time' : ''}`,
+    );
   }
   for (const cycle of cyclesOf(edges.filter((e) => e.runtime))) found.push(`runtime import cycle: ${cycle.join(' -> ')}`);
   // With the named back edges left out, every remaining cycle is one; those made of runtime
@@ -185,7 +231,9 @@ function problems(files: readonly string[], edges: readonly Edge[]): string[] {
 /** Listed exceptions and back edges that no longer match an import as written. */
 function staleListings(edges: readonly Edge[]): string[] {
   const typeEdge = (from: string, to: string): boolean => edges.some((e) => e.from === from && e.to === to && !e.runtime);
-  return [...EXCEPTIONS, ...TYPE_BACK_EDGES].filter((x) => !typeEdge(x.from, x.to)).map((x) => `${x.from} -> ${x.to} is listed but no longer a type-only import`);
+  return [...EXCEPTIONS, ...TYPE_BACK_EDGES]
+    .filter((x) => !typeEdge(x.from, x.to))
+    .map((x) => `${x.from} -> ${x.to} is listed but no longer a type-only import`);
 }
 
 const files = sourceFiles(root, 'src');
@@ -216,7 +264,9 @@ function onlyReExports(text: string): boolean {
 // holds nothing but re-exports.
 it('theEntryPointsOnlyReExport', () => {
   const entries = entryPoints();
-  expect(entries).toEqual(expect.arrayContaining(['src/index.ts', 'src/conformance/index.ts', 'src/stores/sqlite/index.ts', 'src/engines/jetstream/index.ts']));
+  expect(entries).toEqual(
+    expect.arrayContaining(['src/index.ts', 'src/conformance/index.ts', 'src/stores/sqlite/index.ts', 'src/engines/jetstream/index.ts']),
+  );
   expect(entries.filter((file) => !file.endsWith('/index.ts') || !files.includes(file))).toEqual([]);
   const indexes = files.filter((file) => file.endsWith('/index.ts'));
   expect(indexes.length).toBeGreaterThan(entries.length);
@@ -237,7 +287,10 @@ function contributingLayers(): { name: string; files: string[]; imports: string[
     .split('\n')
     .filter((line) => /^\| `/.test(line))
     .map((line) => {
-      const [name, filesCell, importCell] = line.split('|').slice(1, 4).map((c) => c.trim());
+      const [name, filesCell, importCell] = line
+        .split('|')
+        .slice(1, 4)
+        .map((c) => c.trim());
       const [imports, types = ''] = importCell!.split('types only:');
       return { name: ticks(name!)[0]!, files: ticks(filesCell!), imports: ticks(imports!), types: ticks(types) };
     });
@@ -246,7 +299,9 @@ function contributingLayers(): { name: string; files: string[]; imports: string[
 it('contributingsLayersTableIsTheTableThisTestChecks', () => {
   const sorted = (list: readonly string[] = []): string[] => [...list].sort();
   const documented = contributingLayers().map((l) => ({ ...l, imports: sorted(l.imports), types: sorted(l.types) }));
-  expect(documented).toEqual(LAYERS.map((l) => ({ name: l.name, files: [...l.files], imports: sorted(l.imports), types: sorted(l.types) })));
+  expect(documented).toEqual(
+    LAYERS.map((l) => ({ name: l.name, files: [...l.files], imports: sorted(l.imports), types: sorted(l.types) })),
+  );
 });
 
 it('contributingNamesEveryExceptionAndTypeBackEdge', () => {
@@ -265,40 +320,134 @@ function planted(from: string, line: string): Edge[] {
 it('aPlantedRuntimeCycleIsReportedWithItsPath', () => {
   const found = problems(files, planted('src/core/run-context.ts', "import { batchWorker } from './batches.js';"));
   expect(found).toContain('runtime import cycle: src/core/batches.ts -> src/core/run-context.ts -> src/core/batches.ts');
-  const three = [...importsOf('src/a.ts', "import { b } from './b.js';"), ...importsOf('src/b.ts', "export { c } from './c.js';"), ...importsOf('src/c.ts', "import {\n  type A,\n  a,\n} from './a.js';")];
+  const three = [
+    ...importsOf('src/a.ts', "import { b } from './b.js';"),
+    ...importsOf('src/b.ts', "export { c } from './c.js';"),
+    ...importsOf('src/c.ts', "import {\n  type A,\n  a,\n} from './a.js';"),
+  ];
   expect(cyclesOf(three)).toEqual([['src/a.ts', 'src/b.ts', 'src/c.ts', 'src/a.ts']]);
 });
 
 it('aPlantedTypeCycleFailsUnlessItsBackEdgeIsNamed', () => {
   const found = problems(files, planted('src/core/run-context.ts', "import type { Workers } from './batches.js';"));
-  expect(found).toContain('type import cycle: src/core/batches.ts -> src/core/run-context.ts -> src/core/batches.ts (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)');
+  expect(found).toContain(
+    'type import cycle: src/core/batches.ts -> src/core/run-context.ts -> src/core/batches.ts (name its back edge with a reason in TYPE_BACK_EDGES, or move the type)',
+  );
   expect(cyclesOf(importsOf('src/a.ts', "import type { A } from './a.js';"))).toEqual([['src/a.ts', 'src/a.ts']]);
 });
 
 it('aPlantedImportAcrossTheLayersIsCaught', () => {
   const cases: [from: string, line: string, problem: string][] = [
-    ['src/fs/node-fs.ts', "import { LogEngine } from '../stores/log/engine/log-engine.js';", 'src/fs/node-fs.ts imports src/stores/log/engine/log-engine.ts: fs may not import log-engine'],
-    ['src/fs/pid-lock.ts', "import type { QueueCore } from '../core/queue-core.js';", 'src/fs/pid-lock.ts imports types from src/core/queue-core.ts: fs may not import core'],
-    ['src/stores/log/engine/reader.ts', "import { QueueCore } from '../../../core/queue-core.js';", 'src/stores/log/engine/reader.ts imports src/core/queue-core.ts: log-engine may not import core'],
-    ['src/stores/log/engine/reader.ts', "import { run } from '../../../cli/main.js';", 'src/stores/log/engine/reader.ts imports src/cli/main.ts: log-engine may not import cli'],
-    ['src/stores/log/engine/reader.ts', "import { readFileSync } from 'node:fs';", 'src/stores/log/engine/reader.ts imports node:fs: log-engine imports none of node:fs, node:fs/promises, node:net, node:http'],
-    ['src/stores/log/engine/verify.ts', "import { LogStore } from '../log-store.js';", 'src/stores/log/engine/verify.ts imports src/stores/log/log-store.ts: log-engine may not import log'],
-    ['src/stores/log/engine/spool-producer.ts', "import { EndpointServer } from '../../../remote/server.js';", 'src/stores/log/engine/spool-producer.ts imports src/remote/server.ts: log-engine may not import endpoint'],
-    ['src/stores/mem/mem-store.ts', "import { LogStore } from '../log/index.js';", 'src/stores/mem/mem-store.ts imports src/stores/log/index.ts: mem may not import log'],
-    ['src/stores/mem/mem-store.ts', "import { QueueCore } from '../../core/queue-core.js';", 'src/stores/mem/mem-store.ts imports src/core/queue-core.ts: mem may not import core'],
-    ['src/stores/sqlite/sqlite-store.ts', "import { Builder } from '../../core/builder.js';", 'src/stores/sqlite/sqlite-store.ts imports src/core/builder.ts: sqlite may not import core'],
-    ['src/core/queue-core.ts', "import { Segment } from '../stores/log/engine/segment.js';", 'src/core/queue-core.ts imports src/stores/log/engine/segment.ts: core may not import log-engine'],
-    ['src/core/queue-core.ts', "import { MemStore } from '../stores/mem/index.js';", 'src/core/queue-core.ts imports src/stores/mem/index.ts: core may not import mem'],
-    ['src/core/queue-core.ts', "import { nodeFileSystem } from '../fs/node-fs.js';", 'src/core/queue-core.ts imports src/fs/node-fs.ts: core may not import fs'],
-    ['src/core/queue-core.ts', "import { dashboard } from '../dashboard/index.js';", 'src/core/queue-core.ts imports src/dashboard/index.ts: core may not import dashboard'],
-    ['src/core/queue-core.ts', "import { JetStreamCore } from '../engines/jetstream/core.js';", 'src/core/queue-core.ts imports src/engines/jetstream/core.ts: core may not import jetstream'],
-    ['src/core/queue-core.ts', "import { setTimeout } from 'node:timers';", 'src/core/queue-core.ts imports node:timers: core imports nothing outside src/'],
-    ['src/engines/jetstream/forward.ts', "import { QueueCore } from '../../core/queue-core.js';", 'src/engines/jetstream/forward.ts imports src/core/queue-core.ts: jetstream may not import core'],
-    ['src/cli/stats.ts', "import { Cursor } from '../stores/log/engine/cursor.js';", 'src/cli/stats.ts imports src/stores/log/engine/cursor.ts: cli may not import log-engine'],
-    ['src/dashboard/api.ts', "import { Timings } from '../remote/timings.js';", 'src/dashboard/api.ts imports src/remote/timings.ts: dashboard may not import endpoint at run time'],
-    ['src/stores/sqlite/schema.ts', "import { effectivelyOnce } from '../../once/processed-set.js';", 'src/stores/sqlite/schema.ts imports src/once/processed-set.ts: sqlite may not import once at run time'],
-    ['src/stores/level/format.ts', "import { SqliteStore } from '../sqlite/index.js';", 'src/stores/level/format.ts imports src/stores/sqlite/index.ts: level may not import sqlite'],
-    ['src/core/queue-core.ts', "import { gone } from './gone.js';", 'src/core/queue-core.ts imports src/core/gone.ts, which is not a file of src/'],
+    [
+      'src/fs/node-fs.ts',
+      "import { LogEngine } from '../stores/log/engine/log-engine.js';",
+      'src/fs/node-fs.ts imports src/stores/log/engine/log-engine.ts: fs may not import log-engine',
+    ],
+    [
+      'src/fs/pid-lock.ts',
+      "import type { QueueCore } from '../core/queue-core.js';",
+      'src/fs/pid-lock.ts imports types from src/core/queue-core.ts: fs may not import core',
+    ],
+    [
+      'src/stores/log/engine/reader.ts',
+      "import { QueueCore } from '../../../core/queue-core.js';",
+      'src/stores/log/engine/reader.ts imports src/core/queue-core.ts: log-engine may not import core',
+    ],
+    [
+      'src/stores/log/engine/reader.ts',
+      "import { run } from '../../../cli/main.js';",
+      'src/stores/log/engine/reader.ts imports src/cli/main.ts: log-engine may not import cli',
+    ],
+    [
+      'src/stores/log/engine/reader.ts',
+      "import { readFileSync } from 'node:fs';",
+      'src/stores/log/engine/reader.ts imports node:fs: log-engine imports none of node:fs, node:fs/promises, node:net, node:http',
+    ],
+    [
+      'src/stores/log/engine/verify.ts',
+      "import { LogStore } from '../log-store.js';",
+      'src/stores/log/engine/verify.ts imports src/stores/log/log-store.ts: log-engine may not import log',
+    ],
+    [
+      'src/stores/log/engine/spool-producer.ts',
+      "import { EndpointServer } from '../../../remote/server.js';",
+      'src/stores/log/engine/spool-producer.ts imports src/remote/server.ts: log-engine may not import endpoint',
+    ],
+    [
+      'src/stores/mem/mem-store.ts',
+      "import { LogStore } from '../log/index.js';",
+      'src/stores/mem/mem-store.ts imports src/stores/log/index.ts: mem may not import log',
+    ],
+    [
+      'src/stores/mem/mem-store.ts',
+      "import { QueueCore } from '../../core/queue-core.js';",
+      'src/stores/mem/mem-store.ts imports src/core/queue-core.ts: mem may not import core',
+    ],
+    [
+      'src/stores/sqlite/sqlite-store.ts',
+      "import { Builder } from '../../core/builder.js';",
+      'src/stores/sqlite/sqlite-store.ts imports src/core/builder.ts: sqlite may not import core',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { Segment } from '../stores/log/engine/segment.js';",
+      'src/core/queue-core.ts imports src/stores/log/engine/segment.ts: core may not import log-engine',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { MemStore } from '../stores/mem/index.js';",
+      'src/core/queue-core.ts imports src/stores/mem/index.ts: core may not import mem',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { nodeFileSystem } from '../fs/node-fs.js';",
+      'src/core/queue-core.ts imports src/fs/node-fs.ts: core may not import fs',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { dashboard } from '../dashboard/index.js';",
+      'src/core/queue-core.ts imports src/dashboard/index.ts: core may not import dashboard',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { JetStreamCore } from '../engines/jetstream/core.js';",
+      'src/core/queue-core.ts imports src/engines/jetstream/core.ts: core may not import jetstream',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { setTimeout } from 'node:timers';",
+      'src/core/queue-core.ts imports node:timers: core imports nothing outside src/',
+    ],
+    [
+      'src/engines/jetstream/forward.ts',
+      "import { QueueCore } from '../../core/queue-core.js';",
+      'src/engines/jetstream/forward.ts imports src/core/queue-core.ts: jetstream may not import core',
+    ],
+    [
+      'src/cli/stats.ts',
+      "import { Cursor } from '../stores/log/engine/cursor.js';",
+      'src/cli/stats.ts imports src/stores/log/engine/cursor.ts: cli may not import log-engine',
+    ],
+    [
+      'src/dashboard/api.ts',
+      "import { Timings } from '../remote/timings.js';",
+      'src/dashboard/api.ts imports src/remote/timings.ts: dashboard may not import endpoint at run time',
+    ],
+    [
+      'src/stores/sqlite/schema.ts',
+      "import { effectivelyOnce } from '../../once/processed-set.js';",
+      'src/stores/sqlite/schema.ts imports src/once/processed-set.ts: sqlite may not import once at run time',
+    ],
+    [
+      'src/stores/level/format.ts',
+      "import { SqliteStore } from '../sqlite/index.js';",
+      'src/stores/level/format.ts imports src/stores/sqlite/index.ts: level may not import sqlite',
+    ],
+    [
+      'src/core/queue-core.ts',
+      "import { gone } from './gone.js';",
+      'src/core/queue-core.ts imports src/core/gone.ts, which is not a file of src/',
+    ],
   ];
   // An import upward may close a cycle too (the engine importing the CLI does); that is reported apart.
   const acrossLayers = (found: string[]): string[] => found.filter((p) => !/^(runtime|type) import cycle/.test(p));

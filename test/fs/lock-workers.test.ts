@@ -68,7 +68,6 @@ describe.each(['flock', 'pidfile'] as const)('the %s lock', (kind) => {
     expect(child.lines[0], child.stderr).toBe('refused ERR_LOCKED');
   });
 
-
   test('aWorkerThreadCannotOpenAStoreItsMainThreadHolds', async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'pq-lockw-'));
     made.push(tmp);

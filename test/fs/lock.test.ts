@@ -7,7 +7,18 @@
  * `signal`) against those holders and against a second open in this process.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -74,7 +85,10 @@ function hashDir(dir: string): string {
   const h = createHash('sha256');
   for (const name of readdirSync(dir).sort()) {
     const path = join(dir, name);
-    h.update(name).update('\0').update(lstatSync(path).isSocket() ? 'socket' : readFileSync(path)).update('\0');
+    h.update(name)
+      .update('\0')
+      .update(lstatSync(path).isSocket() ? 'socket' : readFileSync(path))
+      .update('\0');
   }
   return h.digest('hex');
 }
@@ -178,7 +192,10 @@ describe.each(KINDS)('the %s lock', (kind) => {
     const child = await holder(tmp, dir, other);
     try {
       expect(child.lines).toEqual(['ready']);
-      await expect(LogStore.open(dir, { fs })).rejects.toMatchObject({ code: 'ERR_LOCKED', message: new RegExp(`pid ${child.child.pid}\\b`) });
+      await expect(LogStore.open(dir, { fs })).rejects.toMatchObject({
+        code: 'ERR_LOCKED',
+        message: new RegExp(`pid ${child.child.pid}\\b`),
+      });
     } finally {
       await child.kill();
     }
@@ -206,7 +223,10 @@ describe.each(KINDS)('the %s lock', (kind) => {
     await expect(LogStore.open(dir, { fs })).rejects.toMatchObject({ code: 'ERR_LOCKED', message: /already open in this process/ });
     // The default file system shares the registry: refused through it too.
     await expect(LogStore.open(dir)).rejects.toMatchObject({ code: 'ERR_LOCKED' });
-    await expect(LogStore.open(dir, { fs, lockTimeoutMs: 20 })).rejects.toMatchObject({ code: 'ERR_LOCKED', message: /gave up after waiting \d+ ms/ });
+    await expect(LogStore.open(dir, { fs, lockTimeoutMs: 20 })).rejects.toMatchObject({
+      code: 'ERR_LOCKED',
+      message: /gave up after waiting \d+ ms/,
+    });
     const second = LogStore.open(dir, { fs, lockTimeoutMs: 60_000 });
     await turns(3);
     expect(await settled(second)).toBe(false);

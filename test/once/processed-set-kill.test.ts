@@ -45,7 +45,9 @@ it('anItemWhoseHandlerWasKilledBeforeItsAckIsSkippedByTheNextProcess', async () 
   dir = mkdtempSync(join(tmpdir(), 'pq-processed-kill-'));
   const lines = runModule(dir, 'child.mjs', child, [dir]);
   await lines.until((l) => l.includes('recorded 1'));
-  await new Promise((resolve) => (lines.child.exitCode !== null || lines.child.signalCode !== null ? resolve(null) : lines.child.once('exit', resolve)));
+  await new Promise((resolve) =>
+    lines.child.exitCode !== null || lines.child.signalCode !== null ? resolve(null) : lines.child.once('exit', resolve),
+  );
   expect(lines.child.signalCode).toBe('SIGKILL');
   expect(readFileSync(join(dir, 'effects.log'), 'utf8')).toBe('order-1\n');
 
@@ -107,11 +109,15 @@ it('anItemWhoseSqliteTransactionCommittedBeforeTheKillIsSkippedByTheNextProcess'
   dir = mkdtempSync(join(tmpdir(), 'pq-processed-kill-'));
   const lines = runModule(dir, 'child.mjs', sqliteChild, [dir], [], { NODE_PATH: join(import.meta.dirname, '..', '..', 'node_modules') });
   await lines.until((l) => l.includes('committed 1'));
-  await new Promise((resolve) => (lines.child.exitCode !== null || lines.child.signalCode !== null ? resolve(null) : lines.child.once('exit', resolve)));
+  await new Promise((resolve) =>
+    lines.child.exitCode !== null || lines.child.signalCode !== null ? resolve(null) : lines.child.once('exit', resolve),
+  );
   expect(lines.child.signalCode).toBe('SIGKILL');
 
   const { createRequire } = await import('node:module');
-  const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
+  const Database = createRequire(import.meta.url)('better-sqlite3') as new (
+    path: string,
+  ) => {
     exec(sql: string): unknown;
     prepare(sql: string): { run(...p: unknown[]): unknown; get(...p: unknown[]): unknown; all(): unknown[] };
     close(): void;

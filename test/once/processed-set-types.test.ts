@@ -28,7 +28,14 @@ it('anAsyncHandlerForASqliteSetWithoutItsExpectedErrorMarkFailsToCompile', () =>
     const marked = '  // @ts-expect-error an async handler cannot run inside a better-sqlite3 transaction\n';
     expect(source).toContain(marked);
     writeFileSync(join(dir, 'processed-set.ts'), source.replace(marked, ''));
-    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../../../tsconfig.json', compilerOptions: { noEmit: true, rootDir: '../../../..' }, include: ['processed-set.ts'] }));
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        extends: '../../../../tsconfig.json',
+        compilerOptions: { noEmit: true, rootDir: '../../../..' },
+        include: ['processed-set.ts'],
+      }),
+    );
     const r = compile(dir);
     expect(r.status).not.toBe(0);
     expect(r.output).toMatch(/processed-set\.ts\(\d+,\d+\): error/);

@@ -68,7 +68,12 @@ const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
  * Handle `item` under `set` with the wrapper, whose record then stands while its ack is lost: the
  * handler nacks the item, so the wrapper's ack finds it settled and the item is delivered again.
  */
-async function loseAck(rx: Consumer<Uint8Array>, set: ProcessedSet, item: Reserved<Uint8Array>, effect: (item: Reserved<Uint8Array>) => void = () => {}): Promise<void> {
+async function loseAck(
+  rx: Consumer<Uint8Array>,
+  set: ProcessedSet,
+  item: Reserved<Uint8Array>,
+  effect: (item: Reserved<Uint8Array>) => void = () => {},
+): Promise<void> {
   const lost = effectivelyOnce(rx, set, async (it) => {
     effect(it);
     await it.nack();
@@ -305,7 +310,10 @@ describe('the guard against a set of another queue', () => {
       const [tx, rx] = await new Builder(new MemStore()).codec(json<{ id: string; total: number }>()).open();
       // Each run takes new orders; the MemStore gives them seqs 1 and 2 again.
       const n = (db.prepare('SELECT count(*) AS n FROM orders').get() as { n: number }).n;
-      await tx.pushMany([{ id: `A${n + 1}`, total: 30 }, { id: `A${n + 2}`, total: 12 }]);
+      await tx.pushMany([
+        { id: `A${n + 1}`, total: 30 },
+        { id: `A${n + 2}`, total: 12 },
+      ]);
       const once = effectivelyOnce(rx, new SqliteProcessedSet(db), (item) => void insert.run(item.value.id, item.value.total));
       const results: unknown[] = [];
       for (let i = 0; i < 2; i++) {
@@ -434,7 +442,13 @@ describe('the store identity a set keeps', () => {
     const v1 = new Uint8Array(SET_HEADER_V1_BYTES);
     v1.set(new TextEncoder().encode(SET_MAGIC));
     new DataView(v1.buffer).setUint32(SET_MAGIC_BYTES, 1, true);
-    await store.append([{ seq: 1, bytes: v1 }, { seq: 2, bytes: encodeEntry(2) }], true);
+    await store.append(
+      [
+        { seq: 1, bytes: v1 },
+        { seq: 2, bytes: encodeEntry(2) },
+      ],
+      true,
+    );
     await store.close();
     {
       const [tx, rx] = await new Builder(await LogStore.open(join(dir, 'q'))).open();
@@ -654,7 +668,7 @@ describe('LogProcessedSet', () => {
 describe('SqliteProcessedSet', () => {
   function openDb(): Db {
     const db = new Database(join(freshDir(), 'app.db'));
-    db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE orders (id TEXT PRIMARY KEY)');
     return db;
   }
   const orders = (db: Db) => (db.prepare('SELECT id FROM orders ORDER BY id').all() as { id: string }[]).map((r) => r.id);
@@ -780,7 +794,10 @@ describe('FORMAT.md §12', () => {
     await set.close();
     const store = await LogStore.open(dir);
     await store.open();
-    expect(store.read({ after: 0, before: Infinity, limit: 10 }).map((i) => [...i.bytes])).toEqual([[...hexBlocks[0]!], [...hexBlocks[1]!]]);
+    expect(store.read({ after: 0, before: Infinity, limit: 10 }).map((i) => [...i.bytes])).toEqual([
+      [...hexBlocks[0]!],
+      [...hexBlocks[1]!],
+    ]);
     await store.close();
   });
 

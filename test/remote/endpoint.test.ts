@@ -14,7 +14,15 @@ import { LogStore, nodeFileSystem } from '../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
-import { FRAME_HEADER_BYTES, REQ_PUSH, encodeHello, encodeHelloReply, encodePush, maxFrameBodyBytes, newFrame } from '../../src/remote/protocol.js';
+import {
+  FRAME_HEADER_BYTES,
+  REQ_PUSH,
+  encodeHello,
+  encodeHelloReply,
+  encodePush,
+  maxFrameBodyBytes,
+  newFrame,
+} from '../../src/remote/protocol.js';
 import { SOCKET_PATH_BYTES_MAX, withSocketPath } from '../../src/remote/socket-path.js';
 import { CrashFileSystem, Prng } from '../../src/testing/index.js';
 import { distUrl, runModule } from '../support/child-process.js';
@@ -139,7 +147,12 @@ describe('the endpoint file', () => {
     writeFileSync(join(dir, 'notes.txt'), 'mine');
     const error = await connect(dir).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QueueError);
-    expect(error).toMatchObject({ code: 'ERR_STORE', message: expect.stringContaining(`No process serves the queue in ${dir} (there is no ${join(dir, 'pq.sock')}), and its spool cannot be used`) });
+    expect(error).toMatchObject({
+      code: 'ERR_STORE',
+      message: expect.stringContaining(
+        `No process serves the queue in ${dir} (there is no ${join(dir, 'pq.sock')}), and its spool cannot be used`,
+      ),
+    });
     expect(existsSync(join(dir, 'spool'))).toBe(false);
   });
 
@@ -150,7 +163,11 @@ describe('the endpoint file', () => {
     writeFileSync(join(dir, 'pq.sock.tmp', 'x'), 'x');
     const store = await LogStore.open(dir);
     const error = await new Builder(store).open().catch((e: unknown) => e);
-    expect(error).toMatchObject({ name: 'OpenError', code: 'ERR_STORE', message: expect.stringContaining('failed to serve the queue to other processes') });
+    expect(error).toMatchObject({
+      name: 'OpenError',
+      code: 'ERR_STORE',
+      message: expect.stringContaining('failed to serve the queue to other processes'),
+    });
     expect(existsSync(join(dir, 'LOCK'))).toBe(false);
     rmSync(join(dir, 'pq.sock.tmp'), { recursive: true });
     const owner = await openOwner(dir);
@@ -160,7 +177,9 @@ describe('the endpoint file', () => {
 
   test('theEndpointOptionIsABoolean', async () => {
     const dir = freshDir();
-    await expect(LogStore.open(dir, { endpoint: 'no' as never })).rejects.toThrow(new TypeError('Expected `endpoint` to be a boolean, got `"no"` (string)'));
+    await expect(LogStore.open(dir, { endpoint: 'no' as never })).rejects.toThrow(
+      new TypeError('Expected `endpoint` to be a boolean, got `"no"` (string)'),
+    );
     expect(readdirSync(dir)).toEqual([]);
   });
 
@@ -183,7 +202,9 @@ describe('the endpoint file', () => {
       // Neither the bind nor the connect left its private directory behind.
       expect(readdirSync(privateTmp)).toEqual([]);
       // No abstract-namespace socket: every Unix socket of this process has a path in the file system.
-      const abstract = readFileSync('/proc/net/unix', 'utf8').split('\n').filter((l) => / @\S*pq/.test(l));
+      const abstract = readFileSync('/proc/net/unix', 'utf8')
+        .split('\n')
+        .filter((l) => / @\S*pq/.test(l));
       expect(abstract).toEqual([]);
       await producer.close();
       await owner.rx.close();
@@ -230,7 +251,9 @@ for await (const item of rx) {}
     await child.kill();
     expect(lstatSync(join(dir, 'pq.sock')).isSocket()).toBe(true);
     // Nothing listens: no owner is reached (connect() goes to the spool).
-    expect(await EndpointClient.reach(dir)).toEqual({ absent: `nothing listens on ${join(dir, 'pq.sock')}: the process that served it is gone` });
+    expect(await EndpointClient.reach(dir)).toEqual({
+      absent: `nothing listens on ${join(dir, 'pq.sock')}: the process that served it is gone`,
+    });
     writeFileSync(join(dir, 'pq.sock.tmp'), 'left by a start cut short');
     const owner = await openOwner(dir);
     expect(readdirSync(dir)).not.toContain('pq.sock.tmp');

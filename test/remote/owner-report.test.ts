@@ -12,7 +12,16 @@ import { LogStore } from '../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { connect } from '../../src/remote/connect.js';
-import { FRAME_OVERHEAD_BYTES, GROUPS_LIMIT_MAX, REQ_GROUPS, SCHEDULES_LIMIT_MAX, encodeGroups, encodeHello, encodeSchedules, newFrame } from '../../src/remote/protocol.js';
+import {
+  FRAME_OVERHEAD_BYTES,
+  GROUPS_LIMIT_MAX,
+  REQ_GROUPS,
+  SCHEDULES_LIMIT_MAX,
+  encodeGroups,
+  encodeHello,
+  encodeSchedules,
+  newFrame,
+} from '../../src/remote/protocol.js';
 import { EndpointServer } from '../../src/remote/server.js';
 import type { OwnerSurface } from '../../src/contract/owner-surface.js';
 import { MAX_GROUP_BYTES, MAX_SCHEDULE_NAME_BYTES } from '../../src/contract/store.js';
@@ -31,7 +40,10 @@ function freshDir(): string {
   return d;
 }
 
-async function owner(setup: (b: Builder) => Builder = (b) => b, maxItemBytes = 64): Promise<{ dir: string; tx: Producer; rx: Consumer; client: EndpointClient }> {
+async function owner(
+  setup: (b: Builder) => Builder = (b) => b,
+  maxItemBytes = 64,
+): Promise<{ dir: string; tx: Producer; rx: Consumer; client: EndpointClient }> {
   const dir = freshDir();
   const [tx, rx] = await setup(new Builder(await LogStore.open(dir, { maxItemBytes })).durability('none')).open();
   closers.push(() => rx.close());
@@ -77,7 +89,13 @@ describe('the owner reports its groups', () => {
     // Ties by name: the first names in JavaScript's order among the 5,000 of one item each.
     const names = Array.from({ length: many }, (_, i) => longName(i)).sort();
     expect(report.groups.slice(2).map((g) => g.group)).toEqual(names.slice(0, GROUPS_LIMIT_MAX - 2));
-    expect([report.inFlight, report.groupLimited, report.rateLimited, report.rateLimit, report.queueRateWaitMs]).toEqual([many + 4, 4, 0, null, null]);
+    expect([report.inFlight, report.groupLimited, report.rateLimited, report.rateLimit, report.queueRateWaitMs]).toEqual([
+      many + 4,
+      4,
+      0,
+      null,
+      null,
+    ]);
     // The answer is bounded by the limit: it fits the frame overhead whatever the queue's maxItemBytes.
     expect(Buffer.byteLength(JSON.stringify(report))).toBeLessThan(FRAME_OVERHEAD_BYTES);
     expect((await o.client.groups(1)).groups.map((g) => g.group)).toEqual(['hot']);
@@ -119,7 +137,10 @@ describe('the owner reports its groups', () => {
     expect(o.rx.tryReserve()).not.toBeNull();
     expect(o.rx.tryReserve()).toBeNull();
     const report = await o.client.groups(10);
-    expect([report.queueRateWaitMs, report.groups]).toEqual([500, [{ group: 'g', inFlight: 1, groupLimited: 0, rateLimited: 0, rateWaitMs: 0 }]]);
+    expect([report.queueRateWaitMs, report.groups]).toEqual([
+      500,
+      [{ group: 'g', inFlight: 1, groupLimited: 0, rateLimited: 0, rateWaitMs: 0 }],
+    ]);
   });
 });
 

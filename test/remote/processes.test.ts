@@ -100,7 +100,16 @@ await producer.close();
     }
     await owner.until((l) => l.some((x) => x.startsWith('{')));
     const result = JSON.parse(owner.lines.find((x) => x.startsWith('{'))!);
-    expect(result).toEqual({ total: 4000, violations: [], next: [[0, 1000], [1, 1000], [2, 1000], [3, 1000]] });
+    expect(result).toEqual({
+      total: 4000,
+      violations: [],
+      next: [
+        [0, 1000],
+        [1, 1000],
+        [2, 1000],
+        [3, 1000],
+      ],
+    });
     expect(await exited(owner), owner.stderr).toBe(0);
     // Nothing more was stored than the 4000 pushes.
     const store = await LogStore.open(dir);

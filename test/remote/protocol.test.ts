@@ -87,7 +87,12 @@ function reply(frame: Uint8Array) {
 
 /** A push body edited by `edit`, its header's length left as the encoder wrote it. */
 function editedPush(edit: (body: DataView, bytes: Uint8Array) => void, keyed = false): Frame {
-  const frame = encodePush(7, { payloads: [utf8.encode('ab'), utf8.encode('c')], priority: 0, notBefore: 0, keys: keyed ? [utf8.encode('k1'), utf8.encode('k2')] : undefined });
+  const frame = encodePush(7, {
+    payloads: [utf8.encode('ab'), utf8.encode('c')],
+    priority: 0,
+    notBefore: 0,
+    keys: keyed ? [utf8.encode('k1'), utf8.encode('k2')] : undefined,
+  });
   const body = frame.slice(FRAME_HEADER_BYTES);
   edit(new DataView(body.buffer), body);
   return { type: REQ_PUSH, id: 7, body, owned: true };
@@ -99,7 +104,14 @@ describe('endpoint frames', () => {
     const keys = ['order-1', 'é', 'k'.repeat(MAX_KEY_BYTES)];
     const decoded = request(encodePush(42, { payloads, priority: -128, notBefore: 2 ** 53 - 1, keys: keys.map((k) => utf8.encode(k)) }));
     expect(decoded).toEqual({ type: 'push', id: 42, payloads, priority: -128, notBefore: 2 ** 53 - 1, keys });
-    expect(request(encodePush(1, { payloads: [utf8.encode('x')], priority: 127, notBefore: 0, keys: undefined }))).toEqual({ type: 'push', id: 1, payloads: [utf8.encode('x')], priority: 127, notBefore: 0, keys: undefined });
+    expect(request(encodePush(1, { payloads: [utf8.encode('x')], priority: 127, notBefore: 0, keys: undefined }))).toEqual({
+      type: 'push',
+      id: 1,
+      payloads: [utf8.encode('x')],
+      priority: 127,
+      notBefore: 0,
+      keys: undefined,
+    });
   });
 
   test('everyRequestAndReplyRoundTrips', () => {
@@ -107,12 +119,34 @@ describe('endpoint frames', () => {
     expect(request(encodeCancel(2, 0xffffffff))).toEqual({ type: 'cancel', id: 2, target: 0xffffffff });
     expect(request(encodeBare(REQ_STATS, 3))).toEqual({ type: 'stats', id: 3 });
     expect(request(encodeDeadLetters(4, 99, 10))).toEqual({ type: 'deadLetters', id: 4, after: 99, limit: 10 });
-    expect(request(encodeSelection(REQ_REDRIVE, 5, { seqs: [3, 9], limit: undefined }))).toEqual({ type: 'redrive', id: 5, seqs: [3, 9], limit: undefined });
-    expect(request(encodeSelection(REQ_PURGE, 6, { seqs: undefined, limit: 2 }))).toEqual({ type: 'purge', id: 6, seqs: undefined, limit: 2 });
+    expect(request(encodeSelection(REQ_REDRIVE, 5, { seqs: [3, 9], limit: undefined }))).toEqual({
+      type: 'redrive',
+      id: 5,
+      seqs: [3, 9],
+      limit: undefined,
+    });
+    expect(request(encodeSelection(REQ_PURGE, 6, { seqs: undefined, limit: 2 }))).toEqual({
+      type: 'purge',
+      id: 6,
+      seqs: undefined,
+      limit: 2,
+    });
     expect(reply(encodeHelloReply(1, MAX_ITEM))).toEqual({ type: 'hello', id: 1, version: 1, maxItemBytes: MAX_ITEM });
     expect(reply(encodeSeqs(2, [1, 2 ** 53 - 1]))).toEqual({ type: 'seqs', id: 2, seqs: [1, 2 ** 53 - 1] });
-    expect(reply(encodeValue(3, { ready: 1, store: { dir: '/é' } }, 1000)!)).toEqual({ type: 'value', id: 3, value: { ready: 1, store: { dir: '/é' } } });
-    const dead = { seq: 4, bytes: utf8.encode('payload'), deliveries: 3, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason: 'Error: nope' };
+    expect(reply(encodeValue(3, { ready: 1, store: { dir: '/é' } }, 1000)!)).toEqual({
+      type: 'value',
+      id: 3,
+      value: { ready: 1, store: { dir: '/é' } },
+    });
+    const dead = {
+      seq: 4,
+      bytes: utf8.encode('payload'),
+      deliveries: 3,
+      firstDeliveredAt: 1,
+      lastDeliveredAt: 2,
+      deadAt: 3,
+      reason: 'Error: nope',
+    };
     expect(reply(encodeDeadLetterList(4, [dead], maxFrameBodyBytes(MAX_ITEM)))).toEqual({ type: 'deadLetters', id: 4, list: [dead] });
   });
 
@@ -137,17 +171,32 @@ describe('endpoint frames', () => {
   });
 
   test('oneItemOfMaxItemBytesWithTheLongestKeyFitsOneFrame', () => {
-    const frame = encodePush(1, { payloads: [new Uint8Array(MAX_ITEM)], priority: 0, notBefore: 0, keys: [utf8.encode('k'.repeat(MAX_KEY_BYTES))] });
+    const frame = encodePush(1, {
+      payloads: [new Uint8Array(MAX_ITEM)],
+      priority: 0,
+      notBefore: 0,
+      keys: [utf8.encode('k'.repeat(MAX_KEY_BYTES))],
+    });
     expect(frame.length - FRAME_HEADER_BYTES).toBeLessThanOrEqual(maxFrameBodyBytes(MAX_ITEM));
     expect(request(frame).type).toBe('push');
   });
 
   test('aDeadLetterListIsCutToWhatFitsAndKeepsAtLeastOne', () => {
-    const big = { seq: 1, bytes: new Uint8Array(MAX_ITEM), deliveries: 1, firstDeliveredAt: 0, lastDeliveredAt: 0, deadAt: 0, reason: 'r'.repeat(MAX_REASON_BYTES) };
+    const big = {
+      seq: 1,
+      bytes: new Uint8Array(MAX_ITEM),
+      deliveries: 1,
+      firstDeliveredAt: 0,
+      lastDeliveredAt: 0,
+      deadAt: 0,
+      reason: 'r'.repeat(MAX_REASON_BYTES),
+    };
     const list = Array.from({ length: 200 }, (_, i) => ({ ...big, seq: i + 1 }));
     const max = maxFrameBodyBytes(MAX_ITEM);
     const r = reply(encodeDeadLetterList(1, list, max));
-    expect(r.type === 'deadLetters' && r.list.map((d) => d.seq)).toEqual(Array.from({ length: Math.floor((max - 4) / (42 + MAX_ITEM + MAX_REASON_BYTES)) }, (_, i) => i + 1));
+    expect(r.type === 'deadLetters' && r.list.map((d) => d.seq)).toEqual(
+      Array.from({ length: Math.floor((max - 4) / (42 + MAX_ITEM + MAX_REASON_BYTES)) }, (_, i) => i + 1),
+    );
     const one = reply(encodeDeadLetterList(1, list, 10));
     expect(one.type === 'deadLetters' && one.list.length).toBe(1);
   });
@@ -155,13 +204,22 @@ describe('endpoint frames', () => {
   test('framesCutAtEveryByteDecodeAsFromOneChunk', () => {
     const stream = concat(
       encodeHello(1),
-      encodePush(2, { payloads: [utf8.encode('abc'), utf8.encode('de')], priority: 5, notBefore: 77, keys: [utf8.encode('x'), utf8.encode('y')] }),
+      encodePush(2, {
+        payloads: [utf8.encode('abc'), utf8.encode('de')],
+        priority: 5,
+        notBefore: 77,
+        keys: [utf8.encode('x'), utf8.encode('y')],
+      }),
       encodeBare(REQ_STATS, 3),
       encodeCancel(4, 2),
     );
     const whole = frames(stream).map(decodeRequest);
     expect(whole.map((r) => r.type)).toEqual(['hello', 'push', 'stats', 'cancel']);
-    const bytewise = frames(stream, requestBounds(MAX_ITEM), Array.from({ length: stream.length - 1 }, (_, i) => i + 1)).map(decodeRequest);
+    const bytewise = frames(
+      stream,
+      requestBounds(MAX_ITEM),
+      Array.from({ length: stream.length - 1 }, (_, i) => i + 1),
+    ).map(decodeRequest);
     expect(bytewise).toEqual(whole);
   });
 
@@ -237,7 +295,12 @@ describe('the decoder refuses malformed frames', () => {
 
   test('groupsAndSchedulesRequestsRoundTrip', () => {
     expect(request(encodeGroups(7, GROUPS_LIMIT_MAX))).toEqual({ type: 'groups', id: 7, limit: GROUPS_LIMIT_MAX });
-    expect(request(encodeSchedules(8, new Uint8Array(0), SCHEDULES_LIMIT_MAX))).toEqual({ type: 'schedules', id: 8, after: '', limit: SCHEDULES_LIMIT_MAX });
+    expect(request(encodeSchedules(8, new Uint8Array(0), SCHEDULES_LIMIT_MAX))).toEqual({
+      type: 'schedules',
+      id: 8,
+      after: '',
+      limit: SCHEDULES_LIMIT_MAX,
+    });
     // A name that starts with U+FEFF is the name, not a byte-order mark; the longest fits the bound.
     for (const after of ['\ufeffnightly é', 'n'.repeat(MAX_SCHEDULE_NAME_BYTES)]) {
       expect(request(encodeSchedules(9, utf8.encode(after), 1))).toEqual({ type: 'schedules', id: 9, after, limit: 1 });
@@ -265,8 +328,15 @@ describe('the decoder refuses malformed frames', () => {
     for (const [what, frame] of bad) expect(() => decodeRequest(frame), what).toThrow(ProtocolError);
     // Bodies outside their type's bounds never reach the decoder: refused from the header alone.
     expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_GROUPS, 1, 5), () => {})).toThrow(ProtocolError);
-    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES + MAX_SCHEDULE_NAME_BYTES + 1), () => {})).toThrow(ProtocolError);
-    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES - 1), () => {})).toThrow(ProtocolError);
+    expect(() =>
+      new FrameDecoder(requestBounds(MAX_ITEM)).feed(
+        newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES + MAX_SCHEDULE_NAME_BYTES + 1),
+        () => {},
+      ),
+    ).toThrow(ProtocolError);
+    expect(() => new FrameDecoder(requestBounds(MAX_ITEM)).feed(newFrame(REQ_SCHEDULES, 1, SCHEDULES_HEADER_BYTES - 1), () => {})).toThrow(
+      ProtocolError,
+    );
   });
 
   test('repliesThatDoNotAddUpAreRefused', () => {
@@ -328,7 +398,17 @@ describe('FORMAT.md §15', () => {
       { type: 'hello', id: 1, version: 1 },
       { type: 'push', id: 2, payloads: [utf8.encode('job-1'), utf8.encode('job-2')], priority: 5, notBefore: 0, keys: ['a', 'b'] },
     ]);
-    expect(concat(encodeHello(1), encodePush(2, { payloads: [utf8.encode('job-1'), utf8.encode('job-2')], priority: 5, notBefore: 0, keys: [utf8.encode('a'), utf8.encode('b')] }))).toEqual(bytes);
+    expect(
+      concat(
+        encodeHello(1),
+        encodePush(2, {
+          payloads: [utf8.encode('job-1'), utf8.encode('job-2')],
+          priority: 5,
+          notBefore: 0,
+          keys: [utf8.encode('a'), utf8.encode('b')],
+        }),
+      ),
+    ).toEqual(bytes);
   });
 
   test('theExampleRepliesDecodeAndEncodeBackToTheSameBytes', () => {
@@ -346,7 +426,9 @@ describe('FORMAT.md §15', () => {
       { type: 'seqs', id: 2, seqs: [7, 8] },
       { type: 'error', id: 3, kind: ERROR_KIND_QUEUE, code: 'ERR_CLOSED', message: 'closed' },
     ]);
-    expect(concat(encodeHelloReply(1, 16 * 1024 * 1024), encodeSeqs(2, [7, 8]), encodeError(3, new QueueError('ERR_CLOSED', 'closed')))).toEqual(bytes);
+    expect(
+      concat(encodeHelloReply(1, 16 * 1024 * 1024), encodeSeqs(2, [7, 8]), encodeError(3, new QueueError('ERR_CLOSED', 'closed'))),
+    ).toEqual(bytes);
   });
 
   test('theDocumentedSizesAreTheCodes', () => {

@@ -15,7 +15,16 @@ import { MemStore } from '../../src/stores/mem/mem-store.js';
 import { Builder } from '../../src/core/builder.js';
 import { EndpointClient } from '../../src/remote/client.js';
 import { REQ_TIMINGS, decodeRequest, encodeBare, FRAME_HEADER_BYTES } from '../../src/remote/protocol.js';
-import { SAMPLES_PER_SECOND_MAX, TIMING_WINDOW_SECONDS, TRACKED_ITEMS_MAX, TimingCollector, WATCH_IDLE_MS, binOf, binUpperMs, type TimingClock } from '../../src/remote/timings.js';
+import {
+  SAMPLES_PER_SECOND_MAX,
+  TIMING_WINDOW_SECONDS,
+  TRACKED_ITEMS_MAX,
+  TimingCollector,
+  WATCH_IDLE_MS,
+  binOf,
+  binUpperMs,
+  type TimingClock,
+} from '../../src/remote/timings.js';
 
 const dirs: string[] = [];
 const collectors: TimingCollector[] = [];
@@ -37,7 +46,8 @@ function manualClock(startWall = 1_700_000_000_000): TimingClock & { advance(ms:
   return { wall: () => startWall + offset, mono: () => offset, advance: (ms) => void (offset += ms) };
 }
 
-const watched = (): boolean[] => [channels.push, channels.deliver, channels.ack, channels.nack, channels.deadLetter].map((c) => diagnosticsChannel.hasSubscribers(c));
+const watched = (): boolean[] =>
+  [channels.push, channels.deliver, channels.ack, channels.nack, channels.deadLetter].map((c) => diagnosticsChannel.hasSubscribers(c));
 
 describe('the collector', () => {
   test('aCollectorNobodyAskedSubscribesToNothing', async () => {
@@ -228,7 +238,10 @@ describe('through the endpoint', () => {
   test('aTimingsRequestIsAFrameWithoutABody', () => {
     const frame = encodeBare(REQ_TIMINGS, 7);
     expect(frame.length).toBe(FRAME_HEADER_BYTES);
-    expect(decodeRequest({ type: REQ_TIMINGS, id: 7, body: frame.subarray(FRAME_HEADER_BYTES), owned: true })).toEqual({ type: 'timings', id: 7 });
+    expect(decodeRequest({ type: REQ_TIMINGS, id: 7, body: frame.subarray(FRAME_HEADER_BYTES), owned: true })).toEqual({
+      type: 'timings',
+      id: 7,
+    });
   });
 
   test('theOwnerAnswersTimingsAndStartsWatchingOnlyWhenAsked', async () => {

@@ -184,7 +184,9 @@ catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.
       await expect(b.open(path, { maxItemBytes: 0 })).rejects.toThrow(RangeError);
       await expect(b.open(path, { maxItemBytes: '1' })).rejects.toThrow(TypeError);
       await expect(b.open(path, { maxItemBytes: 2 ** 40 })).rejects.toThrow(RangeError);
-      await expect(b.open(path, { maxItemBytes: 0 })).rejects.toThrow('Expected `options.maxItemBytes` to be a positive integer, got `0` (number)');
+      await expect(b.open(path, { maxItemBytes: 0 })).rejects.toThrow(
+        'Expected `options.maxItemBytes` to be a positive integer, got `0` (number)',
+      );
       expect(existsSync(path)).toBe(false);
     }));
 

@@ -61,10 +61,19 @@ export class Lines {
  * Run an ES module `source` in a fresh `node` with `args` (and `env` added to this process's
  * environment); its output arrives in the returned Lines.
  */
-export function runModule(dir: string, name: string, source: string, args: string[], nodeArgs: string[] = [], env: Record<string, string> = {}): Lines {
+export function runModule(
+  dir: string,
+  name: string,
+  source: string,
+  args: string[],
+  nodeArgs: string[] = [],
+  env: Record<string, string> = {},
+): Lines {
   const file = join(dir, name);
   writeFileSync(file, source);
-  return new Lines(spawn(process.execPath, [...nodeArgs, file, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } }));
+  return new Lines(
+    spawn(process.execPath, [...nodeArgs, file, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } }),
+  );
 }
 
 /**

@@ -58,7 +58,8 @@ export function blocksOf(file: string, text: string): Block[] {
     const indent = open[1]!.length;
     const body: string[] = [];
     let j = i + 1;
-    for (; j < lines.length && !/^ *```\s*$/.test(lines[j]!); j++) body.push(lines[j]!.slice(Math.min(indent, /^ */.exec(lines[j]!)![0].length)));
+    for (; j < lines.length && !/^ *```\s*$/.test(lines[j]!); j++)
+      body.push(lines[j]!.slice(Math.min(indent, /^ */.exec(lines[j]!)![0].length)));
     blocks.push({ file, line: i + 1, lang: open[2]!, body: body.length === 0 ? '' : `${body.join('\n')}\n` });
     i = j;
   }
@@ -75,7 +76,9 @@ export function findBlock(blocks: readonly Block[], lang: string, needles: reado
   const matches = blocks.filter((b) => b.lang === lang && needles.every((n) => b.body.includes(n)));
   const where = (bs: readonly Block[]) => bs.map((b) => `${b.file}:${b.line}`).join(', ');
   if (matches.length !== 1) {
-    throw new Error(`expected one \`\`\`${lang} block containing ${JSON.stringify(needles)} in README.md or docs/, found ${matches.length}${matches.length ? ` (${where(matches)})` : ''}`);
+    throw new Error(
+      `expected one \`\`\`${lang} block containing ${JSON.stringify(needles)} in README.md or docs/, found ${matches.length}${matches.length ? ` (${where(matches)})` : ''}`,
+    );
   }
   return matches[0]!;
 }
@@ -98,7 +101,10 @@ export function anchorsOf(text: string): string[] {
   const seen = new Map<string, number>();
   const anchors: string[] = [];
   for (const m of outsideBlocks(text).matchAll(/^#{1,6} +(.+?) *#*$/gm)) {
-    const base = m[1]!.toLowerCase().replace(/[^\p{L}\p{N}\p{M}_\- ]/gu, '').replaceAll(' ', '-');
+    const base = m[1]!
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\p{M}_\- ]/gu, '')
+      .replaceAll(' ', '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     anchors.push(n === 0 ? base : `${base}-${n}`);

@@ -68,7 +68,9 @@ export function runKeySuite(b: KeyBackend): void {
       await store.open();
       await store.append([keyed(1, 'a', T), keyed(2, 'b', T + 1), keyed(3, 'c', T + 2), { seq: 4, bytes: bytes('plain') }], true);
       await store.ack([1], true);
-      await store.deadLetter([{ seq: 2, bytes: bytes('b'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: 'r' }]);
+      await store.deadLetter([
+        { seq: 2, bytes: bytes('b'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: 'r' },
+      ]);
       await store.close();
       expect(await b.keyEntries(path)).toEqual([1, 2, 3]);
       store = await b.open(path);

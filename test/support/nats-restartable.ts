@@ -10,7 +10,11 @@ import { delimiter, join } from 'node:path';
 
 /** The nats-server binary: $NATS_SERVER, /usr/sbin/nats-server, or one on the PATH; null when there is none. */
 export function natsServerBinary(): string | null {
-  const candidates = [process.env.NATS_SERVER, '/usr/sbin/nats-server', ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server'))];
+  const candidates = [
+    process.env.NATS_SERVER,
+    '/usr/sbin/nats-server',
+    ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server')),
+  ];
   for (const c of candidates) if (c !== undefined && c !== '' && existsSync(c)) return c;
   return null;
 }
@@ -51,7 +55,9 @@ export class NatsServer {
   }
 
   async #spawn(port: number): Promise<void> {
-    const child = spawn(this.binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', this.storeDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(this.binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', this.storeDir], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     this.#child = child;
     let log = '';
     await new Promise<void>((resolve, reject) => {

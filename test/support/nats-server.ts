@@ -11,7 +11,11 @@ import { delimiter, join } from 'node:path';
 
 /** The nats-server binary, or undefined when the machine has none. */
 export function natsServerBinary(): string | undefined {
-  const candidates = [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server'))];
+  const candidates = [
+    process.env.NATS_SERVER_BIN,
+    '/usr/sbin/nats-server',
+    ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'nats-server')),
+  ];
   return candidates.find((c): c is string => c !== undefined && c !== '' && existsSync(c));
 }
 
@@ -66,9 +70,16 @@ interface NodeSpec {
 
 function start(binary: string, spec: NodeSpec): NatsNode {
   const dir = mkdtempSync(join(tmpdir(), `pq-nats-${spec.name}-`));
-  const lines = [`server_name: ${spec.name}`, `listen: 127.0.0.1:${spec.port}`, `http: 127.0.0.1:${spec.monitorPort}`, `jetstream { store_dir: "${join(dir, 'js')}" }`];
+  const lines = [
+    `server_name: ${spec.name}`,
+    `listen: 127.0.0.1:${spec.port}`,
+    `http: 127.0.0.1:${spec.monitorPort}`,
+    `jetstream { store_dir: "${join(dir, 'js')}" }`,
+  ];
   if (spec.cluster) {
-    lines.push(`cluster { name: pq-test, listen: 127.0.0.1:${spec.cluster.port}, routes: [${spec.cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}] }`);
+    lines.push(
+      `cluster { name: pq-test, listen: 127.0.0.1:${spec.cluster.port}, routes: [${spec.cluster.routes.map((p) => `nats-route://127.0.0.1:${p}`).join(', ')}] }`,
+    );
   }
   const config = join(dir, 'server.conf');
   writeFileSync(config, lines.join('\n') + '\n');
@@ -118,7 +129,9 @@ export async function startNatsServer(binary: string): Promise<NatsNode> {
 export async function startNatsCluster(binary: string): Promise<NatsNode[]> {
   const ports = await Promise.all(Array.from({ length: 9 }, () => freePort()));
   const routes = [ports[2]!, ports[5]!, ports[8]!];
-  const nodes = [0, 1, 2].map((i) => start(binary, { name: `pq-n${i + 1}`, port: ports[i * 3]!, monitorPort: ports[i * 3 + 1]!, cluster: { port: routes[i]!, routes } }));
+  const nodes = [0, 1, 2].map((i) =>
+    start(binary, { name: `pq-n${i + 1}`, port: ports[i * 3]!, monitorPort: ports[i * 3 + 1]!, cluster: { port: routes[i]!, routes } }),
+  );
   try {
     for (const node of nodes) await until200(`http://127.0.0.1:${node.monitorPort}/healthz`, 400, () => !node.exited);
   } catch (error) {

@@ -22,13 +22,15 @@ function check(fn, args, when) {
     while (!real.existsSync(`${barrier}/${r.name}.go`)) Atomics.wait(cell, 0, 0, 5);
   }
 }
-const wrap = (fn) => (...args) => {
-  check(fn, args, 'before');
-  // biome-ignore lint/performance/noDynamicNamespaceImportAccess: every node:fs function is wrapped by its name; nothing here is bundled.
-  const out = real[fn](...args);
-  check(fn, args, 'after');
-  return out;
-};
+const wrap =
+  (fn) =>
+  (...args) => {
+    check(fn, args, 'before');
+    // biome-ignore lint/performance/noDynamicNamespaceImportAccess: every node:fs function is wrapped by its name; nothing here is bundled.
+    const out = real[fn](...args);
+    check(fn, args, 'after');
+    return out;
+  };
 export const linkSync = wrap('linkSync');
 export const renameSync = wrap('renameSync');
 export const openSync = wrap('openSync');

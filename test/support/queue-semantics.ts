@@ -227,7 +227,9 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
       expect([next.seq, text(next.bytes)]).toEqual([good, 'good']);
       await next.ack();
       const letters = await rx.deadLetters.list();
-      expect(letters.map((l) => [l.seq, text(l.bytes), l.deliveries, l.reason])).toEqual([[bad, 'bad', 1, 'handed out 1 times (maxDeliveries 1)']]);
+      expect(letters.map((l) => [l.seq, text(l.bytes), l.deliveries, l.reason])).toEqual([
+        [bad, 'bad', 1, 'handed out 1 times (maxDeliveries 1)'],
+      ]);
       expect(letters[0]!.deadAt).toBeGreaterThan(0);
     },
     { maxDeliveries: 1 },
@@ -265,7 +267,10 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
           }
           if (seen.includes('fine#1') && seen.includes('flaky#2')) stop.abort();
         },
-        { signal: stop.signal, onError: (error: unknown, info: { seq: number; deliveries: number }) => reports.push([(error as Error).message, info.deliveries]) },
+        {
+          signal: stop.signal,
+          onError: (error: unknown, info: { seq: number; deliveries: number }) => reports.push([(error as Error).message, info.deliveries]),
+        },
       );
       expect(seen.sort()).toEqual(['fine#1', 'flaky#1', 'flaky#2']);
       expect(reports).toEqual([['upstream busy', 1]]);
@@ -291,7 +296,12 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
           }
           stop.abort();
         },
-        { signal: stop.signal, timeoutMs: 20, onError: (error: unknown, info: { seq: number; deliveries: number }) => reports.push([(error as Error).name, info.seq, info.deliveries]) },
+        {
+          signal: stop.signal,
+          timeoutMs: 20,
+          onError: (error: unknown, info: { seq: number; deliveries: number }) =>
+            reports.push([(error as Error).name, info.seq, info.deliveries]),
+        },
       );
       expect(reasons).toEqual(['TimeoutError']);
       expect(reports).toEqual([['TimeoutError', seq, 1]]);
@@ -335,34 +345,31 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
     { codec: json() },
   );
 
-  t(
-    'reserveManyTakesWhatIsReadyAndTheManyCallsSettleAllOrNone',
-    async ({ tx, rx }) => {
-      const seqs = await tx.pushMany(['a', 'b', 'c']);
-      const batch = await rx.reserveMany(5);
-      expect(batch.map((r) => r.seq)).toEqual(seqs);
-      // One settled item refuses the whole call, and nothing else is settled by it.
-      await batch[0]!.ack();
-      await rejectsWith(rx.ackMany(batch), code('ERR_ALREADY_SETTLED'), 'ackMany with a settled item');
-      expect(batch.slice(1).map((r) => r.settled)).toEqual([false, false]);
-      await rejectsWith(rx.ackMany([batch[1], batch[1]]), typeError, 'ackMany with an item twice');
-      await rejectsWith(rx.ackMany('x' as never), typeError, 'ackMany("x")');
-      await rx.nackMany(batch.slice(1));
-      const again = await rx.reserveMany(2);
-      expect(again.map((r) => [r.seq, r.deliveries])).toEqual([
-        [seqs[1], 2],
-        [seqs[2], 2],
-      ]);
-      await rx.ackMany(again);
-      await rejectsWith(rx.reserveMany(0), rangeError, 'reserveMany(0)');
-      // With waitMs, a batch waits for items pushed meanwhile, up to the time.
-      const waiting = rx.reserveMany(2, { waitMs: 60_000 });
-      const late = await tx.pushMany(['d', 'e']);
-      const filled = await waiting;
-      expect(filled.map((r) => r.seq)).toEqual(late);
-      await rx.ackMany(filled);
-    },
-  );
+  t('reserveManyTakesWhatIsReadyAndTheManyCallsSettleAllOrNone', async ({ tx, rx }) => {
+    const seqs = await tx.pushMany(['a', 'b', 'c']);
+    const batch = await rx.reserveMany(5);
+    expect(batch.map((r) => r.seq)).toEqual(seqs);
+    // One settled item refuses the whole call, and nothing else is settled by it.
+    await batch[0]!.ack();
+    await rejectsWith(rx.ackMany(batch), code('ERR_ALREADY_SETTLED'), 'ackMany with a settled item');
+    expect(batch.slice(1).map((r) => r.settled)).toEqual([false, false]);
+    await rejectsWith(rx.ackMany([batch[1], batch[1]]), typeError, 'ackMany with an item twice');
+    await rejectsWith(rx.ackMany('x' as never), typeError, 'ackMany("x")');
+    await rx.nackMany(batch.slice(1));
+    const again = await rx.reserveMany(2);
+    expect(again.map((r) => [r.seq, r.deliveries])).toEqual([
+      [seqs[1], 2],
+      [seqs[2], 2],
+    ]);
+    await rx.ackMany(again);
+    await rejectsWith(rx.reserveMany(0), rangeError, 'reserveMany(0)');
+    // With waitMs, a batch waits for items pushed meanwhile, up to the time.
+    const waiting = rx.reserveMany(2, { waitMs: 60_000 });
+    const late = await tx.pushMany(['d', 'e']);
+    const filled = await waiting;
+    expect(filled.map((r) => r.seq)).toEqual(late);
+    await rx.ackMany(filled);
+  });
 
   t('forAwaitHandsOutItemsUntilTheLoopBreaks', async ({ tx, rx }) => {
     await tx.pushMany(['1', '2']);
@@ -534,8 +541,16 @@ export function runQueueSemantics(test: TestAPI, backend: QueueBackend): void {
     await rejectsWith(rx.reserve({ leaseMs: 0 }), rangeError, 'reserve({ leaseMs: 0 })');
     await rejectsWith(rx.reserve({ signal: 'no' as never }), typeError, 'reserve({ signal: "no" })');
     await rejectsWith(rx.process('handler' as never), typeError, 'process("handler")');
-    await rejectsWith(rx.process(() => {}, { concurrency: 0 }), rangeError, 'process concurrency 0');
-    await rejectsWith(rx.process(() => {}, { timeoutMs: -1 }), rangeError, 'process timeoutMs -1');
+    await rejectsWith(
+      rx.process(() => {}, { concurrency: 0 }),
+      rangeError,
+      'process concurrency 0',
+    );
+    await rejectsWith(
+      rx.process(() => {}, { timeoutMs: -1 }),
+      rangeError,
+      'process timeoutMs -1',
+    );
     // Nothing was stored by the refused pushes: the one good push is the only item.
     const seq = await tx.push('only');
     const item = (await rx.reserve())!;

@@ -116,12 +116,23 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
     withStore(async (path) => {
       let store = await b.open(path);
       await store.open();
-      await store.append([1, 2, 3, 4].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })), true);
+      await store.append(
+        [1, 2, 3, 4].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })),
+        true,
+      );
       await store.ack([2], true);
       await store.close();
       store = await b.open(path);
       expect((await store.open()).scheduledFrom).toBe(5);
-      await store.append([{ seq: 5, bytes: bytes('a') }, { seq: 6, bytes: bytes('s6'), priority: 3 }, { seq: 7, bytes: bytes('b') }, { seq: 8, bytes: bytes('s8'), notBefore: SOON }], true);
+      await store.append(
+        [
+          { seq: 5, bytes: bytes('a') },
+          { seq: 6, bytes: bytes('s6'), priority: 3 },
+          { seq: 7, bytes: bytes('b') },
+          { seq: 8, bytes: bytes('s8'), notBefore: SOON },
+        ],
+        true,
+      );
       await store.close();
       store = await b.open(path);
       let r = await store.open();
@@ -137,7 +148,11 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       store = await b.open(path);
       r = await store.open();
       expect([r.scheduledFrom, r.nextSeq, r.count]).toEqual([9, 9, 4]);
-      expect((await store.read(ALL)).map(plain)).toEqual([3, 4, 5, 7].map((seq) => plain((seq === 5 ? { seq, bytes: bytes('a') } : seq === 7 ? { seq, bytes: bytes('b') } : { seq, bytes: bytes(`p${seq}`) }))));
+      expect((await store.read(ALL)).map(plain)).toEqual(
+        [3, 4, 5, 7].map((seq) =>
+          plain(seq === 5 ? { seq, bytes: bytes('a') } : seq === 7 ? { seq, bytes: bytes('b') } : { seq, bytes: bytes(`p${seq}`) }),
+        ),
+      );
       await store.close();
       expect(await b.scheduleEntries(path)).toEqual([]);
     }));
@@ -152,7 +167,9 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       store = await b.open(path);
       await store.open();
       await store.ack([2, 1, 7], true);
-      await store.deadLetter([{ seq: 5, bytes: bytes('both'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason: 'poison' }]);
+      await store.deadLetter([
+        { seq: 5, bytes: bytes('both'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason: 'poison' },
+      ]);
       await store.close();
       expect(await b.scheduleEntries(path)).toEqual([3, 4]);
       store = await b.open(path);
@@ -179,11 +196,21 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
         { notBefore: Number.POSITIVE_INFINITY },
       ];
       for (const fields of bad) {
-        await refused(store.append([{ seq: nextSeq, bytes: bytes('ok'), priority: 2 }, { seq: nextSeq + 1, bytes: bytes('bad'), ...fields }], true));
+        await refused(
+          store.append(
+            [
+              { seq: nextSeq, bytes: bytes('ok'), priority: 2 },
+              { seq: nextSeq + 1, bytes: bytes('bad'), ...fields },
+            ],
+            true,
+          ),
+        );
       }
       // A dead letter cannot come back scheduled: redriven items have no schedule.
       await store.append([{ seq: nextSeq, bytes: bytes('x') }], true);
-      await store.deadLetter([{ seq: nextSeq, bytes: bytes('x'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: '' }]);
+      await store.deadLetter([
+        { seq: nextSeq, bytes: bytes('x'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: '' },
+      ]);
       await refused(store.redrive([{ from: nextSeq, item: { seq: nextSeq + 1, bytes: bytes('x'), priority: 4 } }], true));
       expect(await store.read(ALL)).toEqual([]);
       await store.close();
@@ -198,7 +225,13 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
     withStore(async (path) => {
       let store = await b.open(path);
       await store.open();
-      await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b'), priority: 0, notBefore: 0 }], true);
+      await store.append(
+        [
+          { seq: 1, bytes: bytes('a') },
+          { seq: 2, bytes: bytes('b'), priority: 0, notBefore: 0 },
+        ],
+        true,
+      );
       await store.close();
       expect(await b.format(path)).toBe(1);
       store = await b.open(path);
@@ -214,7 +247,11 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       store = await b.open(path);
       const r = await store.open();
       expect([r.deliveredBelow, r.scheduledFrom]).toEqual([2, 3]);
-      expect((await store.read(ALL)).map(plain)).toEqual([{ seq: 1, text: 'a' }, { seq: 2, text: 'b' }, { seq: 3, text: 'c', notBefore: SOON }]);
+      expect((await store.read(ALL)).map(plain)).toEqual([
+        { seq: 1, text: 'a' },
+        { seq: 2, text: 'b' },
+        { seq: 3, text: 'c', notBefore: SOON },
+      ]);
       await store.close();
     }));
 
@@ -222,7 +259,13 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
     withStore(async (path) => {
       let store = await b.open(path);
       await store.open();
-      await store.append([{ seq: 1, bytes: bytes('a'), priority: 9 }, { seq: 2, bytes: bytes('b') }], true);
+      await store.append(
+        [
+          { seq: 1, bytes: bytes('a'), priority: 9 },
+          { seq: 2, bytes: bytes('b') },
+        ],
+        true,
+      );
       await store.close();
       expect(await b.format(path)).toBe(3);
       store = await b.open(path);
@@ -230,7 +273,9 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       expect([r.deliveredBelow, r.marks, r.deadLetters, r.scheduledFrom]).toEqual([1, [], 0, 1]);
       const mark = { seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 6, lastError: 'e' };
       await store.markDelivered(3, [mark], true);
-      await store.deadLetter([{ seq: 2, bytes: bytes('b'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: 'r' }]);
+      await store.deadLetter([
+        { seq: 2, bytes: bytes('b'), deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: 'r' },
+      ]);
       await store.close();
       expect(await b.format(path)).toBe(3);
       store = await b.open(path);
@@ -260,7 +305,8 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
       const model = new Map<number, StoredItem>();
       let step = 0;
       await withReproduction(
-        () => `SEED=${formatSeed(seed)} npx vitest run test/${b.name === 'SqliteStore' ? 'sqlite' : 'level'}-scheduling.test.ts -t "model check" (step ${step})`,
+        () =>
+          `SEED=${formatSeed(seed)} npx vitest run test/${b.name === 'SqliteStore' ? 'sqlite' : 'level'}-scheduling.test.ts -t "model check" (step ${step})`,
         async () => {
           let store = await b.open(path);
           let { nextSeq } = await store.open();
@@ -271,10 +317,16 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
               for (let n = rng.intBetween(1, 6); n > 0; n--) {
                 const seq = nextSeq++;
                 const fields = rng.pick(['plain', 'priority', 'notBefore', 'both'] as const);
-                const priority = fields === 'priority' || fields === 'both' ? PRIORITY_MIN + rng.int(PRIORITY_MAX - PRIORITY_MIN + 1) : undefined;
+                const priority =
+                  fields === 'priority' || fields === 'both' ? PRIORITY_MIN + rng.int(PRIORITY_MAX - PRIORITY_MIN + 1) : undefined;
                 // Any safe integer: 32 random bits above 21 more reach 2^53 - 1.
                 const notBefore = fields === 'notBefore' || fields === 'both' ? rng.next() * 2 ** 21 + rng.int(2 ** 21) : undefined;
-                batch.push({ seq, bytes: rng.bytes(rng.int(5)), ...(priority === undefined ? {} : { priority }), ...(notBefore === undefined ? {} : { notBefore }) });
+                batch.push({
+                  seq,
+                  bytes: rng.bytes(rng.int(5)),
+                  ...(priority === undefined ? {} : { priority }),
+                  ...(notBefore === undefined ? {} : { notBefore }),
+                });
               }
               await store.append(batch, rng.bool());
               for (const item of batch) model.set(item.seq, item);
@@ -285,13 +337,18 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
               for (const seq of acked) model.delete(seq);
             } else if (roll === 8 && model.size > 0) {
               const item = model.get(rng.pick([...model.keys()]))!;
-              await store.deadLetter([{ seq: item.seq, bytes: item.bytes, deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: '' }]);
+              await store.deadLetter([
+                { seq: item.seq, bytes: item.bytes, deliveries: 1, firstDeliveredAt: 1, lastDeliveredAt: 1, deadAt: 1, reason: '' },
+              ]);
               model.delete(item.seq);
             } else {
               await store.close();
               store = await b.open(path);
               const r = await store.open();
-              const lowest = [...model.values()].filter(isScheduled).map((i) => i.seq).sort((x, y) => x - y)[0];
+              const lowest = [...model.values()]
+                .filter(isScheduled)
+                .map((i) => i.seq)
+                .sort((x, y) => x - y)[0];
               expect(r.scheduledFrom).toBe(lowest ?? r.nextSeq);
               nextSeq = r.nextSeq;
             }
@@ -299,7 +356,12 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
             expect((await store.read(ALL)).map(plain)).toEqual(held);
           }
           await store.close();
-          expect(await b.scheduleEntries(path)).toEqual([...model.values()].filter(isScheduled).map((i) => i.seq).sort((x, y) => x - y));
+          expect(await b.scheduleEntries(path)).toEqual(
+            [...model.values()]
+              .filter(isScheduled)
+              .map((i) => i.seq)
+              .sort((x, y) => x - y),
+          );
         },
       );
     }));
@@ -338,7 +400,13 @@ for (let n = 0; ; n++) {
       const wrong = written.filter((seq, n) => {
         const a = bySeq.get(seq);
         const later = bySeq.get(seq + 1);
-        return a === undefined || a.priority !== ((n % 255) - 127 || undefined) || a.notBefore !== undefined || later?.notBefore !== 1_700_000_000_000 + n || later.priority !== undefined;
+        return (
+          a === undefined ||
+          a.priority !== ((n % 255) - 127 || undefined) ||
+          a.notBefore !== undefined ||
+          later?.notBefore !== 1_700_000_000_000 + n ||
+          later.priority !== undefined
+        );
       });
       expect(wrong, 'scheduled items reported written and then missing or changed after kill -9').toEqual([]);
       expect(r.scheduledFrom).toBe(written[0]);

@@ -95,7 +95,11 @@ export function firstContractStore(): import('../../src/contract/store.js').Stor
     maxItemBytes: inner.maxItemBytes,
     features: { reopen: true, crashSafe: false },
     open: () => inner.open(),
-    append: (items, sync) => inner.append(items.map(({ seq, bytes }) => ({ seq, bytes })), sync),
+    append: (items, sync) =>
+      inner.append(
+        items.map(({ seq, bytes }) => ({ seq, bytes })),
+        sync,
+      ),
     ack: (seqs, sync) => inner.ack(seqs, sync),
     read: (range) => inner.read(range),
     close: () => inner.close(),

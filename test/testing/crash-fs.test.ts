@@ -191,14 +191,17 @@ describe('power loss (F1–F4)', () => {
   it('syncedDataIsKeptByEveryRandomCrash', async () => {
     for (let seed = 1; seed <= 50; seed++) {
       const fs = new CrashFileSystem({ seed });
-      await withReproduction(() => fs.reproLine(), async () => {
-        const fd = await durableFile(fs, '/a');
-        put(fs, fd, 'synced', 0);
-        await fs.fdatasync(fd);
-        put(fs, fd, '+tail', 6);
-        const after = fs.crash();
-        expect(text(after.readFile('/a').subarray(0, 6))).toBe('synced');
-      });
+      await withReproduction(
+        () => fs.reproLine(),
+        async () => {
+          const fd = await durableFile(fs, '/a');
+          put(fs, fd, 'synced', 0);
+          await fs.fdatasync(fd);
+          put(fs, fd, '+tail', 6);
+          const after = fs.crash();
+          expect(text(after.readFile('/a').subarray(0, 6))).toBe('synced');
+        },
+      );
     }
   });
 
@@ -290,31 +293,42 @@ describe('power loss (F1–F4)', () => {
     for (let seed = base; seed < base + 200; seed++) {
       const fs = new CrashFileSystem({ seed });
       const prng = new Prng(seed);
-      await withReproduction(() => fs.reproLine(), async () => {
-        const fd = await durableFile(fs, '/log');
-        const written: number[] = [];
-        let synced = 0;
-        const steps = 1 + prng.int(8);
-        for (let step = 0; step < steps; step++) {
-          const chunk = prng.bytes(1 + prng.int(6)).map((b) => b | 1); // never zero, so zeros are padding
-          put(fs, fd, chunk, written.length);
-          written.push(...chunk);
-          if (prng.bool(0.3)) {
-            await fs.fdatasync(fd);
-            synced = written.length;
+      await withReproduction(
+        () => fs.reproLine(),
+        async () => {
+          const fd = await durableFile(fs, '/log');
+          const written: number[] = [];
+          let synced = 0;
+          const steps = 1 + prng.int(8);
+          for (let step = 0; step < steps; step++) {
+            const chunk = prng.bytes(1 + prng.int(6)).map((b) => b | 1); // never zero, so zeros are padding
+            put(fs, fd, chunk, written.length);
+            written.push(...chunk);
+            if (prng.bool(0.3)) {
+              await fs.fdatasync(fd);
+              synced = written.length;
+            }
           }
-        }
-        const got = [...fs.crash().readFile('/log')];
-        expect(got.length).toBeGreaterThanOrEqual(synced);
-        expect(got.length).toBeLessThanOrEqual(written.length);
-        let match = 0;
-        while (match < got.length && got[match] === written[match]) match++;
-        expect(match).toBeGreaterThanOrEqual(synced);
-        expect(got.slice(match).every((b) => b === 0)).toBe(true);
-        if (synced < written.length) {
-          shapes.add(got.length === written.length && match === got.length ? 'full' : match === synced && got.length === synced ? 'lost' : match < got.length ? 'zero-tail' : 'torn-or-prefix');
-        }
-      });
+          const got = [...fs.crash().readFile('/log')];
+          expect(got.length).toBeGreaterThanOrEqual(synced);
+          expect(got.length).toBeLessThanOrEqual(written.length);
+          let match = 0;
+          while (match < got.length && got[match] === written[match]) match++;
+          expect(match).toBeGreaterThanOrEqual(synced);
+          expect(got.slice(match).every((b) => b === 0)).toBe(true);
+          if (synced < written.length) {
+            shapes.add(
+              got.length === written.length && match === got.length
+                ? 'full'
+                : match === synced && got.length === synced
+                  ? 'lost'
+                  : match < got.length
+                    ? 'zero-tail'
+                    : 'torn-or-prefix',
+            );
+          }
+        },
+      );
     }
     expect([...shapes].sort()).toEqual(['full', 'lost', 'torn-or-prefix', 'zero-tail']);
   });
@@ -350,18 +364,21 @@ describe('failed fsync (F5)', () => {
     const seen = new Set<string>();
     for (let seed = 1; seed <= 60; seed++) {
       const fs = new CrashFileSystem({ seed });
-      await withReproduction(() => fs.reproLine(), async () => {
-        const fd = await durableFile(fs, '/a');
-        put(fs, fd, 'aaaa', 0);
-        await fs.fdatasync(fd);
-        fs.inject({ op: 'fdatasync', code: 'EIO' });
-        put(fs, fd, 'BB', 0);
-        put(fs, fd, 'CC', 2);
-        await rejectionOf(fs.fdatasync(fd));
-        const got = text(fs.crash().readFile('/a'));
-        expect(got).toMatch(/^[aBC]{4}$/);
-        seen.add(got);
-      });
+      await withReproduction(
+        () => fs.reproLine(),
+        async () => {
+          const fd = await durableFile(fs, '/a');
+          put(fs, fd, 'aaaa', 0);
+          await fs.fdatasync(fd);
+          fs.inject({ op: 'fdatasync', code: 'EIO' });
+          put(fs, fd, 'BB', 0);
+          put(fs, fd, 'CC', 2);
+          await rejectionOf(fs.fdatasync(fd));
+          const got = text(fs.crash().readFile('/a'));
+          expect(got).toMatch(/^[aBC]{4}$/);
+          seen.add(got);
+        },
+      );
     }
     expect(seen).toContain('aaaa');
     expect(seen).toContain('BBCC');

@@ -1,7 +1,20 @@
 // Compile-time checks of the typed queue API: `npx tsc -p test/types` must pass, and each
 // `@ts-expect-error` line must be an error (an unused one fails the build). Checked by
 // test/core/typed-queue-types.test.ts; this file is never run.
-import { Builder, MemStore, type Consumer, type Producer, type RemoteProducer, type Reserved, type StandardSchemaV1, connect, json, structured, text, validated } from 'persistent-queue';
+import {
+  Builder,
+  MemStore,
+  type Consumer,
+  type Producer,
+  type RemoteProducer,
+  type Reserved,
+  type StandardSchemaV1,
+  connect,
+  json,
+  structured,
+  text,
+  validated,
+} from 'persistent-queue';
 
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
 function assertType<T extends true>(_: T): void {}
@@ -86,7 +99,11 @@ export async function typedQueues(): Promise<void> {
   await atx.push({ anything: true });
 
   // Builder options keep the type through the chain.
-  const chained = new Builder(new MemStore()).codec(json<Order>()).capacity(10).capacityBytes(1 << 20).leaseMs(1000);
+  const chained = new Builder(new MemStore())
+    .codec(json<Order>())
+    .capacity(10)
+    .capacityBytes(1 << 20)
+    .leaseMs(1000);
   assertType<Equal<typeof chained, Builder<Order>>>(true);
 
   // Dead letters decode to the queue's type.

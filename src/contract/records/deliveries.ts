@@ -18,20 +18,24 @@ function isReason(value: unknown): value is string {
 export function markFault(mark: DeliveryMark): string | undefined {
   if (!isCount(mark.seq) || mark.seq < 1) return `a delivery mark has seq ${String(mark.seq)}`;
   if (!isCount(mark.deliveries) || mark.deliveries < 1) return `the mark of seq ${mark.seq} has ${String(mark.deliveries)} deliveries`;
-  if (!isCount(mark.firstDeliveredAt) || !isCount(mark.lastDeliveredAt)) return `the mark of seq ${mark.seq} has a time that is not a non-negative integer`;
-  if (!isReason(mark.lastError)) return `the mark of seq ${mark.seq} has a lastError that is not a string of at most ${MAX_REASON_BYTES} UTF-8 bytes`;
+  if (!isCount(mark.firstDeliveredAt) || !isCount(mark.lastDeliveredAt))
+    return `the mark of seq ${mark.seq} has a time that is not a non-negative integer`;
+  if (!isReason(mark.lastError))
+    return `the mark of seq ${mark.seq} has a lastError that is not a string of at most ${MAX_REASON_BYTES} UTF-8 bytes`;
   return undefined;
 }
 
 /** What is wrong with `entry`, or undefined. Whether its seq is held is the store's check. */
 export function deadLetterFault(entry: DeadLetter, maxItemBytes: number): string | undefined {
   if (!isCount(entry.seq) || entry.seq < 1) return `a dead letter has seq ${String(entry.seq)}`;
-  if (!(entry.bytes instanceof Uint8Array) || entry.bytes.length > maxItemBytes) return `the dead letter of seq ${entry.seq} has no bytes or more than maxItemBytes`;
+  if (!(entry.bytes instanceof Uint8Array) || entry.bytes.length > maxItemBytes)
+    return `the dead letter of seq ${entry.seq} has no bytes or more than maxItemBytes`;
   if (!isCount(entry.deliveries)) return `the dead letter of seq ${entry.seq} has ${String(entry.deliveries)} deliveries`;
   if (!isCount(entry.firstDeliveredAt) || !isCount(entry.lastDeliveredAt) || !isCount(entry.deadAt)) {
     return `the dead letter of seq ${entry.seq} has a time that is not a non-negative integer`;
   }
-  if (!isReason(entry.reason)) return `the dead letter of seq ${entry.seq} has a reason that is not a string of at most ${MAX_REASON_BYTES} UTF-8 bytes`;
+  if (!isReason(entry.reason))
+    return `the dead letter of seq ${entry.seq} has a reason that is not a string of at most ${MAX_REASON_BYTES} UTF-8 bytes`;
   return undefined;
 }
 

@@ -91,14 +91,26 @@ function checkLengths(names: Names, given: Record<string, unknown>): void {
     const name = names[key];
     const bytes = utf8Bytes(name);
     if (bytes <= NAME_BYTES_MAX) continue;
-    const derived = derivedFrom === undefined ? '' : `; ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)} is derived from ${derivedFrom}`;
-    throw new RangeError(`Expected \`${option}\` to make names of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}`);
+    const derived =
+      derivedFrom === undefined
+        ? ''
+        : `; ${JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name)} is derived from ${derivedFrom}`;
+    throw new RangeError(
+      `Expected \`${option}\` to make names of at most ${NAME_BYTES_MAX} UTF-8 bytes (the server's limit), got ${bytes} bytes${derived}`,
+    );
   }
 }
 
 function isConnection(nc: unknown): nc is NatsConnection {
   const c = nc as Partial<NatsConnection> | null;
-  return c !== null && typeof c === 'object' && typeof c.publish === 'function' && typeof c.subscribe === 'function' && typeof c.request === 'function' && typeof c.closed === 'function';
+  return (
+    c !== null &&
+    typeof c === 'object' &&
+    typeof c.publish === 'function' &&
+    typeof c.subscribe === 'function' &&
+    typeof c.request === 'function' &&
+    typeof c.closed === 'function'
+  );
 }
 
 interface Settings {
@@ -113,9 +125,26 @@ interface Settings {
 
 function settingsOf(options: JetStreamQueueOptions): Settings {
   const o = optionsObject('options', options === undefined ? null : options);
-  knownKeys('options', o, ['stream', 'subject', 'consumer', 'deadLetterStream', 'deadLetterSubject', 'keyStream', 'bind', 'replicas', 'timeoutMs', 'pullExpiresMs', 'maxAckPending', 'serverSyncInterval', 'rateLimit']);
+  knownKeys('options', o, [
+    'stream',
+    'subject',
+    'consumer',
+    'deadLetterStream',
+    'deadLetterSubject',
+    'keyStream',
+    'bind',
+    'replicas',
+    'timeoutMs',
+    'pullExpiresMs',
+    'maxAckPending',
+    'serverSyncInterval',
+    'rateLimit',
+  ]);
   if (o.rateLimit !== undefined) {
-    throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue keeps no rate limit: a window kept in each process would let every process take the limit, and the server counts every delivery (no throttled delivery can go uncounted)');
+    throw new QueueError(
+      'ERR_UNSUPPORTED',
+      'A JetStream queue keeps no rate limit: a window kept in each process would let every process take the limit, and the server counts every delivery (no throttled delivery can go uncounted)',
+    );
   }
   const streamWhat = 'a stream name (no dots, wildcards, slashes or spaces)';
   const stream = nameOption('options.stream', o.stream, undefined, NAME, streamWhat);
@@ -126,17 +155,36 @@ function settingsOf(options: JetStreamQueueOptions): Settings {
     subject,
     consumer,
     deadLetterStream: nameOption('options.deadLetterStream', o.deadLetterStream, `${stream}_DEAD`, NAME, streamWhat),
-    deadLetterSubject: nameOption('options.deadLetterSubject', o.deadLetterSubject, `${subject}.dead`, SUBJECT, 'a subject without wildcards'),
+    deadLetterSubject: nameOption(
+      'options.deadLetterSubject',
+      o.deadLetterSubject,
+      `${subject}.dead`,
+      SUBJECT,
+      'a subject without wildcards',
+    ),
     keyStream: nameOption('options.keyStream', o.keyStream, `${stream}_KEYS`, NAME, streamWhat),
     keySubject: `${subject}.keys`,
     delayedSubject: `${subject}.delayed`,
     delayedConsumer: `${consumer}_delayed`,
   };
-  if (names.deadLetterStream === stream) throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
-  if (names.keyStream === stream || names.keyStream === names.deadLetterStream) throw new RangeError(expectation('options.keyStream', `a stream other than options.stream and options.deadLetterStream`, names.keyStream));
-  if (names.deadLetterSubject === names.delayedSubject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than the delayed items' ${names.delayedSubject}`, names.deadLetterSubject));
-  if (names.deadLetterSubject === subject) throw new RangeError(expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject));
-  if (subjectMatches(`${names.keySubject}.*`, names.deadLetterSubject)) throw new RangeError(expectation('options.deadLetterSubject', `a subject outside the key records' ${names.keySubject}.*`, names.deadLetterSubject));
+  if (names.deadLetterStream === stream)
+    throw new RangeError(expectation('options.deadLetterStream', `a stream other than options.stream (${stream})`, names.deadLetterStream));
+  if (names.keyStream === stream || names.keyStream === names.deadLetterStream)
+    throw new RangeError(
+      expectation('options.keyStream', `a stream other than options.stream and options.deadLetterStream`, names.keyStream),
+    );
+  if (names.deadLetterSubject === names.delayedSubject)
+    throw new RangeError(
+      expectation('options.deadLetterSubject', `a subject other than the delayed items' ${names.delayedSubject}`, names.deadLetterSubject),
+    );
+  if (names.deadLetterSubject === subject)
+    throw new RangeError(
+      expectation('options.deadLetterSubject', `a subject other than options.subject (${subject})`, names.deadLetterSubject),
+    );
+  if (subjectMatches(`${names.keySubject}.*`, names.deadLetterSubject))
+    throw new RangeError(
+      expectation('options.deadLetterSubject', `a subject outside the key records' ${names.keySubject}.*`, names.deadLetterSubject),
+    );
   checkLengths(names, o);
   if (o.bind !== undefined && typeof o.bind !== 'boolean') throw new TypeError(expectation('options.bind', 'a boolean', o.bind));
   const replicas = o.replicas === undefined ? 1 : positiveInteger('options.replicas', o.replicas);
@@ -217,7 +265,8 @@ export class JetStreamBuilder<T = Uint8Array> {
     const watch = new ConnectionWatch(nc);
     try {
       // Opened while the connection is down (a server restarting), the requests would be dropped.
-      if (!(await watch.whenUp(s.timeoutMs))) throw new OpenError('ERR_STORE', `JetStream could not open the queue: no connection to the server within ${s.timeoutMs} ms`);
+      if (!(await watch.whenUp(s.timeoutMs)))
+        throw new OpenError('ERR_STORE', `JetStream could not open the queue: no connection to the server within ${s.timeoutMs} ms`);
       jsm = await jetstreamManager(nc, { timeout: s.timeoutMs });
       found = await setUp(jsm, {
         names: s.names,
@@ -241,7 +290,12 @@ export class JetStreamBuilder<T = Uint8Array> {
     });
     // Measured against the embedded queue's default policy, `group`, under which a push that
     // resolved survives a power loss: the promise a user of the embedded queue is used to.
-    warnIfWeaker(durability, 'group', `JetStream queue ${s.names.stream}`, "the embedded queue's default policy (group) survives a power loss");
+    warnIfWeaker(
+      durability,
+      'group',
+      `JetStream queue ${s.names.stream}`,
+      "the embedded queue's default policy (group) survives a power loss",
+    );
     const requester = new Requester(nc, watch);
     const core = new JetStreamCore({
       nc,
@@ -262,7 +316,14 @@ export class JetStreamBuilder<T = Uint8Array> {
       durability,
       maxMsgSize: found.maxMsgSize,
       noDelays: found.noDelays,
-      keys: new KeyRecords({ requester, jsm, keyStream: s.names.keyStream, keySubject: s.names.keySubject, streamCreated: found.streamCreated, timeoutMs: s.timeoutMs }),
+      keys: new KeyRecords({
+        requester,
+        jsm,
+        keyStream: s.names.keyStream,
+        keySubject: s.names.keySubject,
+        streamCreated: found.streamCreated,
+        timeoutMs: s.timeoutMs,
+      }),
       sweeper: new Sweeper({
         jsm,
         stream: s.names.stream,

@@ -62,11 +62,15 @@ export function unanswered(what: string, cause: unknown): QueueError {
 export function publishError(what: string, cause: unknown): QueueError {
   if (cause instanceof QueueError) return cause;
   if (cause instanceof PublishRefused) {
-    if (cause.errCode === 10054) return new QueueError('ERR_TOO_LARGE', `The server refused ${what}: ${cause.message}; it was not stored`, { cause });
+    if (cause.errCode === 10054)
+      return new QueueError('ERR_TOO_LARGE', `The server refused ${what}: ${cause.message}; it was not stored`, { cause });
     const full = cause.errCode === 10023 || /maximum (messages|bytes)/i.test(cause.message);
-    return new QueueError(full ? 'ERR_STORE_FULL' : 'ERR_STORE', `The server refused ${what}: ${cause.message}; it was not stored`, { cause });
+    return new QueueError(full ? 'ERR_STORE_FULL' : 'ERR_STORE', `The server refused ${what}: ${cause.message}; it was not stored`, {
+      cause,
+    });
   }
-  if (cause instanceof RequestFailure && !cause.mayHaveActed) return new QueueError('ERR_STORE', `The server did not store ${what}: ${cause.message}; it was not stored`, { cause });
+  if (cause instanceof RequestFailure && !cause.mayHaveActed)
+    return new QueueError('ERR_STORE', `The server did not store ${what}: ${cause.message}; it was not stored`, { cause });
   return new QueueError('ERR_STORE', `The server did not confirm ${what}: ${errorMessage(cause)}; it may or may not be stored`, { cause });
 }
 
@@ -128,7 +132,17 @@ export interface Closable {
 /** @internal */
 export class JetStreamCore {
   readonly s: CoreSettings;
-  readonly counters: Counters = { pushed: 0, acked: 0, nacked: 0, redelivered: 0, retried: 0, deadLettered: 0, leaseExpired: 0, pendingPushes: 0, pendingAcks: 0 };
+  readonly counters: Counters = {
+    pushed: 0,
+    acked: 0,
+    nacked: 0,
+    redelivered: 0,
+    retried: 0,
+    deadLettered: 0,
+    leaseExpired: 0,
+    pendingPushes: 0,
+    pendingAcks: 0,
+  };
   readonly consumers = new Set<Closable>();
   /** Operations under way that close() waits for: pushes, acks, moves. */
   readonly #pending = new Set<Promise<unknown>>();
@@ -201,7 +215,11 @@ export class JetStreamCore {
   /** Publish into a stream; `msgID`: under that id, sent again if the connection is lost before the answer. */
   publish(subject: string, bytes: Uint8Array, msgID?: string, hdrs = msgID === undefined ? undefined : headers()): Promise<Stored> {
     if (msgID !== undefined) hdrs!.set('Nats-Msg-Id', msgID);
-    return this.s.requester.publish(subject, bytes, { headers: hdrs, deadline: performance.now() + this.s.timeoutMs, resend: msgID !== undefined });
+    return this.s.requester.publish(subject, bytes, {
+      headers: hdrs,
+      deadline: performance.now() + this.s.timeoutMs,
+      resend: msgID !== undefined,
+    });
   }
 
   get closed(): boolean {
@@ -281,7 +299,10 @@ export class JetStreamCore {
         await this.s.keys.remember(delivery, itemSeq);
         await delivery.ackAck();
       } catch (cause) {
-        throw unconfirmed(`the move of item ${itemSeq} into the dead letters (it is in the queue, or in both for the duplicate window)`, cause);
+        throw unconfirmed(
+          `the move of item ${itemSeq} into the dead letters (it is in the queue, or in both for the duplicate window)`,
+          cause,
+        );
       }
       this.counters.deadLettered++;
       this.#history.delete(seq);
@@ -296,7 +317,10 @@ export class JetStreamCore {
   async #letterKept(at: number, id: string, seq: number): Promise<void> {
     const letter = await this.s.jsm.streams.getMessage(this.s.names.deadLetterStream, { seq: at }).catch(() => null);
     if (letter?.header?.get('Nats-Msg-Id') !== id) {
-      throw new QueueError('ERR_STORE', `The server dropped the dead letter of item ${seq} as a duplicate of ${id}, but does not hold that letter; the item stays in the queue`);
+      throw new QueueError(
+        'ERR_STORE',
+        `The server dropped the dead letter of item ${seq} as a duplicate of ${id}, but does not hold that letter; the item stays in the queue`,
+      );
     }
   }
 

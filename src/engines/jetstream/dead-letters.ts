@@ -67,11 +67,15 @@ export class JetStreamDeadLetters implements QueueDeadLetters {
     let after = 0;
     if (o.after !== undefined) {
       if (typeof o.after !== 'number') throw new TypeError(expectation('options.after', 'a non-negative integer', o.after));
-      if (!Number.isSafeInteger(o.after) || o.after < 0) throw new RangeError(expectation('options.after', 'a non-negative integer', o.after));
+      if (!Number.isSafeInteger(o.after) || o.after < 0)
+        throw new RangeError(expectation('options.after', 'a non-negative integer', o.after));
       after = o.after;
     }
     const limit = o.limit === undefined ? 100 : positiveInteger('options.limit', o.limit);
-    return (await this.#all()).filter((f) => f.letter.seq > after).slice(0, limit).map((f) => f.letter);
+    return (await this.#all())
+      .filter((f) => f.letter.seq > after)
+      .slice(0, limit)
+      .map((f) => f.letter);
   }
 
   /** The oldest dead letter, or null. */
@@ -106,7 +110,11 @@ export class JetStreamDeadLetters implements QueueDeadLetters {
         } catch (cause) {
           throw publishError(`the redrive of dead letter ${found.letter.seq} (it is still a dead letter)`, cause);
         }
-        await core.api(`the delete of dead letter ${found.letter.seq}, redriven as item ${ack.seq} (it may be in both)`, () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false), true);
+        await core.api(
+          `the delete of dead letter ${found.letter.seq}, redriven as item ${ack.seq} (it may be in both)`,
+          () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false),
+          true,
+        );
         seqs.push(ack.seq);
       }
       return seqs;
@@ -125,7 +133,11 @@ export class JetStreamDeadLetters implements QueueDeadLetters {
       const { jsm, names } = this.#core.s;
       let count = 0;
       for (const found of await this.#chosen(chosen)) {
-        await this.#core.api(`the purge of dead letter ${found.letter.seq}`, () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false), true);
+        await this.#core.api(
+          `the purge of dead letter ${found.letter.seq}`,
+          () => jsm.streams.deleteMessage(names.deadLetterStream, found.at, false),
+          true,
+        );
         count++;
       }
       return count;

@@ -118,7 +118,8 @@ function syncText(d: JetStreamDurability): string {
   const server = `nats-server ${d.serverVersion}`;
   if (d.storage === 'memory') return `${server} keeps stream ${d.stream} in memory`;
   if (d.persistMode === 'async') return `${server} acknowledges what stream ${d.stream} stores before writing it (persist_mode async)`;
-  if (d.syncInterval === 'unknown') return `${server} does not tell a client how often it fsyncs (its sync_interval: every 2 minutes unless set to always)`;
+  if (d.syncInterval === 'unknown')
+    return `${server} does not tell a client how often it fsyncs (its sync_interval: every 2 minutes unless set to always)`;
   const why = d.syncSource === 'server' ? 'a server before 2.10 cannot be told otherwise' : 'as serverSyncInterval states';
   return `${server} fsyncs every ${d.syncInterval} ms (${why})`;
 }
@@ -138,7 +139,10 @@ const SURVIVES_TEXT: Record<Survives, string> = {
 export function warnIfWeaker(d: JetStreamDurability, policy: Durability, what: string, policyText: string): boolean {
   if (warned || !weakerThan(d.survives, policy)) return false;
   warned = true;
-  const replicas = d.replicas > 1 ? ` With ${d.replicas} replicas, losing fewer than half of the nodes at once loses nothing; a power loss of all of them may.` : '';
+  const replicas =
+    d.replicas > 1
+      ? ` With ${d.replicas} replicas, losing fewer than half of the nodes at once loses nothing; a power loss of all of them may.`
+      : '';
   const fix =
     d.syncInterval === 'unknown'
       ? ' If the server is configured with sync_interval: always, say so with serverSyncInterval: "always".'

@@ -3,7 +3,16 @@
 // events a lane needs to resume promptly: a disconnect (the publishes in flight on the lost
 // connection will never be answered) and a reconnect (a backoff need not run to its end).
 // See docs/internals/jetstream.md, "Store-and-forward".
-import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JetStreamOptions, type StreamConfig, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JetStreamOptions,
+  type StreamConfig,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { QueueError } from '../../contract/errors.js';
 import { expectation } from '../../lib/validate.js';
@@ -19,7 +28,13 @@ export function isPending(value: unknown): value is PromiseLike<unknown> {
 /** True for what `connect()` resolves with. @internal */
 export function isConnection(value: unknown): value is NatsConnection {
   const c = value as Partial<NatsConnection> | null;
-  return c !== null && typeof c === 'object' && typeof c.request === 'function' && typeof c.isClosed === 'function' && typeof c.status === 'function';
+  return (
+    c !== null &&
+    typeof c === 'object' &&
+    typeof c.request === 'function' &&
+    typeof c.isClosed === 'function' &&
+    typeof c.status === 'function'
+  );
 }
 
 /** What the link tells its owner. @internal */
@@ -65,7 +80,13 @@ export class Link {
     this.#connected = !isPending(connection);
     if (!isPending(connection)) this.#attach(connection);
     this.whenReady = this.#prepare(connection).catch((error: unknown) => {
-      this.events.ended(error instanceof QueueError ? error : new QueueError('ERR_CLOSED', `The NATS connection could not be used: ${(error as Error)?.message ?? String(error)}`, { cause: error }));
+      this.events.ended(
+        error instanceof QueueError
+          ? error
+          : new QueueError('ERR_CLOSED', `The NATS connection could not be used: ${(error as Error)?.message ?? String(error)}`, {
+              cause: error,
+            }),
+      );
     });
   }
 
@@ -154,10 +175,15 @@ export class Link {
     this.stop.addEventListener('abort', onStop, { once: true });
     try {
       const nc = await Promise.race([connection, stopped]);
-      if (nc !== undefined && !isConnection(nc)) throw new TypeError(expectation('target.connection', 'to resolve with a NATS connection', nc));
+      if (nc !== undefined && !isConnection(nc))
+        throw new TypeError(expectation('target.connection', 'to resolve with a NATS connection', nc));
       return nc;
     } catch (error) {
-      this.events.ended(new QueueError('ERR_CLOSED', `The NATS connection could not be made: ${(error as Error)?.message ?? String(error)}`, { cause: error }));
+      this.events.ended(
+        new QueueError('ERR_CLOSED', `The NATS connection could not be made: ${(error as Error)?.message ?? String(error)}`, {
+          cause: error,
+        }),
+      );
       return undefined;
     } finally {
       this.stop.removeEventListener('abort', onStop);

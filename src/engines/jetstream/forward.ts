@@ -233,17 +233,20 @@ function settingsOf(rx: Consumer<unknown>, options: ForwardOptions | undefined):
   const batch = o.batch === undefined ? DEFAULT_BATCH : positiveInteger('options.batch', o.batch);
   const concurrency = o.concurrency === undefined ? 1 : positiveInteger('options.concurrency', o.concurrency);
   const signal = optionalSignal('options.signal', o.signal);
-  const publishTimeoutMs = o.publishTimeoutMs === undefined ? DEFAULT_PUBLISH_TIMEOUT_MS : positiveInteger('options.publishTimeoutMs', o.publishTimeoutMs);
+  const publishTimeoutMs =
+    o.publishTimeoutMs === undefined ? DEFAULT_PUBLISH_TIMEOUT_MS : positiveInteger('options.publishTimeoutMs', o.publishTimeoutMs);
   const backoffMs = o.backoffMs === undefined ? DEFAULT_BACKOFF_MS : positiveInteger('options.backoffMs', o.backoffMs);
   const backoffMaxMs = o.backoffMaxMs === undefined ? DEFAULT_BACKOFF_MAX_MS : positiveInteger('options.backoffMaxMs', o.backoffMaxMs);
-  if (backoffMaxMs < backoffMs) throw new RangeError(expectation('options.backoffMaxMs', `at least options.backoffMs (${backoffMs})`, backoffMaxMs));
+  if (backoffMaxMs < backoffMs)
+    throw new RangeError(expectation('options.backoffMaxMs', `at least options.backoffMs (${backoffMs})`, backoffMaxMs));
   const clock = o.clock === undefined ? systemClock : checkClock(o.clock);
   if (o.random !== undefined && typeof o.random !== 'function') throw new TypeError(expectation('options.random', 'a function', o.random));
   const random = (o.random as (() => number) | undefined) ?? Math.random;
   let origin: string;
   if (o.origin !== undefined) {
     origin = nonEmptyString('options.origin', o.origin);
-    if (!STORE_ID_PATTERN.test(origin)) throw new RangeError(expectation('options.origin', '1 to 64 characters from [A-Za-z0-9._-]', o.origin));
+    if (!STORE_ID_PATTERN.test(origin))
+      throw new RangeError(expectation('options.origin', '1 to 64 characters from [A-Za-z0-9._-]', o.origin));
   } else {
     const storeId = rx.stats().storeId;
     if (storeId === undefined) {
@@ -264,8 +267,10 @@ const JS_MESSAGE_TOO_LARGE = 10054;
 function neverPublishable(error: unknown): string | undefined {
   const e = error as { name?: unknown; code?: unknown; message?: unknown } | null;
   if (e === null || typeof e !== 'object') return undefined;
-  if (e.name === 'InvalidArgumentError' && String(e.message).includes('max_payload')) return 'the payload is larger than the server takes (max_payload)';
-  if (e.name === 'JetStreamApiError' && e.code === JS_MESSAGE_TOO_LARGE) return 'the payload is larger than the stream takes (max_msg_size)';
+  if (e.name === 'InvalidArgumentError' && String(e.message).includes('max_payload'))
+    return 'the payload is larger than the server takes (max_payload)';
+  if (e.name === 'JetStreamApiError' && e.code === JS_MESSAGE_TOO_LARGE)
+    return 'the payload is larger than the stream takes (max_msg_size)';
   return undefined;
 }
 
@@ -445,7 +450,10 @@ class ForwardRun {
     this.#inFlight++;
     const msgID = messageId(this.s.origin, item.seq);
     const stream = this.t.stream;
-    const options = stream === undefined ? { msgID, timeout: this.s.publishTimeoutMs } : { msgID, timeout: this.s.publishTimeoutMs, expect: { streamName: stream } };
+    const options =
+      stream === undefined
+        ? { msgID, timeout: this.s.publishTimeoutMs }
+        : { msgID, timeout: this.s.publishTimeoutMs, expect: { streamName: stream } };
     let sent: Promise<PubAck>;
     try {
       sent = this.#link.js!.publish(this.t.subject, item.bytes, options);
@@ -489,7 +497,12 @@ class ForwardRun {
         this.#durability = durability;
         const policy = this.rx.stats().durability;
         const kept = policy === 'none' ? 'survives a crash of this process' : 'survives a power loss';
-        warnIfWeaker(durability, policy, `forward() into stream ${stream}`, `the local queue it forwards from (durability ${policy}) ${kept}`);
+        warnIfWeaker(
+          durability,
+          policy,
+          `forward() into stream ${stream}`,
+          `the local queue it forwards from (durability ${policy}) ${kept}`,
+        );
       } catch {
         // Asked again after the next acknowledged publish.
       } finally {
@@ -510,7 +523,12 @@ class ForwardRun {
     const results = await Promise.allSettled(items.map((item) => item.ack()));
     for (const r of results) {
       if (r.status === 'fulfilled') this.#forwarded++;
-      else if (!isQueueError(r.reason, 'ERR_ALREADY_SETTLED') && !isQueueError(r.reason, 'ERR_LEASE_EXPIRED') && !isQueueError(r.reason, 'ERR_CLOSED')) throw r.reason;
+      else if (
+        !isQueueError(r.reason, 'ERR_ALREADY_SETTLED') &&
+        !isQueueError(r.reason, 'ERR_LEASE_EXPIRED') &&
+        !isQueueError(r.reason, 'ERR_CLOSED')
+      )
+        throw r.reason;
     }
   }
 

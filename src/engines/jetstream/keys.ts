@@ -76,7 +76,13 @@ export class KeyRecords {
     const h = headers();
     h.set(STREAM_CREATED_HEADER, this.#s.streamCreated);
     // A second record of a key replaces the first (one per subject), so a resend does no harm.
-    return this.#s.requester.publish(this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), { headers: h, deadline: performance.now() + this.#s.timeoutMs, resend: true }).then(() => undefined);
+    return this.#s.requester
+      .publish(this.#subjectOf(keyId), new TextEncoder().encode(String(seq)), {
+        headers: h,
+        deadline: performance.now() + this.#s.timeoutMs,
+        resend: true,
+      })
+      .then(() => undefined);
   }
 
   /**

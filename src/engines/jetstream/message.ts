@@ -36,7 +36,13 @@ export function parseReply(reply: string | undefined): DeliveryInfo | undefined 
   const streamSeq = Number(t[i + 3]);
   const storedNs = Number(t[i + 5]);
   if (!Number.isSafeInteger(deliveries) || deliveries < 1 || !Number.isSafeInteger(streamSeq) || streamSeq < 1) return undefined;
-  return { stream: t[i]!, consumer: t[i + 1]!, deliveries, streamSeq, storedAt: Number.isFinite(storedNs) ? Math.floor(storedNs / 1e6) : 0 };
+  return {
+    stream: t[i]!,
+    consumer: t[i + 1]!,
+    deliveries,
+    streamSeq,
+    storedAt: Number.isFinite(storedNs) ? Math.floor(storedNs / 1e6) : 0,
+  };
 }
 
 /** A delivered message and its replies. @internal */

@@ -25,12 +25,21 @@ export type Settings = WorkerSettings;
 export function processOptions(options: JetStreamProcessOptions | undefined): Settings {
   const { settings, o } = workerSettings(options, ['batch', 'groupConcurrency']);
   if (o.batch !== undefined) throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue has no batch mode in process()');
-  if (o.groupConcurrency !== undefined) throw new QueueError('ERR_UNSUPPORTED', "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight");
+  if (o.groupConcurrency !== undefined)
+    throw new QueueError(
+      'ERR_UNSUPPORTED',
+      "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight",
+    );
   return settings;
 }
 
 /** @internal */
-export async function runProcess(core: JetStreamCore, consumer: JetStreamConsumer<unknown>, handler: JetStreamProcessHandler<unknown>, settings: Settings): Promise<void> {
+export async function runProcess(
+  core: JetStreamCore,
+  consumer: JetStreamConsumer<unknown>,
+  handler: JetStreamProcessHandler<unknown>,
+  settings: Settings,
+): Promise<void> {
   // The workers' takes wait on it: a stop aborts them all.
   const stop = new AbortController();
   // Each waiting worker listens on it: one listener per worker is expected, not a leak.

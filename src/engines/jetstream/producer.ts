@@ -52,14 +52,20 @@ function pushSettings(options: PushOptions | undefined, single: boolean): PushSe
   if (o.priority !== undefined) {
     const what = `an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}`;
     if (typeof o.priority !== 'number') throw new TypeError(expectation('options.priority', what, o.priority));
-    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX) throw new RangeError(expectation('options.priority', what, o.priority));
-    if (o.priority !== 0) throw new QueueError('ERR_UNSUPPORTED', 'A JetStream queue keeps no priority: its consumer delivers in the order the stream stored (README, "The JetStream queue")');
+    if (!Number.isInteger(o.priority) || o.priority < PRIORITY_MIN || o.priority > PRIORITY_MAX)
+      throw new RangeError(expectation('options.priority', what, o.priority));
+    if (o.priority !== 0)
+      throw new QueueError(
+        'ERR_UNSUPPORTED',
+        'A JetStream queue keeps no priority: its consumer delivers in the order the stream stored (README, "The JetStream queue")',
+      );
   }
   const { delayMs: ms, at } = delayOption(o, options);
   const key = o.key === undefined ? undefined : keyOption('options.key', o.key);
   const keys = o.keys === undefined ? undefined : keysOption(o.keys);
   if (single && keys !== undefined) throw new TypeError(expectation('options.keys', 'undefined: push takes one key, as options.key', keys));
-  if (!single && key !== undefined) throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', key));
+  if (!single && key !== undefined)
+    throw new TypeError(expectation('options.key', 'undefined: pushMany takes one key per payload, as options.keys', key));
   return { signal, keys: key === undefined ? keys : [key], delayMs: ms, at };
 }
 
@@ -91,13 +97,15 @@ function tooLarge(core: JetStreamCore, bytes: number, headerLength: number): str
   const maxPayload = core.s.nc.info?.max_payload;
   if (maxPayload !== undefined && total > maxPayload) return `the server's max_payload is ${maxPayload} bytes`;
   const maxMsgSize = core.s.maxMsgSize;
-  if (maxMsgSize >= 0 && total > maxMsgSize) return `stream ${core.s.names.stream} takes messages of at most ${maxMsgSize} bytes (max_msg_size)`;
+  if (maxMsgSize >= 0 && total > maxMsgSize)
+    return `stream ${core.s.names.stream} takes messages of at most ${maxMsgSize} bytes (max_msg_size)`;
   return undefined;
 }
 
 /** Why the JetStream queue refuses the flow controls of the embedded queue (docs/guides/scaling-out.md, "The JetStream queue"). */
 export const unsupportedFlow = {
-  group: "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight, so groups and groupConcurrency are refused",
+  group:
+    "A JetStream queue keeps no group limits: its consumers in other processes share no count of a group's items in flight, so groups and groupConcurrency are refused",
   schedule: 'A JetStream queue keeps no schedules: the server holds no schedule whose progress a fire could store in the write of its item',
 } as const;
 
@@ -169,7 +177,8 @@ export class JetStreamProducer<T = Uint8Array> implements QueueProducer<T> {
       // A time already come is no delay: the item is stored as a plain one.
       const now = Date.now();
       notBefore = o.delayMs > 0 ? Math.ceil(now + o.delayMs) : o.at > now ? o.at : 0;
-      if (notBefore > 0 && core.s.noDelays !== undefined) throw new QueueError('ERR_UNSUPPORTED', `A delayed push cannot be kept: ${core.s.noDelays}`);
+      if (notBefore > 0 && core.s.noDelays !== undefined)
+        throw new QueueError('ERR_UNSUPPORTED', `A delayed push cannot be kept: ${core.s.noDelays}`);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -127,7 +127,8 @@ export class Puller {
     return new Promise((resolve, reject) =>
       this.#request(n, true, (delivery, failed) => {
         if (delivery !== null) got.push(delivery);
-        else if (failed === true && got.length === 0) reject(new RequestFailure('the server could not be asked for items (the connection was lost, or no JetStream answered)', false));
+        else if (failed === true && got.length === 0)
+          reject(new RequestFailure('the server could not be asked for items (the connection was lost, or no JetStream answered)', false));
         else resolve(got);
       }),
     );
@@ -225,7 +226,9 @@ export class Puller {
       const sub = this.#s.nc.subscribe(inbox, { callback: (error, msg) => (error ? undefined : this.#receive(id, msg)) });
       this.#requests.set(id, { remaining: batch, timer, sink, sub });
       const body = noWait ? { batch, no_wait: true } : { batch, expires: waitMs * 1e6 };
-      this.#s.nc.publish(`${this.#s.apiPrefix}.CONSUMER.MSG.NEXT.${this.#s.stream}.${this.#s.consumer}`, JSON.stringify(body), { reply: inbox });
+      this.#s.nc.publish(`${this.#s.apiPrefix}.CONSUMER.MSG.NEXT.${this.#s.stream}.${this.#s.consumer}`, JSON.stringify(body), {
+        reply: inbox,
+      });
     } catch {
       // The connection is closed or closing: the request ends, the consumer learns it elsewhere.
       clearTimeout(timer);

@@ -174,7 +174,10 @@ export class Requester {
       let remaining = options.deadline - performance.now();
       if (!this.#watch.up) {
         if (!(await this.#watch.whenUp(remaining))) {
-          throw new RequestFailure(this.#nc.isClosed() ? 'the connection closed' : 'no connection to the server within the timeout', earlier);
+          throw new RequestFailure(
+            this.#nc.isClosed() ? 'the connection closed' : 'no connection to the server within the timeout',
+            earlier,
+          );
         }
         remaining = options.deadline - performance.now();
       }
@@ -189,13 +192,18 @@ export class Requester {
         // Nobody received it: a stream with no leader (an election) or none at all. The server
         // did not act on this copy; an earlier one may have reached it.
         const wait = Math.min(pauseMs, options.deadline - performance.now());
-        if (wait < 1) throw new RequestFailure('no stream leader answered within the timeout (an election under way, or no stream takes the subject)', earlier);
+        if (wait < 1)
+          throw new RequestFailure(
+            'no stream leader answered within the timeout (an election under way, or no stream takes the subject)',
+            earlier,
+          );
         await pause(wait);
         pauseMs = Math.min(NO_RESPONDERS_PAUSE_MAX_MS, pauseMs * 2);
         continue;
       }
       if (outcome === TIMED_OUT) throw new RequestFailure('no answer within the timeout', true);
-      if (outcome instanceof NotSent) throw new RequestFailure(String((outcome.error as Error)?.message ?? outcome.error), earlier, outcome.error);
+      if (outcome instanceof NotSent)
+        throw new RequestFailure(String((outcome.error as Error)?.message ?? outcome.error), earlier, outcome.error);
       return outcome;
     }
   }
@@ -209,7 +217,8 @@ export class Requester {
     } catch (error) {
       throw new RequestFailure(`an answer that is not a publish ack (${msg.data.length} bytes)`, true, error);
     }
-    if (answer.error !== undefined) throw new PublishRefused(answer.error.err_code ?? answer.error.code ?? 0, answer.error.description ?? 'refused');
+    if (answer.error !== undefined)
+      throw new PublishRefused(answer.error.err_code ?? answer.error.code ?? 0, answer.error.description ?? 'refused');
     if (typeof answer.seq !== 'number') throw new RequestFailure('an answer that is not a publish ack', true);
     return { seq: answer.seq, duplicate: answer.duplicate === true };
   }

@@ -177,7 +177,11 @@ export class JetStreamReserved<T = Uint8Array> implements QueueItem<T> {
       },
       (cause: unknown) => {
         counters.pendingAcks--;
-        throw new QueueError('ERR_STORE', `The server did not confirm the ack of item ${this.seq}: ${errorMessage(cause)}; it may be delivered again`, { cause });
+        throw new QueueError(
+          'ERR_STORE',
+          `The server did not confirm the ack of item ${this.seq}: ${errorMessage(cause)}; it may be delivered again`,
+          { cause },
+        );
       },
     );
     return this.#core.track(done);
@@ -199,7 +203,12 @@ export class JetStreamReserved<T = Uint8Array> implements QueueItem<T> {
    * uncounted. Return the item with `nack({ delayMs })` instead.
    */
   rateLimited(_retryAfterMs: number): Promise<never> {
-    return Promise.reject(new QueueError('ERR_UNSUPPORTED', 'A JetStream queue cannot leave a delivery uncounted (the server counts each): nack({ delayMs }) returns the item after the wait, counted'));
+    return Promise.reject(
+      new QueueError(
+        'ERR_UNSUPPORTED',
+        'A JetStream queue cannot leave a delivery uncounted (the server counts each): nack({ delayMs }) returns the item after the wait, counted',
+      ),
+    );
   }
 
   /** @internal */

@@ -8,7 +8,20 @@
 // messages it still holds. Every existing one is looked up and checked before anything is
 // created, and what an open created is deleted again when a later step fails, so that a refused
 // open leaves the server as it found it.
-import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, type JetStreamManager, RetentionPolicy, StorageType, type ConsumerConfig, type ConsumerInfo, type StreamConfig, type StreamInfo } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type ConsumerInfo,
+  type StreamConfig,
+  type StreamInfo,
+} from '@nats-io/jetstream';
 import { OpenError, QueueError } from '../../contract/errors.js';
 
 /** Where a queue lives on the server. @internal */
@@ -94,8 +107,10 @@ const isSet = (limit: number | undefined): boolean => limit !== undefined && lim
  */
 function storageRefusal(info: StreamInfo): string | undefined {
   const c = info.config as StreamConfig & { persist_mode?: string };
-  if (c.storage === StorageType.Memory) return 'has memory storage: a restart of the server would lose every item it acknowledged; the queue needs file storage';
-  if (c.persist_mode === 'async') return 'has persist_mode async: the server acknowledges a message before it writes it, and a crash loses it; the queue needs the default persist mode';
+  if (c.storage === StorageType.Memory)
+    return 'has memory storage: a restart of the server would lose every item it acknowledged; the queue needs file storage';
+  if (c.persist_mode === 'async')
+    return 'has persist_mode async: the server acknowledges a message before it writes it, and a crash loses it; the queue needs the default persist mode';
   return undefined;
 }
 
@@ -106,15 +121,19 @@ function storageRefusal(info: StreamInfo): string | undefined {
  */
 function queueStreamRefusal(info: StreamInfo, subject: string): string | undefined {
   const c = info.config;
-  if (c.retention !== RetentionPolicy.Workqueue) return `has ${c.retention} retention; a queue needs a work-queue stream, where an ack removes the item`;
+  if (c.retention !== RetentionPolicy.Workqueue)
+    return `has ${c.retention} retention; a queue needs a work-queue stream, where an ack removes the item`;
   // A push to a subject the stream does not take would be stored nowhere.
-  if (!takes(c.subjects, subject)) return `does not take subject ${subject} (it takes ${(c.subjects ?? []).join(', ')}): give the queue its subject`;
+  if (!takes(c.subjects, subject))
+    return `does not take subject ${subject} (it takes ${(c.subjects ?? []).join(', ')}): give the queue its subject`;
   const storage = storageRefusal(info);
   if (storage !== undefined) return storage;
-  if (isSet(c.max_age)) return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms: the server would delete items older than that, acked or not`;
+  if (isSet(c.max_age))
+    return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms: the server would delete items older than that, acked or not`;
   if (c.discard !== DiscardPolicy.New) {
     for (const key of ['max_msgs', 'max_bytes', 'max_msgs_per_subject'] as const) {
-      if (isSet(c[key])) return `has ${key} ${c[key]} with discard ${c.discard}: at the limit the server would delete the oldest items, acked or not (discard new refuses pushes instead)`;
+      if (isSet(c[key]))
+        return `has ${key} ${c[key]} with discard ${c.discard}: at the limit the server would delete the oldest items, acked or not (discard new refuses pushes instead)`;
     }
   }
   return undefined;
@@ -132,10 +151,13 @@ export function consumerRefusal(info: ConsumerInfo, names: Names, subject = name
   const c = info.config;
   if (c.ack_policy !== AckPolicy.Explicit) return `has ack policy ${c.ack_policy}; a queue needs explicit acks`;
   const filter = c.filter_subject;
-  if (filter !== undefined && filter !== '' && !subjectMatches(filter, subject)) return `filters on ${filter}, which does not take the queue's subject ${subject}`;
+  if (filter !== undefined && filter !== '' && !subjectMatches(filter, subject))
+    return `filters on ${filter}, which does not take the queue's subject ${subject}`;
   if (c.deliver_subject !== undefined && c.deliver_subject !== '') return 'is a push consumer; a queue needs a pull consumer';
-  if (isSet(c.max_deliver)) return `has max_deliver ${c.max_deliver}: an item delivered that often would stay in the stream, never delivered again; the queue's maxDeliveries moves it into the dead letters instead`;
-  if (c.deliver_policy !== undefined && c.deliver_policy !== DeliverPolicy.All) return `has deliver_policy ${c.deliver_policy}: the items stored before its start would never be delivered; a queue needs deliver_policy all`;
+  if (isSet(c.max_deliver))
+    return `has max_deliver ${c.max_deliver}: an item delivered that often would stay in the stream, never delivered again; the queue's maxDeliveries moves it into the dead letters instead`;
+  if (c.deliver_policy !== undefined && c.deliver_policy !== DeliverPolicy.All)
+    return `has deliver_policy ${c.deliver_policy}: the items stored before its start would never be delivered; a queue needs deliver_policy all`;
   return undefined;
 }
 
@@ -154,7 +176,8 @@ const windowOf = (info: StreamInfo): number => Math.round((info.config.duplicate
 
 function deadStreamRefusal(info: StreamInfo, names: Names, ackWaitMs: number): string | undefined {
   const c = info.config;
-  if (!takes(c.subjects, names.deadLetterSubject)) return `does not take subject ${names.deadLetterSubject}: give the queue its dead-letter subject`;
+  if (!takes(c.subjects, names.deadLetterSubject))
+    return `does not take subject ${names.deadLetterSubject}: give the queue its dead-letter subject`;
   const storage = storageRefusal(info);
   if (storage !== undefined) return storage;
   const windowMs = windowOf(info);
@@ -168,10 +191,12 @@ function deadStreamRefusal(info: StreamInfo, names: Names, ackWaitMs: number): s
 function keyStreamRefusal(info: StreamInfo, names: Names, windowMs: number): string | undefined {
   const c = info.config;
   if (!takes(c.subjects, `${names.keySubject}.x`)) return `does not take subjects ${names.keySubject}.*: give the queue its key subjects`;
-  if (c.retention === RetentionPolicy.Workqueue || c.retention === RetentionPolicy.Interest) return `has ${c.retention} retention; the key records are kept by age (limits retention)`;
+  if (c.retention === RetentionPolicy.Workqueue || c.retention === RetentionPolicy.Interest)
+    return `has ${c.retention} retention; the key records are kept by age (limits retention)`;
   const storage = storageRefusal(info);
   if (storage !== undefined) return storage;
-  if (isSet(c.max_age) && c.max_age / NS_PER_MS < windowMs) return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms, shorter than the queue stream's duplicate window (${windowMs} ms): keys would be forgotten early`;
+  if (isSet(c.max_age) && c.max_age / NS_PER_MS < windowMs)
+    return `has max_age ${Math.round(c.max_age / NS_PER_MS)} ms, shorter than the queue stream's duplicate window (${windowMs} ms): keys would be forgotten early`;
   if (c.discard !== DiscardPolicy.New) {
     for (const key of ['max_msgs', 'max_bytes'] as const) {
       if (isSet(c[key])) return `has ${key} ${c[key]} with discard ${c.discard}: at the limit the server would forget keys early`;
@@ -214,10 +239,17 @@ async function undo(jsm: JetStreamManager, made: readonly Made[]): Promise<strin
   for (const m of [...made].reverse()) {
     try {
       if (m.consumer !== undefined) await jsm.consumers.delete(m.stream, m.consumer);
-      else if (m.subjects !== undefined) await jsm.streams.update(m.stream, { ...(await jsm.streams.info(m.stream)).config, subjects: m.subjects });
+      else if (m.subjects !== undefined)
+        await jsm.streams.update(m.stream, { ...(await jsm.streams.info(m.stream)).config, subjects: m.subjects });
       else await jsm.streams.delete(m.stream);
     } catch {
-      left.push(m.consumer !== undefined ? `consumer ${m.consumer} of ${m.stream}` : m.subjects !== undefined ? `the subjects of stream ${m.stream}` : `stream ${m.stream}`);
+      left.push(
+        m.consumer !== undefined
+          ? `consumer ${m.consumer} of ${m.stream}`
+          : m.subjects !== undefined
+            ? `the subjects of stream ${m.stream}`
+            : `stream ${m.stream}`,
+      );
     }
   }
   return left;
@@ -253,9 +285,11 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
   const delayedConsumer = queue === undefined ? undefined : await consumerInfo(jsm, names.stream, names.delayedConsumer);
   if (s.bind) {
     if (queue === undefined) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.stream} on the server, and bind was asked for`);
-    if (dead === undefined) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.deadLetterStream} on the server, and bind was asked for`);
+    if (dead === undefined)
+      throw new OpenError('ERR_NOT_FOUND', `No stream ${names.deadLetterStream} on the server, and bind was asked for`);
     if (keys === undefined) throw new OpenError('ERR_NOT_FOUND', `No stream ${names.keyStream} on the server, and bind was asked for`);
-    if (consumer === undefined) throw new OpenError('ERR_NOT_FOUND', `No consumer ${names.consumer} on stream ${names.stream}, and bind was asked for`);
+    if (consumer === undefined)
+      throw new OpenError('ERR_NOT_FOUND', `No consumer ${names.consumer} on stream ${names.stream}, and bind was asked for`);
   }
   const ackWaitOf = (info: ConsumerInfo): number => Math.round((info.config.ack_wait ?? 30e9) / NS_PER_MS);
   const ackWaitMs = consumer === undefined ? s.ackWaitMs : ackWaitOf(consumer);
@@ -265,7 +299,8 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
   // The window of a queue stream still to be made is the server's default.
   const windowMs = queue === undefined ? DEFAULT_DUPLICATE_WINDOW_MS : windowOf(queue);
   if (keys !== undefined) refuse(`Stream ${names.keyStream}`, keyStreamRefusal(keys, names, windowMs));
-  if (delayedConsumer !== undefined) refuse(`Consumer ${names.delayedConsumer}`, consumerRefusal(delayedConsumer, names, names.delayedSubject));
+  if (delayedConsumer !== undefined)
+    refuse(`Consumer ${names.delayedConsumer}`, consumerRefusal(delayedConsumer, names, names.delayedSubject));
 
   const addStream = async (config: Partial<StreamConfig> & { name: string }): Promise<StreamInfo> => {
     const info = await jsm.streams.add(config);
@@ -330,7 +365,14 @@ async function findOrMake(jsm: JetStreamManager, s: SetupSettings, made: Made[])
     consumer = await addConsumer(names.stream, consumerConfig(names.consumer, names.subject, s.maxAckPending));
     refuse(`Consumer ${names.consumer}`, consumerRefusal(consumer, names));
   }
-  const noDelays = await delayedSetUp(jsm, s, made, { queue, consumer, delayedConsumer, ackWaitMs: ackWaitOf(consumer) }, (c) => addConsumer(names.stream, c), consumerConfig);
+  const noDelays = await delayedSetUp(
+    jsm,
+    s,
+    made,
+    { queue, consumer, delayedConsumer, ackWaitMs: ackWaitOf(consumer) },
+    (c) => addConsumer(names.stream, c),
+    consumerConfig,
+  );
   const c = queue.config as typeof queue.config & { persist_mode?: string };
   return {
     ackWaitMs: ackWaitOf(consumer),
@@ -371,14 +413,16 @@ async function delayedSetUp(
   }
   const subjects = queue.config.subjects ?? [];
   if (!takes(subjects, names.delayedSubject)) {
-    if (s.bind) return `stream ${names.stream} does not take subject ${names.delayedSubject}, where delayed items wait (bind was asked for): open the queue once without bind, or add the subject`;
+    if (s.bind)
+      return `stream ${names.stream} does not take subject ${names.delayedSubject}, where delayed items wait (bind was asked for): open the queue once without bind, or add the subject`;
     // A queue made before delays: its stream takes the delayed subject from now on (and gives it
     // back if this open fails).
     await jsm.streams.update(names.stream, { ...queue.config, subjects: [...subjects, names.delayedSubject] });
     made.push({ stream: names.stream, subjects });
   }
   if (found.delayedConsumer === undefined) {
-    if (s.bind) return `no consumer ${names.delayedConsumer} on stream ${names.stream} (bind was asked for): open the queue once without bind to make it`;
+    if (s.bind)
+      return `no consumer ${names.delayedConsumer} on stream ${names.stream} (bind was asked for): open the queue once without bind to make it`;
     // Every item waiting for its time is delivered to this consumer and held back with a nak: a
     // limit on those would stop the items behind it from falling due.
     const delayed = await addConsumer(consumerConfig(names.delayedConsumer, names.delayedSubject, -1));

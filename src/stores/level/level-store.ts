@@ -40,7 +40,20 @@ import { OpenError, QueueError } from '../../contract/errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from '../../contract/records/deliveries.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf, storedItem } from '../../contract/records/schedules.js';
 import { firstKeyFault, KeyTable } from '../../contract/records/keys.js';
-import { isScheduled, STORE_ID_PATTERN, type StoredKey, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from '../../contract/store.js';
+import {
+  isScheduled,
+  STORE_ID_PATTERN,
+  type StoredKey,
+  type DeadLetter,
+  type DeadLetterRange,
+  type DeliveryMark,
+  type ReadRange,
+  type Redrive,
+  type Store,
+  type StoredItem,
+  type StoreFeatures,
+  type StoreRecovery,
+} from '../../contract/store.js';
 import {
   DEAD_HIGH,
   DEAD_LOW,
@@ -282,7 +295,10 @@ export class LevelStore implements Store {
         for (const value of page) bytes += value.byteLength;
       }
     } catch (e) {
-      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: reading the payload sizes failed: ${message(e)}`, { cause: e, file: this.path });
+      throw new QueueError('ERR_STORE', `LevelStore ${this.path}: reading the payload sizes failed: ${message(e)}`, {
+        cause: e,
+        file: this.path,
+      });
     } finally {
       await values.close();
     }
@@ -302,7 +318,11 @@ export class LevelStore implements Store {
     if (fault !== undefined) throw new QueueError('ERR_STORE', `LevelStore.append: ${fault}`);
     const scheduled = scheduledOf(items);
     for (const item of scheduled) {
-      ops.push({ type: 'put', key: scheduleKey(item.seq), value: encodeSchedule(item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE) });
+      ops.push({
+        type: 'put',
+        key: scheduleKey(item.seq),
+        value: encodeSchedule(item.priority ?? DEFAULT_PRIORITY, item.notBefore ?? NO_NOT_BEFORE),
+      });
       this.#scheduled.add(item.seq);
     }
     // The key goes in the batch that puts its item (both land or neither); keys past the queue's
@@ -402,7 +422,10 @@ export class LevelStore implements Store {
     }
     return entries.map(([key, value]) => {
       const dead = decodeDead(key, value);
-      if (dead === undefined) throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the dead letter under ${key.toString('hex')} cannot be decoded`, { file: this.path });
+      if (dead === undefined)
+        throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the dead letter under ${key.toString('hex')} cannot be decoded`, {
+          file: this.path,
+        });
       return dead;
     });
   }
@@ -427,7 +450,8 @@ export class LevelStore implements Store {
     if (moves.length === 0) return;
     const ops = this.#itemPuts(moves.map((m) => m.item));
     const scheduled = moves.find((m) => isScheduled(m.item) || m.item.key !== undefined);
-    if (scheduled !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got seq ${scheduled.item.seq} with a priority, a not-before time or a key`);
+    if (scheduled !== undefined)
+      throw new QueueError('ERR_STORE', `LevelStore.redrive got seq ${scheduled.item.seq} with a priority, a not-before time or a key`);
     const from = moves.map((m) => m.from);
     const twice = repeatedSeq(from);
     if (twice !== undefined) throw new QueueError('ERR_STORE', `LevelStore.redrive got dead letter ${twice} twice`);
@@ -510,9 +534,7 @@ export class LevelStore implements Store {
     if (this.#scheduled.size > 0) return this.#readScheduled(range);
     let entries: [Buffer, Buffer][];
     try {
-      entries = await this.#db
-        .iterator({ gt: itemKey(Math.max(0, range.after)), lt: itemKey(range.before), limit: range.limit })
-        .all();
+      entries = await this.#db.iterator({ gt: itemKey(Math.max(0, range.after)), lt: itemKey(range.before), limit: range.limit }).all();
     } catch (e) {
       throw new QueueError('ERR_STORE', `LevelStore ${this.path}: read failed: ${message(e)}`, { cause: e, file: this.path });
     }
@@ -555,7 +577,9 @@ export class LevelStore implements Store {
       if (next < schedule.length && seqOfKey(schedule[next]![0]) === seq) {
         const fields = decodeSchedule(schedule[next]![1]);
         if (fields === undefined) {
-          throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the schedule entry of seq ${seq} cannot be decoded`, { file: this.path });
+          throw new QueueError('ERR_CORRUPT', `LevelStore ${this.path}: the schedule entry of seq ${seq} cannot be decoded`, {
+            file: this.path,
+          });
         }
         ({ priority, notBefore } = fields);
       }
@@ -652,7 +676,9 @@ async function checkFormat(db: LevelDatabase, dir: string): Promise<number> {
   // Formats count from 1: a lower value names none, and reading on would take the store for a
   // format it is not.
   if (readU64(format) < PLAIN_FORMAT_VERSION) {
-    throw new OpenError('ERR_CORRUPT', `Store ${dir} has m:format ${readU64(format)}; formats start at ${PLAIN_FORMAT_VERSION}`, { file: dir });
+    throw new OpenError('ERR_CORRUPT', `Store ${dir} has m:format ${readU64(format)}; formats start at ${PLAIN_FORMAT_VERSION}`, {
+      file: dir,
+    });
   }
   return readU64(format);
 }
@@ -683,9 +709,11 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   const stored = await db.get(NEXT_SEQ_KEY);
   let nextSeq = Math.max(stored === undefined ? 1 : readU64(stored), (await lastSeq(db, ITEMS_LOW, ITEMS_HIGH)) + 1);
   const count = await countKeys(db, ITEMS_LOW, ITEMS_HIGH);
-  if (format === PLAIN_FORMAT_VERSION) return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [], scheduled: [], keys: [] };
+  if (format === PLAIN_FORMAT_VERSION)
+    return { format, nextSeq, count, deliveredBelow: 1, deadLetters: 0, marks: [], scheduled: [], keys: [] };
   const below = await db.get(DELIVERED_BELOW_KEY);
-  if (below !== undefined && below.length !== 8) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
+  if (below !== undefined && below.length !== 8)
+    throw new OpenError('ERR_CORRUPT', `Store ${dir} has an m:deliveredBelow of ${below.length} bytes`, { file: dir });
   // A dead letter's seq was appended once, so nextSeq is above it already; kept as a second guard.
   nextSeq = Math.max(nextSeq, (await lastSeq(db, DEAD_LOW, DEAD_HIGH)) + 1);
   const deadLetters = await countKeys(db, DEAD_LOW, DEAD_HIGH);
@@ -696,7 +724,10 @@ async function recover(db: LevelDatabase, dir: string, format: number): Promise<
   for (let i = 0; i < entries.length; i++) {
     const [key, value] = entries[i]!;
     const mark = decodeMark(key, value);
-    if (mark === undefined) throw new OpenError('ERR_CORRUPT', `Store ${dir} has a delivery mark under ${key.toString('hex')} that cannot be decoded`, { file: dir });
+    if (mark === undefined)
+      throw new OpenError('ERR_CORRUPT', `Store ${dir} has a delivery mark under ${key.toString('hex')} that cannot be decoded`, {
+        file: dir,
+      });
     if (!held[i]) stale.push({ type: 'del', key });
     else marks.push(mark);
   }
@@ -719,7 +750,12 @@ async function keyEntries(db: LevelDatabase, dir: string): Promise<StoredKey[]> 
     for (let page = await entries.nextv(COUNT_PAGE); page.length > 0; page = await entries.nextv(COUNT_PAGE)) {
       for (const [key, value] of page) {
         const entry = key.length === ITEM_KEY_BYTES ? decodeKeyEntry(value) : undefined;
-        if (entry === undefined) throw new OpenError('ERR_CORRUPT', `Store ${dir} has an idempotency key entry under ${key.toString('hex')} that cannot be decoded`, { file: dir });
+        if (entry === undefined)
+          throw new OpenError(
+            'ERR_CORRUPT',
+            `Store ${dir} has an idempotency key entry under ${key.toString('hex')} that cannot be decoded`,
+            { file: dir },
+          );
         keys.push({ key: entry.key, seq: seqOfKey(key), keyedAt: entry.keyedAt });
       }
     }
@@ -742,7 +778,12 @@ async function keySeqs(db: LevelDatabase, dir: string, low: Buffer, high: Buffer
   try {
     for (let page = await keys.nextv(COUNT_PAGE); page.length > 0; page = await keys.nextv(COUNT_PAGE)) {
       for (const key of page) {
-        if (key.length !== ITEM_KEY_BYTES) throw new OpenError('ERR_CORRUPT', `Store ${dir} has a schedule key of ${key.length} bytes (${key.toString('hex')}), not ${ITEM_KEY_BYTES}`, { file: dir });
+        if (key.length !== ITEM_KEY_BYTES)
+          throw new OpenError(
+            'ERR_CORRUPT',
+            `Store ${dir} has a schedule key of ${key.length} bytes (${key.toString('hex')}), not ${ITEM_KEY_BYTES}`,
+            { file: dir },
+          );
         seqs.push(seqOfKey(key));
       }
     }

@@ -24,7 +24,15 @@ export interface LevelDatabase {
   /** Whether each key is present, without copying its value out (classic-level 3 has it natively). */
   hasMany(keys: Buffer[]): Promise<boolean[]>;
   batch(ops: BatchOp[], options: { sync: boolean }): Promise<void>;
-  iterator(options: { gt?: Buffer; gte?: Buffer; lt?: Buffer; lte?: Buffer; limit?: number; reverse?: boolean; snapshot?: LevelSnapshot }): LevelIterator;
+  iterator(options: {
+    gt?: Buffer;
+    gte?: Buffer;
+    lt?: Buffer;
+    lte?: Buffer;
+    limit?: number;
+    reverse?: boolean;
+    snapshot?: LevelSnapshot;
+  }): LevelIterator;
   keys(options: { gt?: Buffer; gte?: Buffer; lt: Buffer }): LevelKeyIterator;
   /** Values only, in key order; `nextv` pages as for keys. */
   values(options: { gt?: Buffer; lt: Buffer }): LevelKeyIterator;

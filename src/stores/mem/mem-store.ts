@@ -5,7 +5,19 @@
  * reopen tests use.
  */
 import { OpenError, QueueError } from '../../contract/errors.js';
-import { type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoredSchedule, type StoreFeatures, type StoreRecovery, isScheduled } from '../../contract/store.js';
+import {
+  type DeadLetter,
+  type DeadLetterRange,
+  type DeliveryMark,
+  type ReadRange,
+  type Redrive,
+  type Store,
+  type StoredItem,
+  type StoredSchedule,
+  type StoreFeatures,
+  type StoreRecovery,
+  isScheduled,
+} from '../../contract/store.js';
 import { optionsObject, positiveInteger } from '../../lib/validate.js';
 import { scheduleFault } from '../../contract/records/schedules.js';
 import { KeyTable, keyFault } from '../../contract/records/keys.js';
@@ -36,7 +48,15 @@ const EMPTY = new Uint8Array(0);
 
 export class MemStore implements Store {
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: false, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
+  readonly features: StoreFeatures = {
+    reopen: true,
+    crashSafe: false,
+    deliveries: true,
+    scheduling: true,
+    idempotency: true,
+    groups: true,
+    schedules: true,
+  };
   /** What `append` and `ack` return once they finished, which is during the call (`Store.done`). */
   readonly done: Promise<void> = DONE;
 
@@ -66,8 +86,7 @@ export class MemStore implements Store {
 
   constructor(options?: MemStoreOptions) {
     const o = optionsObject('options', options);
-    this.maxItemBytes =
-      o.maxItemBytes === undefined ? DEFAULT_MAX_ITEM_BYTES : positiveInteger('options.maxItemBytes', o.maxItemBytes);
+    this.maxItemBytes = o.maxItemBytes === undefined ? DEFAULT_MAX_ITEM_BYTES : positiveInteger('options.maxItemBytes', o.maxItemBytes);
   }
 
   async open(): Promise<StoreRecovery> {
@@ -101,13 +120,20 @@ export class MemStore implements Store {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
     const fault = storedScheduleFault(schedule, this.maxItemBytes);
     if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot store ${fault}`));
-    this.#schedules.put({ name: schedule.name, spec: schedule.spec, bytes: schedule.bytes.slice(), firedThrough: schedule.firedThrough, nextAt: schedule.nextAt });
+    this.#schedules.put({
+      name: schedule.name,
+      spec: schedule.spec,
+      bytes: schedule.bytes.slice(),
+      firedThrough: schedule.firedThrough,
+      nextAt: schedule.nextAt,
+    });
     return DONE;
   }
 
   dropSchedule(name: string, _sync: boolean): Promise<void> {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
-    if (!this.#schedules.drop(name)) return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no schedule ${JSON.stringify(name)}`));
+    if (!this.#schedules.drop(name))
+      return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no schedule ${JSON.stringify(name)}`));
     return DONE;
   }
 
@@ -134,9 +160,13 @@ export class MemStore implements Store {
   deadLetter(entries: readonly DeadLetter[]): Promise<void> {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
     for (const entry of entries) {
-      if (!this.#holds(entry.seq)) return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot dead-letter seq ${entry.seq}: not held`));
+      if (!this.#holds(entry.seq))
+        return Promise.reject(new QueueError('ERR_STORE', `MemStore cannot dead-letter seq ${entry.seq}: not held`));
     }
-    const moved = this.ack(entries.map((e) => e.seq), true);
+    const moved = this.ack(
+      entries.map((e) => e.seq),
+      true,
+    );
     for (const entry of entries) {
       const at = this.#deadIndex(entry.seq);
       this.#dead.splice(at, 0, { ...entry });
@@ -155,7 +185,8 @@ export class MemStore implements Store {
     const drop = new Set(seqs);
     const before = this.#dead.length;
     this.#dead = this.#dead.filter((d) => !drop.has(d.seq));
-    if (before - this.#dead.length !== drop.size) return Promise.reject(new QueueError('ERR_STORE', 'MemStore cannot drop a dead letter it does not hold'));
+    if (before - this.#dead.length !== drop.size)
+      return Promise.reject(new QueueError('ERR_STORE', 'MemStore cannot drop a dead letter it does not hold'));
     return DONE;
   }
 
@@ -163,7 +194,8 @@ export class MemStore implements Store {
     if (!this.#open) return Promise.reject(new QueueError('ERR_CLOSED', 'MemStore is not open'));
     for (const move of moves) {
       const at = this.#deadIndex(move.from);
-      if (this.#dead[at]?.seq !== move.from) return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no dead letter ${move.from}`));
+      if (this.#dead[at]?.seq !== move.from)
+        return Promise.reject(new QueueError('ERR_STORE', `MemStore holds no dead letter ${move.from}`));
     }
     const stored = this.append(
       moves.map((m) => m.item),
@@ -191,9 +223,7 @@ export class MemStore implements Store {
     let seq = this.#nextSeq;
     for (const item of items) {
       if (item.seq !== seq++) {
-        return Promise.reject(
-          new QueueError('ERR_STORE', `MemStore expected seq ${seq - 1}, got ${item.seq}`),
-        );
+        return Promise.reject(new QueueError('ERR_STORE', `MemStore expected seq ${seq - 1}, got ${item.seq}`));
       }
       // The same refusals as the stores on disk make (a plain item pays the two comparisons).
       const fault =

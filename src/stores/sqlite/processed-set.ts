@@ -68,7 +68,8 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
     knownKeys('options', o, ['table']);
     const table = o.table ?? 'pq_processed';
     if (typeof table !== 'string') throw new TypeError(expectation('options.table', 'a table name', table));
-    if (!TABLE_NAME.test(table)) throw new RangeError(expectation('options.table', 'a table name of letters, digits and underscores', table));
+    if (!TABLE_NAME.test(table))
+      throw new RangeError(expectation('options.table', 'a table name of letters, digits and underscores', table));
     this.table = table;
     this.#db = db as unknown as SqlDatabase;
     this.#db.exec(`CREATE TABLE IF NOT EXISTS "${table}" (seq INTEGER PRIMARY KEY NOT NULL)`);
@@ -97,7 +98,8 @@ export class SqliteProcessedSet implements TransactionalProcessedSet {
    */
   bind(storeId: string): string | null {
     if (typeof storeId !== 'string') throw new TypeError(expectation('storeId', 'a store identity', storeId));
-    if (!STORE_ID_PATTERN.test(storeId)) throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
+    if (!STORE_ID_PATTERN.test(storeId))
+      throw new RangeError(expectation('storeId', 'a store identity of 1 to 64 characters from [A-Za-z0-9._-]', storeId));
     const kept = this.storeId;
     if (kept !== null) return kept;
     if (this.#any.get() !== undefined) return null;

@@ -82,7 +82,8 @@ export function missingTable(format: number, tables: readonly string[]): string 
  * for an integer past the safe ones, which JavaScript cannot hold exactly.
  */
 function storedInteger(value: unknown): number {
-  if (typeof value === 'bigint') return value >= -BigInt(Number.MAX_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : Number.NaN;
+  if (typeof value === 'bigint')
+    return value >= -BigInt(Number.MAX_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : Number.NaN;
   return typeof value === 'number' && Number.isSafeInteger(value) ? value : Number.NaN;
 }
 
@@ -99,7 +100,8 @@ function shown(value: unknown): string {
  */
 export function formatFault(value: unknown): string | undefined {
   const format = storedInteger(value);
-  if (Number.isNaN(format) || format < PLAIN_FORMAT_VERSION) return `meta.format is ${shown(value)}, not a format version (an integer of at least ${PLAIN_FORMAT_VERSION})`;
+  if (Number.isNaN(format) || format < PLAIN_FORMAT_VERSION)
+    return `meta.format is ${shown(value)}, not a format version (an integer of at least ${PLAIN_FORMAT_VERSION})`;
   return undefined;
 }
 
@@ -137,7 +139,9 @@ export function prepareDeliveries(db: SqlDatabase): DeliveryStatements {
     deleteMark: db.prepare('DELETE FROM marks WHERE seq = ?'),
     putDead: db.prepare('INSERT INTO dead (seq, bytes, deliveries, first_at, last_at, dead_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)'),
     deleteDead: db.prepare('DELETE FROM dead WHERE seq = ?'),
-    selectDead: db.prepare('SELECT seq, bytes, deliveries, first_at, last_at, dead_at, reason FROM dead WHERE seq > ? ORDER BY seq LIMIT ?'),
+    selectDead: db.prepare(
+      'SELECT seq, bytes, deliveries, first_at, last_at, dead_at, reason FROM dead WHERE seq > ? ORDER BY seq LIMIT ?',
+    ),
   };
 }
 

@@ -41,7 +41,18 @@ import { OpenError, QueueError } from '../../contract/errors.js';
 import { belowFault, deadLetterFault, markFault, repeatedSeq } from '../../contract/records/deliveries.js';
 import { DEFAULT_PRIORITY, firstScheduleFault, NO_NOT_BEFORE, scheduledOf } from '../../contract/records/schedules.js';
 import { firstKeyFault, KeyTable } from '../../contract/records/keys.js';
-import { loadDriver, message, MISSING_PEER, openError, type Row, type SqlDatabase, type SqliteDriver, sqliteResult, SQLITE_FULL, type SqlStatement } from './driver.js';
+import {
+  loadDriver,
+  message,
+  MISSING_PEER,
+  openError,
+  type Row,
+  type SqlDatabase,
+  type SqliteDriver,
+  sqliteResult,
+  SQLITE_FULL,
+  type SqlStatement,
+} from './driver.js';
 import {
   DELIVERY_FORMAT_VERSION,
   DELIVERY_SCHEMA,
@@ -63,7 +74,18 @@ import {
   scheduledSeqs,
   type ScheduleStatements,
 } from './schema.js';
-import { isScheduled, type DeadLetter, type DeadLetterRange, type DeliveryMark, type ReadRange, type Redrive, type Store, type StoredItem, type StoreFeatures, type StoreRecovery } from '../../contract/store.js';
+import {
+  isScheduled,
+  type DeadLetter,
+  type DeadLetterRange,
+  type DeliveryMark,
+  type ReadRange,
+  type Redrive,
+  type Store,
+  type StoredItem,
+  type StoreFeatures,
+  type StoreRecovery,
+} from '../../contract/store.js';
 import { expectation, maxBytesOption, nonEmptyString, nonNegativeInteger, optionsObject } from '../../lib/validate.js';
 
 export interface SqliteStoreOptions {
@@ -303,9 +325,7 @@ export class SqliteStore implements Store {
   static #prepareSchema(db: SqlDatabase, file: string): void {
     // Must come before the first read: the lock taken then is never released until close.
     db.prepare('PRAGMA locking_mode = EXCLUSIVE').get();
-    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map(
-      (t) => t.name,
-    );
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
     if (tables.length > 0) {
       const format = tables.includes('meta')
         ? (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number | bigint } | undefined)
@@ -493,7 +513,8 @@ export class SqliteStore implements Store {
       this.#write(true, () => {
         deliveries = this.#deliveries ?? this.#upgrade();
         for (const e of entries) {
-          if (Number(this.#delete.run(e.seq).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore cannot dead-letter seq ${e.seq}: not held`);
+          if (Number(this.#delete.run(e.seq).changes) !== 1)
+            throw new QueueError('ERR_STORE', `SqliteStore cannot dead-letter seq ${e.seq}: not held`);
           deliveries.putDead.run(e.seq, e.bytes, e.deliveries, e.firstDeliveredAt, e.lastDeliveredAt, e.deadAt, e.reason);
           if (this.#marked.has(e.seq)) deliveries.deleteMark.run(e.seq);
           // A dead letter keeps no priority or not-before time: a redriven item has neither.
@@ -539,7 +560,8 @@ export class SqliteStore implements Store {
     try {
       this.#write(sync, () => {
         for (const seq of seqs) {
-          if (Number(deliveries.deleteDead.run(seq).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${seq}`);
+          if (Number(deliveries.deleteDead.run(seq).changes) !== 1)
+            throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${seq}`);
         }
       });
     } catch (e) {
@@ -556,7 +578,10 @@ export class SqliteStore implements Store {
     const order = this.#orderFault(items);
     if (order !== undefined) return Promise.reject(order);
     const scheduled = items.find((item) => isScheduled(item) || item.key !== undefined);
-    if (scheduled !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got seq ${scheduled.seq} with a priority, a not-before time or a key`));
+    if (scheduled !== undefined)
+      return Promise.reject(
+        new QueueError('ERR_STORE', `SqliteStore.redrive got seq ${scheduled.seq} with a priority, a not-before time or a key`),
+      );
     const twice = repeatedSeq(moves.map((m) => m.from));
     if (twice !== undefined) return Promise.reject(new QueueError('ERR_STORE', `SqliteStore.redrive got dead letter ${twice} twice`));
     const deliveries = this.#deliveries;
@@ -565,7 +590,8 @@ export class SqliteStore implements Store {
     try {
       this.#write(sync, () => {
         for (const move of moves) {
-          if (Number(deliveries.deleteDead.run(move.from).changes) !== 1) throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${move.from}`);
+          if (Number(deliveries.deleteDead.run(move.from).changes) !== 1)
+            throw new QueueError('ERR_STORE', `SqliteStore holds no dead letter ${move.from}`);
           this.#insert.run(move.item.seq, move.item.bytes);
         }
         this.#setNextSeq.run(next);
@@ -624,7 +650,9 @@ export class SqliteStore implements Store {
       this.#db.exec('PRAGMA wal_checkpoint(PASSIVE)');
       return Promise.resolve();
     } catch (e) {
-      return Promise.reject(new QueueError('ERR_STORE', `SqliteStore ${this.path}: sync failed: ${message(e)}`, { cause: e, file: this.path }));
+      return Promise.reject(
+        new QueueError('ERR_STORE', `SqliteStore ${this.path}: sync failed: ${message(e)}`, { cause: e, file: this.path }),
+      );
     }
   }
 
@@ -677,7 +705,10 @@ export class SqliteStore implements Store {
     }
     for (const item of items) {
       if (item.seq !== expected++ || item.bytes.length > this.maxItemBytes) {
-        return new QueueError('ERR_STORE', `SqliteStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`);
+        return new QueueError(
+          'ERR_STORE',
+          `SqliteStore got seq ${item.seq} (${item.bytes.length} bytes) out of order or over maxItemBytes`,
+        );
       }
     }
     return undefined;

@@ -15,7 +15,8 @@ import { isQueueError } from '../../../src/contract/errors.js';
 import { type NatsNode, natsServerBinary, startNatsCluster } from '../../support/nats-server.js';
 
 const binary = natsServerBinary();
-if (binary === undefined) console.warn('jetstream-cluster.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');
+if (binary === undefined)
+  console.warn('jetstream-cluster.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');
 const maybe = binary === undefined ? test.skip : test;
 
 const PRODUCERS = 4;
@@ -110,10 +111,14 @@ maybe(
     await everythingSeen;
     // Acks the server did not confirm come back after the ack wait: the consumer goes on until
     // the stream is empty.
-    await withRetries('an empty stream', async () => {
-      const state = (await jsm.streams.info(stream)).state;
-      if (state.messages !== 0) throw new Error(`${state.messages} messages left`);
-    }, 300);
+    await withRetries(
+      'an empty stream',
+      async () => {
+        const state = (await jsm.streams.info(stream)).state;
+        if (state.messages !== 0) throw new Error(`${state.messages} messages left`);
+      },
+      300,
+    );
     stop.abort();
     await consuming;
 
@@ -124,7 +129,10 @@ maybe(
     // A push nobody received (no stream leader) waits for one within its timeout; the client's
     // reading of that, "jetstream is not enabled", never reaches the caller.
     expect(pushErrors.filter((m) => /not enabled/i.test(m))).toEqual([]);
-    expect(isQueueError(statsDuringElection) || (statsDuringElection as { closed?: unknown })?.closed === false, String(statsDuringElection)).toBe(true);
+    expect(
+      isQueueError(statsDuringElection) || (statsDuringElection as { closed?: unknown })?.closed === false,
+      String(statsDuringElection),
+    ).toBe(true);
     // The queue kept working on the two nodes left: pushes acknowledged after the stop, delivered.
     expect(afterStop).toBeGreaterThan(0);
     const stats = await rx.stats();

@@ -86,7 +86,9 @@ describe.skipIf(binary === undefined)('what a push survives on JetStream', () =>
   /** Run the child; its printed reports, and the warnings on its stderr. */
   async function child(scenario: object): Promise<{ reports: Record<string, unknown>[]; warnings: string[]; stderr: string }> {
     const work = mkdtempSync(join(dir, 'run-'));
-    const { stdout, stderr } = await run(process.execPath, [join(dir, 'child.mjs'), server.url, work, JSON.stringify(scenario)], { encoding: 'utf8' });
+    const { stdout, stderr } = await run(process.execPath, [join(dir, 'child.mjs'), server.url, work, JSON.stringify(scenario)], {
+      encoding: 'utf8',
+    });
     const warnings = stderr.split('\n').filter((line) => line.includes(`[${DURABILITY_WARNING_CODE}]`));
     return { reports: JSON.parse(stdout) as Record<string, unknown>[], warnings, stderr };
   }
@@ -112,7 +114,9 @@ describe.skipIf(binary === undefined)('what a push survives on JetStream', () =>
     // Two queues, one warning: it names the first queue and what its server does.
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(`JetStream queue ${plain}`);
-    expect(warnings[0]).toContain(fixedInterval ? `nats-server ${version} fsyncs every 120000 ms` : `nats-server ${version} does not tell a client how often it fsyncs`);
+    expect(warnings[0]).toContain(
+      fixedInterval ? `nats-server ${version} fsyncs every 120000 ms` : `nats-server ${version} does not tell a client how often it fsyncs`,
+    );
   });
 
   test('aQueueOnAMemoryStreamIsRefusedBeforeItWarns', async () => {
@@ -175,7 +179,9 @@ test('aBadServerSyncIntervalThrowsAndStartsNothing', async () => {
   const pending = new Promise<NatsConnection>(() => {});
   expect(() => forward(rx, { connection: pending, subject: 's', serverSyncInterval: -1 })).toThrow(RangeError);
   expect(() => forward(rx, { connection: pending, subject: 's', serverSyncInterval: '2m' as never })).toThrow(TypeError);
-  expect(() => forward(rx, { connection: pending, subject: 's', stream: { name: 'S', subjects: ['other.>'] } })).toThrow(/target\.stream\.subjects/);
+  expect(() => forward(rx, { connection: pending, subject: 's', stream: { name: 'S', subjects: ['other.>'] } })).toThrow(
+    /target\.stream\.subjects/,
+  );
   expect(() => forward(rx, { connection: pending, subject: 's', stream: { name: '' } })).toThrow(RangeError);
   expect(rx.stats()).toMatchObject({ ready: 1, inFlight: 0 });
   await tx.close();
@@ -184,16 +190,46 @@ test('aBadServerSyncIntervalThrowsAndStartsNothing', async () => {
 test('durabilityOfGoesByTheServerVersionThenByWhatIsStated', () => {
   const stream = { stream: 'S', storage: 'file', replicas: 1, persistMode: undefined };
   const rows: [Parameters<typeof durabilityOf>[0], Partial<ReturnType<typeof durabilityOf>>][] = [
-    [{ ...stream, serverVersion: '2.9.10', stated: undefined }, { syncInterval: 120_000, syncSource: 'server', survives: 'process-crash' }],
-    [{ ...stream, serverVersion: '2.9.10', stated: 'always' }, { syncInterval: 120_000, syncSource: 'server', survives: 'process-crash' }],
-    [{ ...stream, serverVersion: '2.10.0', stated: undefined }, { syncInterval: 'unknown', syncSource: 'unknown', survives: 'unknown' }],
-    [{ ...stream, serverVersion: '2.12.1', stated: 'always' }, { syncInterval: 'always', syncSource: 'stated', survives: 'power-loss' }],
-    [{ ...stream, serverVersion: '2.11.4', stated: 10_000 }, { syncInterval: 10_000, syncSource: 'stated', survives: 'process-crash' }],
-    [{ ...stream, serverVersion: '3.0.0', stated: undefined }, { syncInterval: 'unknown', survives: 'unknown' }],
-    [{ ...stream, serverVersion: undefined, stated: undefined }, { serverVersion: 'unknown', syncInterval: 'unknown', survives: 'unknown' }],
-    [{ ...stream, serverVersion: '2.12.1', stated: 'always', persistMode: 'async' }, { persistMode: 'async', survives: 'nothing' }],
-    [{ ...stream, serverVersion: '2.12.1', stated: 'always', storage: 'memory' }, { storage: 'memory', survives: 'nothing' }],
-    [{ ...stream, serverVersion: '2.12.1', stated: 'always', replicas: 3 }, { replicas: 3, survives: 'power-loss' }],
+    [
+      { ...stream, serverVersion: '2.9.10', stated: undefined },
+      { syncInterval: 120_000, syncSource: 'server', survives: 'process-crash' },
+    ],
+    [
+      { ...stream, serverVersion: '2.9.10', stated: 'always' },
+      { syncInterval: 120_000, syncSource: 'server', survives: 'process-crash' },
+    ],
+    [
+      { ...stream, serverVersion: '2.10.0', stated: undefined },
+      { syncInterval: 'unknown', syncSource: 'unknown', survives: 'unknown' },
+    ],
+    [
+      { ...stream, serverVersion: '2.12.1', stated: 'always' },
+      { syncInterval: 'always', syncSource: 'stated', survives: 'power-loss' },
+    ],
+    [
+      { ...stream, serverVersion: '2.11.4', stated: 10_000 },
+      { syncInterval: 10_000, syncSource: 'stated', survives: 'process-crash' },
+    ],
+    [
+      { ...stream, serverVersion: '3.0.0', stated: undefined },
+      { syncInterval: 'unknown', survives: 'unknown' },
+    ],
+    [
+      { ...stream, serverVersion: undefined, stated: undefined },
+      { serverVersion: 'unknown', syncInterval: 'unknown', survives: 'unknown' },
+    ],
+    [
+      { ...stream, serverVersion: '2.12.1', stated: 'always', persistMode: 'async' },
+      { persistMode: 'async', survives: 'nothing' },
+    ],
+    [
+      { ...stream, serverVersion: '2.12.1', stated: 'always', storage: 'memory' },
+      { storage: 'memory', survives: 'nothing' },
+    ],
+    [
+      { ...stream, serverVersion: '2.12.1', stated: 'always', replicas: 3 },
+      { replicas: 3, survives: 'power-loss' },
+    ],
   ];
   for (const [facts, expected] of rows) expect(durabilityOf(facts), JSON.stringify(facts)).toMatchObject(expected);
 });
@@ -207,6 +243,9 @@ test('weakerThanComparesWhatAPushSurvivesWithTheLocalPolicy', () => {
     none: [false, false, true, false],
   } as const;
   for (const [policy, row] of Object.entries(table)) {
-    expect(survives.map((s) => weakerThan(s, policy as 'sync' | 'group' | 'none')), policy).toEqual(row);
+    expect(
+      survives.map((s) => weakerThan(s, policy as 'sync' | 'group' | 'none')),
+      policy,
+    ).toEqual(row);
   }
 });

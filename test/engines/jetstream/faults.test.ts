@@ -341,7 +341,9 @@ describe.skipIf(binary === null)('the JetStream queue under faults', () => {
     try {
       const max = nc.info!.max_payload;
       await expect(tx.push(new Uint8Array(2 * 1024 * 1024))).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_TOO_LARGE'));
-      await expect(tx.pushMany([new Uint8Array(1), new Uint8Array(max + 1)])).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_TOO_LARGE'));
+      await expect(tx.pushMany([new Uint8Array(1), new Uint8Array(max + 1)])).rejects.toSatisfy((e: unknown) =>
+        isQueueError(e, 'ERR_TOO_LARGE'),
+      );
       // The key's message id counts too: the header block travels with the payload.
       await expect(tx.push(new Uint8Array(max - 4), { key: 'k' })).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_TOO_LARGE'));
       expect(await rx.tryReserve()).toBeNull();

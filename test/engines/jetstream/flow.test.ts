@@ -14,7 +14,8 @@ import { JetStreamBuilder } from '../../../src/engines/jetstream/index.js';
 import { type NatsNode, natsServerBinary, startNatsServer } from '../../support/nats-server.js';
 
 const binary = natsServerBinary();
-if (binary === undefined) console.warn('jetstream-flow.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');
+if (binary === undefined)
+  console.warn('jetstream-flow.test.ts skipped: no nats-server binary on this machine (looked in /usr/sbin and PATH)');
 const maybe = binary === undefined ? test.skip : test;
 
 let nc: NatsConnection;
@@ -43,24 +44,29 @@ afterAll(async () => {
 
 const unsupported = (e: unknown) => isQueueError(e, 'ERR_UNSUPPORTED');
 
-maybe('JetStream: groups, group limits, rate limits, throttled deliveries and schedules are refused with ERR_UNSUPPORTED and change nothing', async () => {
-  expect(() => new JetStreamBuilder(nc, { stream, rateLimit: { max: 1, perMs: 1000 } } as never)).toThrow(expect.objectContaining({ code: 'ERR_UNSUPPORTED' }));
-  const [tx, rx] = await new JetStreamBuilder(nc, { stream, pullExpiresMs: 2000 }).open();
-  try {
-    await expect(tx.push('x', { group: 'tenant' })).rejects.toSatisfy(unsupported);
-    await expect(tx.pushMany(['x', 'y'], { group: 'tenant' })).rejects.toSatisfy(unsupported);
-    await expect(tx.schedule('nightly', { everyMs: 1000 }, 'x')).rejects.toSatisfy(unsupported);
-    await expect(tx.unschedule('nightly')).rejects.toSatisfy(unsupported);
-    await expect(rx.process(() => {}, { groupConcurrency: 1 } as never)).rejects.toSatisfy(unsupported);
-    await expect(rx.reserve({ groupConcurrency: 1 })).rejects.toSatisfy(unsupported);
-    await expect(rx.reserveMany(2, { groupConcurrency: 1 })).rejects.toSatisfy(unsupported);
-    expect(await rx.tryReserve()).toBeNull();
-    await tx.push('plain');
-    const item = (await rx.reserve())!;
-    await expect(item.rateLimited(100)).rejects.toSatisfy(unsupported);
-    expect(item.settled).toBe(false);
-    await item.ack();
-  } finally {
-    await tx.close();
-  }
-});
+maybe(
+  'JetStream: groups, group limits, rate limits, throttled deliveries and schedules are refused with ERR_UNSUPPORTED and change nothing',
+  async () => {
+    expect(() => new JetStreamBuilder(nc, { stream, rateLimit: { max: 1, perMs: 1000 } } as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_UNSUPPORTED' }),
+    );
+    const [tx, rx] = await new JetStreamBuilder(nc, { stream, pullExpiresMs: 2000 }).open();
+    try {
+      await expect(tx.push('x', { group: 'tenant' })).rejects.toSatisfy(unsupported);
+      await expect(tx.pushMany(['x', 'y'], { group: 'tenant' })).rejects.toSatisfy(unsupported);
+      await expect(tx.schedule('nightly', { everyMs: 1000 }, 'x')).rejects.toSatisfy(unsupported);
+      await expect(tx.unschedule('nightly')).rejects.toSatisfy(unsupported);
+      await expect(rx.process(() => {}, { groupConcurrency: 1 } as never)).rejects.toSatisfy(unsupported);
+      await expect(rx.reserve({ groupConcurrency: 1 })).rejects.toSatisfy(unsupported);
+      await expect(rx.reserveMany(2, { groupConcurrency: 1 })).rejects.toSatisfy(unsupported);
+      expect(await rx.tryReserve()).toBeNull();
+      await tx.push('plain');
+      const item = (await rx.reserve())!;
+      await expect(item.rateLimited(100)).rejects.toSatisfy(unsupported);
+      expect(item.settled).toBe(false);
+      await item.ack();
+    } finally {
+      await tx.close();
+    }
+  },
+);

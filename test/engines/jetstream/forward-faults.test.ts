@@ -97,7 +97,11 @@ describe.skipIf(binary === null)('forward() under faults', () => {
     };
     const stop = new AbortController();
     const midway = messagesSeen(nc, subject, 600);
-    const f = forward(rx, { connection: fwd, subject, stream }, { batch: 64, concurrency: 2, publishTimeoutMs: 500, backoffMs: 10, backoffMaxMs: 200, clock, signal: stop.signal });
+    const f = forward(
+      rx,
+      { connection: fwd, subject, stream },
+      { batch: 64, concurrency: 2, publishTimeoutMs: 500, backoffMs: 10, backoffMaxMs: 200, clock, signal: stop.signal },
+    );
     await midway;
     const gone = nextStatus(fwd, 'disconnect');
     await server.kill();
@@ -208,7 +212,9 @@ console.log('forwarding ' + store.storeId);
     const messages = await readStream(jsm, stream);
     expect(differences(messages, origin, total, text)).toEqual([]);
     const { forwarded, duplicates } = f.stats();
-    console.log(`forwarder crash: ${total - forwarded + duplicates} items forwarded by the first forwarder, ${duplicates} published again by the second and dropped as duplicates`);
+    console.log(
+      `forwarder crash: ${total - forwarded + duplicates} items forwarded by the first forwarder, ${duplicates} published again by the second and dropped as duplicates`,
+    );
     await tx.close();
   });
 });
@@ -223,7 +229,13 @@ describe.skipIf(binary === null)('forward() from a device that boots offline', (
     const stream = `PQ_FWD_BOOT_${process.pid}`;
     const subject = `pq.fwd.boot.${process.pid}`;
     // Not awaited: nothing listens on the port yet, and the connection is made when a server does.
-    const connection = connect({ servers: `127.0.0.1:${port}`, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 50, reconnectJitter: 0 });
+    const connection = connect({
+      servers: `127.0.0.1:${port}`,
+      waitOnFirstConnect: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 50,
+      reconnectJitter: 0,
+    });
     const stop = new AbortController();
     const f = forward(rx, { connection, subject, stream: { name: stream, duplicate_window: 120e9 } }, { signal: stop.signal });
     // No server exists yet: the pushes resolve into the local queue.

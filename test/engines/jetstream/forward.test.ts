@@ -50,7 +50,15 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     const stop = new AbortController();
     const f = forward(rx, { connection: nc, subject, stream }, { batch: 32, signal: stop.signal });
     await rx.onIdle();
-    expect(f.stats()).toMatchObject({ origin: store.storeId, backlog: 0, inHand: 0, inFlight: 0, connected: true, lastError: null, stopped: false });
+    expect(f.stats()).toMatchObject({
+      origin: store.storeId,
+      backlog: 0,
+      inHand: 0,
+      inFlight: 0,
+      connected: true,
+      lastError: null,
+      stopped: false,
+    });
     const messages = await readStream(jsm, stream);
     expect(differences(messages, store.storeId!, 200, text)).toEqual([]);
     expect(messages.map((m) => m.id)).toEqual(Array.from({ length: 200 }, (_, i) => messageId(store.storeId!, i + 1)));
@@ -98,7 +106,14 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     }
     expect(ids[0]).not.toBe(ids[1]);
     const messages = await readStream(jsm, stream);
-    expect(messages.map((m) => m.text)).toEqual(['round 1 item 1', 'round 1 item 2', 'round 1 item 3', 'round 2 item 1', 'round 2 item 2', 'round 2 item 3']);
+    expect(messages.map((m) => m.text)).toEqual([
+      'round 1 item 1',
+      'round 1 item 2',
+      'round 1 item 3',
+      'round 2 item 1',
+      'round 2 item 2',
+      'round 2 item 3',
+    ]);
   });
 
   test('whileNoStreamTakesThemItBacksOffHoldingItsItemsAndAStopPutsThemBack', async () => {
@@ -140,7 +155,11 @@ describe.skipIf(binary === null)('forward() into JetStream', () => {
     const draws = [0, 0.5, 0.999, 0, 0.5];
     let d = 0;
     const stop = new AbortController();
-    const f = forward(rx, { connection: nc, subject }, { signal: stop.signal, clock, random: () => draws[d++ % draws.length]!, backoffMs: 100, backoffMaxMs: 400 });
+    const f = forward(
+      rx,
+      { connection: nc, subject },
+      { signal: stop.signal, clock, random: () => draws[d++ % draws.length]!, backoffMs: 100, backoffMaxMs: 400 },
+    );
     for (let n = 1; n <= 5; n++) {
       await clock.timers(n);
       clock.advance(clock.lengths[n - 1]!);

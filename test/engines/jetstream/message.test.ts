@@ -39,7 +39,15 @@ test('theLongerReplySubjectWithADomainAndAnAccountHashParsesTheSame', () => {
 });
 
 test('aSubjectThatIsNotADeliveryIsNotParsed', () => {
-  for (const reply of [undefined, '', '_INBOX.abc', '$JS.ACK.ORDERS.pq.1.9', '$JS.ACK.ORDERS.pq.0.9.9.1.0', '$JS.ACK.ORDERS.pq.1.x.9.1.0', '$JS.API.CONSUMER.INFO.X.Y.Z.A.B']) {
+  for (const reply of [
+    undefined,
+    '',
+    '_INBOX.abc',
+    '$JS.ACK.ORDERS.pq.1.9',
+    '$JS.ACK.ORDERS.pq.0.9.9.1.0',
+    '$JS.ACK.ORDERS.pq.1.x.9.1.0',
+    '$JS.API.CONSUMER.INFO.X.Y.Z.A.B',
+  ]) {
     expect(parseReply(reply), String(reply)).toBeUndefined();
   }
 });

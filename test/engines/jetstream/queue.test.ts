@@ -10,7 +10,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, type ConsumerInfo, DeliverPolicy, DiscardPolicy, RetentionPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  type ConsumerInfo,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { json } from '../../../src/lib/codec.js';
 import { isQueueError } from '../../../src/contract/errors.js';
@@ -59,7 +67,9 @@ afterAll(async () => {
 async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Promise<OpenQueue> {
   streams.push(stream, `${stream}_DEAD`);
   const clock = new ManualClock();
-  let builder = new JetStreamBuilder(nc, { stream, pullExpiresMs: 2000 }).retry((options.retry ?? { kind: 'fixed', delayMs: 0 }) as RetryPolicyInput);
+  let builder = new JetStreamBuilder(nc, { stream, pullExpiresMs: 2000 }).retry(
+    (options.retry ?? { kind: 'fixed', delayMs: 0 }) as RetryPolicyInput,
+  );
   if (options.manualClock !== false) builder = builder.clock(clock);
   if (options.maxDeliveries !== undefined) builder = builder.maxDeliveries(options.maxDeliveries);
   // The lease is kept on the test's clock; the server's ack wait stays long, so that only the
@@ -80,7 +90,15 @@ async function openQueue(options: OpenOptions = {}, stream = uniqueStream()): Pr
 
 runQueueSemantics(maybe as never, {
   name: 'JetStream',
-  capabilities: { syncTryReserve: false, nackDelayOnQueueClock: false, orderAcrossConsumers: false, seq: 'stream', duplicateWindowMs: 120_000, delaysOnQueueClock: false, priorities: false },
+  capabilities: {
+    syncTryReserve: false,
+    nackDelayOnQueueClock: false,
+    orderAcrossConsumers: false,
+    seq: 'stream',
+    duplicateWindowMs: 120_000,
+    delaysOnQueueClock: false,
+    priorities: false,
+  },
   open: openQueue,
 });
 
@@ -137,7 +155,7 @@ maybe('JetStream: an existing stream that is not a work queue is refused with ER
   expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
 });
 
-maybe('JetStream: an existing stream that does not take the queue\'s subject is refused with ERR_UNSUPPORTED', async () => {
+maybe("JetStream: an existing stream that does not take the queue's subject is refused with ERR_UNSUPPORTED", async () => {
   const stream = uniqueStream();
   streams.push(stream, `${stream}_DEAD`);
   const jsm = await jetstreamManager(nc);
@@ -203,7 +221,7 @@ maybe('JetStream: a delayed push over a queue that cannot keep it is ERR_UNSUPPO
   }
 });
 
-maybe('JetStream: a push under a remembered idempotency key stores nothing and resolves with the first push\'s seq', async () => {
+maybe("JetStream: a push under a remembered idempotency key stores nothing and resolves with the first push's seq", async () => {
   const { tx, rx } = await openQueue();
   try {
     const first = await tx.push('order 17', { key: 'order-17' });
@@ -312,37 +330,43 @@ maybe('JetStream: an aborted reserve rejects with the reason, and the item it mi
   }
 });
 
-maybe('JetStream: a stopped process() leaves no pull open, and an item pushed after it is not handed out and dead-lettered unseen', async () => {
-  const stream = uniqueStream();
-  const { tx, rx } = await openQueue({ maxDeliveries: 5 }, stream);
-  const jsm = await jetstreamManager(nc);
-  try {
-    const stop = new AbortController();
-    const seen: number[] = [];
-    const running = rx.process(async (item: { deliveries: number }) => void seen.push(item.deliveries), { concurrency: 64, signal: stop.signal });
-    // Every worker waits with a pull of its own on the server before the stop.
-    for (let i = 0; i < 200 && (await jsm.consumers.info(stream, 'pq')).num_waiting < 64; i++) await pauseMs(10);
-    expect((await jsm.consumers.info(stream, 'pq')).num_waiting).toBe(64);
-    stop.abort();
-    await running;
-    await tx.push('after');
-    // The item stays in the stream for the next reserve: no open pull takes it, bounces it and
-    // counts its deliveries up to the dead letters.
-    let state = await jsm.consumers.info(stream, 'pq');
-    for (let i = 0; i < 200 && ((await rx.deadLetters.list()).length) === 0 && !(state.num_waiting === 0 && state.num_pending === 1); i++) {
-      await pauseMs(10);
-      state = await jsm.consumers.info(stream, 'pq');
+maybe(
+  'JetStream: a stopped process() leaves no pull open, and an item pushed after it is not handed out and dead-lettered unseen',
+  async () => {
+    const stream = uniqueStream();
+    const { tx, rx } = await openQueue({ maxDeliveries: 5 }, stream);
+    const jsm = await jetstreamManager(nc);
+    try {
+      const stop = new AbortController();
+      const seen: number[] = [];
+      const running = rx.process(async (item: { deliveries: number }) => void seen.push(item.deliveries), {
+        concurrency: 64,
+        signal: stop.signal,
+      });
+      // Every worker waits with a pull of its own on the server before the stop.
+      for (let i = 0; i < 200 && (await jsm.consumers.info(stream, 'pq')).num_waiting < 64; i++) await pauseMs(10);
+      expect((await jsm.consumers.info(stream, 'pq')).num_waiting).toBe(64);
+      stop.abort();
+      await running;
+      await tx.push('after');
+      // The item stays in the stream for the next reserve: no open pull takes it, bounces it and
+      // counts its deliveries up to the dead letters.
+      let state = await jsm.consumers.info(stream, 'pq');
+      for (let i = 0; i < 200 && (await rx.deadLetters.list()).length === 0 && !(state.num_waiting === 0 && state.num_pending === 1); i++) {
+        await pauseMs(10);
+        state = await jsm.consumers.info(stream, 'pq');
+      }
+      expect((await rx.deadLetters.list()).length).toBe(0);
+      expect([state.num_waiting, state.num_pending, state.num_ack_pending]).toEqual([0, 1, 0]);
+      const item = (await rx.reserve())!;
+      expect([new TextDecoder().decode(item.bytes), item.deliveries]).toEqual(['after', 1]);
+      await item.ack();
+      expect(seen).toEqual([]);
+    } finally {
+      await tx.close();
     }
-    expect((await rx.deadLetters.list()).length).toBe(0);
-    expect([state.num_waiting, state.num_pending, state.num_ack_pending]).toEqual([0, 1, 0]);
-    const item = (await rx.reserve())!;
-    expect([new TextDecoder().decode(item.bytes), item.deliveries]).toEqual(['after', 1]);
-    await item.ack();
-    expect(seen).toEqual([]);
-  } finally {
-    await tx.close();
-  }
-});
+  },
+);
 
 maybe('JetStream: a message a cancelled pull still brings is held for the next reserve, its delivery counted once', async () => {
   const stream = uniqueStream();
@@ -413,22 +437,28 @@ maybe('JetStream: a move the server drops as a duplicate of a letter it no longe
   }
 });
 
-maybe('JetStream: the dead-letter stream created keeps message ids for twice the ack wait, and one that keeps them shorter than the ack wait is refused', async () => {
-  const jsm = await jetstreamManager(nc);
-  const created = uniqueStream();
-  streams.push(created, `${created}_DEAD`);
-  const [tx] = await new JetStreamBuilder(nc, { stream: created }).leaseMs(300_000).open();
-  await tx.close();
-  expect((await jsm.streams.info(`${created}_DEAD`)).config.duplicate_window).toBe(600_000 * 1e6);
-  const stream = uniqueStream();
-  streams.push(stream, `${stream}_DEAD`);
-  await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
-  const error = await new JetStreamBuilder(nc, { stream }).leaseMs(300_000).open().catch((e: unknown) => e);
-  expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
-  expect((error as Error).message).toMatch(/duplicate_window 120000 ms/);
-  // Refused before anything was made.
-  await expect(jsm.streams.info(stream)).rejects.toThrow();
-});
+maybe(
+  'JetStream: the dead-letter stream created keeps message ids for twice the ack wait, and one that keeps them shorter than the ack wait is refused',
+  async () => {
+    const jsm = await jetstreamManager(nc);
+    const created = uniqueStream();
+    streams.push(created, `${created}_DEAD`);
+    const [tx] = await new JetStreamBuilder(nc, { stream: created }).leaseMs(300_000).open();
+    await tx.close();
+    expect((await jsm.streams.info(`${created}_DEAD`)).config.duplicate_window).toBe(600_000 * 1e6);
+    const stream = uniqueStream();
+    streams.push(stream, `${stream}_DEAD`);
+    await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
+    const error = await new JetStreamBuilder(nc, { stream })
+      .leaseMs(300_000)
+      .open()
+      .catch((e: unknown) => e);
+    expect(isQueueError(error, 'ERR_UNSUPPORTED')).toBe(true);
+    expect((error as Error).message).toMatch(/duplicate_window 120000 ms/);
+    // Refused before anything was made.
+    await expect(jsm.streams.info(stream)).rejects.toThrow();
+  },
+);
 
 maybe('JetStream: open refuses a work-queue stream that would delete unsettled items, naming the setting, and makes nothing', async () => {
   const jsm = await jetstreamManager(nc);
@@ -451,7 +481,14 @@ maybe('JetStream: open refuses a work-queue stream that would delete unsettled i
   // The same limits with discard new refuse pushes at the limit instead: that stream will do.
   const stream = uniqueStream();
   streams.push(stream, `${stream}_DEAD`);
-  await jsm.streams.add({ name: stream, subjects: [`pq.${stream}`], retention: RetentionPolicy.Workqueue, discard: DiscardPolicy.New, max_msgs: 10, max_bytes: 1 << 20 });
+  await jsm.streams.add({
+    name: stream,
+    subjects: [`pq.${stream}`],
+    retention: RetentionPolicy.Workqueue,
+    discard: DiscardPolicy.New,
+    max_msgs: 10,
+    max_bytes: 1 << 20,
+  });
   const [tx, rx] = await new JetStreamBuilder(nc, { stream }).open();
   await tx.push('x');
   await (await rx.reserve())!.ack();
@@ -479,8 +516,19 @@ maybe('JetStream: open refuses a consumer with a delivery limit or a start other
   }
   // The server refuses any start but the first item on a work-queue stream today; the queue
   // checks it all the same, for a server that would not.
-  const names = { stream: 'S', subject: 'pq.S', consumer: 'pq', deadLetterStream: 'S_DEAD', deadLetterSubject: 'pq.S.dead', keyStream: 'S_KEYS', keySubject: 'pq.S.keys', delayedSubject: 'pq.S.delayed', delayedConsumer: 'pq_delayed' };
-  const consumer = (deliver_policy: DeliverPolicy) => ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
+  const names = {
+    stream: 'S',
+    subject: 'pq.S',
+    consumer: 'pq',
+    deadLetterStream: 'S_DEAD',
+    deadLetterSubject: 'pq.S.dead',
+    keyStream: 'S_KEYS',
+    keySubject: 'pq.S.keys',
+    delayedSubject: 'pq.S.delayed',
+    delayedConsumer: 'pq_delayed',
+  };
+  const consumer = (deliver_policy: DeliverPolicy) =>
+    ({ config: { ack_policy: AckPolicy.Explicit, filter_subject: 'pq.S', deliver_policy } }) as unknown as ConsumerInfo;
   expect(consumerRefusal(consumer(DeliverPolicy.All), names)).toBeUndefined();
   expect(consumerRefusal(consumer(DeliverPolicy.New), names)).toMatch(/deliver_policy new/);
   expect(consumerRefusal(consumer(DeliverPolicy.Last), names)).toMatch(/deliver_policy last/);
@@ -577,7 +625,8 @@ maybe('JetStream: consumers in two processes share a queue, and the items of one
     const more = Array.from({ length: 20 }, (_, i) => `m${i}`);
     await a[0].pushMany(more);
     await holder.kill();
-    const done = (lines: string[]) => new Map(lines.filter((l) => l.startsWith('done ')).map((l) => [l.split(' ')[1]!, Number(l.split(' ')[2])]));
+    const done = (lines: string[]) =>
+      new Map(lines.filter((l) => l.startsWith('done ')).map((l) => [l.split(' ')[1]!, Number(l.split(' ')[2])]));
     await worker.until((lines) => [...held, ...more].every((text) => done(lines).has(text)));
     const got = done(worker.lines);
     // The held items were delivered once to the holder, then again to the worker.
@@ -600,7 +649,13 @@ maybe('JetStream: pulls the consumer refuses (409, too many waiting) are asked a
   await jsm.streams.add({ name: `${stream}_DEAD`, subjects: [`pq.${stream}.dead`] });
   await jsm.streams.add({ name: `${stream}_KEYS`, subjects: [`pq.${stream}.keys.*`], max_msgs_per_subject: 1, max_age: 120 * 1e9 });
   // One waiting pull at a time: the second consumer's pulls are refused while the first waits.
-  await jsm.consumers.add(stream, { durable_name: 'pq', ack_policy: AckPolicy.Explicit, max_deliver: -1, max_waiting: 1, filter_subject: `pq.${stream}` });
+  await jsm.consumers.add(stream, {
+    durable_name: 'pq',
+    ack_policy: AckPolicy.Explicit,
+    max_deliver: -1,
+    max_waiting: 1,
+    filter_subject: `pq.${stream}`,
+  });
   const [tx, rx] = await new JetStreamBuilder(nc, { stream, bind: true, pullExpiresMs: 1000 }).open();
   try {
     const other = rx.fork();

@@ -48,7 +48,8 @@ export function differences(messages: readonly StreamMessage[], origin: string, 
   for (const m of messages) {
     seen.set(m.id, (seen.get(m.id) ?? 0) + 1);
     const seq = Number(m.id.slice(origin.length + 1));
-    if (!m.id.startsWith(`${origin}:`) || !Number.isSafeInteger(seq) || seq < 1 || seq > count) problems.push(`unexpected message id ${m.id}`);
+    if (!m.id.startsWith(`${origin}:`) || !Number.isSafeInteger(seq) || seq < 1 || seq > count)
+      problems.push(`unexpected message id ${m.id}`);
     else if (m.text !== payload(seq)) problems.push(`${m.id} holds ${JSON.stringify(m.text)}`);
   }
   for (let seq = 1; seq <= count; seq++) {

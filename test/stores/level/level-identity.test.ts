@@ -16,7 +16,14 @@ async function idOf(path: string): Promise<string | undefined> {
   return id;
 }
 
-async function raw<T>(path: string, fn: (db: { get(k: Buffer): Promise<Buffer | undefined>; put(k: Buffer, v: Buffer): Promise<void>; del(k: Buffer): Promise<void> }) => Promise<T>): Promise<T> {
+async function raw<T>(
+  path: string,
+  fn: (db: {
+    get(k: Buffer): Promise<Buffer | undefined>;
+    put(k: Buffer, v: Buffer): Promise<void>;
+    del(k: Buffer): Promise<void>;
+  }) => Promise<T>,
+): Promise<T> {
   const { ClassicLevel } = await import('classic-level');
   const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer', createIfMissing: false });
   await db.open();

@@ -9,12 +9,22 @@ import { freshDir } from '../../support/backend-suite.js';
 import { runSchedulingSuite } from '../../support/scheduling-suite.js';
 import { runKeySuite } from '../../support/key-suite.js';
 
-type Raw = { get(k: Buffer): Promise<Buffer | undefined>; put(k: Buffer, v: Buffer): Promise<void>; iterator(): { all(): Promise<[Buffer, Buffer][]> }; open(): Promise<void>; close(): Promise<void> };
+type Raw = {
+  get(k: Buffer): Promise<Buffer | undefined>;
+  put(k: Buffer, v: Buffer): Promise<void>;
+  iterator(): { all(): Promise<[Buffer, Buffer][]> };
+  open(): Promise<void>;
+  close(): Promise<void>;
+};
 
 /** Run `fn` over a closed store's LevelDB directly. */
 async function withRaw<T>(path: string, fn: (db: Raw) => Promise<T>): Promise<T> {
   const { ClassicLevel } = await import('classic-level');
-  const db = new ClassicLevel<Buffer, Buffer>(path, { keyEncoding: 'buffer', valueEncoding: 'buffer', createIfMissing: false }) as unknown as Raw;
+  const db = new ClassicLevel<Buffer, Buffer>(path, {
+    keyEncoding: 'buffer',
+    valueEncoding: 'buffer',
+    createIfMissing: false,
+  }) as unknown as Raw;
   await db.open();
   try {
     return await fn(db);
@@ -32,7 +42,11 @@ const u64 = (value: number): Buffer => {
 };
 /** Every key and value of a closed store, in hex, but the random identity (test/stores/level/level-identity.test.ts checks it). */
 const dump = (path: string) =>
-  withRaw(path, async (db) => (await db.iterator().all()).filter(([k]) => k.toString() !== 'm:storeId').map(([k, v]): [string, string] => [k.toString('hex'), v.toString('hex')]));
+  withRaw(path, async (db) =>
+    (await db.iterator().all())
+      .filter(([k]) => k.toString() !== 'm:storeId')
+      .map(([k, v]): [string, string] => [k.toString('hex'), v.toString('hex')]),
+  );
 
 runSchedulingSuite({
   name: 'LevelStore',
@@ -43,7 +57,9 @@ runSchedulingSuite({
   format: (path) => withRaw(path, async (db) => Number((await db.get(FORMAT_KEY))!.readBigUInt64BE(0))),
   setFormat: (path, format) => withRaw(path, (db) => db.put(FORMAT_KEY, u64(format))),
   scheduleEntries: (path) =>
-    withRaw(path, async (db) => (await db.iterator().all()).filter(([k]) => k[0] === SCHEDULE_PREFIX).map(([k]) => Number(k.readBigUInt64BE(1)))),
+    withRaw(path, async (db) =>
+      (await db.iterator().all()).filter(([k]) => k[0] === SCHEDULE_PREFIX).map(([k]) => Number(k.readBigUInt64BE(1))),
+    ),
   snapshot: dump,
 });
 
@@ -108,9 +124,15 @@ test('LevelStore: a refused scheduled append leaves a format-1 store at format 1
     const store = await LevelStore.open(path);
     await store.open();
     await store.append([{ seq: 1, bytes: bytes('a') }], true);
-    await expect(store.append([{ seq: 2, bytes: bytes('b'), priority: 5 }, { seq: 3, bytes: bytes('c'), notBefore: -5 }], true)).rejects.toSatisfy((e: unknown) =>
-      isQueueError(e, 'ERR_STORE'),
-    );
+    await expect(
+      store.append(
+        [
+          { seq: 2, bytes: bytes('b'), priority: 5 },
+          { seq: 3, bytes: bytes('c'), notBefore: -5 },
+        ],
+        true,
+      ),
+    ).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     // The store did not count the refused item as scheduled: a plain read and ack still work.
     expect((await store.read({ after: 0, before: 10, limit: 10 })).map((i) => i.seq)).toEqual([1]);
     await store.close();
@@ -130,7 +152,11 @@ test('LevelStore: the first delivery record and the first scheduled item in flig
       await store.open();
       await store.append([{ seq: 1, bytes: bytes('a') }], true);
       // Not awaited one by one: the bound raises the format to 2, the scheduled item to 3.
-      await Promise.all([store.markDelivered(2, [], false), store.append([{ seq: 2, bytes: bytes('b'), priority: 1 }], false), store.markDelivered(3, [], false)]);
+      await Promise.all([
+        store.markDelivered(2, [], false),
+        store.append([{ seq: 2, bytes: bytes('b'), priority: 1 }], false),
+        store.markDelivered(3, [], false),
+      ]);
       await store.close();
       const keys = new Map(await dump(path));
       expect(keys.get(hex('m:format')), `round ${round}`).toBe('0000000000000003');
@@ -142,12 +168,20 @@ test('LevelStore: a read that overlaps acks of scheduled items returns every ite
     const store = await LevelStore.open(path);
     await store.open();
     const count = 200;
-    await store.append(Array.from({ length: count }, (_, i) => ({ seq: i + 1, bytes: bytes(`p${i + 1}`), priority: (i % 100) + 1 })), true);
+    await store.append(
+      Array.from({ length: count }, (_, i) => ({ seq: i + 1, bytes: bytes(`p${i + 1}`), priority: (i % 100) + 1 })),
+      true,
+    );
     const reads: Promise<readonly { seq: number; priority?: number }[]>[] = [];
     const acks: Promise<void>[] = [];
     for (let seq = 1; seq <= count; seq += 10) {
       reads.push(store.read({ after: 0, before: count + 1, limit: count }));
-      acks.push(store.ack(Array.from({ length: 10 }, (_, i) => seq + i), false));
+      acks.push(
+        store.ack(
+          Array.from({ length: 10 }, (_, i) => seq + i),
+          false,
+        ),
+      );
     }
     await Promise.all(acks);
     for (const items of await Promise.all(reads)) {
@@ -159,7 +193,11 @@ test('LevelStore: a read that overlaps acks of scheduled items returns every ite
   }));
 
 /** A batch writer whose batches land only when the test says so, in the order it chooses. */
-function heldWrites(): { write: (ops: BatchOp[], sync: boolean) => Promise<void>; started: BatchOp[][]; land: (index: number) => Promise<void> } {
+function heldWrites(): {
+  write: (ops: BatchOp[], sync: boolean) => Promise<void>;
+  started: BatchOp[][];
+  land: (index: number) => Promise<void>;
+} {
   const started: BatchOp[][] = [];
   const landers: (() => void)[] = [];
   return {
@@ -247,7 +285,8 @@ test.each([
     const before = await dump(path);
     await expect(LevelStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
     expect(await dump(path)).toEqual(before);
-  }));
+  }),
+);
 
 const KEY_PREFIX = 'k'.charCodeAt(0);
 const keyOf = (seq: number): Buffer => Buffer.concat([Buffer.from([KEY_PREFIX]), u64(seq)]);
@@ -258,7 +297,10 @@ runKeySuite({
   pathIn: (dir) => join(dir, 'queue'),
   format: (path) => withRaw(path, async (db) => Number((await db.get(FORMAT_KEY))!.readBigUInt64BE(0))),
   setFormat: (path, format) => withRaw(path, (db) => db.put(FORMAT_KEY, u64(format))),
-  keyEntries: (path) => withRaw(path, async (db) => (await db.iterator().all()).filter(([k]) => k[0] === KEY_PREFIX).map(([k]) => Number(k.readBigUInt64BE(1)))),
+  keyEntries: (path) =>
+    withRaw(path, async (db) =>
+      (await db.iterator().all()).filter(([k]) => k[0] === KEY_PREFIX).map(([k]) => Number(k.readBigUInt64BE(1))),
+    ),
   // Its time alone: no byte of key.
   damageKey: (path, seq) => withRaw(path, (db) => db.put(keyOf(seq), u64(5))),
   snapshot: dump,
@@ -268,11 +310,26 @@ test('LevelStore: a key entry is `k` + seq holding the time and the key, as FORM
   withPath(async (path) => {
     const store = await LevelStore.open(path);
     await store.open();
-    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b'), key: 'ord-1', keyedAt: 1700000000000 }], true);
+    await store.append(
+      [
+        { seq: 1, bytes: bytes('a') },
+        { seq: 2, bytes: bytes('b'), key: 'ord-1', keyedAt: 1700000000000 },
+      ],
+      true,
+    );
     await store.close();
     const doc = readFileSync(new URL('../../../FORMAT.md', import.meta.url), 'utf8');
     const section = doc.slice(doc.indexOf('### 11.5'));
     const block = section.slice(section.indexOf('```text\n') + 8, section.indexOf('```', section.indexOf('```text\n') + 8));
-    const want = block.trim().split('\n').map((line) => line.split('|').slice(0, 2).map((s) => s.trim()) as [string, string]);
+    const want = block
+      .trim()
+      .split('\n')
+      .map(
+        (line) =>
+          line
+            .split('|')
+            .slice(0, 2)
+            .map((s) => s.trim()) as [string, string],
+      );
     expect(await dump(path)).toEqual(want);
   }));

@@ -34,7 +34,9 @@ async function dump(path: string): Promise<[string, string][]> {
   await db.open();
   try {
     // The identity (`m:storeId`) is random: it has a test of its own (test/stores/level/level-identity.test.ts).
-    return (await db.iterator().all()).filter(([k]) => k.toString() !== 'm:storeId').map(([k, v]) => [k.toString('hex'), v.toString('hex')]);
+    return (await db.iterator().all())
+      .filter(([k]) => k.toString() !== 'm:storeId')
+      .map(([k, v]) => [k.toString('hex'), v.toString('hex')]);
   } finally {
     await db.close();
   }
@@ -104,7 +106,10 @@ test('LevelStore: read is asynchronous and returns at most `limit` items', () =>
   withDir(async (dir) => {
     const store = await LevelStore.open(join(dir, 'queue'));
     const { nextSeq: s } = await store.open();
-    await store.append(Array.from({ length: 10 }, (_, i) => ({ seq: s + i, bytes: new Uint8Array([i]) })), false);
+    await store.append(
+      Array.from({ length: 10 }, (_, i) => ({ seq: s + i, bytes: new Uint8Array([i]) })),
+      false,
+    );
     const pending = store.read({ after: s, before: s + 8, limit: 3 });
     expect(pending).toBeInstanceOf(Promise);
     expect((await pending).map((i) => i.seq)).toEqual([s + 1, s + 2, s + 3]);
@@ -117,7 +122,9 @@ const hex = (text: string): string => Buffer.from(text).toString('hex');
 async function layout(path: string): Promise<{ format: string | undefined; prefixes: string[] }> {
   const keys = await dump(path);
   const format = keys.find(([k]) => k === hex('m:format'))?.[1];
-  const prefixes = [...new Set(keys.filter(([k]) => !k.startsWith(hex('m:'))).map(([k]) => Buffer.from(k.slice(0, 2), 'hex').toString()))].sort();
+  const prefixes = [
+    ...new Set(keys.filter(([k]) => !k.startsWith(hex('m:'))).map(([k]) => Buffer.from(k.slice(0, 2), 'hex').toString())),
+  ].sort();
   const meta = keys.filter(([k]) => k.startsWith(hex('m:'))).map(([k]) => Buffer.from(k, 'hex').toString());
   return { format, prefixes: [...prefixes, ...meta] };
 }
@@ -144,7 +151,10 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
     // Written through the format-1 calls only: appends, acks, reads, a close; no delivery state.
     let store = await LevelStore.open(path);
     await store.open();
-    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes('abc'[seq - 1]!) })), true);
+    await store.append(
+      [1, 2, 3].map((seq) => ({ seq, bytes: bytes('abc'[seq - 1]!) })),
+      true,
+    );
     expect((await store.read({ after: 0, before: 4, limit: 10 })).length).toBe(3);
     await store.ack([1], true);
     await store.close();
@@ -152,7 +162,16 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
 
     store = await LevelStore.open(path);
     let r = await store.open();
-    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
+    expect(r).toEqual({
+      nextSeq: 4,
+      count: 2,
+      deliveredBelow: 1,
+      marks: [],
+      deadLetters: 0,
+      scheduledFrom: 4,
+      storeId: expect.any(String),
+      keys: [],
+    });
     expect(await store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.append([{ seq: 4, bytes: bytes('d') }], true);
     await store.ack([2], true);
@@ -175,7 +194,16 @@ test('LevelStore: a store that never keeps delivery state stays at format 1 and 
 
     store = await LevelStore.open(path);
     r = await store.open();
-    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String), keys: [] });
+    expect(r).toEqual({
+      nextSeq: 5,
+      count: 1,
+      deliveredBelow: 1,
+      marks: [],
+      deadLetters: 1,
+      scheduledFrom: 5,
+      storeId: expect.any(String),
+      keys: [],
+    });
     expect((await store.readDeadLetters({ after: 0, limit: 10 })).map(plain)).toEqual([plain(dead(3, 'c', 'poison'))]);
     await store.close();
   }));
@@ -185,7 +213,13 @@ test('LevelStore: the first delivery mark makes a format-1 store format 2; a ref
     const path = join(dir, 'queue');
     let store = await LevelStore.open(path);
     await store.open();
-    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b') }], true);
+    await store.append(
+      [
+        { seq: 1, bytes: bytes('a') },
+        { seq: 2, bytes: bytes('b') },
+      ],
+      true,
+    );
     const mark = { seq: 2, deliveries: 2, firstDeliveredAt: 10, lastDeliveredAt: 20, lastError: 'boom' };
     // One mark of a seq that is not held refuses the whole call, the upgrade with it.
     await refused(store.markDelivered(3, [mark, { ...mark, seq: 7 }], false));
@@ -198,7 +232,16 @@ test('LevelStore: the first delivery mark makes a format-1 store format 2; a ref
     await store.close();
     expect(await layout(path)).toEqual({ format: V2, prefixes: ['c', 'i', 'm:deliveredBelow', 'm:format', 'm:nextSeq'] });
     store = await LevelStore.open(path);
-    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String), keys: [] });
+    expect(await store.open()).toEqual({
+      nextSeq: 3,
+      count: 1,
+      deliveredBelow: 3,
+      marks: [mark],
+      deadLetters: 0,
+      scheduledFrom: 3,
+      storeId: expect.any(String),
+      keys: [],
+    });
     // The ack of a marked item deletes its mark in the same batch.
     await store.ack([2], true);
     await store.close();
@@ -210,8 +253,18 @@ test('LevelStore: a mark whose item is gone is not reported and is deleted at op
     const path = join(dir, 'queue');
     let store = await LevelStore.open(path);
     await store.open();
-    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b') }], true);
-    await store.markDelivered(3, [1, 2].map((seq) => ({ seq, deliveries: 2, firstDeliveredAt: 1, lastDeliveredAt: 2, lastError: '' })), true);
+    await store.append(
+      [
+        { seq: 1, bytes: bytes('a') },
+        { seq: 2, bytes: bytes('b') },
+      ],
+      true,
+    );
+    await store.markDelivered(
+      3,
+      [1, 2].map((seq) => ({ seq, deliveries: 2, firstDeliveredAt: 1, lastDeliveredAt: 2, lastError: '' })),
+      true,
+    );
     await store.close();
     // As an ack that crossed the mark's write leaves it: the item gone, its mark still there.
     const { ClassicLevel } = await import('classic-level');
@@ -247,7 +300,10 @@ test('LevelStore: contract violations of the delivery methods reject with ERR_ST
     const path = join(dir, 'queue');
     const store = await LevelStore.open(path);
     await store.open();
-    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })), true);
+    await store.append(
+      [1, 2, 3].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })),
+      true,
+    );
     await store.deadLetter([dead(1, 'p1', 'first')]);
     await refused(store.deadLetter([dead(2, 'p2', 'ok'), dead(1, 'p1', 'already dead')]));
     await refused(store.deadLetter([dead(2, 'p2', 'ok'), dead(2, 'p2', 'twice')]));
@@ -260,9 +316,14 @@ test('LevelStore: contract violations of the delivery methods reject with ERR_ST
     await refused(store.markDelivered(4, [{ seq: 1, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true));
     await refused(store.markDelivered(4, [{ seq: 2, deliveries: 0, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true));
     // A drop and a redrive of the same dead letter that overlap: one of them is refused.
-    const both = await Promise.allSettled([store.dropDeadLetters([1], false), store.redrive([{ from: 1, item: { seq: 4, bytes: bytes('p1') } }], false)]);
+    const both = await Promise.allSettled([
+      store.dropDeadLetters([1], false),
+      store.redrive([{ from: 1, item: { seq: 4, bytes: bytes('p1') } }], false),
+    ]);
     expect(both.map((b) => b.status).sort()).toEqual(['fulfilled', 'rejected']);
-    expect((await store.read({ after: 0, before: 10, limit: 10 })).map((i) => i.seq)).toEqual(both[1].status === 'fulfilled' ? [2, 3, 4] : [2, 3]);
+    expect((await store.read({ after: 0, before: 10, limit: 10 })).map((i) => i.seq)).toEqual(
+      both[1].status === 'fulfilled' ? [2, 3, 4] : [2, 3],
+    );
     expect(await store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.close();
     const again = await LevelStore.open(path);
@@ -322,7 +383,9 @@ for (let seq = 1; ; seq += 2) {
     const r = await store.open();
     const held = await store.readDeadLetters({ after: 0, limit: 1_000_000 });
     const bySeq = new Map(held.map((d) => [d.seq, d]));
-    const missing = moved.filter((seq) => bySeq.get(seq)?.reason !== `r${seq}` || new TextDecoder().decode(bySeq.get(seq)!.bytes) !== `p${seq}`);
+    const missing = moved.filter(
+      (seq) => bySeq.get(seq)?.reason !== `r${seq}` || new TextDecoder().decode(bySeq.get(seq)!.bytes) !== `p${seq}`,
+    );
     expect(missing, 'dead letters reported moved and missing after kill -9').toEqual([]);
     // Never in both: no dead letter is also still an item.
     const items = new Set((await store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1_000_000 })).map((i) => i.seq));

@@ -7,16 +7,29 @@ afterEach(cleanupDirs);
 
 async function storeWithSealedHoles(dir: string): Promise<LogStore> {
   const { store, nextSeq: s } = await openStore(dir, { segmentBytes: 4096, autoCompact: false });
-  for (let b = 0; b < 40; b++) await store.append(items(s + b * 10, Array.from({ length: 10 }, (_, i) => `item-${b * 10 + i}-${'x'.repeat(100)}`)), false);
+  for (let b = 0; b < 40; b++)
+    await store.append(
+      items(
+        s + b * 10,
+        Array.from({ length: 10 }, (_, i) => `item-${b * 10 + i}-${'x'.repeat(100)}`),
+      ),
+      false,
+    );
   // Every other item acked: every sealed segment holds acked records and live ones.
-  await store.ack(Array.from({ length: 200 }, (_, i) => s + i * 2), true);
+  await store.ack(
+    Array.from({ length: 200 }, (_, i) => s + i * 2),
+    true,
+  );
   return store;
 }
 
 describe('compact progress', () => {
   it('reports the bytes of the rewritten segments read so far, rising to their total', async () => {
     const store = await storeWithSealedHoles(freshDir());
-    const sealedBytes = store.inspect().segments.filter((x) => x.sealed).reduce((a, x) => a + x.bytes, 0);
+    const sealedBytes = store
+      .inspect()
+      .segments.filter((x) => x.sealed)
+      .reduce((a, x) => a + x.bytes, 0);
     const seen: [number, number][] = [];
     const live = readAllTexts(store);
     const r = await store.compact({ onProgress: (done, total) => seen.push([done, total]) });

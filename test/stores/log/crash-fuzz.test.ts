@@ -181,10 +181,13 @@ describe('crash fuzz', () => {
     const seed = (first + i) >>> 0;
     test(`seed ${formatSeed(seed)}`, async () => {
       let fsLine = `seed=${formatSeed(seed)}`;
-      await withReproduction(() => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/crash-fuzz (${fsLine})`, async () => {
-        await run(seed);
-        fsLine = 'ok';
-      });
+      await withReproduction(
+        () => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/crash-fuzz (${fsLine})`,
+        async () => {
+          await run(seed);
+          fsLine = 'ok';
+        },
+      );
     });
   }
 });

@@ -23,7 +23,10 @@ describe('crc32cRange', () => {
         for (const s of [0, crcSeed]) {
           const want = crc32c32(buf.subarray(start, start + length), s);
           const got = crc32cRange(buf, start, start + length, s);
-          if (got !== want) throw new Error(`crc32cRange(start ${start}, length ${length}, seed ${s}) = ${got}, want ${want}; reproduce with seed 0x${seed.toString(16)}`);
+          if (got !== want)
+            throw new Error(
+              `crc32cRange(start ${start}, length ${length}, seed ${s}) = ${got}, want ${want}; reproduce with seed 0x${seed.toString(16)}`,
+            );
           checked++;
         }
       }

@@ -7,7 +7,14 @@
 import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { decodeDeliveryRecord, deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8 } from '../../../src/stores/log/engine/delivery-format.js';
+import {
+  decodeDeliveryRecord,
+  deadPayloads,
+  dropPayloads,
+  markPayloads,
+  redrivePayloads,
+  utf8,
+} from '../../../src/stores/log/engine/delivery-format.js';
 import {
   CURSOR_FILE,
   CUR_OFF_CHECKPOINT_BYTES,
@@ -28,12 +35,38 @@ import {
 } from '../../../src/stores/log/engine/format.js';
 import { LogStore, salvageStore } from '../../../src/stores/log/log-store.js';
 import type { DeadLetter, DeliveryMark } from '../../../src/contract/store.js';
-import { cleanupDirs, crashCopy, dec, enc, expectOpenError, fixCrc, flipByte, freshDir, items, openStore, readAllTexts } from './helpers.js';
+import {
+  cleanupDirs,
+  crashCopy,
+  dec,
+  enc,
+  expectOpenError,
+  fixCrc,
+  flipByte,
+  freshDir,
+  items,
+  openStore,
+  readAllTexts,
+} from './helpers.js';
 
 afterAll(cleanupDirs);
 
-const mark = (seq: number, deliveries: number, lastError = ''): DeliveryMark => ({ seq, deliveries, firstDeliveredAt: 10 + seq, lastDeliveredAt: 20 + seq, lastError });
-const dead = (seq: number, text: string, reason = 'r'): DeadLetter => ({ seq, bytes: enc(text), deliveries: 3, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason });
+const mark = (seq: number, deliveries: number, lastError = ''): DeliveryMark => ({
+  seq,
+  deliveries,
+  firstDeliveredAt: 10 + seq,
+  lastDeliveredAt: 20 + seq,
+  lastError,
+});
+const dead = (seq: number, text: string, reason = 'r'): DeadLetter => ({
+  seq,
+  bytes: enc(text),
+  deliveries: 3,
+  firstDeliveredAt: 1,
+  lastDeliveredAt: 2,
+  deadAt: 3,
+  reason,
+});
 const encMark = (m: DeliveryMark) => ({ mark: m, error: utf8(m.lastError) });
 const encDead = (d: DeadLetter) => ({ dead: d, reason: utf8(d.reason) });
 
@@ -62,15 +95,31 @@ describe('delivery records decode, and are rejected when damaged', () => {
     ['MARK', RECORD_MARK, markPayloads(4, [encMark(mark(1, 2, 'é!')), encMark(mark(3, 1))])[0]!.payload],
     ['DEAD', RECORD_DEAD, deadPayloads([encDead(dead(2, 'hello', 'poison')), encDead(dead(5, ''))])[0]!.payload],
     ['DROP', RECORD_DROP, dropPayloads([2, 9])[0]!.payload],
-    ['REDRIVE', RECORD_REDRIVE, redrivePayloads([{ from: 2, seq: 10 }, { from: 5, seq: 11 }])[0]!.payload],
+    [
+      'REDRIVE',
+      RECORD_REDRIVE,
+      redrivePayloads([
+        { from: 2, seq: 10 },
+        { from: 5, seq: 11 },
+      ])[0]!.payload,
+    ],
   ];
 
   test('everyRecordDecodesToWhatWasWritten', () => {
     expect(decode(RECORD_MARK, samples[0]![2])).toEqual({ type: RECORD_MARK, below: 4, marks: [mark(1, 2, 'é!'), mark(3, 1)] });
     const d = decode(RECORD_DEAD, samples[1]![2]) as unknown as { dead: DeadLetter[] };
-    expect(d.dead.map((x) => ({ ...x, bytes: dec(x.bytes) }))).toEqual([{ ...dead(2, 'hello', 'poison'), bytes: 'hello' }, { ...dead(5, ''), bytes: '' }]);
+    expect(d.dead.map((x) => ({ ...x, bytes: dec(x.bytes) }))).toEqual([
+      { ...dead(2, 'hello', 'poison'), bytes: 'hello' },
+      { ...dead(5, ''), bytes: '' },
+    ]);
     expect(decode(RECORD_DROP, samples[2]![2])).toEqual({ type: RECORD_DROP, seqs: [2, 9] });
-    expect(decode(RECORD_REDRIVE, samples[3]![2])).toEqual({ type: RECORD_REDRIVE, moves: [{ from: 2, seq: 10 }, { from: 5, seq: 11 }] });
+    expect(decode(RECORD_REDRIVE, samples[3]![2])).toEqual({
+      type: RECORD_REDRIVE,
+      moves: [
+        { from: 2, seq: 10 },
+        { from: 5, seq: 11 },
+      ],
+    });
   });
 
   test('aPayloadCutShortOrPaddedIsRejected', () => {
@@ -94,20 +143,50 @@ describe('delivery records decode, and are rejected when damaged', () => {
       return decode(type, b);
     };
     const m = samples[0]![2];
-    expect(bad(RECORD_MARK, m, (b) => b.fill(0, 20, 28)), 'deliveries 0').toBeNull();
-    expect(bad(RECORD_MARK, m, (b) => b.fill(0, 0, 8)), 'deliveredBelow 0').toBeNull();
-    expect(bad(RECORD_MARK, m, (b) => writeU32(b, 8, 3)), 'count past the payload').toBeNull();
-    expect(bad(RECORD_MARK, m, (b) => b.fill(0xff, 12 + 34, 12 + 35)), 'invalid UTF-8').toBeNull();
+    expect(
+      bad(RECORD_MARK, m, (b) => b.fill(0, 20, 28)),
+      'deliveries 0',
+    ).toBeNull();
+    expect(
+      bad(RECORD_MARK, m, (b) => b.fill(0, 0, 8)),
+      'deliveredBelow 0',
+    ).toBeNull();
+    expect(
+      bad(RECORD_MARK, m, (b) => writeU32(b, 8, 3)),
+      'count past the payload',
+    ).toBeNull();
+    expect(
+      bad(RECORD_MARK, m, (b) => b.fill(0xff, 12 + 34, 12 + 35)),
+      'invalid UTF-8',
+    ).toBeNull();
     const long = markPayloads(1, [{ mark: mark(1, 1), error: new Uint8Array(1025).fill(0x61) }])[0]!.payload;
     expect(decode(RECORD_MARK, long), 'an error text over 1024 bytes').toBeNull();
     const dd = samples[1]![2];
-    expect(bad(RECORD_DEAD, dd, (b) => writeU32(b, 0, 0)), 'no dead letters').toBeNull();
-    expect(bad(RECORD_DEAD, dd, (b) => b.fill(0xff, 4 + 7, 4 + 8)), 'seq past 2^53').toBeNull();
-    expect(bad(RECORD_DEAD, dd, (b) => writeU32(b, 4 + 42, 0x7fffffff)), 'payload length past the record').toBeNull();
+    expect(
+      bad(RECORD_DEAD, dd, (b) => writeU32(b, 0, 0)),
+      'no dead letters',
+    ).toBeNull();
+    expect(
+      bad(RECORD_DEAD, dd, (b) => b.fill(0xff, 4 + 7, 4 + 8)),
+      'seq past 2^53',
+    ).toBeNull();
+    expect(
+      bad(RECORD_DEAD, dd, (b) => writeU32(b, 4 + 42, 0x7fffffff)),
+      'payload length past the record',
+    ).toBeNull();
     const swapped = deadPayloads([encDead(dead(5, 'a')), encDead(dead(2, 'b'))])[0]!.payload;
     expect(decode(RECORD_DEAD, swapped), 'seqs out of order').toBeNull();
     expect(decode(RECORD_DROP, dropPayloads([9, 2])[0]!.payload), 'drops out of order').toBeNull();
-    expect(decode(RECORD_REDRIVE, redrivePayloads([{ from: 2, seq: 10 }, { from: 5, seq: 12 }])[0]!.payload), 'new seqs not consecutive').toBeNull();
+    expect(
+      decode(
+        RECORD_REDRIVE,
+        redrivePayloads([
+          { from: 2, seq: 10 },
+          { from: 5, seq: 12 },
+        ])[0]!.payload,
+      ),
+      'new seqs not consecutive',
+    ).toBeNull();
     expect(decode(RECORD_REDRIVE, redrivePayloads([{ from: 10, seq: 10 }])[0]!.payload), 'a new seq not above its dead letter').toBeNull();
   });
 
@@ -115,7 +194,11 @@ describe('delivery records decode, and are rejected when damaged', () => {
     const big = Array.from({ length: 3 }, (_, i) => encDead(dead(i + 1, 'x'.repeat(600 * 1024))));
     const payloads = deadPayloads(big);
     expect(payloads.length).toBe(3);
-    expect(payloads.map((p) => (decode(RECORD_DEAD, p.payload) as unknown as { dead: DeadLetter[] }).dead.map((d) => d.seq))).toEqual([[1], [2], [3]]);
+    expect(payloads.map((p) => (decode(RECORD_DEAD, p.payload) as unknown as { dead: DeadLetter[] }).dead.map((d) => d.seq))).toEqual([
+      [1],
+      [2],
+      [3],
+    ]);
     const drops = dropPayloads(Array.from({ length: 200_000 }, (_, i) => i + 1));
     expect(drops.length).toBeGreaterThan(1);
     expect(drops.reduce((n, p) => n + p.payload.length / 8, 0)).toBe(200_000);

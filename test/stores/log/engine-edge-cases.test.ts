@@ -7,7 +7,14 @@ import * as nodeFs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, encodeCheckpoint } from '../../../src/stores/log/engine/cursor.js';
-import { CURSOR_HEADER_BYTES, FRAME_HEADER_BYTES, MAX_RANGES_PER_RECORD, RANGE_BYTES, RECORD_ACK, readU32 } from '../../../src/stores/log/engine/format.js';
+import {
+  CURSOR_HEADER_BYTES,
+  FRAME_HEADER_BYTES,
+  MAX_RANGES_PER_RECORD,
+  RANGE_BYTES,
+  RECORD_ACK,
+  readU32,
+} from '../../../src/stores/log/engine/format.js';
 import type { LockHandle } from '../../../src/fs/file-system.js';
 import { LogStore, type LogStoreOptions } from '../../../src/stores/log/log-store.js';
 import { pidFileLock, type PidLockEnv } from '../../../src/fs/pid-lock.js';
@@ -31,7 +38,10 @@ describe('more acked ranges than one record holds', () => {
     const store = await LogStore.open('/q', options);
     await store.open();
     const n = 40;
-    await store.append(Array.from({ length: n }, (_, i) => ({ seq: i + 1, bytes: new Uint8Array([i]) })), true);
+    await store.append(
+      Array.from({ length: n }, (_, i) => ({ seq: i + 1, bytes: new Uint8Array([i]) })),
+      true,
+    );
     const odd = Array.from({ length: n / 2 }, (_, i) => 2 * i + 1); // 20 holes -> 20 ranges
     await store.ack(odd, true);
     const after = fs.crash(); // power loss: only what was synced survives
@@ -48,7 +58,10 @@ describe('more acked ranges than one record holds', () => {
     const options = { fs, preallocate: false, maxRangesPerRecord: 4 } as LogStoreOptions;
     const store = await LogStore.open('/q', options);
     await store.open();
-    await store.append(Array.from({ length: 20 }, (_, i) => ({ seq: i + 1, bytes: new Uint8Array([i]) })), true);
+    await store.append(
+      Array.from({ length: 20 }, (_, i) => ({ seq: i + 1, bytes: new Uint8Array([i]) })),
+      true,
+    );
     const start = fs.traceLength;
     await store.ack([1, 3, 5, 7, 9, 11, 13, 15, 17], true); // 9 ranges -> 3 records
     const writes = fs.trace().filter((e) => e.index >= start && e.kind === 'write' && e.path.includes('cursor.pqc'));
@@ -180,7 +193,15 @@ describe('descriptors', () => {
     const big = new Uint8Array(100);
     await store.append([{ seq: 1, bytes: big }], true);
     fs.failNextCreate = 'EMFILE';
-    await expect(store.append([{ seq: 2, bytes: big }, { seq: 3, bytes: big }], true)).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+    await expect(
+      store.append(
+        [
+          { seq: 2, bytes: big },
+          { seq: 3, bytes: big },
+        ],
+        true,
+      ),
+    ).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
     await store.close().catch(() => undefined);
     expect(fs.badCloses).toEqual([]);
     expect([...fs.openFds]).toEqual([]);
@@ -192,7 +213,15 @@ describe('descriptors', () => {
     const big = new Uint8Array(100);
     await store.append([{ seq: 1, bytes: big }], true);
     fs.onWrite = (_fd, length, position) => (position === 0 && length === 32 ? errno('EIO') : null);
-    await expect(store.append([{ seq: 2, bytes: big }, { seq: 3, bytes: big }], true)).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+    await expect(
+      store.append(
+        [
+          { seq: 2, bytes: big },
+          { seq: 3, bytes: big },
+        ],
+        true,
+      ),
+    ).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
     fs.onWrite = null;
     await store.close().catch(() => undefined);
     expect(fs.badCloses).toEqual([]);
@@ -218,7 +247,13 @@ describe('reads during a roll', () => {
     expect(store.read({ after: 0, before: r.nextSeq, limit: 5 }).map((i) => i.seq)).toEqual([1, 2, 3, 4, 5]);
     const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
     fs2.pauseSyncs(); // hold the roll's seal fdatasync
-    const pending = store.append([{ seq: 11, bytes: p(11) }, { seq: 12, bytes: p(12) }], true);
+    const pending = store.append(
+      [
+        { seq: 11, bytes: p(11) },
+        { seq: 12, bytes: p(12) },
+      ],
+      true,
+    );
     await turn();
     expect(fs2.pausedSyncCount).toBeGreaterThan(0);
     expect(store.read({ after: 5, before: 11, limit: 5 })).toEqual([]);
@@ -274,12 +309,26 @@ describe('fsyncgate (F5) then close, reopen in the same OS, power loss', () => {
       await store.open();
       for (let s = 1; s <= 5; s++) await store.append([{ seq: s, bytes: p(s) }], true);
       const fault = fs.inject({ op: 'fdatasync', code: 'EIO' });
-      await expect(store.append([{ seq: 6, bytes: p(6) }, { seq: 7, bytes: p(7) }], true)).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
+      await expect(
+        store.append(
+          [
+            { seq: 6, bytes: p(6) },
+            { seq: 7, bytes: p(7) },
+          ],
+          true,
+        ),
+      ).rejects.toMatchObject({ code: 'ERR_STORE_FAILED' });
       fault.remove();
       await store.close().catch(() => undefined);
       store = await LogStore.open('/q', options); // same OS: the page cache still holds 6 and 7
       const { nextSeq: n } = await store.open();
-      await store.append([{ seq: n, bytes: p(n) }, { seq: n + 1, bytes: p(n + 1) }], true);
+      await store.append(
+        [
+          { seq: n, bytes: p(n) },
+          { seq: n + 1, bytes: p(n + 1) },
+        ],
+        true,
+      );
       await store.close();
       const after = fs.crash(); // power loss
       try {

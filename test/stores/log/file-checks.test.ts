@@ -7,7 +7,15 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, IDENTITY_FILE, ID_OFF_ID, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, segmentName, writeU16 } from '../../../src/stores/log/engine/format.js';
+import {
+  CURSOR_FILE,
+  IDENTITY_FILE,
+  ID_OFF_ID,
+  SEG_OFF_VERSION,
+  SEGMENT_HEADER_BYTES,
+  segmentName,
+  writeU16,
+} from '../../../src/stores/log/engine/format.js';
 import { FILE_CHECK_LIST, FILE_CHECKS, type FileCheckName } from '../../../src/stores/log/engine/recovery-checks.js';
 import { encodeSegmentHeader } from '../../../src/stores/log/engine/segment.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';

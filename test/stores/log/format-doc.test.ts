@@ -8,7 +8,16 @@ import { SegmentFrames } from '../../../src/stores/log/engine/frame-rules.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';
 import { describe, expect, test } from 'vitest';
 import { crc32c32 } from '../../../src/stores/log/engine/crc.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, encodeAckRanges, encodeCheckpoint } from '../../../src/stores/log/engine/cursor.js';
+import {
+  AckSet,
+  decodeCheckpointBody,
+  decodeCheckpointDeliveries,
+  decodeCheckpointHeader,
+  decodeCheckpointKeys,
+  decodeCheckpointSchedules,
+  encodeAckRanges,
+  encodeCheckpoint,
+} from '../../../src/stores/log/engine/cursor.js';
 import { decodeDeliveryRecord, markPayloads } from '../../../src/stores/log/engine/delivery-format.js';
 import { DeliveryState } from '../../../src/stores/log/engine/delivery-state.js';
 import {
@@ -25,7 +34,15 @@ import {
   SEGMENT_VERSION_SCHEDULED,
   readU64,
 } from '../../../src/stores/log/engine/format.js';
-import { encodeFrame, encodeFrameInPlace, frameBytes, frameCrcOk, newFrameHeader, payloadOffset, readFrameHeader } from '../../../src/stores/log/engine/frame.js';
+import {
+  encodeFrame,
+  encodeFrameInPlace,
+  frameBytes,
+  frameCrcOk,
+  newFrameHeader,
+  payloadOffset,
+  readFrameHeader,
+} from '../../../src/stores/log/engine/frame.js';
 import { decodeSegmentHeader, decodeTrailingSeal, encodeSealFrame, encodeSegmentHeader } from '../../../src/stores/log/engine/segment.js';
 
 const doc = readFileSync(new URL('../../../FORMAT.md', import.meta.url), 'utf8');
@@ -99,7 +116,12 @@ describe('FORMAT.md examples', () => {
     while (reader.next() === 'record') {
       const h = reader.h;
       const p = payloadOffset(reader.at, h);
-      got.push([h.seq, new TextDecoder().decode(reader.win.buf.subarray(p, p + h.length)), rules.schedule.priority, rules.schedule.notBefore]);
+      got.push([
+        h.seq,
+        new TextDecoder().decode(reader.win.buf.subarray(p, p + h.length)),
+        rules.schedule.priority,
+        rules.schedule.notBefore,
+      ]);
       reader.accept();
     }
     expect(reader.row.verdict).toBe('end');
@@ -140,7 +162,25 @@ describe('FORMAT.md examples', () => {
   test('exampleCursorDecodes', () => {
     const b = hexExample('### Example cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 1, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 48, rangesAt: 32, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt: 48, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: 48, schedulesBytes: 0 });
+    expect(h).toEqual({
+      version: 1,
+      flags: 0,
+      lwm: 1,
+      nextSeq: 3,
+      rangeCount: 1,
+      checkpointBytes: 48,
+      rangesAt: 32,
+      deliveredBelow: 1,
+      markCount: 0,
+      deadCount: 0,
+      keyCount: 0,
+      keysAt: 48,
+      keysBytes: 0,
+      spoolCount: 0,
+      scheduleCount: 0,
+      schedulesAt: 48,
+      schedulesBytes: 0,
+    });
     const acks = decodeCheckpointBody(b, h as Exclude<typeof h, { kind: string }>) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
     const fh = readFrameHeader(b, CURSOR_HEADER_BYTES + 16, newFrameHeader());
@@ -173,7 +213,25 @@ describe('FORMAT.md examples', () => {
   test('exampleVersion2CursorDecodes', () => {
     const b = hexExample('### Example version-2 cursor');
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 2, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 156, rangesAt: 56, deliveredBelow: 2, markCount: 1, deadCount: 1, keyCount: 0, keysAt: 72, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: 72, schedulesBytes: 0 });
+    expect(h).toEqual({
+      version: 2,
+      flags: 0,
+      lwm: 1,
+      nextSeq: 3,
+      rangeCount: 1,
+      checkpointBytes: 156,
+      rangesAt: 56,
+      deliveredBelow: 2,
+      markCount: 1,
+      deadCount: 1,
+      keyCount: 0,
+      keysAt: 72,
+      keysBytes: 0,
+      spoolCount: 0,
+      scheduleCount: 0,
+      schedulesAt: 72,
+      schedulesBytes: 0,
+    });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);
@@ -187,13 +245,21 @@ describe('FORMAT.md examples', () => {
     expect(frameCrcOk(b, 156, fh)).toBe(true);
     expect([fh.type, fh.seq, fh.length]).toEqual([RECORD_MARK, 1, 46]);
     const rec = decodeDeliveryRecord(fh.type, b, payloadOffset(156, fh), fh.length);
-    expect(rec).toEqual({ type: RECORD_MARK, below: 3, marks: [{ seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }] });
+    expect(rec).toEqual({
+      type: RECORD_MARK,
+      below: 3,
+      marks: [{ seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }],
+    });
     expect(156 + FRAME_HEADER_BYTES + fh.length).toBe(b.length);
     // And the writer produces exactly these bytes.
     const d = new DeliveryState();
     d.mark(2, [{ seq: 1, deliveries: 1, firstDeliveredAt: 5, lastDeliveredAt: 5, lastError: 'e' }]);
-    d.addDead([{ seq: 2, bytes: new TextEncoder().encode('hi'), deliveries: 2, firstDeliveredAt: 3, lastDeliveredAt: 4, deadAt: 6, reason: 'x' }]);
-    const [p] = markPayloads(3, [{ mark: { seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }, error: new Uint8Array(0) }]);
+    d.addDead([
+      { seq: 2, bytes: new TextEncoder().encode('hi'), deliveries: 2, firstDeliveredAt: 3, lastDeliveredAt: 4, deadAt: 6, reason: 'x' },
+    ]);
+    const [p] = markPayloads(3, [
+      { mark: { seq: 1, deliveries: 2, firstDeliveredAt: 5, lastDeliveredAt: 7, lastError: '' }, error: new Uint8Array(0) },
+    ]);
     const frame = new Uint8Array(FRAME_HEADER_BYTES + p!.payload.length);
     encodeFrame(frame, 0, 1, p!.type, p!.payload);
     expect(Buffer.from(b).equals(Buffer.concat([encodeCheckpoint(acks.clone(), 3, 0, d), frame]))).toBe(true);
@@ -268,7 +334,17 @@ describe('FORMAT.md examples', () => {
     const b = hexExample('### Example version-5 cursor');
     expect(b.length).toBe(179);
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toMatchObject({ version: 5, flags: 1, lwm: 1, nextSeq: 1, rangeCount: 0, checkpointBytes: 179, scheduleCount: 1, schedulesAt: 80, schedulesBytes: 99 });
+    expect(h).toMatchObject({
+      version: 5,
+      flags: 1,
+      lwm: 1,
+      nextSeq: 1,
+      rangeCount: 0,
+      checkpointBytes: 179,
+      scheduleCount: 1,
+      schedulesAt: 80,
+      schedulesBytes: 99,
+    });
     const ck = h as Exclude<typeof h, { kind: string }>;
     expect(decodeCheckpointBody(b, ck)).toBeInstanceOf(AckSet);
     const schedule = {
@@ -295,7 +371,25 @@ describe('FORMAT.md examples', () => {
     const b = hexExample('### Example version-3 cursor');
     expect(b.length).toBe(120);
     const h = decodeCheckpointHeader(b, b.length);
-    expect(h).toEqual({ version: 3, flags: 0, lwm: 1, nextSeq: 3, rangeCount: 1, checkpointBytes: 120, rangesAt: 64, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 2, keysAt: 80, keysBytes: 40, spoolCount: 0, scheduleCount: 0, schedulesAt: 120, schedulesBytes: 0 });
+    expect(h).toEqual({
+      version: 3,
+      flags: 0,
+      lwm: 1,
+      nextSeq: 3,
+      rangeCount: 1,
+      checkpointBytes: 120,
+      rangesAt: 64,
+      deliveredBelow: 1,
+      markCount: 0,
+      deadCount: 0,
+      keyCount: 2,
+      keysAt: 80,
+      keysBytes: 40,
+      spoolCount: 0,
+      scheduleCount: 0,
+      schedulesAt: 120,
+      schedulesBytes: 0,
+    });
     const ck = h as Exclude<typeof h, { kind: string }>;
     const acks = decodeCheckpointBody(b, ck) as AckSet;
     expect([acks.lwm, acks.starts, acks.ends]).toEqual([1, [2], [3]]);

@@ -7,7 +7,17 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { QueueError } from '../../../src/contract/errors.js';
-import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_TYPE, RECORD_SEAL, SEAL_FRAME_BYTES, SEAL_OFF_RECORD_COUNT, SEGMENT_HEADER_BYTES, readU32, writeU32 } from '../../../src/stores/log/engine/format.js';
+import {
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_LENGTH,
+  FRAME_OFF_TYPE,
+  RECORD_SEAL,
+  SEAL_FRAME_BYTES,
+  SEAL_OFF_RECORD_COUNT,
+  SEGMENT_HEADER_BYTES,
+  readU32,
+  writeU32,
+} from '../../../src/stores/log/engine/format.js';
 import { encodeSealFrame } from '../../../src/stores/log/engine/segment.js';
 import { LogStore, verifyStore } from '../../../src/stores/log/log-store.js';
 import { cleanupDirs, crashCopy, fixCrc, flipByte, freshDir, items, segFiles } from './helpers.js';

@@ -8,7 +8,15 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../../src/stores/log/log-store.js';
 import { Builder } from '../../../src/core/builder.js';
 import { crc32c32 } from '../../../src/stores/log/engine/crc.js';
-import { FRAME_HEADER_BYTES, FRAME_OFF_META_BYTES, META_TAG_GROUP, SEG_OFF_HEADER_CRC, SEG_OFF_VERSION, SEGMENT_HEADER_BYTES, readU16 } from '../../../src/stores/log/engine/format.js';
+import {
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_META_BYTES,
+  META_TAG_GROUP,
+  SEG_OFF_HEADER_CRC,
+  SEG_OFF_VERSION,
+  SEGMENT_HEADER_BYTES,
+  readU16,
+} from '../../../src/stores/log/engine/format.js';
 import type { StoredItem } from '../../../src/contract/store.js';
 import { CrashFileSystem } from '../../../src/testing/index.js';
 import { cleanupDirs, dec, enc, expectOpenError, fixCrc, freshDir, openStore, segFiles } from './helpers.js';
@@ -17,7 +25,8 @@ afterAll(cleanupDirs);
 
 const segVersions = (dir: string) => segFiles(dir).map((n) => readU16(nodeFs.readFileSync(join(dir, n)), SEG_OFF_VERSION));
 const grouped = (seq: number, text: string, group: string): StoredItem => ({ seq, bytes: enc(text), group });
-const readAll = (store: LogStore) => store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1_000_000 }).map((i) => [i.seq, dec(i.bytes), i.group ?? '']);
+const readAll = (store: LogStore) =>
+  store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1_000_000 }).map((i) => [i.seq, dec(i.bytes), i.group ?? '']);
 
 describe('versions', () => {
   test('aQueueThatNeverPushesAGroupWritesNoVersion4Segment', async () => {
@@ -66,7 +75,12 @@ describe('groups kept', () => {
     const store = await LogStore.open('/q', opts);
     const { nextSeq: s } = await store.open();
     const all: StoredItem[] = [];
-    for (let i = 0; i < 24; i++) all.push(i % 3 === 0 ? { seq: s + i, bytes: enc(`plain ${i} ${'x'.repeat(30)}`) } : grouped(s + i, `item ${i} ${'x'.repeat(30)}`, `g${i % 4}`));
+    for (let i = 0; i < 24; i++)
+      all.push(
+        i % 3 === 0
+          ? { seq: s + i, bytes: enc(`plain ${i} ${'x'.repeat(30)}`) }
+          : grouped(s + i, `item ${i} ${'x'.repeat(30)}`, `g${i % 4}`),
+      );
     for (const it of all) await store.append([it], true);
     // Acks leave some grouped items in sealed segments: compaction copies them.
     const acked = all.filter((_, i) => i % 2 === 0).map((i) => i.seq);
@@ -78,9 +92,15 @@ describe('groups kept', () => {
     const left = all.filter((i) => !acked.includes(i.seq));
     expect(readAll(crashed)).toEqual(left.map((i) => [i.seq, dec(i.bytes), i.group ?? '']));
     // Every grouped item acked: the next compaction writes no version-4 segment for what is left.
-    await crashed.ack(left.filter((i) => i.group !== undefined).map((i) => i.seq), true);
+    await crashed.ack(
+      left.filter((i) => i.group !== undefined).map((i) => i.seq),
+      true,
+    );
     await crashed.compact();
-    const versions = crashed.inspect().segments.filter((seg) => seg.sealed).map((seg) => seg.version);
+    const versions = crashed
+      .inspect()
+      .segments.filter((seg) => seg.sealed)
+      .map((seg) => seg.version);
     expect(versions.every((v) => v < 4)).toBe(true);
     await crashed.close();
   });

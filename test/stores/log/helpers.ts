@@ -5,7 +5,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32c32 } from '../../../src/stores/log/engine/crc.js';
 import type { FileSystem } from '../../../src/fs/file-system.js';
-import { FRAME_CRC_START, FRAME_HEADER_BYTES, FRAME_OFF_CRC, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, readU16, readU32, writeU32 } from '../../../src/stores/log/engine/format.js';
+import {
+  FRAME_CRC_START,
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_CRC,
+  FRAME_OFF_LENGTH,
+  FRAME_OFF_META_BYTES,
+  readU16,
+  readU32,
+  writeU32,
+} from '../../../src/stores/log/engine/format.js';
 import { LogStore, nodeFileSystem, type LogStoreOptions } from '../../../src/stores/log/log-store.js';
 import type { StoredItem } from '../../../src/contract/store.js';
 
@@ -45,7 +54,10 @@ export function readAllSeqs(store: LogStore, after = 0): number[] {
 }
 
 export function segFiles(dir: string): string[] {
-  return fs.readdirSync(dir).filter((n) => /^seg-\d{20}\.log$/.test(n)).sort();
+  return fs
+    .readdirSync(dir)
+    .filter((n) => /^seg-\d{20}\.log$/.test(n))
+    .sort();
 }
 
 /** XOR one byte of a file with `mask`. */
@@ -106,11 +118,21 @@ export class WrappedFs implements FileSystem {
   onFdatasync: ((fd: number) => Error | null) | null = null;
   fdatasyncs = 0;
   constructor(readonly inner: FileSystem = nodeFileSystem) {}
-  mkdirp(p: string, m: number) { this.inner.mkdirp(p, m); }
-  readdir(p: string) { return this.inner.readdir(p); }
-  stat(p: string) { return this.inner.stat(p); }
-  open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) { return this.inner.open(p, mode, fm); }
-  close(fd: number) { this.inner.close(fd); }
+  mkdirp(p: string, m: number) {
+    this.inner.mkdirp(p, m);
+  }
+  readdir(p: string) {
+    return this.inner.readdir(p);
+  }
+  stat(p: string) {
+    return this.inner.stat(p);
+  }
+  open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
+    return this.inner.open(p, mode, fm);
+  }
+  close(fd: number) {
+    this.inner.close(fd);
+  }
   read(fd: number, b: Uint8Array, o: number, l: number, pos: number) {
     const n = this.inner.read(fd, b, o, l, pos);
     this.bytesRead += n;
@@ -126,20 +148,38 @@ export class WrappedFs implements FileSystem {
     }
     this.inner.write(fd, b, o, l, pos);
   }
-  size(fd: number) { return this.inner.size(fd); }
-  truncate(fd: number, l: number) { this.inner.truncate(fd, l); }
+  size(fd: number) {
+    return this.inner.size(fd);
+  }
+  truncate(fd: number, l: number) {
+    this.inner.truncate(fd, l);
+  }
   fdatasync(fd: number) {
     this.fdatasyncs++;
     const err = this.onFdatasync?.(fd) ?? null;
     return err !== null ? Promise.reject(err) : this.inner.fdatasync(fd);
   }
-  fsync(fd: number) { return this.inner.fsync(fd); }
-  fsyncDir(p: string) { return this.inner.fsyncDir(p); }
-  rename(a: string, b: string) { this.inner.rename(a, b); }
-  unlink(p: string) { this.inner.unlink(p); }
-  lock(p: string) { return this.inner.lock(p); }
-  lockHolder(p: string) { return this.inner.lockHolder?.(p) ?? null; }
-  realpath(p: string) { return this.inner.realpath!(p); }
+  fsync(fd: number) {
+    return this.inner.fsync(fd);
+  }
+  fsyncDir(p: string) {
+    return this.inner.fsyncDir(p);
+  }
+  rename(a: string, b: string) {
+    this.inner.rename(a, b);
+  }
+  unlink(p: string) {
+    this.inner.unlink(p);
+  }
+  lock(p: string) {
+    return this.inner.lock(p);
+  }
+  lockHolder(p: string) {
+    return this.inner.lockHolder?.(p) ?? null;
+  }
+  realpath(p: string) {
+    return this.inner.realpath!(p);
+  }
 }
 
 export function errno(code: string): Error {
@@ -164,7 +204,11 @@ export function crashCopy(dir: string): string {
   return to;
 }
 
-export async function expectOpenError(dir: string, code: string, options?: LogStoreOptions): Promise<{ file?: string; offset?: number; message: string }> {
+export async function expectOpenError(
+  dir: string,
+  code: string,
+  options?: LogStoreOptions,
+): Promise<{ file?: string; offset?: number; message: string }> {
   const before = hashDir(dir);
   let err: unknown;
   try {
@@ -180,6 +224,7 @@ export async function expectOpenError(dir: string, code: string, options?: LogSt
   // A failed open changes no byte (the LOCK file is the lock, not store data).
   delete before.LOCK;
   delete after.LOCK;
-  if (JSON.stringify(before) !== JSON.stringify(after)) throw new Error(`failed open changed the directory: ${JSON.stringify({ before, after })}`);
+  if (JSON.stringify(before) !== JSON.stringify(after))
+    throw new Error(`failed open changed the directory: ${JSON.stringify({ before, after })}`);
   return e;
 }

@@ -57,7 +57,10 @@ describe('delivery counts after an exit without close()', () => {
     const dir = freshDir();
     await fill(dir, ['a', 'b', 'c']);
     // The README's LogStore example as a script would run it: open, push, exit without close().
-    const run = child(dir, `const [tx] = await new Builder(await LogStore.open(dir)).maxDeliveries(1).open();\nawait tx.push('d');\nout('pushed');`);
+    const run = child(
+      dir,
+      `const [tx] = await new Builder(await LogStore.open(dir)).maxDeliveries(1).open();\nawait tx.push('d');\nout('pushed');`,
+    );
     expect(run.stderr).toBe('');
     expect([run.status, run.stdout]).toEqual([0, 'pushed\n']);
     const { items, deadLetters } = await drain(dir, 1);
@@ -74,7 +77,10 @@ describe('delivery counts after an exit without close()', () => {
     const dir = freshDir();
     await fill(dir, ['a', 'b', 'c', 'd', 'e']);
     // Two items handed out: 'a' acked, 'b' still held when the script ends without close().
-    const run = child(dir, `const [tx, rx] = await new Builder(await LogStore.open(dir)).open();\nawait rx.tryReserve().ack();\nconst held = rx.tryReserve();\nout('holding ' + new TextDecoder().decode(held.bytes));`);
+    const run = child(
+      dir,
+      `const [tx, rx] = await new Builder(await LogStore.open(dir)).open();\nawait rx.tryReserve().ack();\nconst held = rx.tryReserve();\nout('holding ' + new TextDecoder().decode(held.bytes));`,
+    );
     expect(run.stderr).toBe('');
     expect([run.status, run.stdout]).toEqual([0, 'holding b\n']);
     const { items, deadLetters } = await drain(dir, 10);

@@ -21,7 +21,16 @@ import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../../src/stores/log/log-store.js';
 import { Builder, type Consumer, type Producer } from '../../../src/core/builder.js';
 import type { StoredItem, StoredKey, StoreRecovery } from '../../../src/contract/store.js';
-import { CrashFileSystem, ManualClock, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../../src/testing/index.js';
+import {
+  CrashFileSystem,
+  ManualClock,
+  Prng,
+  formatCrashPoint,
+  formatSeed,
+  seedFromEnv,
+  withReproduction,
+  type CrashPoint,
+} from '../../../src/testing/index.js';
 
 const DIR = '/q';
 const RUNS = Number(process.env.FUZZ_RUNS ?? 16);
@@ -59,7 +68,15 @@ async function record(options: LogStoreOptions, body: (ops: Ops) => Promise<void
   const fs = new CrashFileSystem({ seed: 1 });
   const store = await LogStore.open(DIR, { ...options, fs });
   await store.open();
-  const rec: Recorded = { fs, from: fs.traceLength, options, appended: new Map(), appendResolvedAt: new Map(), ackIssuedAt: new Map(), keptFrom: [] };
+  const rec: Recorded = {
+    fs,
+    from: fs.traceLength,
+    options,
+    appended: new Map(),
+    appendResolvedAt: new Map(),
+    ackIssuedAt: new Map(),
+    keptFrom: [],
+  };
   await body({
     store,
     append: async (items) => {
@@ -82,7 +99,13 @@ async function record(options: LogStoreOptions, body: (ops: Ops) => Promise<void
 }
 
 /** The atomicity checks of one recovery, shared by both kinds of run. Returns the seqs read. */
-function checkKeys(where: string, store: LogStore, r: StoreRecovery, appended: ReadonlyMap<number, StoredItem>, acked: (seq: number) => boolean): Set<number> {
+function checkKeys(
+  where: string,
+  store: LogStore,
+  r: StoreRecovery,
+  appended: ReadonlyMap<number, StoredItem>,
+  acked: (seq: number) => boolean,
+): Set<number> {
   const present = new Set(store.read(ALL).map((i) => i.seq));
   const keys = r.keys ?? [];
   const bySeq = new Map<number, StoredKey>();
@@ -119,7 +142,8 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
     if (at > point.at) continue;
     const item = rec.appended.get(seq)!;
     if (!present.has(seq)) expect(ackedBefore(seq), `${where}: seq ${seq} was appended durably and not acked, but is missing`).toBe(true);
-    if (item.key !== undefined && item.keyedAt! >= bound) expect(reported.has(seq), `${where}: the key of seq ${seq}, appended durably, is gone`).toBe(true);
+    if (item.key !== undefined && item.keyedAt! >= bound)
+      expect(reported.has(seq), `${where}: the key of seq ${seq}, appended durably, is gone`).toBe(true);
   }
   // The recovered store takes one more keyed item, and a reopen reports its key.
   const extra = itemFor(r.nextSeq, 9, 'after-recovery', T0 + 99);
@@ -128,7 +152,10 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
   const again = await LogStore.open(DIR, { ...rec.options, fs });
   const r2 = await again.open();
   checkKeys(`${where}, reopened`, again, r2, new Map([...rec.appended, [extra.seq, extra]]), ackedBefore);
-  expect(r2.keys?.some((k) => k.seq === extra.seq && k.key === 'after-recovery'), `${where}: the key appended after recovery`).toBe(true);
+  expect(
+    r2.keys?.some((k) => k.seq === extra.seq && k.key === 'after-recovery'),
+    `${where}: the key appended after recovery`,
+  ).toBe(true);
   await again.close();
 }
 
@@ -153,18 +180,21 @@ describe('every crash point', () => {
   });
 
   test('keysOfAckedItemsOutliveTheDeletionAndCompactionOfTheirSegments', async () => {
-    const rec = await record({ segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false }, async ({ append, ack, store, keepKeysFrom }) => {
-      await append([itemFor(1, 30), itemFor(2, 30)]);
-      await append([itemFor(3, 20, 'k3', T0 + 3), itemFor(4, 20, 'k4', T0 + 4)]); // rolls to a version-3 segment
-      for (let seq = 5; seq <= 12; seq++) await append([itemFor(seq, 30, seq % 3 === 0 ? undefined : `k${seq}`, T0 + seq)]);
-      await ack([1, 2, 3, 4, 5, 6, 7]); // the two first segments, one of them keyed, are deleted in the background
-      await ack([9, 11]);
-      const result = await store.compact();
-      expect(result.segmentsRewritten).toBeGreaterThan(0);
-      keepKeysFrom(T0 + 6);
-      await append([itemFor(13, 10, 'k13', T0 + 13)]);
-      await store.compact();
-    });
+    const rec = await record(
+      { segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false },
+      async ({ append, ack, store, keepKeysFrom }) => {
+        await append([itemFor(1, 30), itemFor(2, 30)]);
+        await append([itemFor(3, 20, 'k3', T0 + 3), itemFor(4, 20, 'k4', T0 + 4)]); // rolls to a version-3 segment
+        for (let seq = 5; seq <= 12; seq++) await append([itemFor(seq, 30, seq % 3 === 0 ? undefined : `k${seq}`, T0 + seq)]);
+        await ack([1, 2, 3, 4, 5, 6, 7]); // the two first segments, one of them keyed, are deleted in the background
+        await ack([9, 11]);
+        const result = await store.compact();
+        expect(result.segmentsRewritten).toBeGreaterThan(0);
+        keepKeysFrom(T0 + 6);
+        await append([itemFor(13, 10, 'k13', T0 + 13)]);
+        await store.compact();
+      },
+    );
     expect(rec.fs.trace().some((e) => e.kind === 'unlink')).toBe(true);
     await explore(rec);
   });
@@ -261,7 +291,10 @@ async function run(seed: number, forgetAcked = false): Promise<void> {
       const keys = Array.from({ length: 1 + rnd.int(4) }, () => keyPool[rnd.int(keyPool.length)]!);
       const at = clock.now();
       const before = new Map(keys.map((k) => [k, model.get(k)]));
-      const seqs = await tx.pushMany(keys.map((k) => `${k}@${at} in a batch`), { keys });
+      const seqs = await tx.pushMany(
+        keys.map((k) => `${k}@${at} in a batch`),
+        { keys },
+      );
       keys.forEach((key, i) => {
         const known = before.get(key);
         if (known !== undefined && at - known.keyedAt < windowMs) {
@@ -336,7 +369,10 @@ describe('seeded crashes through a queue', () => {
   for (let i = 0; i < (single ? 1 : RUNS); i++) {
     const seed = (first + i) >>> 0;
     test(`seed ${formatSeed(seed)}`, async () => {
-      await withReproduction(() => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/idempotency-crash`, () => run(seed));
+      await withReproduction(
+        () => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/idempotency-crash`,
+        () => run(seed),
+      );
     });
   }
 });

@@ -87,7 +87,10 @@ describe('keys of acked items', () => {
     const all: StoredItem[] = [];
     for (let i = 0; i < 30; i++) all.push(keyed(s + i, `item ${i} ${'x'.repeat(20)}`, `key-${i}`, T + i));
     for (const it of all) await store.append([it], true);
-    await store.ack(all.slice(0, 25).map((i) => i.seq), true);
+    await store.ack(
+      all.slice(0, 25).map((i) => i.seq),
+      true,
+    );
     const result = await store.compact();
     expect(result.segmentsDeleted + result.segmentsRewritten).toBeGreaterThan(0);
     // A power loss right after: the frames of the acked items are gone, their keys are not.
@@ -137,7 +140,8 @@ describe('open', () => {
     const store = await LogStore.open('/q', { fs, segmentBytes: 4096 });
     const { nextSeq: s } = await store.open();
     let seq = s;
-    for (let i = 0; i < 200; i++) await store.append([i % 2 === 0 ? keyed(seq++, 'x'.repeat(100), `k${i}`) : { seq: seq++, bytes: new Uint8Array(100) }], false);
+    for (let i = 0; i < 200; i++)
+      await store.append([i % 2 === 0 ? keyed(seq++, 'x'.repeat(100), `k${i}`) : { seq: seq++, bytes: new Uint8Array(100) }], false);
     await store.close();
     const segmentBytes = store.inspect().segments.reduce((n, g) => n + g.bytes, 0);
     const before = fs.stats().readBytes;

@@ -115,7 +115,12 @@ describe('store identity (FORMAT.md §13)', () => {
     const block = /```hex\n([\s\S]*?)```/.exec(section)![1]!;
     const hex = block
       .split('\n')
-      .map((line) => line.replace(/^[0-9a-f]{4}\s+/, '').split('|')[0]!.replace(/\s+/g, ''))
+      .map((line) =>
+        line
+          .replace(/^[0-9a-f]{4}\s+/, '')
+          .split('|')[0]!
+          .replace(/\s+/g, ''),
+      )
       .join('');
     const bytes = Uint8Array.from(Buffer.from(hex, 'hex'));
     expect(bytes.length).toBe(IDENTITY_FILE_BYTES);

@@ -76,7 +76,9 @@ describe('an idle queue gives pinned segments back', () => {
       expect(segmentBytes(store)).toBeLessThanOrEqual(4096 + SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES + pinnedFrame);
       // The whole directory: about one segment, what the pinned item needs, the checkpointed cursor.
       expect(dirBytes(dir)).toBeLessThan(2 * 4096);
-      console.log(`[idle-compaction] ${pin}: ${before.segments.length} segments (${before.bytesOnDisk} B on disk) -> ${after.segments.length} (${dirBytes(dir)} B), no compact() call`);
+      console.log(
+        `[idle-compaction] ${pin}: ${before.segments.length} segments (${before.bytesOnDisk} B on disk) -> ${after.segments.length} (${dirBytes(dir)} B), no compact() call`,
+      );
       expect(readAllSeqs(store)).toEqual([1]);
 
       if (held !== null) {
@@ -104,9 +106,15 @@ describe('an idle queue gives pinned segments back', () => {
     await store.append([{ seq: 1, bytes: enc('pinned') }], true);
     let seq = 2;
     for (let b = 0; b < 40; b++) {
-      await store.append(Array.from({ length: 4 }, () => ({ seq: seq, bytes: enc(body(seq++).slice(0, 80)) })), false);
+      await store.append(
+        Array.from({ length: 4 }, () => ({ seq: seq, bytes: enc(body(seq++).slice(0, 80)) })),
+        false,
+      );
     }
-    await store.ack(Array.from({ length: seq - 2 }, (_, i) => i + 2), true);
+    await store.ack(
+      Array.from({ length: seq - 2 }, (_, i) => i + 2),
+      true,
+    );
     await store.settled();
     let sealed = store.inspect().segments.filter((s) => s.sealed).length;
     expect(sealed).toBeGreaterThan(20);
@@ -144,8 +152,15 @@ describe('an idle queue gives pinned segments back', () => {
     const { store } = await openStore(dir, { segmentBytes: 512, preallocate: false, compactRunBytes: 1, clock } as never);
     await store.append([{ seq: 1, bytes: enc('pinned') }], true);
     let seq = 2;
-    for (let b = 0; b < 12; b++) await store.append(Array.from({ length: 4 }, () => ({ seq, bytes: enc(body(seq++).slice(0, 80)) })), false);
-    await store.ack(Array.from({ length: seq - 2 }, (_, i) => i + 2), true);
+    for (let b = 0; b < 12; b++)
+      await store.append(
+        Array.from({ length: 4 }, () => ({ seq, bytes: enc(body(seq++).slice(0, 80)) })),
+        false,
+      );
+    await store.ack(
+      Array.from({ length: seq - 2 }, (_, i) => i + 2),
+      true,
+    );
     await store.settled();
     const start = store.inspect().segments.filter((s) => s.sealed).length;
     for (let run = 1; clock.pendingTimers > 0; run++) {
@@ -163,8 +178,15 @@ describe('the delayed round timer', () => {
   async function pinnedStore(options: Record<string, unknown>): Promise<LogStore> {
     const { store } = await openStore(freshDir(), { segmentBytes: 512, preallocate: false, ...options } as never);
     await store.append([{ seq: 1, bytes: enc('pinned') }], true);
-    for (let s = 2; s < 42; s += 4) await store.append(Array.from({ length: 4 }, (_, i) => ({ seq: s + i, bytes: enc(body(s + i).slice(0, 80)) })), false);
-    await store.ack(Array.from({ length: 40 }, (_, i) => i + 2), false);
+    for (let s = 2; s < 42; s += 4)
+      await store.append(
+        Array.from({ length: 4 }, (_, i) => ({ seq: s + i, bytes: enc(body(s + i).slice(0, 80)) })),
+        false,
+      );
+    await store.ack(
+      Array.from({ length: 40 }, (_, i) => i + 2),
+      false,
+    );
     return store;
   }
 
@@ -173,7 +195,14 @@ describe('the delayed round timer', () => {
     const clock: Clock = {
       now: () => 0,
       setTimeout: (_fn, ms) => {
-        const h = { refed: true, cleared: false, ms, unref() { h.refed = false; } };
+        const h = {
+          refed: true,
+          cleared: false,
+          ms,
+          unref() {
+            h.refed = false;
+          },
+        };
         handles.push(h);
         return h;
       },
@@ -235,7 +264,8 @@ console.log('sealed ' + store.inspect().segments.filter((s) => s.sealed).length)
 
   test('delayedRoundOptionsAreValidated', async () => {
     const dir = freshDir();
-    for (const bad of [-1, 1.5, 2 ** 31, Infinity, NaN]) await expect(LogStore.open(dir, { compactDelayMs: bad })).rejects.toThrow(RangeError);
+    for (const bad of [-1, 1.5, 2 ** 31, Infinity, NaN])
+      await expect(LogStore.open(dir, { compactDelayMs: bad })).rejects.toThrow(RangeError);
     await expect(LogStore.open(dir, { compactDelayMs: '5' as never })).rejects.toThrow(TypeError);
     await expect(LogStore.open(dir, { compactDelayMs: -1 })).rejects.toThrow(/`compactDelayMs`/);
     await expect(LogStore.open(dir, { clock: {} as never })).rejects.toThrow(TypeError);
@@ -251,8 +281,15 @@ describe('failures of the delayed round', () => {
     const store = await LogStore.open('/q', { segmentBytes: 512, preallocate: false, fs: fsys, clock });
     await store.open();
     await store.append([{ seq: 1, bytes: enc('pinned') }], true);
-    for (let s = 2; s < 42; s += 4) await store.append(Array.from({ length: 4 }, (_, i) => ({ seq: s + i, bytes: enc(body(s + i).slice(0, 80)) })), true);
-    await store.ack(Array.from({ length: 40 }, (_, i) => i + 2), true);
+    for (let s = 2; s < 42; s += 4)
+      await store.append(
+        Array.from({ length: 4 }, (_, i) => ({ seq: s + i, bytes: enc(body(s + i).slice(0, 80)) })),
+        true,
+      );
+    await store.ack(
+      Array.from({ length: 40 }, (_, i) => i + 2),
+      true,
+    );
     await store.settled();
     return store;
   }

@@ -65,14 +65,20 @@ interface Start {
 }
 
 async function runWorker(script: string, dir: string, durability: string, acks: string, concurrency: number): Promise<Start> {
-  const child = spawn(process.execPath, [script, distUrl('stores/log/log-store.js'), distUrl('index.js'), dir, durability, acks, String(concurrency)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [script, distUrl('stores/log/log-store.js'), distUrl('index.js'), dir, durability, acks, String(concurrency)],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('close', (c, s) => resolve([c, s])));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('close', (c, s) => resolve([c, s])),
+  );
   if (signal === null && code !== 0) throw new Error(`worker exited with code ${code}: ${stderr}`);
   return { lines: stdout.split('\n').filter((l) => l !== ''), signal, code };
 }
@@ -106,18 +112,26 @@ describe.skipIf(!built)('a poison item that SIGKILLs its worker (real processes)
         expect(starts.length, 'worker starts before the queue was idle').toBeLessThan(STARTS_MAX);
         const start = await runWorker(script, dir, durability, acks, concurrency);
         starts.push(start);
-        expect(start.lines[0], 'the ack policy in force').toBe(`start ${acks === 'default' ? (durability === 'sync' ? 'sync' : 'lazy') : acks}`);
+        expect(start.lines[0], 'the ack policy in force').toBe(
+          `start ${acks === 'default' ? (durability === 'sync' ? 'sync' : 'lazy') : acks}`,
+        );
         if (start.signal === null) break;
         expect(start.signal).toBe('SIGKILL');
         // Every kill is the poison item's own: its handler was the last one to start.
-        expect(start.lines.filter((l) => l.startsWith('d poison ')).length, `start ${starts.length} died without handling the poison item`).toBe(1);
+        expect(
+          start.lines.filter((l) => l.startsWith('d poison ')).length,
+          `start ${starts.length} died without handling the poison item`,
+        ).toBe(1);
       }
       const kills = starts.filter((s) => s.signal === 'SIGKILL').length;
       const last = starts[starts.length - 1]!;
       const all = starts.flatMap((s) => s.lines);
       // The poison item was handed out once per kill, with the count going up each time: the
       // mark of each redelivery was stored before its handler ran.
-      expect(all.filter((l) => l.startsWith('d poison ')), 'poison deliveries').toEqual(['d poison 1', 'd poison 2', 'd poison 3']);
+      expect(
+        all.filter((l) => l.startsWith('d poison ')),
+        'poison deliveries',
+      ).toEqual(['d poison 1', 'd poison 2', 'd poison 3']);
       expect(kills, 'kills caused by the poison item').toBe(MAX_DELIVERIES);
 
       const processed = new Set(all.filter((l) => l.startsWith('p ')).map((l) => l.slice(2)));
@@ -130,13 +144,20 @@ describe.skipIf(!built)('a poison item that SIGKILLs its worker (real processes)
       const poison = letters.find((l) => dec(l.bytes) === 'poison');
       // Three deliveries, each one killed: the fourth start found a stored count of 3 and moved
       // the item before handing it out. The kill left no handler error, so the reason is the count.
-      expect(poison, 'the poison item is a dead letter').toMatchObject({ seq: POISON_AT + 1, deliveries: MAX_DELIVERIES, reason: `handed out ${MAX_DELIVERIES} times (maxDeliveries ${MAX_DELIVERIES})` });
+      expect(poison, 'the poison item is a dead letter').toMatchObject({
+        seq: POISON_AT + 1,
+        deliveries: MAX_DELIVERIES,
+        reason: `handed out ${MAX_DELIVERIES} times (maxDeliveries ${MAX_DELIVERIES})`,
+      });
       expect(processed.has('poison')).toBe(false);
 
       const others = letters.filter((l) => l !== poison);
       if (concurrency === 1) {
         // One item in flight at a time: the poison item was alone when each kill came.
-        expect(others.map((l) => dec(l.bytes)), 'nothing else is dead-lettered').toEqual([]);
+        expect(
+          others.map((l) => dec(l.bytes)),
+          'nothing else is dead-lettered',
+        ).toEqual([]);
       } else {
         // Several in flight: the workers reserve the items after the poison item together with
         // it, and its handler kills the process before theirs start. Those items were handed out
@@ -156,7 +177,9 @@ describe.skipIf(!built)('a poison item that SIGKILLs its worker (real processes)
         const text = payloadOf(i);
         if (text !== 'poison') expect(processed.has(text) || dead.has(text), `${text} was neither processed nor dead-lettered`).toBe(true);
       }
-      console.log(`[poison kill] ${durability}/${acks}/c${concurrency}: ${starts.length} starts, ${kills} kills, ${letters.length} dead letters, ${processed.size} processed`);
+      console.log(
+        `[poison kill] ${durability}/${acks}/c${concurrency}: ${starts.length} starts, ${kills} kills, ${letters.length} dead letters, ${processed.size} processed`,
+      );
     }, 30_000);
   }
 });

@@ -61,7 +61,11 @@ else if (mode === 'ooo') {
 }
 `;
 
-function startChild(dir: string, durability: string, mode: string): { child: ChildProcess; lines: string[]; waitFor: (pred: (lines: string[]) => boolean) => Promise<void> } {
+function startChild(
+  dir: string,
+  durability: string,
+  mode: string,
+): { child: ChildProcess; lines: string[]; waitFor: (pred: (lines: string[]) => boolean) => Promise<void> } {
   const script = join(freshDir() + '-child.mjs');
   writeFileSync(script, CHILD);
   const child = spawn(process.execPath, [script, pathToFileURL(distStore).href, pathToFileURL(distIndex).href, dir, durability, mode], {
@@ -114,39 +118,46 @@ describe.skipIf(!built)('SIGKILLed producer (real processes)', () => {
       const rnd = new Prng(seed);
       const dir = freshDir();
       let round = 0;
-      await withReproduction(() => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/process-crash (round ${round})`, async () => {
-        for (; round < 10; round++) {
-          // Each round starts from an empty store, so payload numbers p0, p1, ... are unambiguous.
-          const mode = round % 2 === 0 ? 'ack' : 'push';
-          const { child, lines, waitFor } = startChild(dir, durability, mode);
-          const target = 1 + rnd.int(durability === 'group' ? 400 : 60);
-          await waitFor((l) => l.filter((x) => x.startsWith('p ')).length >= target);
-          await kill(child);
-          const pushed = new Set<number>();
-          const acked = new Set<number>();
-          for (const l of lines) {
-            const [k, v] = l.split(' ');
-            if (k === 'p') pushed.add(Number(v));
-            if (k === 'a') acked.add(Number(v));
+      await withReproduction(
+        () => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/process-crash (round ${round})`,
+        async () => {
+          for (; round < 10; round++) {
+            // Each round starts from an empty store, so payload numbers p0, p1, ... are unambiguous.
+            const mode = round % 2 === 0 ? 'ack' : 'push';
+            const { child, lines, waitFor } = startChild(dir, durability, mode);
+            const target = 1 + rnd.int(durability === 'group' ? 400 : 60);
+            await waitFor((l) => l.filter((x) => x.startsWith('p ')).length >= target);
+            await kill(child);
+            const pushed = new Set<number>();
+            const acked = new Set<number>();
+            for (const l of lines) {
+              const [k, v] = l.split(' ');
+              if (k === 'p') pushed.add(Number(v));
+              if (k === 'a') acked.add(Number(v));
+            }
+            const store = await LogStore.open(dir);
+            const r = await store.open();
+            const items = store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 });
+            const texts = items.map((i) => dec(i.bytes));
+            for (const t of texts) expect(t, 'nothing invented').toMatch(/^p\d+$/);
+            const seen = texts.map((t) => Number(t.slice(1)));
+            for (let k = 1; k < seen.length; k++) expect(seen[k]!, 'FIFO order').toBeGreaterThan(seen[k - 1]!);
+            const seenSet = new Set(seen);
+            // In 'ack' mode the child acks every third item; an ack in flight (not yet reported)
+            // may have reached the disk, so only those items may be missing.
+            const mayBeAcked = (n: number): boolean => mode === 'ack' && n % 3 === 0;
+            for (const p of pushed) if (!acked.has(p) && !mayBeAcked(p)) expect(seenSet.has(p), `reported push p${p} lost`).toBe(true);
+            for (const a of acked) expect(seenSet.has(a), `reported ack of p${a} undone`).toBe(false);
+            expect(r.count).toBe(items.length);
+            if (items.length > 0)
+              await store.ack(
+                items.map((i) => i.seq),
+                true,
+              );
+            await store.close();
           }
-          const store = await LogStore.open(dir);
-          const r = await store.open();
-          const items = store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1e9 });
-          const texts = items.map((i) => dec(i.bytes));
-          for (const t of texts) expect(t, 'nothing invented').toMatch(/^p\d+$/);
-          const seen = texts.map((t) => Number(t.slice(1)));
-          for (let k = 1; k < seen.length; k++) expect(seen[k]!, 'FIFO order').toBeGreaterThan(seen[k - 1]!);
-          const seenSet = new Set(seen);
-          // In 'ack' mode the child acks every third item; an ack in flight (not yet reported)
-          // may have reached the disk, so only those items may be missing.
-          const mayBeAcked = (n: number): boolean => mode === 'ack' && n % 3 === 0;
-          for (const p of pushed) if (!acked.has(p) && !mayBeAcked(p)) expect(seenSet.has(p), `reported push p${p} lost`).toBe(true);
-          for (const a of acked) expect(seenSet.has(a), `reported ack of p${a} undone`).toBe(false);
-          expect(r.count).toBe(items.length);
-          if (items.length > 0) await store.ack(items.map((i) => i.seq), true);
-          await store.close();
-        }
-      });
+        },
+      );
     });
   }
 
@@ -162,7 +173,11 @@ describe.skipIf(!built)('SIGKILLed producer (real processes)', () => {
     const dir = freshDir();
     const { child, waitFor } = startChild(dir, 'sync', 'hold');
     await waitFor((l) => l.includes('ready'));
-    await expect(LogStore.open(dir)).rejects.toMatchObject({ name: 'OpenError', code: 'ERR_LOCKED', message: new RegExp(`pid ${child.pid}`) });
+    await expect(LogStore.open(dir)).rejects.toMatchObject({
+      name: 'OpenError',
+      code: 'ERR_LOCKED',
+      message: new RegExp(`pid ${child.pid}`),
+    });
     await kill(child);
     const store = await LogStore.open(dir);
     await store.close();

@@ -109,7 +109,7 @@ describe('read-only open beside a live writer in another process', () => {
     const writer: Lines = runModule(join(dir, '..'), 'writer.mjs', WRITER, [dir]);
     try {
       await writer.until((l) => pushedSoFar(l) >= 3000);
-          // Opened over and over while the writer pushes, acks, rolls, deletes and compacts segments.
+      // Opened over and over while the writer pushes, acks, rolls, deletes and compacts segments.
       let snapshots = 0;
       let firstNext = 0;
       let lastNext = 0;
@@ -132,7 +132,8 @@ describe('read-only open beside a live writer in another process', () => {
       const before = fingerprint(dir);
       const snap = await readOnlySnapshot(dir, writer.child.pid);
       expect(snap.count).toBeGreaterThanOrEqual(0);
-      const pq = (args: string[]): string => execFileSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), ...args], { encoding: 'utf8' });
+      const pq = (args: string[]): string =>
+        execFileSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), ...args], { encoding: 'utf8' });
       expect(JSON.parse(pq(['stats', dir, '--json']))).toMatchObject({ unacked: snap.count, nextSeq: snap.nextSeq });
       expect(pq(['dump', dir, '--format', 'text']).split('\n').filter(Boolean)).toHaveLength(snap.count);
       expect(fingerprint(dir), 'no byte, name, size or mtime changed').toBe(before);
@@ -196,11 +197,21 @@ describe('read-only open', () => {
   it('reads segments the writer deleted or compacted after the open, as they were', async () => {
     const dir = freshDir();
     const { store: w, nextSeq: s } = await openStore(dir, { segmentBytes: 1024, autoCompact: false });
-    for (let i = 0; i < 20; i++) await w.append(items(s + i * 4, ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b', 'c', 'd'].map((t) => `${t}${i}`)), true);
+    for (let i = 0; i < 20; i++)
+      await w.append(
+        items(
+          s + i * 4,
+          ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b', 'c', 'd'].map((t) => `${t}${i}`),
+        ),
+        true,
+      );
     const ro = await LogStore.open(dir, { readOnly: true, readAheadBytes: 64 });
     const want = ro.inspect().count;
     // The writer acks everything but the last item and compacts: sealed segments are deleted.
-    await w.ack(Array.from({ length: 79 }, (_, i) => s + i), true);
+    await w.ack(
+      Array.from({ length: 79 }, (_, i) => s + i),
+      true,
+    );
     await w.compact();
     expect(fs.readdirSync(dir).filter((n) => n.startsWith('seg-')).length).toBeLessThan(ro.inspect().segments.length);
     const got = ro.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 1000 });
@@ -304,7 +315,14 @@ describe('read-only open beside a writer that holds the store', () => {
   it('damageInASealedSegmentIsStillCorruptBesideALiveWriter', async () => {
     const dir = freshDir();
     const { store: w, nextSeq: s } = await openStore(dir, { segmentBytes: 1024, autoCompact: false });
-    for (let i = 0; i < 8; i++) await w.append(items(s + i * 4, ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b', 'c', 'd'].map((t) => `${t}${i}`)), true);
+    for (let i = 0; i < 8; i++)
+      await w.append(
+        items(
+          s + i * 4,
+          ['aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'b', 'c', 'd'].map((t) => `${t}${i}`),
+        ),
+        true,
+      );
     const sealed = join(dir, segFiles(dir)[0]!);
     expect(segFiles(dir).length).toBeGreaterThan(1);
     flipByte(sealed, fs.readFileSync(sealed).indexOf('b0'));
@@ -313,7 +331,9 @@ describe('read-only open beside a writer that holds the store', () => {
     // The items before the damage come back; the next read reports it.
     const before = ro.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 100 });
     expect(before.map((i) => i.seq)).toEqual([s]);
-    expect(() => ro.read({ after: s, before: Number.MAX_SAFE_INTEGER, limit: 100 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT', file: sealed }));
+    expect(() => ro.read({ after: s, before: Number.MAX_SAFE_INTEGER, limit: 100 })).toThrow(
+      expect.objectContaining({ code: 'ERR_CORRUPT', file: sealed }),
+    );
     await ro.close();
     await w.close();
   });

@@ -6,7 +6,19 @@
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, FRAME_OFF_SEQ, SEAL_FRAME_BYTES, SEG_OFF_VERSION, SEGMENT_FORMAT_VERSION, SEGMENT_HEADER_BYTES, CUR_OFF_VERSION, writeU32, writeU64 } from '../../../src/stores/log/engine/format.js';
+import {
+  CURSOR_FILE,
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_LENGTH,
+  FRAME_OFF_SEQ,
+  SEAL_FRAME_BYTES,
+  SEG_OFF_VERSION,
+  SEGMENT_FORMAT_VERSION,
+  SEGMENT_HEADER_BYTES,
+  CUR_OFF_VERSION,
+  writeU32,
+  writeU64,
+} from '../../../src/stores/log/engine/format.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';
 import {
   appendBytes,
@@ -35,7 +47,13 @@ const frameAt = (i: number): number => SEGMENT_HEADER_BYTES + i * FRAME;
 async function crashedWith(n: number, options = {}): Promise<string> {
   const dir = freshDir();
   const { store } = await openStore(dir, { preallocate: false, ...options });
-  await store.append(items(1, Array.from({ length: n }, (_, i) => `item-${i + 1}`)), false);
+  await store.append(
+    items(
+      1,
+      Array.from({ length: n }, (_, i) => `item-${i + 1}`),
+    ),
+    false,
+  );
   const copy = crashCopy(dir);
   await store.close();
   return copy;
@@ -255,7 +273,10 @@ describe('sealed segments', () => {
     const dir = freshDir();
     const { store } = await openStore(dir, { ...NP, segmentBytes: 256, autoCompact: false });
     for (let i = 1; i <= 30; i++) await store.append(items(i, [`item-${String(i).padStart(2, '0')}`]), false);
-    await store.ack(Array.from({ length: 29 }, (_, i) => i + 2), true); // only seq 1 stays
+    await store.ack(
+      Array.from({ length: 29 }, (_, i) => i + 2),
+      true,
+    ); // only seq 1 stays
     await store.settled();
     const saved = new Map(segFiles(dir).map((n) => [n, fs.readFileSync(join(dir, n))]));
     const r = await store.compact();

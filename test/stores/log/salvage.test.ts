@@ -10,7 +10,22 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { QueueError } from '../../../src/contract/errors.js';
-import { CURSOR_FILE, FRAME_HEADER_BYTES, IDENTITY_FILE, FRAME_OFF_LENGTH, FRAME_OFF_META_BYTES, FRAME_OFF_SEQ, FRAME_OFF_TYPE, RECORD_ITEM, SEAL_FRAME_BYTES, SEGMENT_HEADER_BYTES, SEG_OFF_HEADER_CRC, readU16, readU32, readU64 } from '../../../src/stores/log/engine/format.js';
+import {
+  CURSOR_FILE,
+  FRAME_HEADER_BYTES,
+  IDENTITY_FILE,
+  FRAME_OFF_LENGTH,
+  FRAME_OFF_META_BYTES,
+  FRAME_OFF_SEQ,
+  FRAME_OFF_TYPE,
+  RECORD_ITEM,
+  SEAL_FRAME_BYTES,
+  SEGMENT_HEADER_BYTES,
+  SEG_OFF_HEADER_CRC,
+  readU16,
+  readU32,
+  readU64,
+} from '../../../src/stores/log/engine/format.js';
 import { resyncCounters } from '../../../src/stores/log/engine/frame-reader.js';
 import { LogStore, salvageStore, verifyStore, type SalvageResult, type SeqRange } from '../../../src/stores/log/log-store.js';
 import { Builder } from '../../../src/core/builder.js';
@@ -213,7 +228,10 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     const dst = join(freshDir(), 'saved');
     const r = await salvageStore(built.dir, dst);
     expect(r.lost, repro).toEqual({ count: lost.reduce((n, x) => n + x.last - x.first + 1, 0), seqs: lost });
-    expect(r.damaged.map((d) => [d.file, d.offset, d.end, d.lostSeqs]), repro).toEqual([[first.path, first.offset, end, lost]]);
+    expect(
+      r.damaged.map((d) => [d.file, d.offset, d.end, d.lostSeqs]),
+      repro,
+    ).toEqual([[first.path, first.offset, end, lost]]);
     expect(r.acked, repro).toBe(built.items.filter((f) => built.acked.has(f.seq) && !damagedSeqs.has(f.seq)).length);
     await expectCopied(r, dst, built, damagedSeqs);
     expect(fullHash(built.dir), repro).toBe(before);
@@ -230,7 +248,9 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     const v = verifyStore(built.dir);
     expect(v.records).toBe(built.items.length);
     // The plan's bad seal and the walk's damage at the same offset are one problem, costing nothing.
-    expect(v.problems).toEqual([expect.objectContaining({ file: seg, offset: size - SEAL_FRAME_BYTES, lostSeqs: [], reason: expect.stringMatching(/file check 11/) })]);
+    expect(v.problems).toEqual([
+      expect.objectContaining({ file: seg, offset: size - SEAL_FRAME_BYTES, lostSeqs: [], reason: expect.stringMatching(/file check 11/) }),
+    ]);
     const dst = join(freshDir(), 'saved');
     const r = await salvageStore(built.dir, dst);
     expect(r.lost).toEqual({ count: 0, seqs: [] });
@@ -283,7 +303,10 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     const first = frames(copy).find((f) => f.seq === 1 && f.type === RECORD_ITEM)!;
     flipByte(first.path, first.offset + FRAME_HEADER_BYTES + 1);
     const again = verifyStore(copy);
-    expect(again.problems).toEqual([expect.objectContaining({ file: cursor }), expect.objectContaining({ file: first.path, offset: first.offset, lostSeqs: [] })]);
+    expect(again.problems).toEqual([
+      expect.objectContaining({ file: cursor }),
+      expect.objectContaining({ file: first.path, offset: first.offset, lostSeqs: [] }),
+    ]);
     const r2 = await salvageStore(copy, join(freshDir(), 'saved'));
     expect(r2).toMatchObject({ acked: 0, copied: 9, lost: { count: 0, seqs: [] } });
   });
@@ -336,7 +359,12 @@ describe('byte surgery: verify finds it, salvage copies around it', () => {
     expect(v.problems).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ file: last, offset: SEG_OFF_HEADER_CRC, end: SEGMENT_HEADER_BYTES, lostSeqs: [] }),
-        expect.objectContaining({ file: before, offset: hit.offset, end: hit.offset + hit.bytes, lostSeqs: [{ first: hit.seq, last: hit.seq }] }),
+        expect.objectContaining({
+          file: before,
+          offset: hit.offset,
+          end: hit.offset + hit.bytes,
+          lostSeqs: [{ first: hit.seq, last: hit.seq }],
+        }),
       ]),
     );
     const dst = join(freshDir(), 'saved');
@@ -375,7 +403,10 @@ describe('random byte flips anywhere (seeded)', () => {
       const rand = prng(seed ^ 0x1234);
       // The identity file is left out: salvage does not copy it (the new store gets its own), and
       // its damage has tests of its own (test/stores/log/identity.test.ts).
-      const files = fs.readdirSync(built.dir).filter((n) => n !== IDENTITY_FILE).map((n) => join(built.dir, n));
+      const files = fs
+        .readdirSync(built.dir)
+        .filter((n) => n !== IDENTITY_FILE)
+        .map((n) => join(built.dir, n));
       const sizes = files.map((f) => fs.statSync(f).size);
       const total = sizes.reduce((a, b) => a + b, 0);
       for (let k = 1 + Math.floor(rand() * 4); k > 0; k--) {
@@ -395,12 +426,18 @@ describe('random byte flips anywhere (seeded)', () => {
       const report = r as SalvageResult;
       const got = await readBack(dst);
       const olds = report.seqMap.flatMap((m) => Array.from({ length: m.count }, (_, i) => m.from + i));
-      expect(got.map((g) => g.text), repro).toEqual(olds.map((s) => built.payloads.get(s)));
+      expect(
+        got.map((g) => g.text),
+        repro,
+      ).toEqual(olds.map((s) => built.payloads.get(s)));
       const lost = new Set(report.lost.seqs.flatMap((x) => Array.from({ length: x.last - x.first + 1 }, (_, i) => x.first + i)));
       const copied = new Set(olds);
       const dropped = [...built.payloads.keys()].filter((s) => !built.acked.has(s) && !copied.has(s) && !lost.has(s));
       expect(dropped, repro).toEqual([]);
-      expect(olds.filter((s) => lost.has(s)), repro).toEqual([]);
+      expect(
+        olds.filter((s) => lost.has(s)),
+        repro,
+      ).toEqual([]);
       expect(report.lost.count, repro).toBe(lost.size);
     }
   }, 60_000);
@@ -435,7 +472,10 @@ describe('salvage refuses what it cannot do, and changes nothing then', () => {
     const empty = freshDir();
     fs.mkdirSync(empty, { recursive: true });
     const dst = join(freshDir(), 'saved');
-    await expect(salvageStore(empty, dst)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND', message: expect.stringMatching(/holds no segment or cursor file/) });
+    await expect(salvageStore(empty, dst)).rejects.toMatchObject({
+      code: 'ERR_NOT_FOUND',
+      message: expect.stringMatching(/holds no segment or cursor file/),
+    });
     await expect(salvageStore(join(empty, 'nope'), dst)).rejects.toMatchObject({ code: 'ERR_NOT_FOUND' });
     expect(fs.existsSync(dst)).toBe(false);
     expect(fs.readdirSync(empty)).toEqual([]);

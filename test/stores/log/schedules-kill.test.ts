@@ -53,7 +53,8 @@ describe('a schedule across SIGKILLs', () => {
         expect(new Set(slots).size, `a slot fired twice: ${slots.join(',')}`).toBe(slots.length);
         const sorted = [...slots].sort((a, b) => a - b);
         expect(slots, 'the slots are stored in order').toEqual(sorted);
-        for (let i = 1; i < sorted.length; i++) expect(sorted[i]! - sorted[i - 1]!, `a slot is missing after ${sorted[i - 1]}`).toBe(EVERY_MS);
+        for (let i = 1; i < sorted.length; i++)
+          expect(sorted[i]! - sorted[i - 1]!, `a slot is missing after ${sorted[i - 1]}`).toBe(EVERY_MS);
       },
     );
   });

@@ -12,7 +12,15 @@
 import { describe, expect, test } from 'vitest';
 import { LogStore, type LogStoreOptions } from '../../../src/stores/log/log-store.js';
 import { isScheduled, type StoredItem, type StoreRecovery } from '../../../src/contract/store.js';
-import { CrashFileSystem, Prng, formatCrashPoint, formatSeed, seedFromEnv, withReproduction, type CrashPoint } from '../../../src/testing/index.js';
+import {
+  CrashFileSystem,
+  Prng,
+  formatCrashPoint,
+  formatSeed,
+  seedFromEnv,
+  withReproduction,
+  type CrashPoint,
+} from '../../../src/testing/index.js';
 
 const DIR = '/q';
 const RUNS = Number(process.env.FUZZ_RUNS ?? 24);
@@ -31,7 +39,13 @@ function itemFor(seq: number, size: number, priority: number, notBefore: number)
  * The checks of every recovery: what `read` returns against what was appended, and `scheduledFrom`.
  * `lie` replaces the reported `scheduledFrom` by `nextSeq` (the canary). Returns the seqs read.
  */
-function checkRecovered(where: string, store: LogStore, r: StoreRecovery, appended: ReadonlyMap<number, StoredItem>, lie = false): Set<number> {
+function checkRecovered(
+  where: string,
+  store: LogStore,
+  r: StoreRecovery,
+  appended: ReadonlyMap<number, StoredItem>,
+  lie = false,
+): Set<number> {
   const got = store.read(ALL);
   expect(r.count, `${where}: count`).toBe(got.length);
   let prev = 0;
@@ -42,7 +56,10 @@ function checkRecovered(where: string, store: LogStore, r: StoreRecovery, append
     const want = appended.get(it.seq);
     expect(want, `${where}: seq ${it.seq} was never appended`).toBeDefined();
     expect(Buffer.from(it.bytes).equals(Buffer.from(want!.bytes)), `${where}: bytes of seq ${it.seq}`).toBe(true);
-    expect([it.priority ?? 0, it.notBefore ?? 0], `${where}: scheduling fields of seq ${it.seq}`).toEqual([want!.priority ?? 0, want!.notBefore ?? 0]);
+    expect([it.priority ?? 0, it.notBefore ?? 0], `${where}: scheduling fields of seq ${it.seq}`).toEqual([
+      want!.priority ?? 0,
+      want!.notBefore ?? 0,
+    ]);
     if (isScheduled(it) && it.seq < lowestScheduled) lowestScheduled = it.seq;
   }
   const scheduledFrom = lie ? r.nextSeq : r.scheduledFrom;
@@ -67,7 +84,11 @@ type Spec = readonly [size: number, priority: number, notBefore: number];
 
 async function record(
   options: LogStoreOptions,
-  body: (ops: { append(first: number, specs: readonly Spec[]): Promise<void>; ack(seqs: number[]): Promise<void>; store: LogStore }) => Promise<void>,
+  body: (ops: {
+    append(first: number, specs: readonly Spec[]): Promise<void>;
+    ack(seqs: number[]): Promise<void>;
+    store: LogStore;
+  }) => Promise<void>,
 ): Promise<Recorded> {
   const fs = new CrashFileSystem({ seed: 1 });
   const store = await LogStore.open(DIR, { ...options, fs });
@@ -105,7 +126,9 @@ async function checkPoint(rec: Recorded, point: CrashPoint): Promise<void> {
   for (const [seq, at] of rec.appendResolvedAt) {
     if (at > point.at || present.has(seq)) continue;
     const ackIssued = rec.ackIssuedAt.get(seq);
-    expect(ackIssued !== undefined && ackIssued < point.at, `${where}: seq ${seq} was appended durably and not acked, but is missing`).toBe(true);
+    expect(ackIssued !== undefined && ackIssued < point.at, `${where}: seq ${seq} was appended durably and not acked, but is missing`).toBe(
+      true,
+    );
   }
   // The recovered store takes one more scheduled item, and a reopen still reports it.
   const extra = itemFor(r.nextSeq, 9, -3, EPOCH_MS);
@@ -138,21 +161,33 @@ describe('every crash point', () => {
   test('theFirstScheduledItemOfANewStoreReplacesItsEmptySegment', async () => {
     const rec = await record({ segmentBytes: 256, preallocate: false, autoCompact: false }, async ({ append }) => {
       await append(1, [[12, 5, EPOCH_MS]]);
-      await append(2, [[12, 0, 0], [12, -128, 0]]);
+      await append(2, [
+        [12, 0, 0],
+        [12, -128, 0],
+      ]);
     });
     await explore(rec);
   });
 
   test('scheduledItemsAfterAPlainBacklogRollAcrossSegmentsAndACompaction', async () => {
-    const rec = await record({ segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false }, async ({ append, ack, store }) => {
-      await append(1, [[30, 0, 0], [30, 0, 0]]);
-      await append(3, [[20, 0, 0], [20, 127, 0]]); // rolls to a version-2 segment
-      await append(5, [[30, 0, EPOCH_MS + 5]]);
-      for (let seq = 6; seq <= 11; seq++) await append(seq, [[30, seq % 2 === 0 ? 1 : 0, 0]]);
-      await ack([1, 2, 3, 5, 7, 9]);
-      const result = await store.compact();
-      expect(result.segmentsRewritten + result.segmentsDeleted).toBeGreaterThan(0);
-    });
+    const rec = await record(
+      { segmentBytes: 256, cursorCheckpointBytes: 4096, preallocate: false, autoCompact: false },
+      async ({ append, ack, store }) => {
+        await append(1, [
+          [30, 0, 0],
+          [30, 0, 0],
+        ]);
+        await append(3, [
+          [20, 0, 0],
+          [20, 127, 0],
+        ]); // rolls to a version-2 segment
+        await append(5, [[30, 0, EPOCH_MS + 5]]);
+        for (let seq = 6; seq <= 11; seq++) await append(seq, [[30, seq % 2 === 0 ? 1 : 0, 0]]);
+        await ack([1, 2, 3, 5, 7, 9]);
+        const result = await store.compact();
+        expect(result.segmentsRewritten + result.segmentsDeleted).toBeGreaterThan(0);
+      },
+    );
     expect(rec.fs.trace().some((e) => e.kind === 'rename')).toBe(true);
     await explore(rec);
   });
@@ -261,7 +296,10 @@ describe('seeded crashes', () => {
   for (let i = 0; i < (single ? 1 : RUNS); i++) {
     const seed = (first + i) >>> 0;
     test(`seed ${formatSeed(seed)}`, async () => {
-      await withReproduction(() => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/scheduling-crash`, () => run(seed));
+      await withReproduction(
+        () => `SEED=${formatSeed(seed)} npx vitest run test/stores/log/scheduling-crash`,
+        () => run(seed),
+      );
     });
   }
 });

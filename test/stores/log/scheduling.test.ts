@@ -124,7 +124,10 @@ describe('scheduled items', () => {
       { notBefore: 1n as unknown as number },
     ];
     for (const fields of bad) {
-      const items: StoredItem[] = [{ seq: 2, bytes: enc('ok') }, { seq: 3, bytes: enc('bad'), ...fields }];
+      const items: StoredItem[] = [
+        { seq: 2, bytes: enc('ok') },
+        { seq: 3, bytes: enc('bad'), ...fields },
+      ];
       const shown = JSON.stringify(fields, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
       await expect(store.append(items, true), shown).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     }
@@ -144,7 +147,13 @@ describe('segment versions and scheduledFrom', () => {
     const dir = freshDir();
     const { store, scheduledFrom } = await openStore(dir);
     expect(scheduledFrom).toBe(1);
-    await store.append(batch(1, [['hello', 0, 0], ['hi', 0, 0]]), true);
+    await store.append(
+      batch(1, [
+        ['hello', 0, 0],
+        ['hi', 0, 0],
+      ]),
+      true,
+    );
     await store.close();
     // Header and frames exactly as FORMAT.md §9's example (before its SEAL): version 1, no metadata.
     const want = new Uint8Array(SEGMENT_HEADER_BYTES + 2 * FRAME_HEADER_BYTES + 7);
@@ -181,9 +190,21 @@ describe('segment versions and scheduledFrom', () => {
   test('theFirstScheduledItemRollsToAVersion2SegmentThatStartsAtIt', async () => {
     const dir = freshDir();
     const { store } = await openStore(dir);
-    await store.append(batch(1, [['a', 0, 0], ['b', 0, 0]]), true);
+    await store.append(
+      batch(1, [
+        ['a', 0, 0],
+        ['b', 0, 0],
+      ]),
+      true,
+    );
     // A batch that starts plain: the whole batch goes into the new segment.
-    await store.append(batch(3, [['c', 0, 0], ['d', 9, 0]]), true);
+    await store.append(
+      batch(3, [
+        ['c', 0, 0],
+        ['d', 9, 0],
+      ]),
+      true,
+    );
     const files = segFiles(dir);
     expect(files).toEqual(['seg-00000000000000000001.log', 'seg-00000000000000000003.log']);
     expect(files.map((f) => segmentVersion(join(dir, f)))).toEqual([SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED]);
@@ -284,7 +305,11 @@ describe('compaction, salvage and verify', () => {
     const { store } = await openStore(dir, { segmentBytes: 256, autoCompact: false });
     const items: StoredItem[] = [];
     for (let seq = 1; seq <= n; seq++) {
-      const it: StoredItem = { seq, bytes: enc(`payload ${seq}`), ...(seq % 3 === 0 ? { priority: seq % 100, notBefore: LATER + seq } : {}) };
+      const it: StoredItem = {
+        seq,
+        bytes: enc(`payload ${seq}`),
+        ...(seq % 3 === 0 ? { priority: seq % 100, notBefore: LATER + seq } : {}),
+      };
       items.push(it);
       await store.append([it], true);
     }
@@ -348,7 +373,14 @@ describe('compaction, salvage and verify', () => {
     const opts = { segmentBytes: 256, autoCompact: false };
     const { store } = await openStore(dir, opts);
     // Items 1..3 plain in the first (version-1) segment; item 4 scheduled, in a version-2 one; then enough to seal it.
-    await store.append(batch(1, [['one', 0, 0], ['two', 0, 0], ['three', 0, 0]]), true);
+    await store.append(
+      batch(1, [
+        ['one', 0, 0],
+        ['two', 0, 0],
+        ['three', 0, 0],
+      ]),
+      true,
+    );
     await store.append(batch(4, [['four', 9, LATER]]), true);
     for (let seq = 5; seq <= 20; seq++) await store.append(batch(seq, [[`plain item ${seq}`, 0, 0]]), true);
     const segs = store.inspect().segments;
@@ -412,7 +444,14 @@ describe('damage in scheduled records', () => {
   /** Items 1 'a' (plain), 2 'b' (priority 7, not-before LATER), 3 'c' (plain), in one new store's first segment. */
   async function small(dir: string): Promise<string> {
     const { store } = await openStore(dir);
-    await store.append(batch(1, [['a', 0, 0], ['b', 7, LATER], ['c', 0, 0]]), true);
+    await store.append(
+      batch(1, [
+        ['a', 0, 0],
+        ['b', 7, LATER],
+        ['c', 0, 0],
+      ]),
+      true,
+    );
     await store.close();
     return join(dir, segFiles(dir)[0]!);
   }

@@ -3,7 +3,13 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { FileWindow, FrameReader } from '../../../src/stores/log/engine/frame-reader.js';
 import { decodeSpoolHeader, encodeSpoolHeader, SpoolFrames } from '../../../src/stores/log/engine/spool-file.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointHeader, decodeCheckpointSpool, encodeCheckpoint } from '../../../src/stores/log/engine/cursor.js';
+import {
+  AckSet,
+  decodeCheckpointBody,
+  decodeCheckpointHeader,
+  decodeCheckpointSpool,
+  encodeCheckpoint,
+} from '../../../src/stores/log/engine/cursor.js';
 import { DeliveryState } from '../../../src/stores/log/engine/delivery-state.js';
 import { SPOOL_HEADER_BYTES } from '../../../src/stores/log/engine/format.js';
 import type { FileSystem } from '../../../src/fs/file-system.js';

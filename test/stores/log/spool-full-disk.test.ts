@@ -41,7 +41,11 @@ it('recordsAFullDiskRefusedAreIngestedByALaterPassOnceSpaceIsBack', async () => 
     const spooled = (): string[] => fs.readdir(`${DIR}/spool`).filter((n) => n.endsWith('.pqs'));
     for (let pass = 0; pass < 5 && spooled().length > 0; pass++) await store.ingestSpool();
     const got: string[] = [];
-    for (let item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null); item !== null; item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null)) {
+    for (
+      let item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null);
+      item !== null;
+      item = rx.tryReserve() ?? (rx.stats().ready > 0 ? await rx.reserve() : null)
+    ) {
       got.push(dec(item.bytes));
       await item.ack();
     }

@@ -66,14 +66,20 @@ describe('producers SIGKILLed while they spool', () => {
     }
     expect(new Set(got).size, `${where}: delivered twice`).toBe(got.length);
     const gotSet = new Set(got);
-    for (const list of resolved) for (const text of list) expect(gotSet.has(text), `${where}: ${text} resolved but was not delivered`).toBe(true);
+    for (const list of resolved)
+      for (const text of list) expect(gotSet.has(text), `${where}: ${text} resolved but was not delivered`).toBe(true);
     for (let p = 0; p < PRODUCERS; p++) {
       const mine = got.filter((t) => t.startsWith(`p${p}-`));
       expect(mine, `${where}: producer ${p}'s order`).toEqual([...mine].sort());
     }
     expect(store.inspect().spool!.problems).toEqual([]);
-    expect(readdirSync(join(dir, 'spool')).filter((n) => n.endsWith('.pqs')), `${where}: the dead producers' files are finished`).toEqual([]);
-    console.log(`[spool kill] ${resolved.map((r) => r.length).join('+')} resolved, ${got.length} delivered (the rest were written but had not resolved)`);
+    expect(
+      readdirSync(join(dir, 'spool')).filter((n) => n.endsWith('.pqs')),
+      `${where}: the dead producers' files are finished`,
+    ).toEqual([]);
+    console.log(
+      `[spool kill] ${resolved.map((r) => r.length).join('+')} resolved, ${got.length} delivered (the rest were written but had not resolved)`,
+    );
     await tx.close();
   });
 });

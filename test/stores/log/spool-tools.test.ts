@@ -50,7 +50,10 @@ describe('the tools and the spool', () => {
     const run = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', '--json', dir], { encoding: 'utf8' });
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout).spool).toEqual({ files: 1, pendingRecords: 3 });
-    const text = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', dir], { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+    const text = spawnSync(process.execPath, [join(root, 'dist', 'cli', 'pq.js'), 'stats', dir], {
+      encoding: 'utf8',
+      env: { ...process.env, NO_COLOR: '1' },
+    });
     expect(text.stdout).toMatch(/spool\s+3 spooled push\(es\) in 1 file\(s\)/);
     // A foreign file is still refused.
     writeFileSync(join(dir, 'notes.txt'), 'x');

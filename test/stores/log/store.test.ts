@@ -30,7 +30,10 @@ const payload128 = (seq: number): Uint8Array => {
 async function pushMany(store: LogStore, first: number, n: number, batch = 64): Promise<void> {
   for (let s = first; s < first + n; s += batch) {
     const k = Math.min(batch, first + n - s);
-    await store.append(Array.from({ length: k }, (_, i) => ({ seq: s + i, bytes: payload128(s + i) })), false);
+    await store.append(
+      Array.from({ length: k }, (_, i) => ({ seq: s + i, bytes: payload128(s + i) })),
+      false,
+    );
   }
 }
 
@@ -110,7 +113,11 @@ describe('segments and compaction', () => {
     const { store } = await openStore(dir, { segmentBytes });
     await pushMany(store, 1, 20_000);
     expect(store.inspect().bytesOnDisk).toBeGreaterThan(2_000_000);
-    for (let s = 1; s <= 20_000; s += 100) await store.ack(Array.from({ length: 100 }, (_, i) => s + i), false);
+    for (let s = 1; s <= 20_000; s += 100)
+      await store.ack(
+        Array.from({ length: 100 }, (_, i) => s + i),
+        false,
+      );
     await store.settled();
     const stats = store.inspect();
     expect(stats.segments.length).toBe(1);
@@ -155,8 +162,14 @@ describe('segments and compaction', () => {
     await store.append([{ seq: 1, bytes: payload128(1) }], true); // the long-lived item
     for (let s = 2; s <= 3000; s += 50) {
       const n = Math.min(50, 3001 - s);
-      await store.append(Array.from({ length: n }, (_, i) => ({ seq: s + i, bytes: payload128(s + i) })), false);
-      await store.ack(Array.from({ length: n }, (_, i) => s + i), false);
+      await store.append(
+        Array.from({ length: n }, (_, i) => ({ seq: s + i, bytes: payload128(s + i) })),
+        false,
+      );
+      await store.ack(
+        Array.from({ length: n }, (_, i) => s + i),
+        false,
+      );
       await store.settled();
     }
     const stats = store.inspect();
@@ -249,7 +262,11 @@ describe('open', () => {
   test('secondOpenInTheSameProcessIsLockedAndLeavesTheFirstIntact', async () => {
     const dir = freshDir();
     const { store } = await openStore(dir);
-    await expect(LogStore.open(dir)).rejects.toMatchObject({ name: 'OpenError', code: 'ERR_LOCKED', message: new RegExp(`${process.pid}`) });
+    await expect(LogStore.open(dir)).rejects.toMatchObject({
+      name: 'OpenError',
+      code: 'ERR_LOCKED',
+      message: new RegExp(`${process.pid}`),
+    });
     await store.append(items(1, ['still mine']), true);
     await store.close();
     const { store: s2 } = await openStore(dir);
@@ -262,9 +279,16 @@ describe('open', () => {
     const { store } = await openStore(dir);
     await store.close();
     // A child process that holds the lock file the way a LogStore would, then waits.
-    const child = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(join(dir, 'LOCK'))}, String(process.pid)); process.stdout.write('ready'); setInterval(() => {}, 1000);`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        `require('fs').writeFileSync(${JSON.stringify(join(dir, 'LOCK'))}, String(process.pid)); process.stdout.write('ready'); setInterval(() => {}, 1000);`,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
     await expect(LogStore.open(dir)).rejects.toMatchObject({ code: 'ERR_LOCKED', message: new RegExp(`pid ${child.pid}`) });
     const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -302,7 +326,13 @@ describe('open', () => {
   test('payloadsAreReturnedAsCopies', async () => {
     const dir = freshDir();
     const { store } = await openStore(dir, { tailCacheBytes: 0 });
-    await store.append([{ seq: 1, bytes: enc('abc') }, { seq: 2, bytes: enc('def') }], false);
+    await store.append(
+      [
+        { seq: 1, bytes: enc('abc') },
+        { seq: 2, bytes: enc('def') },
+      ],
+      false,
+    );
     const [a] = store.read({ after: 0, before: 10, limit: 1 });
     a!.bytes.fill(0);
     expect(readAllTexts(store)).toEqual(['abc', 'def']);

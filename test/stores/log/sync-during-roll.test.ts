@@ -108,7 +108,10 @@ async function runRollWithMidRollSync(): Promise<Run> {
   run.ackSyncedAt.set(PER_SEGMENT, fs.traceLength);
 
   const midRoll = store.inspect();
-  expect(midRoll.segments.map((s) => [s.baseSeq, s.sealed, s.compacted]), 'the sealed segment stays while the roll is in flight').toEqual([[1, true, false]]);
+  expect(
+    midRoll.segments.map((s) => [s.baseSeq, s.sealed, s.compacted]),
+    'the sealed segment stays while the roll is in flight',
+  ).toEqual([[1, true, false]]);
   expect(midRoll.count).toBe(0);
   expect(midRoll.nextSeq).toBe(rolling);
   expect(midRoll.bytesOnDisk).toBeGreaterThan(midRoll.segments[0]!.bytes);
@@ -120,7 +123,10 @@ async function runRollWithMidRollSync(): Promise<Run> {
   await appended;
   run.appendedAt.set(rolling, fs.traceLength);
   await store.settled();
-  expect(store.inspect().segments.map((s) => [s.baseSeq, s.sealed]), 'once the next segment exists, the acked one is deleted').toEqual([[rolling, false]]);
+  expect(
+    store.inspect().segments.map((s) => [s.baseSeq, s.sealed]),
+    'once the next segment exists, the acked one is deleted',
+  ).toEqual([[rolling, false]]);
   expect(store.read({ after: 0, before: Number.MAX_SAFE_INTEGER, limit: 100 }).map((i) => i.seq)).toEqual([rolling]);
   await store.close();
   return run;
@@ -128,7 +134,12 @@ async function runRollWithMidRollSync(): Promise<Run> {
 
 async function checkCrashPoint(run: Run, point: CrashPoint): Promise<void> {
   const where = `crash point ${formatCrashPoint(point)} (${run.fs.reproLine()})`;
-  const store = await LogStore.open(DIR, { fs: run.fs.crashAt(point), segmentBytes: SEGMENT_BYTES, preallocate: false, clock: new ManualClock() }).catch((e: unknown) => {
+  const store = await LogStore.open(DIR, {
+    fs: run.fs.crashAt(point),
+    segmentBytes: SEGMENT_BYTES,
+    preallocate: false,
+    clock: new ManualClock(),
+  }).catch((e: unknown) => {
     throw new Error(`${where}: the store does not open: ${(e as Error).message}`);
   });
   await store.open();
@@ -137,13 +148,18 @@ async function checkCrashPoint(run: Run, point: CrashPoint): Promise<void> {
   for (const it of readAll(store)) {
     expect([...it.bytes], `${where}: bytes of seq ${it.seq}`).toEqual([...item(it.seq).bytes]);
     const syncedAt = run.ackSyncedAt.get(it.seq);
-    expect(syncedAt !== undefined && syncedAt <= point.at, `${where}: seq ${it.seq} came back although a completed sync covered its ack`).toBe(false);
+    expect(
+      syncedAt !== undefined && syncedAt <= point.at,
+      `${where}: seq ${it.seq} came back although a completed sync covered its ack`,
+    ).toBe(false);
     present.add(it.seq);
   }
   for (const [seq, at] of run.appendedAt) {
     if (at > point.at || present.has(seq)) continue;
     const issuedAt = run.ackIssuedAt.get(seq);
-    expect(issuedAt !== undefined && issuedAt < point.at, `${where}: seq ${seq} was appended and resolved, not acked, but is missing`).toBe(true);
+    expect(issuedAt !== undefined && issuedAt < point.at, `${where}: seq ${seq} was appended and resolved, not acked, but is missing`).toBe(
+      true,
+    );
   }
   await store.close();
 }

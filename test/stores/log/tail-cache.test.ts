@@ -81,11 +81,17 @@ describe('the tail cache', () => {
     const dir = freshDir();
     // A cache of 100 KiB: later appends evict the first batch while its items are still held.
     const { store } = await openStore(dir, { tailCacheBytes: 100 * 1024 });
-    await store.append(Array.from({ length: 300 }, (_, i) => ({ seq: i + 1, bytes: payloadOf(i + 1, 200) })), false);
+    await store.append(
+      Array.from({ length: 300 }, (_, i) => ({ seq: i + 1, bytes: payloadOf(i + 1, 200) })),
+      false,
+    );
     const held = store.read({ after: 0, before: 301, limit: 300 }) as StoredItem[];
     for (let b = 0; b < 10; b++) {
       const first = 301 + b * 300;
-      await store.append(Array.from({ length: 300 }, (_, i) => ({ seq: first + i, bytes: payloadOf(first + i, 200) })), false);
+      await store.append(
+        Array.from({ length: 300 }, (_, i) => ({ seq: first + i, bytes: payloadOf(first + i, 200) })),
+        false,
+      );
     }
     expect(held.length).toBe(300);
     for (const item of held) expect([...item.bytes]).toEqual([...payloadOf(item.seq, 200)]);

@@ -2,7 +2,17 @@
 import { describe, expect, test } from 'vitest';
 import { TAIL_TABLE, classifyTail, type TailInputs } from '../../../src/stores/log/engine/tail.js';
 
-const KEYS: (keyof TailInputs)[] = ['atEnd', 'restZero', 'headerComplete', 'lengthInFile', 'crcOk', 'contentOk', 'validAfter', 'belowDurable', 'liveWriter'];
+const KEYS: (keyof TailInputs)[] = [
+  'atEnd',
+  'restZero',
+  'headerComplete',
+  'lengthInFile',
+  'crcOk',
+  'contentOk',
+  'validAfter',
+  'belowDurable',
+  'liveWriter',
+];
 
 const base: TailInputs = {
   atEnd: false,
@@ -38,13 +48,33 @@ describe('tail decision table', () => {
     [8, 'valid CRC, impossible content', { contentOk: false }, 'corrupt'],
     [9, 'valid record', {}, 'record'],
     // Beside a live writer: what follows the last whole frame is its write in progress.
-    [1, 'end of file beside a live writer', { atEnd: true, headerComplete: false, lengthInFile: false, crcOk: false, contentOk: false, liveWriter: true }, 'end'],
-    [3, 'damaged frame below the durable point beside a live writer', { crcOk: false, contentOk: false, belowDurable: true, liveWriter: true }, 'corrupt'],
+    [
+      1,
+      'end of file beside a live writer',
+      { atEnd: true, headerComplete: false, lengthInFile: false, crcOk: false, contentOk: false, liveWriter: true },
+      'end',
+    ],
+    [
+      3,
+      'damaged frame below the durable point beside a live writer',
+      { crcOk: false, contentOk: false, belowDurable: true, liveWriter: true },
+      'corrupt',
+    ],
     [8, 'valid CRC, impossible content beside a live writer', { contentOk: false, liveWriter: true }, 'corrupt'],
     [9, 'valid record beside a live writer', { liveWriter: true }, 'record'],
     [10, 'frame being written beside a live writer', { crcOk: false, contentOk: false, liveWriter: true }, 'end'],
-    [10, 'partial header beside a live writer', { headerComplete: false, lengthInFile: false, crcOk: false, contentOk: false, liveWriter: true }, 'end'],
-    [10, 'unwritten zeros beside a live writer (restZero not measured)', { restZero: true, crcOk: false, contentOk: false, liveWriter: true }, 'end'],
+    [
+      10,
+      'partial header beside a live writer',
+      { headerComplete: false, lengthInFile: false, crcOk: false, contentOk: false, liveWriter: true },
+      'end',
+    ],
+    [
+      10,
+      'unwritten zeros beside a live writer (restZero not measured)',
+      { restZero: true, crcOk: false, contentOk: false, liveWriter: true },
+      'end',
+    ],
   ];
   for (const [id, label, over, verdict] of rows) {
     test(`row ${id}: ${label} -> ${verdict}`, () => {

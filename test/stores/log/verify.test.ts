@@ -5,7 +5,19 @@ import { afterAll, expect, test } from 'vitest';
 import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../../src/stores/log/engine/format.js';
 import { verifyStore } from '../../../src/stores/log/engine/verify.js';
 import { nodeFileSystem } from '../../../src/stores/log/log-store.js';
-import { WrappedFs, appendBytes, cleanupDirs, crashCopy, errno, flipByte, freshDir, hashDir, items, openStore, segFiles } from './helpers.js';
+import {
+  WrappedFs,
+  appendBytes,
+  cleanupDirs,
+  crashCopy,
+  errno,
+  flipByte,
+  freshDir,
+  hashDir,
+  items,
+  openStore,
+  segFiles,
+} from './helpers.js';
 
 afterAll(cleanupDirs);
 
@@ -93,7 +105,10 @@ test('aDirectoryWithoutASegmentOrCursorFileIsNotAStore', () => {
   // Foreign files stay a problem of their own.
   fs.writeFileSync(join(empty, 'notes.txt'), 'x');
   r = verifyStore(empty, { fs: nodeFileSystem });
-  expect(r.problems.map((p) => p.reason)).toEqual([expect.stringMatching(/not part of a store \(notes\.txt\)/), expect.stringMatching(/is not a store/)]);
+  expect(r.problems.map((p) => p.reason)).toEqual([
+    expect.stringMatching(/not part of a store \(notes\.txt\)/),
+    expect.stringMatching(/is not a store/),
+  ]);
   expect(fs.readdirSync(empty).sort()).toEqual(['LOCK', 'notes.txt']);
 });
 
@@ -106,7 +121,9 @@ test('thePreallocatedZeroTailOfACrashedActiveSegmentIsANoteNotATornTail', async 
   const r = verifyStore(copy, { fs: nodeFileSystem });
   expect(r.problems).toEqual([]);
   expect(r.records).toBe(2);
-  expect(r.notes).toEqual([expect.stringMatching(/^seg-\d+\.log: \d+ zero bytes at offset \d+ after the last record \(preallocated space/)]);
+  expect(r.notes).toEqual([
+    expect.stringMatching(/^seg-\d+\.log: \d+ zero bytes at offset \d+ after the last record \(preallocated space/),
+  ]);
   expect(r.notes.join('\n')).not.toMatch(/torn/);
 });
 
@@ -125,7 +142,9 @@ test('aTornRecordFollowedByPreallocatedZerosIsToldApartFromTheZeros', async () =
   fs.closeSync(fd);
   const r = verifyStore(copy, { fs: nodeFileSystem });
   expect(r.problems).toEqual([]);
-  expect(r.notes).toEqual([`${segFiles(copy)[0]}: torn tail of 5 bytes at offset ${end}, then ${size - end - 5} zero bytes of preallocated space (cut at the next open)`]);
+  expect(r.notes).toEqual([
+    `${segFiles(copy)[0]}: torn tail of 5 bytes at offset ${end}, then ${size - end - 5} zero bytes of preallocated space (cut at the next open)`,
+  ]);
 });
 
 test('aFlippedByteInRecordTwoOfFiveCountsTheFourIntactRecordsAndReportsNoFollowOnProblem', async () => {
@@ -162,6 +181,9 @@ test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
     };
     const r = verifyStore(dir, { fs: denied });
     expect(r.problems.length, op).toBeGreaterThan(0);
-    expect(r.problems.every((p) => /EACCES/.test(p.reason)), op).toBe(true);
+    expect(
+      r.problems.every((p) => /EACCES/.test(p.reason)),
+      op,
+    ).toBe(true);
   }
 });

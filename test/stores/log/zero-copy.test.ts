@@ -22,7 +22,11 @@ function payloadOf(i: number, bytes = 100): Uint8Array {
 }
 
 /** A store holding `count` items on disk, opened again so reads come from the segments (no tail cache). */
-async function backlog(dir: string, count: number, options: { zeroCopyReads?: boolean; priorityEvery?: number; readAheadBytes?: number } = {}) {
+async function backlog(
+  dir: string,
+  count: number,
+  options: { zeroCopyReads?: boolean; priorityEvery?: number; readAheadBytes?: number } = {},
+) {
   const [tx, rx] = await new Builder(await LogStore.open(dir)).open();
   for (let i = 0; i < count; i += 50) {
     const batch = Array.from({ length: Math.min(50, count - i) }, (_, k) => payloadOf(i + k));
@@ -30,7 +34,11 @@ async function backlog(dir: string, count: number, options: { zeroCopyReads?: bo
     else for (let k = 0; k < batch.length; k++) await tx.push(batch[k]!, (i + k) % options.priorityEvery === 0 ? { priority: 1 } : {});
   }
   await rx.close();
-  const store = await LogStore.open(dir, { tailCacheBytes: 0, readAheadBytes: options.readAheadBytes ?? 4096, ...(options.zeroCopyReads === undefined ? {} : { zeroCopyReads: options.zeroCopyReads }) });
+  const store = await LogStore.open(dir, {
+    tailCacheBytes: 0,
+    readAheadBytes: options.readAheadBytes ?? 4096,
+    ...(options.zeroCopyReads === undefined ? {} : { zeroCopyReads: options.zeroCopyReads }),
+  });
   return new Builder(store).open();
 }
 

@@ -15,7 +15,15 @@ test('runStoreConformance rejects bad arguments with typed errors', () => {
 
 test('reopen tests of a store without features.reopen are reported as skipped, never passed', async () => {
   class NoReopen extends MemStore {
-    override readonly features: StoreFeatures = { reopen: false, crashSafe: false, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
+    override readonly features: StoreFeatures = {
+      reopen: false,
+      crashSafe: false,
+      deliveries: true,
+      scheduling: true,
+      idempotency: true,
+      groups: true,
+      schedules: true,
+    };
   }
   const registered: { name: string; fn: (context?: unknown) => Promise<void> }[] = [];
   runStoreConformance((name, fn) => registered.push({ name, fn }), { name: 'NoReopen', create: () => new NoReopen(), reopen: (p) => p });

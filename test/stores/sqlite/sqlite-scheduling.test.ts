@@ -8,7 +8,11 @@ import { freshDir } from '../../support/backend-suite.js';
 import { runSchedulingSuite } from '../../support/scheduling-suite.js';
 import { runKeySuite } from '../../support/key-suite.js';
 
-type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
+type Db = {
+  prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown };
+  exec(sql: string): void;
+  close(): void;
+};
 const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => Db;
 
 function withDb<T>(path: string, fn: (db: Db) => T): T {
@@ -26,7 +30,8 @@ runSchedulingSuite({
   className: 'SqliteStore',
   open: (path) => SqliteStore.open(path),
   pathIn: (dir) => join(dir, 'queue.db'),
-  format: async (path) => withDb(path, (db) => (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value),
+  format: async (path) =>
+    withDb(path, (db) => (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value),
   setFormat: async (path, format) => withDb(path, (db) => void db.prepare("UPDATE meta SET value = ? WHERE key = 'format'").run(format)),
   scheduleEntries: async (path) =>
     withDb(path, (db) => {
@@ -72,14 +77,20 @@ test('SqliteStore: a scheduled item is a row of `schedule` (seq, priority, not_b
     await store.close();
     withDb(path, (db) => {
       // The table is created exactly as FORMAT.md §10.3 writes it.
-      expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'schedule'").get()).toEqual({ sql: formatDocStatement('### 10.3', 'CREATE TABLE schedule') });
+      expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'schedule'").get()).toEqual({
+        sql: formatDocStatement('### 10.3', 'CREATE TABLE schedule'),
+      });
       expect(db.prepare('SELECT seq, priority, not_before FROM schedule ORDER BY seq').all()).toEqual([
         { seq: 2, priority: -128, not_before: 9_007_199_254_740_991 },
         { seq: 3, priority: 0, not_before: 1_700_000_000_000 },
       ]);
       // The items table is unchanged: two columns, the payload as it was pushed.
-      expect(db.prepare('SELECT seq, bytes FROM items ORDER BY seq').all()).toEqual([1, 2, 3].map((seq) => ({ seq, bytes: Buffer.from('abc'[seq - 1]!) })));
-      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
+      expect(db.prepare('SELECT seq, bytes FROM items ORDER BY seq').all()).toEqual(
+        [1, 2, 3].map((seq) => ({ seq, bytes: Buffer.from('abc'[seq - 1]!) })),
+      );
+      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map(
+        (t) => t.name,
+      );
       expect(tables).toEqual(['dead', 'items', 'marks', 'meta', 'schedule']);
     });
   }));
@@ -90,9 +101,15 @@ test('SqliteStore: a scheduled append that is refused leaves a format-1 store at
     await store.open();
     await store.append([{ seq: 1, bytes: bytes('a') }], true);
     // Refused before the transaction begins: one bad field refuses the whole batch.
-    await expect(store.append([{ seq: 2, bytes: bytes('b'), priority: 5 }, { seq: 3, bytes: bytes('c'), priority: 200 }], true)).rejects.toSatisfy((e: unknown) =>
-      isQueueError(e, 'ERR_STORE'),
-    );
+    await expect(
+      store.append(
+        [
+          { seq: 2, bytes: bytes('b'), priority: 5 },
+          { seq: 3, bytes: bytes('c'), priority: 200 },
+        ],
+        true,
+      ),
+    ).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     await store.close();
     withDb(path, (db) => {
       expect(db.prepare("SELECT value FROM meta WHERE key = 'format'").get()).toEqual({ value: 1 });
@@ -121,11 +138,21 @@ test('SqliteStore: an append whose transaction rolls back after creating the sch
     // A trigger makes the last statement of the next append (raising nextSeq to 4) fail, after
     // the transaction created the schedule table and stored a row in it.
     withDb(path, (db) =>
-      db.exec("CREATE TRIGGER fail_once BEFORE UPDATE ON meta WHEN NEW.key = 'nextSeq' AND NEW.value = 4 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"),
+      db.exec(
+        "CREATE TRIGGER fail_once BEFORE UPDATE ON meta WHEN NEW.key = 'nextSeq' AND NEW.value = 4 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+      ),
     );
     store = await SqliteStore.open(path);
     await store.open();
-    await expect(store.append([{ seq: 2, bytes: bytes('b') }, { seq: 3, bytes: bytes('c'), priority: 7 }], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await expect(
+      store.append(
+        [
+          { seq: 2, bytes: bytes('b') },
+          { seq: 3, bytes: bytes('c'), priority: 7 },
+        ],
+        true,
+      ),
+    ).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     expect(store.read({ after: 0, before: 10, limit: 10 }).map((i) => i.seq)).toEqual([1]);
     // The store did not keep statements over the table that was rolled back.
     await store.append([{ seq: 2, bytes: bytes('b'), priority: 7 }], true);
@@ -157,7 +184,8 @@ test.each([
     const before = readFileSync(path);
     await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_CORRUPT'));
     expect(readFileSync(path).equals(before)).toBe(true);
-  }));
+  }),
+);
 
 test.each([
   [128, 0],
@@ -169,26 +197,36 @@ test.each([
   [1, 'later'],
   [1, 2n ** 60n],
   [1, Buffer.from([1])],
-])('SqliteStore: a schedule row (priority %o, not_before %o) the contract refuses is ERR_CORRUPT when its item is read', (priority, notBefore) =>
-  withPath(async (path) => {
-    let store = await SqliteStore.open(path);
-    await store.open();
-    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b'), priority: 3, notBefore: 1_700_000_000_000 }], true);
-    await store.close();
-    withDb(path, (db) => void db.prepare('UPDATE schedule SET priority = ?, not_before = ? WHERE seq = 2').run(priority, notBefore));
-    store = await SqliteStore.open(path);
-    await store.open();
-    // The plain item before it still reads; a read that reaches the row returns nothing.
-    expect(store.read({ after: 0, before: 2, limit: 10 }).map((i) => i.seq)).toEqual([1]);
-    expect(() => store.read({ after: 0, before: 10, limit: 10 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
-    await store.close();
-  }));
+])(
+  'SqliteStore: a schedule row (priority %o, not_before %o) the contract refuses is ERR_CORRUPT when its item is read',
+  (priority, notBefore) =>
+    withPath(async (path) => {
+      let store = await SqliteStore.open(path);
+      await store.open();
+      await store.append(
+        [
+          { seq: 1, bytes: bytes('a') },
+          { seq: 2, bytes: bytes('b'), priority: 3, notBefore: 1_700_000_000_000 },
+        ],
+        true,
+      );
+      await store.close();
+      withDb(path, (db) => void db.prepare('UPDATE schedule SET priority = ?, not_before = ? WHERE seq = 2').run(priority, notBefore));
+      store = await SqliteStore.open(path);
+      await store.open();
+      // The plain item before it still reads; a read that reaches the row returns nothing.
+      expect(store.read({ after: 0, before: 2, limit: 10 }).map((i) => i.seq)).toEqual([1]);
+      expect(() => store.read({ after: 0, before: 10, limit: 10 })).toThrow(expect.objectContaining({ code: 'ERR_CORRUPT' }));
+      await store.close();
+    }),
+);
 
 runKeySuite({
   name: 'SqliteStore',
   open: (path) => SqliteStore.open(path),
   pathIn: (dir) => join(dir, 'queue.db'),
-  format: async (path) => withDb(path, (db) => (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value),
+  format: async (path) =>
+    withDb(path, (db) => (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value),
   setFormat: async (path, format) => withDb(path, (db) => void db.prepare("UPDATE meta SET value = ? WHERE key = 'format'").run(format)),
   keyEntries: async (path) =>
     withDb(path, (db) => {

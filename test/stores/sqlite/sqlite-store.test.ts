@@ -19,7 +19,11 @@ runBackendSuite({
   pathIn: (dir) => join(dir, 'queue.db'),
 });
 
-type Db = { prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown }; exec(sql: string): void; close(): void };
+type Db = {
+  prepare(sql: string): { get(...a: unknown[]): unknown; all(...a: unknown[]): unknown[]; run(...a: unknown[]): unknown };
+  exec(sql: string): void;
+  close(): void;
+};
 const Database = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => Db;
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
@@ -55,7 +59,7 @@ test('SqliteStore: a SQLite database that is not a queue is refused with ERR_STO
   withDir(async (dir) => {
     const path = join(dir, 'other.db');
     const db = new Database(path);
-    db.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes (text) VALUES (\'keep me\');');
+    db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes (text) VALUES ('keep me');");
     db.close();
     const before = readFileSync(path);
     await expect(SqliteStore.open(path)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
@@ -126,7 +130,9 @@ function layout(path: string): { format: number; tables: string[] } {
   const db = new Database(path);
   try {
     const format = (db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: number }).value;
-    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((t) => t.name);
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map(
+      (t) => t.name,
+    );
     return { format, tables };
   } finally {
     db.close();
@@ -151,7 +157,10 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
     // Written through the format-1 calls only: appends, acks, reads, a close; no delivery state.
     let store = await SqliteStore.open(path);
     await store.open();
-    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes('abc'[seq - 1]!) })), true);
+    await store.append(
+      [1, 2, 3].map((seq) => ({ seq, bytes: bytes('abc'[seq - 1]!) })),
+      true,
+    );
     expect(store.read({ after: 0, before: 4, limit: 10 }).length).toBe(3);
     await store.ack([1], true);
     await store.close();
@@ -159,7 +168,16 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     let r = await store.open();
-    expect(r).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 0, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
+    expect(r).toEqual({
+      nextSeq: 4,
+      count: 2,
+      deliveredBelow: 1,
+      marks: [],
+      deadLetters: 0,
+      scheduledFrom: 4,
+      storeId: expect.any(String),
+      keys: [],
+    });
     expect(store.readDeadLetters({ after: 0, limit: 10 })).toEqual([]);
     await store.append([{ seq: 4, bytes: bytes('d') }], true);
     await store.ack([2], true);
@@ -167,7 +185,9 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
     store.markDelivered(1, [], true);
     // Contract violations on a format-1 store are refused and write nothing.
     await expect(store.dropDeadLetters([3], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
-    await expect(store.redrive([{ from: 3, item: { seq: 5, bytes: bytes('c') } }], true)).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
+    await expect(store.redrive([{ from: 3, item: { seq: 5, bytes: bytes('c') } }], true)).rejects.toSatisfy((e: unknown) =>
+      isQueueError(e, 'ERR_STORE'),
+    );
     await expect(store.deadLetter([dead(9, 'x', 'not held')])).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     expect(() => store.markDelivered(5, [{ seq: 9, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true)).toThrow(
       expect.objectContaining({ code: 'ERR_STORE' }),
@@ -184,7 +204,16 @@ test('SqliteStore: a store that never keeps delivery state stays at format 1 and
 
     store = await SqliteStore.open(path);
     r = await store.open();
-    expect(r).toEqual({ nextSeq: 5, count: 1, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 5, storeId: expect.any(String), keys: [] });
+    expect(r).toEqual({
+      nextSeq: 5,
+      count: 1,
+      deliveredBelow: 1,
+      marks: [],
+      deadLetters: 1,
+      scheduledFrom: 5,
+      storeId: expect.any(String),
+      keys: [],
+    });
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => ({ ...d, bytes: new TextDecoder().decode(d.bytes) }))).toEqual([
       { ...dead(3, 'c', 'poison'), bytes: 'c' },
     ]);
@@ -196,7 +225,13 @@ test('SqliteStore: the first delivery mark makes a format-1 store format 2; a re
     const path = join(dir, 'queue.db');
     let store = await SqliteStore.open(path);
     await store.open();
-    await store.append([{ seq: 1, bytes: bytes('a') }, { seq: 2, bytes: bytes('b') }], true);
+    await store.append(
+      [
+        { seq: 1, bytes: bytes('a') },
+        { seq: 2, bytes: bytes('b') },
+      ],
+      true,
+    );
     const mark = { seq: 2, deliveries: 2, firstDeliveredAt: 10, lastDeliveredAt: 20, lastError: 'boom' };
     // One mark of a seq that is not held refuses the whole call, the upgrade with it.
     expect(() => store.markDelivered(3, [mark, { ...mark, seq: 7 }], false)).toThrow(expect.objectContaining({ code: 'ERR_STORE' }));
@@ -209,7 +244,16 @@ test('SqliteStore: the first delivery mark makes a format-1 store format 2; a re
     await store.close();
     expect(layout(path).format).toBe(2);
     store = await SqliteStore.open(path);
-    expect(await store.open()).toEqual({ nextSeq: 3, count: 1, deliveredBelow: 3, marks: [mark], deadLetters: 0, scheduledFrom: 3, storeId: expect.any(String), keys: [] });
+    expect(await store.open()).toEqual({
+      nextSeq: 3,
+      count: 1,
+      deliveredBelow: 3,
+      marks: [mark],
+      deadLetters: 0,
+      scheduledFrom: 3,
+      storeId: expect.any(String),
+      keys: [],
+    });
     // The ack of a marked item deletes its mark in the same transaction.
     await store.ack([2], true);
     await store.close();
@@ -256,7 +300,10 @@ test('SqliteStore: contract violations of the delivery methods reject with ERR_S
   withDir(async (dir) => {
     const store = await SqliteStore.open(join(dir, 'queue.db'));
     await store.open();
-    await store.append([1, 2, 3].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })), true);
+    await store.append(
+      [1, 2, 3].map((seq) => ({ seq, bytes: bytes(`p${seq}`) })),
+      true,
+    );
     await store.deadLetter([dead(1, 'p1', 'first')]);
     const refused = (p: Promise<void>) => expect(p).rejects.toSatisfy((e: unknown) => isQueueError(e, 'ERR_STORE'));
     await refused(store.deadLetter([dead(2, 'p2', 'ok'), dead(1, 'p1', 'already dead')]));
@@ -266,13 +313,26 @@ test('SqliteStore: contract violations of the delivery methods reject with ERR_S
     await refused(store.redrive([{ from: 1, item: { seq: 3, bytes: bytes('p1') } }], true));
     await refused(store.redrive([{ from: 2, item: { seq: 4, bytes: bytes('p2') } }], true));
     await refused((async () => store.markDelivered(0, [], true))());
-    await refused((async () => store.markDelivered(4, [{ seq: 1, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true))());
-    await refused((async () => store.markDelivered(4, [{ seq: 2, deliveries: 0, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true))());
+    await refused(
+      (async () => store.markDelivered(4, [{ seq: 1, deliveries: 2, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true))(),
+    );
+    await refused(
+      (async () => store.markDelivered(4, [{ seq: 2, deliveries: 0, firstDeliveredAt: 0, lastDeliveredAt: 0, lastError: '' }], true))(),
+    );
     expect(store.read({ after: 0, before: 10, limit: 10 }).map((i) => i.seq)).toEqual([2, 3]);
     expect(store.readDeadLetters({ after: 0, limit: 10 }).map((d) => [d.seq, d.reason])).toEqual([[1, 'first']]);
     await store.close();
     const again = await SqliteStore.open(join(dir, 'queue.db'));
-    expect(await again.open()).toEqual({ nextSeq: 4, count: 2, deliveredBelow: 1, marks: [], deadLetters: 1, scheduledFrom: 4, storeId: expect.any(String), keys: [] });
+    expect(await again.open()).toEqual({
+      nextSeq: 4,
+      count: 2,
+      deliveredBelow: 1,
+      marks: [],
+      deadLetters: 1,
+      scheduledFrom: 4,
+      storeId: expect.any(String),
+      keys: [],
+    });
     await again.close();
   }));
 

@@ -1,7 +1,16 @@
 // Compile-time checks of the processed-set API: `npx tsc -p test/types/processed-set` must pass,
 // and each `@ts-expect-error` line must be an error. Checked by test/once/processed-set-types.test.ts;
 // this file is never run.
-import { Builder, LogProcessedSet, MemStore, type EffectivelyOnce, type ProcessedSet, type Reserved, effectivelyOnce, json } from 'persistent-queue';
+import {
+  Builder,
+  LogProcessedSet,
+  MemStore,
+  type EffectivelyOnce,
+  type ProcessedSet,
+  type Reserved,
+  effectivelyOnce,
+  json,
+} from 'persistent-queue';
 // The subpath is the built package's; the source is checked here so that no build is needed.
 import { SqliteProcessedSet } from '../../../src/stores/sqlite/index.js';
 

@@ -51,7 +51,8 @@ async function pollOverview() {
   } catch (error) {
     if (generation === app.generation) sayError(error);
   }
-  if (generation === app.generation && app.page === 'overview') app.timer = setTimeout(() => void pollOverview(), document.hidden ? POLL_MS * 5 : POLL_MS);
+  if (generation === app.generation && app.page === 'overview')
+    app.timer = setTimeout(() => void pollOverview(), document.hidden ? POLL_MS * 5 : POLL_MS);
 }
 
 async function pollGroups() {
@@ -67,7 +68,8 @@ async function pollGroups() {
     if (generation === app.generation) sayError(error);
   }
   // A form being typed into is not redrawn under the user's hands while nothing changes: only live figures are polled.
-  if (generation === app.generation && app.page === 'groups' && live) app.timer = setTimeout(() => void pollGroups(), document.hidden ? GROUPS_POLL_MS * 5 : GROUPS_POLL_MS);
+  if (generation === app.generation && app.page === 'groups' && live)
+    app.timer = setTimeout(() => void pollGroups(), document.hidden ? GROUPS_POLL_MS * 5 : GROUPS_POLL_MS);
 }
 
 async function route() {

@@ -82,6 +82,10 @@ function lineChart(spec) {
     }
     if (d !== '') svg.appendChild(s('path', { class: `line ${se.cls}`, d }));
   }
-  const legend = h('div', { class: 'legend' }, ...spec.series.map((se) => h('span', null, h('span', { class: `swatch ${se.cls}` }), se.name)));
+  const legend = h(
+    'div',
+    { class: 'legend' },
+    ...spec.series.map((se) => h('span', null, h('span', { class: `swatch ${se.cls}` }), se.name)),
+  );
   return h('div', { class: 'chart' }, h('h3', null, spec.title), svg, legend);
 }

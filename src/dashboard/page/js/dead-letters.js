@@ -30,7 +30,12 @@ async function renderDeadLetters(main, live) {
 
   /** @param {'redrive' | 'purge'} action @param {number[] | null} seqs null: all */
   async function act(action, seqs) {
-    const what = seqs === null ? 'every dead letter' : seqs.length === 1 ? `dead letter seq ${seqs[0]}` : `${seqs.length} dead letters (seqs ${seqs.slice(0, 8).join(', ')}${seqs.length > 8 ? ', …' : ''})`;
+    const what =
+      seqs === null
+        ? 'every dead letter'
+        : seqs.length === 1
+          ? `dead letter seq ${seqs[0]}`
+          : `${seqs.length} dead letters (seqs ${seqs.slice(0, 8).join(', ')}${seqs.length > 8 ? ', …' : ''})`;
     const text =
       action === 'redrive'
         ? `Redrive ${what}? Each becomes a new item at the end of the queue and will be delivered again.`
@@ -39,7 +44,10 @@ async function renderDeadLetters(main, live) {
     try {
       const result = await postJson(`dead-letters/${action}`, seqs === null ? { all: true } : { seqs });
       if (action === 'redrive') {
-        const moved = result.from !== null && result.seqs.length <= 8 ? result.from.map((/** @type {number} */ s, /** @type {number} */ i) => `seq ${s} → seq ${result.seqs[i]}`).join(', ') : `new seqs ${result.seqs.slice(0, 8).join(', ')}${result.seqs.length > 8 ? ', …' : ''}`;
+        const moved =
+          result.from !== null && result.seqs.length <= 8
+            ? result.from.map((/** @type {number} */ s, /** @type {number} */ i) => `seq ${s} → seq ${result.seqs[i]}`).join(', ')
+            : `new seqs ${result.seqs.slice(0, 8).join(', ')}${result.seqs.length > 8 ? ', …' : ''}`;
         say(`Redrove ${fmtInt(result.count)} dead letter(s)${result.count > 0 ? `: ${moved}` : ''}.`);
       } else say(`Purged ${fmtInt(result.count)} dead letter(s).`);
       selected.clear();
@@ -57,8 +65,22 @@ async function renderDeadLetters(main, live) {
     const chosen = [...selected].sort((a, b) => a - b);
     fill(
       bulk,
-      h('button', { type: 'button', 'data-action': 'redrive-selected', disabled: chosen.length === 0, onclick: () => void act('redrive', chosen) }, `Redrive selected (${chosen.length})`),
-      h('button', { type: 'button', class: 'danger', 'data-action': 'purge-selected', disabled: chosen.length === 0, onclick: () => void act('purge', chosen) }, `Purge selected (${chosen.length})`),
+      h(
+        'button',
+        { type: 'button', 'data-action': 'redrive-selected', disabled: chosen.length === 0, onclick: () => void act('redrive', chosen) },
+        `Redrive selected (${chosen.length})`,
+      ),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'danger',
+          'data-action': 'purge-selected',
+          disabled: chosen.length === 0,
+          onclick: () => void act('purge', chosen),
+        },
+        `Purge selected (${chosen.length})`,
+      ),
       h('button', { type: 'button', 'data-action': 'redrive-all', onclick: () => void act('redrive', null) }, 'Redrive all'),
       h('button', { type: 'button', class: 'danger', 'data-action': 'purge-all', onclick: () => void act('purge', null) }, 'Purge all'),
       h('button', { type: 'button', 'data-action': 'refresh', onclick: () => void load() }, 'Refresh'),
@@ -78,10 +100,28 @@ async function renderDeadLetters(main, live) {
   function show(page) {
     const letters = page.letters;
     for (const seq of [...selected]) if (!letters.some((/** @type {any} */ d) => d.seq === seq)) selected.delete(seq);
-    info.textContent = letters.length === 0 ? (lettersState.after === 0 ? 'No dead letters.' : 'No more dead letters.') : `Seq ${fmtInt(letters[0].seq)} … ${fmtInt(letters[letters.length - 1].seq)}: ${fmtInt(letters.length)} shown.`;
-    const head = [...(canAct ? [''] : []), '#Seq', '#Deliveries', 'First delivery', 'Last delivery', 'Dead since', 'Reason', '#Size', 'Payload', ...(canAct ? [''] : [])];
+    info.textContent =
+      letters.length === 0
+        ? lettersState.after === 0
+          ? 'No dead letters.'
+          : 'No more dead letters.'
+        : `Seq ${fmtInt(letters[0].seq)} … ${fmtInt(letters[letters.length - 1].seq)}: ${fmtInt(letters.length)} shown.`;
+    const head = [
+      ...(canAct ? [''] : []),
+      '#Seq',
+      '#Deliveries',
+      'First delivery',
+      'Last delivery',
+      'Dead since',
+      'Reason',
+      '#Size',
+      'Payload',
+      ...(canAct ? [''] : []),
+    ];
     const rows = letters.map((/** @type {any} */ d) => {
-      const box = /** @type {HTMLInputElement} */ (h('input', { type: 'checkbox', 'aria-label': `select seq ${d.seq}`, 'data-select': d.seq }));
+      const box = /** @type {HTMLInputElement} */ (
+        h('input', { type: 'checkbox', 'aria-label': `select seq ${d.seq}`, 'data-select': d.seq })
+      );
       box.checked = selected.has(d.seq);
       box.addEventListener('click', (event) => event.stopPropagation());
       box.addEventListener('change', () => {
@@ -105,9 +145,26 @@ async function renderDeadLetters(main, live) {
           ? h(
               'td',
               { class: 'actions' },
-              h('button', { type: 'button', 'data-action': 'redrive', onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('redrive', [d.seq])) }, 'Redrive'),
+              h(
+                'button',
+                {
+                  type: 'button',
+                  'data-action': 'redrive',
+                  onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('redrive', [d.seq])),
+                },
+                'Redrive',
+              ),
               ' ',
-              h('button', { type: 'button', class: 'danger', 'data-action': 'purge', onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('purge', [d.seq])) }, 'Purge'),
+              h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'danger',
+                  'data-action': 'purge',
+                  onclick: (/** @type {Event} */ e) => (e.stopPropagation(), void act('purge', [d.seq])),
+                },
+                'Purge',
+              ),
             )
           : null,
       );
@@ -126,9 +183,36 @@ async function renderDeadLetters(main, live) {
     const last = letters[letters.length - 1]?.seq;
     fill(
       pager,
-      h('button', { type: 'button', 'data-action': 'first', disabled: lettersState.after === 0, onclick: () => ((lettersState.after = 0), (lettersState.back = []), void load()) }, 'First'),
-      h('button', { type: 'button', 'data-action': 'previous', disabled: lettersState.back.length === 0, onclick: () => ((lettersState.after = lettersState.back.pop() ?? 0), void load()) }, 'Previous'),
-      h('button', { type: 'button', 'data-action': 'next', disabled: page.end, onclick: () => (lettersState.back.push(lettersState.after), (lettersState.after = last), void load()) }, 'Next'),
+      h(
+        'button',
+        {
+          type: 'button',
+          'data-action': 'first',
+          disabled: lettersState.after === 0,
+          onclick: () => ((lettersState.after = 0), (lettersState.back = []), void load()),
+        },
+        'First',
+      ),
+      h(
+        'button',
+        {
+          type: 'button',
+          'data-action': 'previous',
+          disabled: lettersState.back.length === 0,
+          onclick: () => ((lettersState.after = lettersState.back.pop() ?? 0), void load()),
+        },
+        'Previous',
+      ),
+      h(
+        'button',
+        {
+          type: 'button',
+          'data-action': 'next',
+          disabled: page.end,
+          onclick: () => (lettersState.back.push(lettersState.after), (lettersState.after = last), void load()),
+        },
+        'Next',
+      ),
     );
     showBulk();
   }

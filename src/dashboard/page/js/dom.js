@@ -120,7 +120,11 @@ async function getJson(path, params = {}) {
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== '') query.set(k, String(v));
   const q = query.toString();
-  const response = await fetch(`./api/${path}${q === '' ? '' : `?${q}`}`, { headers: { 'x-pq-token': TOKEN }, cache: 'no-store', credentials: 'omit' });
+  const response = await fetch(`./api/${path}${q === '' ? '' : `?${q}`}`, {
+    headers: { 'x-pq-token': TOKEN },
+    cache: 'no-store',
+    credentials: 'omit',
+  });
   return answer(response);
 }
 
@@ -237,7 +241,12 @@ function fmtMs(ms) {
 
 /** A time, ms since the epoch, as ISO 8601 in UTC; a dash for none. @param {number | null | undefined} ms */
 function fmtTime(ms) {
-  return ms === null || ms === undefined ? '—' : new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return ms === null || ms === undefined
+    ? '—'
+    : new Date(ms)
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z');
 }
 
 // ---- Payloads: text, JSON or hex; never markup ----
@@ -266,7 +275,9 @@ function asText(bytes) {
 /** One line for a table cell: control characters shown as symbols, cut at `max` characters. @param {string} text @param {number} max */
 function oneLine(text, max) {
   // eslint-disable-next-line no-control-regex
-  const shown = text.replace(/[\u0000-\u001f\u007f]/g, (c) => (c === '\n' ? '⏎' : c === '\t' ? '⇥' : String.fromCharCode(0x2400 + (c === '\u007f' ? 0x21 : c.charCodeAt(0)))));
+  const shown = text.replace(/[\u0000-\u001f\u007f]/g, (c) =>
+    c === '\n' ? '⏎' : c === '\t' ? '⇥' : String.fromCharCode(0x2400 + (c === '\u007f' ? 0x21 : c.charCodeAt(0))),
+  );
   return shown.length > max ? `${shown.slice(0, max)}…` : shown;
 }
 
@@ -291,7 +302,9 @@ function asHex(bytes) {
 function payloadPreview(b64) {
   const bytes = fromBase64(b64);
   const { text, utf8 } = asText(bytes.subarray(0, 256));
-  return utf8 || bytes.length === 0 ? oneLine(text, 120) : `hex ${Array.from(bytes.subarray(0, 24), (b) => b.toString(16).padStart(2, '0')).join('')}${bytes.length > 24 ? '…' : ''}`;
+  return utf8 || bytes.length === 0
+    ? oneLine(text, 120)
+    : `hex ${Array.from(bytes.subarray(0, 24), (b) => b.toString(16).padStart(2, '0')).join('')}${bytes.length > 24 ? '…' : ''}`;
 }
 
 /**
@@ -337,7 +350,11 @@ function payloadView(b64, size, truncated) {
     for (const b of tabs.querySelectorAll('button')) b.classList.toggle('active', b.getAttribute('data-view') === name);
     views[name]?.();
   };
-  for (const [name, label] of [['text', 'Text'], ['json', 'JSON'], ['hex', 'Hex']]) {
+  for (const [name, label] of [
+    ['text', 'Text'],
+    ['json', 'JSON'],
+    ['hex', 'Hex'],
+  ]) {
     tabs.appendChild(h('button', { type: 'button', 'data-view': name, onclick: () => show(name) }, label));
   }
   show(pretty !== null ? 'json' : utf8 ? 'text' : 'hex');
@@ -361,8 +378,16 @@ function table(head, rows, attrs = null) {
   return h(
     'table',
     attrs,
-    h('thead', null, h('tr', null, ...head.map((label) => h('th', label.startsWith('#') ? { class: 'num' } : null, label.replace(/^#/, ''))))),
-    h('tbody', null, ...rows.map((cells) => h('tr', null, ...cells.map((c, i) => h('td', head[i]?.startsWith('#') ? { class: 'num' } : null, c))))),
+    h(
+      'thead',
+      null,
+      h('tr', null, ...head.map((label) => h('th', label.startsWith('#') ? { class: 'num' } : null, label.replace(/^#/, '')))),
+    ),
+    h(
+      'tbody',
+      null,
+      ...rows.map((cells) => h('tr', null, ...cells.map((c, i) => h('td', head[i]?.startsWith('#') ? { class: 'num' } : null, c)))),
+    ),
   );
 }
 

@@ -22,7 +22,12 @@ function itemsOfGroup(group) {
 /** A field and a button that open the items page filtered by a group. */
 function groupFilterForm() {
   const input = /** @type {HTMLInputElement} */ (h('input', { name: 'group', type: 'text', placeholder: 'group', maxlength: 64 }));
-  const form = h('form', { class: 'toolbar', 'data-form': 'group-items' }, h('label', null, 'Group', input), h('button', { type: 'submit', 'data-action': 'group-items' }, 'Show its items'));
+  const form = h(
+    'form',
+    { class: 'toolbar', 'data-form': 'group-items' },
+    h('label', null, 'Group', input),
+    h('button', { type: 'submit', 'data-action': 'group-items' }, 'Show its items'),
+  );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     if (input.value !== '') itemsOfGroup(input.value);
@@ -32,7 +37,9 @@ function groupFilterForm() {
 
 /** @param {{ max: number, perMs: number, by: string } | null} limit */
 function rateLimitText(limit) {
-  return limit === null ? 'none' : `${fmtInt(limit.max)} per ${fmtMs(limit.perMs)}, ${limit.by === 'group' ? 'each group' : 'the whole queue'}`;
+  return limit === null
+    ? 'none'
+    : `${fmtInt(limit.max)} per ${fmtMs(limit.perMs)}, ${limit.by === 'group' ? 'each group' : 'the whole queue'}`;
 }
 
 /**
@@ -44,7 +51,14 @@ function renderGroups(main, g) {
   let body = /** @type {HTMLElement | null} */ (main.querySelector('[data-groups-body]'));
   if (body === null) {
     body = h('div', { 'data-groups-body': '' });
-    fill(main, h('h2', null, 'Groups'), body, h('h3', null, 'Items of a group'), h('p', { class: 'note' }, "The stored items of a group, on the items page:"), groupFilterForm());
+    fill(
+      main,
+      h('h2', null, 'Groups'),
+      body,
+      h('h3', null, 'Items of a group'),
+      h('p', { class: 'note' }, 'The stored items of a group, on the items page:'),
+      groupFilterForm(),
+    );
   }
   /** @type {Child[]} */
   const parts = [];
@@ -61,11 +75,23 @@ function renderGroups(main, g) {
     return;
   }
   if (r === null) {
-    parts.push(h('p', { class: 'note' }, `Process ${g.pid ?? '(unknown)'} has the queue open and reports no groups (a release of persistent-queue before groups were reported).`));
+    parts.push(
+      h(
+        'p',
+        { class: 'note' },
+        `Process ${g.pid ?? '(unknown)'} has the queue open and reports no groups (a release of persistent-queue before groups were reported).`,
+      ),
+    );
     fill(body, ...parts);
     return;
   }
-  parts.push(h('p', { class: 'note' }, `As process ${g.pid ?? '(unknown)'} reported them at ${fmtTime(g.at)}: the groups with items in flight or waiting aside, busiest first. Refreshed every few seconds.`));
+  parts.push(
+    h(
+      'p',
+      { class: 'note' },
+      `As process ${g.pid ?? '(unknown)'} reported them at ${fmtTime(g.at)}: the groups with items in flight or waiting aside, busiest first. Refreshed every few seconds.`,
+    ),
+  );
   parts.push(
     h(
       'div',
@@ -77,8 +103,16 @@ function renderGroups(main, g) {
       card('rateLimit', 'Rate limit', rateLimitText(r.rateLimit)),
     ),
   );
-  if (r.queueRateWaitMs !== null && r.queueRateWaitMs > 0) parts.push(h('p', { class: 'banner', 'data-banner': 'queue-rate' }, `The queue's rate window is full: nothing is handed out for ${fmtMs(r.queueRateWaitMs)}.`));
-  if (r.groups.length === 0) parts.push(h('p', { class: 'note', 'data-info': 'groups' }, 'No group has items in flight or waiting aside now.'));
+  if (r.queueRateWaitMs !== null && r.queueRateWaitMs > 0)
+    parts.push(
+      h(
+        'p',
+        { class: 'banner', 'data-banner': 'queue-rate' },
+        `The queue's rate window is full: nothing is handed out for ${fmtMs(r.queueRateWaitMs)}.`,
+      ),
+    );
+  if (r.groups.length === 0)
+    parts.push(h('p', { class: 'note', 'data-info': 'groups' }, 'No group has items in flight or waiting aside now.'));
   else {
     const rows = r.groups.map((/** @type {any} */ x) =>
       h(
@@ -89,7 +123,11 @@ function renderGroups(main, g) {
         h('td', { class: 'num' }, fmtInt(x.groupLimited)),
         h('td', { class: 'num' }, fmtInt(x.rateLimited)),
         h('td', null, x.rateWaitMs > 0 ? `full for ${fmtMs(x.rateWaitMs)}` : '—'),
-        h('td', { class: 'actions' }, h('button', { type: 'button', 'data-action': 'items', onclick: () => itemsOfGroup(x.group) }, 'Items')),
+        h(
+          'td',
+          { class: 'actions' },
+          h('button', { type: 'button', 'data-action': 'items', onclick: () => itemsOfGroup(x.group) }, 'Items'),
+        ),
       ),
     );
     const head = ['Group', '#In flight', '#Waiting: group limit', '#Waiting: rate limit', 'Rate window', ''];
@@ -101,7 +139,13 @@ function renderGroups(main, g) {
         h('tbody', null, ...rows),
       ),
     );
-    parts.push(h('p', { class: 'note', 'data-info': 'groups' }, r.total > r.groups.length ? `The ${fmtInt(r.groups.length)} busiest of ${fmtInt(r.total)} groups.` : `${fmtInt(r.total)} group(s).`));
+    parts.push(
+      h(
+        'p',
+        { class: 'note', 'data-info': 'groups' },
+        r.total > r.groups.length ? `The ${fmtInt(r.groups.length)} busiest of ${fmtInt(r.total)} groups.` : `${fmtInt(r.total)} group(s).`,
+      ),
+    );
   }
   fill(body, ...parts);
 }

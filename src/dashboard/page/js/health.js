@@ -25,24 +25,41 @@ async function renderHealth(main) {
   function show(x) {
     const r = x.recovery;
     const parts = [];
-    if (x.spoolOnly) parts.push(h('p', { class: 'note' }, 'No log yet: the directory holds only pushes spooled before any process opened the queue.'));
+    if (x.spoolOnly)
+      parts.push(h('p', { class: 'note' }, 'No log yet: the directory holds only pushes spooled before any process opened the queue.'));
     else {
       parts.push(
         facts([
           ['View', x.view === 'live' ? `live: process ${x.pid ?? '(unknown)'} has the queue open` : `read-only: ${x.absent}`],
           ['Store id', x.storeId ?? '—'],
           ['Format version', String(x.formatVersion ?? '—')],
-          ['Seqs', `low-water mark ${fmtInt(x.lowWaterMark)}, next seq ${fmtInt(x.nextSeq)}, ${fmtInt(x.ackedRanges)} acked range(s) above the mark`],
+          [
+            'Seqs',
+            `low-water mark ${fmtInt(x.lowWaterMark)}, next seq ${fmtInt(x.nextSeq)}, ${fmtInt(x.ackedRanges)} acked range(s) above the mark`,
+          ],
           ['On disk', `${fmtBytes(x.bytesOnDisk)}; cursor ${fmtBytes(x.cursorBytes)}`],
         ]),
       );
       if (r) {
-        parts.push(h('h3', null, x.view === 'live' ? 'Last recovery (when the owner opened the store)' : 'Recovery (as the files were read)'));
-        const clean = x.liveWriter ? h('span', null, `none yet: process ${x.liveWriter.pid ?? '(unknown)'} has the store open`) : r.cleanShutdown ? h('span', { class: 'good' }, 'clean') : h('span', { class: 'bad' }, 'not clean: the last writer did not close it');
+        parts.push(
+          h('h3', null, x.view === 'live' ? 'Last recovery (when the owner opened the store)' : 'Recovery (as the files were read)'),
+        );
+        const clean = x.liveWriter
+          ? h('span', null, `none yet: process ${x.liveWriter.pid ?? '(unknown)'} has the store open`)
+          : r.cleanShutdown
+            ? h('span', { class: 'good' }, 'clean')
+            : h('span', { class: 'bad' }, 'not clean: the last writer did not close it');
         parts.push(
           facts([
             ['Last close', clean],
-            ['Torn bytes cut', h('span', { 'data-figure': 'tornBytes' }, `${fmtInt(r.tornBytes)} byte(s)${r.tornFiles.length > 0 ? ` (kept in ${r.tornFiles.join(', ')})` : ''}`)],
+            [
+              'Torn bytes cut',
+              h(
+                'span',
+                { 'data-figure': 'tornBytes' },
+                `${fmtInt(r.tornBytes)} byte(s)${r.tornFiles.length > 0 ? ` (kept in ${r.tornFiles.join(', ')})` : ''}`,
+              ),
+            ],
             ['Zero tail trimmed', `${fmtBytes(r.zeroTailBytes)}`],
             ['Stray files deleted', r.strayFilesDeleted.length === 0 ? 'none' : r.strayFilesDeleted.join(', ')],
             ['Superseded segments deleted', r.supersededDeleted.length === 0 ? 'none' : r.supersededDeleted.join(', ')],
@@ -55,7 +72,13 @@ async function renderHealth(main) {
         parts.push(
           table(
             ['File', '#Base seq', '#Bytes', 'State', '#Version'],
-            x.segments.map((/** @type {any} */ g) => [h('span', { class: 'mono' }, g.file), fmtInt(g.baseSeq), fmtBytes(g.bytes), `${g.sealed ? 'sealed' : 'active'}${g.compacted ? ', compacted' : ''}`, String(g.version)]),
+            x.segments.map((/** @type {any} */ g) => [
+              h('span', { class: 'mono' }, g.file),
+              fmtInt(g.baseSeq),
+              fmtBytes(g.bytes),
+              `${g.sealed ? 'sealed' : 'active'}${g.compacted ? ', compacted' : ''}`,
+              String(g.version),
+            ]),
             { 'data-table': 'segments' },
           ),
         );
@@ -68,7 +91,12 @@ async function renderHealth(main) {
             ['Waiting', `${fmtInt(sp.pendingRecords)} spooled push(es) in ${fmtInt(sp.files)} file(s)`],
             ['Taken in', sp.ingested === undefined ? '—' : `${fmtInt(sp.ingested)} since the owner opened the queue`],
             ['Torn bytes cut', fmtInt(sp.tornBytes ?? 0)],
-            ['Problems', sp.problems && sp.problems.length > 0 ? h('ul', null, ...sp.problems.map((/** @type {any} */ p) => h('li', null, `${p.file}: ${p.reason}`))) : 'none'],
+            [
+              'Problems',
+              sp.problems && sp.problems.length > 0
+                ? h('ul', null, ...sp.problems.map((/** @type {any} */ p) => h('li', null, `${p.file}: ${p.reason}`)))
+                : 'none',
+            ],
           ]),
         );
       }
@@ -98,10 +126,19 @@ async function renderHealth(main) {
       },
       v.state === 'running' ? 'Verifying…' : 'Verify now',
     );
-    const parts = [h('p', { class: 'note' }, 'A full CRC scan of every segment and the cursor, as pq verify does. It reads the files and changes nothing.'), start];
+    const parts = [
+      h(
+        'p',
+        { class: 'note' },
+        'A full CRC scan of every segment and the cursor, as pq verify does. It reads the files and changes nothing.',
+      ),
+      start,
+    ];
     if (v.state === 'running') {
       const p = v.progress;
-      parts.push(h('p', { 'data-verify-state': 'running' }, p ? `Checked ${fmtBytes(p.doneBytes)} of ${fmtBytes(p.totalBytes)}…` : 'Started…'));
+      parts.push(
+        h('p', { 'data-verify-state': 'running' }, p ? `Checked ${fmtBytes(p.doneBytes)} of ${fmtBytes(p.totalBytes)}…` : 'Started…'),
+      );
     } else if (v.state === 'failed') {
       parts.push(h('p', { class: 'bad', 'data-verify-state': 'failed' }, `The verify could not run: ${v.error}`));
     } else if (v.state === 'done') {
@@ -111,11 +148,22 @@ async function renderHealth(main) {
         h(
           'p',
           { 'data-verify-state': 'done' },
-          h('span', { class: sound ? 'good' : 'bad', 'data-verify-verdict': sound ? 'sound' : 'damaged' }, sound ? 'Sound' : `${res.problems.length} problem(s)`),
+          h(
+            'span',
+            { class: sound ? 'good' : 'bad', 'data-verify-verdict': sound ? 'sound' : 'damaged' },
+            sound ? 'Sound' : `${res.problems.length} problem(s)`,
+          ),
           ` — checked ${fmtInt(res.files)} file(s), ${fmtInt(res.records)} record(s), ${fmtBytes(res.bytes)}; finished ${fmtTime(v.finishedAt)}.`,
         ),
       );
-      if (!sound) parts.push(table(['File', '#Offset', 'Problem'], res.problems.map((/** @type {any} */ p) => [h('span', { class: 'mono' }, p.file), fmtInt(p.offset), p.reason]), { 'data-table': 'verify-problems' }));
+      if (!sound)
+        parts.push(
+          table(
+            ['File', '#Offset', 'Problem'],
+            res.problems.map((/** @type {any} */ p) => [h('span', { class: 'mono' }, p.file), fmtInt(p.offset), p.reason]),
+            { 'data-table': 'verify-problems' },
+          ),
+        );
       for (const n of res.notes) parts.push(h('p', { class: 'note' }, n));
     }
     fill(verifyBox, ...parts);

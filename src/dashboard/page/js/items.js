@@ -23,9 +23,19 @@ const itemsState = {
  */
 async function renderItems(main, groups) {
   const form = h('form', { class: 'toolbar', 'data-form': 'items-filter' });
-  const stateSelect = /** @type {HTMLSelectElement} */ (h('select', { name: 'state' }, h('option', { value: '' }, 'any'), h('option', { value: 'due' }, 'due'), h('option', { value: 'delayed' }, 'delayed')));
+  const stateSelect = /** @type {HTMLSelectElement} */ (
+    h(
+      'select',
+      { name: 'state' },
+      h('option', { value: '' }, 'any'),
+      h('option', { value: 'due' }, 'due'),
+      h('option', { value: 'delayed' }, 'delayed'),
+    )
+  );
   stateSelect.value = itemsState.filters.state ?? '';
-  const priority = /** @type {HTMLInputElement} */ (h('input', { name: 'priority', type: 'number', min: -128, max: 127, placeholder: 'any' }));
+  const priority = /** @type {HTMLInputElement} */ (
+    h('input', { name: 'priority', type: 'number', min: -128, max: 127, placeholder: 'any' })
+  );
   priority.value = itemsState.filters.priority ?? '';
   const key = /** @type {HTMLInputElement} */ (h('input', { name: 'key', type: 'text', placeholder: 'starts with', maxlength: 255 }));
   key.value = itemsState.filters.key ?? '';
@@ -49,7 +59,19 @@ async function renderItems(main, groups) {
   const info = h('p', { class: 'note', 'data-info': 'items' });
   const list = h('div', { 'data-list': 'items' });
   const pager = h('div', { class: 'pager' });
-  fill(main, h('h2', null, 'Items'), h('p', { class: 'note' }, 'Unacked items, oldest first, as the store\'s files hold them. Due: ready, or in flight in the process that has the queue open (its files do not say which). Click an item to see its payload.'), form, info, list, pager);
+  fill(
+    main,
+    h('h2', null, 'Items'),
+    h(
+      'p',
+      { class: 'note' },
+      "Unacked items, oldest first, as the store's files hold them. Due: ready, or in flight in the process that has the queue open (its files do not say which). Click an item to see its payload.",
+    ),
+    form,
+    info,
+    list,
+    pager,
+  );
 
   /** @param {number} after */
   function goTo(after) {
@@ -61,7 +83,14 @@ async function renderItems(main, groups) {
   async function load() {
     try {
       const f = itemsState.filters;
-      const page = await getJson('items', { after: itemsState.after, limit: itemsState.limit, state: f.state, priority: f.priority, key: f.key, group: f.group });
+      const page = await getJson('items', {
+        after: itemsState.after,
+        limit: itemsState.limit,
+        state: f.state,
+        priority: f.priority,
+        key: f.key,
+        group: f.group,
+      });
       itemsState.page = page;
       show(page);
     } catch (error) {
@@ -137,7 +166,15 @@ async function renderItems(main, groups) {
         },
         'Next',
       ),
-      h('button', { type: 'button', 'data-action': 'last', onclick: () => goTo(Math.max(page.lowWaterMark - 1, page.nextSeq - 1 - itemsState.limit)) }, 'Last'),
+      h(
+        'button',
+        {
+          type: 'button',
+          'data-action': 'last',
+          onclick: () => goTo(Math.max(page.lowWaterMark - 1, page.nextSeq - 1 - itemsState.limit)),
+        },
+        'Last',
+      ),
     );
   }
 

@@ -15,7 +15,13 @@ const WINDOW_MS = 5 * 60_000;
  */
 function card(name, label, value, sub) {
   const words = /^[a-z]/.test(value);
-  return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: words ? 'value words' : 'value', 'data-figure': name }, value), sub ? h('div', { class: 'sub' }, sub) : null);
+  return h(
+    'div',
+    { class: 'card' },
+    h('div', { class: 'label' }, label),
+    h('div', { class: words ? 'value words' : 'value', 'data-figure': name }, value),
+    sub ? h('div', { class: 'sub' }, sub) : null,
+  );
 }
 
 /**
@@ -32,7 +38,14 @@ function renderOverview(main, o) {
       ? 'No process has opened this queue yet: its directory holds only spooled pushes, which the first process to open it takes in.'
       : `Read-only view: no process serves the queue (${o.absent}). These are its files as read at ${fmtTime(o.at)}; ready and in flight are known only to the process that has the queue open.`;
     parts.push(h('p', { class: 'banner', 'data-banner': 'read-only' }, why));
-    if (o.liveWriter) parts.push(h('p', { class: 'note' }, `Process ${o.liveWriter.pid ?? '(unknown)'} holds the store without serving it: its items are shown up to its last whole record.`));
+    if (o.liveWriter)
+      parts.push(
+        h(
+          'p',
+          { class: 'note' },
+          `Process ${o.liveWriter.pid ?? '(unknown)'} holds the store without serving it: its items are shown up to its last whole record.`,
+        ),
+      );
   }
   const leasedSub = live && f.leased > 0 ? `${fmtInt(f.leased)} leased` : undefined;
   parts.push(
@@ -54,12 +67,19 @@ function renderOverview(main, o) {
   if (live) {
     const now = o.at;
     // The charts span the samples there are, from a minute up to five.
-    const earliest = Math.min(now, ...o.rates.map((/** @type {any} */ p) => p.at), ...o.latency.buckets.map((/** @type {any} */ b) => b.at));
+    const earliest = Math.min(
+      now,
+      ...o.rates.map((/** @type {any} */ p) => p.at),
+      ...o.latency.buckets.map((/** @type {any} */ b) => b.at),
+    );
     const windowMs = Math.min(WINDOW_MS, Math.max(60_000, Math.ceil((now - earliest) / 30_000) * 30_000));
     /** @param {string} field */
     const rate = (field) => /** @type {[number, number][]} */ (o.rates.map((/** @type {any} */ p) => [p.at, p[field]]));
     /** @param {'handout' | 'ack'} kind @param {'p50' | 'p99'} q */
-    const lat = (kind, q) => /** @type {[number, number][]} */ (o.latency.buckets.filter((/** @type {any} */ b) => b[kind] !== null).map((/** @type {any} */ b) => [b.at + 500, b[kind][q]]));
+    const lat = (kind, q) =>
+      /** @type {[number, number][]} */ (
+        o.latency.buckets.filter((/** @type {any} */ b) => b[kind] !== null).map((/** @type {any} */ b) => [b.at + 500, b[kind][q]])
+      );
     parts.push(
       h(
         'div',
@@ -95,13 +115,23 @@ function renderOverview(main, o) {
         }),
       ),
     );
-    if (o.latency.since !== null) parts.push(h('p', { class: 'note' }, `Latency is measured by the owner for items pushed and handed out since ${fmtTime(o.latency.since)}, when the dashboard began to watch.`));
+    if (o.latency.since !== null)
+      parts.push(
+        h(
+          'p',
+          { class: 'note' },
+          `Latency is measured by the owner for items pushed and handed out since ${fmtTime(o.latency.since)}, when the dashboard began to watch.`,
+        ),
+      );
   } else {
-    parts.push(h('p', { class: 'note' }, 'Throughput and latency are measured by the process that has the queue open; none serves it now.'));
+    parts.push(
+      h('p', { class: 'note' }, 'Throughput and latency are measured by the process that has the queue open; none serves it now.'),
+    );
   }
   parts.push(h('h3', null, 'By priority'));
   const bp = o.byPriority;
-  if (o.filesError) parts.push(h('p', { class: 'banner', 'data-banner': 'files' }, `The store's files could not be read here: ${o.filesError}`));
+  if (o.filesError)
+    parts.push(h('p', { class: 'banner', 'data-banner': 'files' }, `The store's files could not be read here: ${o.filesError}`));
   else if (bp === null || bp.byPriority.length === 0) parts.push(h('p', { class: 'note' }, 'No unacked items.'));
   else {
     const max = Math.max(...bp.byPriority.map((/** @type {any} */ r) => r.count));
@@ -110,10 +140,24 @@ function renderOverview(main, o) {
       el.style.width = `${Math.max(1, Math.round((n / max) * 200))}px`;
       return el;
     };
-    parts.push(table(['#Priority', '#Items', ''], bp.byPriority.map((/** @type {any} */ r) => [String(r.priority), fmtInt(r.count), bar(r.count)]), { 'data-table': 'by-priority', class: 'narrow' }));
+    parts.push(
+      table(
+        ['#Priority', '#Items', ''],
+        bp.byPriority.map((/** @type {any} */ r) => [String(r.priority), fmtInt(r.count), bar(r.count)]),
+        { 'data-table': 'by-priority', class: 'narrow' },
+      ),
+    );
     const next = bp.nextDueAt === null ? '' : `; the next delayed item is due at ${fmtTime(bp.nextDueAt)}`;
     const asOf = `as its files held them at ${fmtTime(bp.at)}`;
-    parts.push(h('p', { class: 'note' }, bp.complete ? `Unacked items ${asOf}${next}.` : `Unacked items up to seq ${fmtInt(bp.scannedThrough)} ${asOf} (the count stops there on a very large backlog)${next}.`));
+    parts.push(
+      h(
+        'p',
+        { class: 'note' },
+        bp.complete
+          ? `Unacked items ${asOf}${next}.`
+          : `Unacked items up to seq ${fmtInt(bp.scannedThrough)} ${asOf} (the count stops there on a very large backlog)${next}.`,
+      ),
+    );
   }
   if (live && f.counters) {
     parts.push(h('h3', null, 'Since the owner opened the queue'));
@@ -131,7 +175,13 @@ function renderOverview(main, o) {
         card('leaseExpired', 'Leases expired', fmtInt(c.leaseExpired)),
       ),
     );
-    parts.push(h('p', { class: 'note' }, `Durability ${f.durability ?? '—'}; acks ${f.ackDurability ?? '—'}; capacity ${f.capacity === null ? 'unbounded' : fmtInt(f.capacity)}.`));
+    parts.push(
+      h(
+        'p',
+        { class: 'note' },
+        `Durability ${f.durability ?? '—'}; acks ${f.ackDurability ?? '—'}; capacity ${f.capacity === null ? 'unbounded' : fmtInt(f.capacity)}.`,
+      ),
+    );
   }
   fill(main, ...parts);
 }

@@ -15,7 +15,12 @@ const schedulesState = {
 
 /** A period, in the largest unit it is a whole number of. @param {number} ms */
 function fmtPeriod(ms) {
-  for (const [unit, size] of /** @type {[string, number][]} */ ([['d', 86_400_000], ['h', 3_600_000], ['min', 60_000], ['s', 1000]])) {
+  for (const [unit, size] of /** @type {[string, number][]} */ ([
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['min', 60_000],
+    ['s', 1000],
+  ])) {
     if (ms >= size && ms % size === 0) return `${fmtInt(ms / size)} ${unit}`;
   }
   return `${fmtInt(ms)} ms`;
@@ -70,7 +75,10 @@ async function renderSchedules(main) {
       return;
     }
     const items = page.schedules;
-    info.textContent = page.total === 0 ? 'No schedules. tx.schedule(name, spec, value) adds one.' : `${fmtInt(page.total)} schedule(s)${items.length < page.total ? `; ${fmtInt(items.length)} shown here` : ''}.`;
+    info.textContent =
+      page.total === 0
+        ? 'No schedules. tx.schedule(name, spec, value) adds one.'
+        : `${fmtInt(page.total)} schedule(s)${items.length < page.total ? `; ${fmtInt(items.length)} shown here` : ''}.`;
     const rows = items.map((/** @type {any} */ s) =>
       h(
         'tr',

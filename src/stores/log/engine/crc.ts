@@ -33,7 +33,24 @@ const T = ((): Int32Array[] => {
   }
   return Array.from({ length: 16 }, (_, k) => all.subarray(k * 256, k * 256 + 256));
 })();
-const [T0, T1, T2, T3, T4, T5, T6, T7, T8, T9, Ta, Tb, Tc, Td, Te, Tf] = T as [Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, Int32Array];
+const [T0, T1, T2, T3, T4, T5, T6, T7, T8, T9, Ta, Tb, Tc, Td, Te, Tf] = T as [
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+  Int32Array,
+];
 
 /**
  * CRC-32C of `buf[start..end)`, continuing from `seed`: the same result as

@@ -45,7 +45,17 @@ import {
   writeU32,
   writeU64,
 } from './format.js';
-import { deadEntryBytes, markEntryBytes, readDeadEntry, readMarkEntry, utf8, writeDeadEntry, writeMarkEntry, type EncodedDead, type EncodedMark } from './delivery-format.js';
+import {
+  deadEntryBytes,
+  markEntryBytes,
+  readDeadEntry,
+  readMarkEntry,
+  utf8,
+  writeDeadEntry,
+  writeMarkEntry,
+  type EncodedDead,
+  type EncodedMark,
+} from './delivery-format.js';
 import { DeliveryState } from './delivery-state.js';
 import { encodeKeys, readKeys, writeKeys } from './key-format.js';
 import type { StoredKey, StoredSchedule } from '../../../contract/store.js';
@@ -215,25 +225,39 @@ export function encodeCheckpoint(
 ): Buffer {
   const problem = acks.check();
   if (problem !== null) throw new Error(`refusing to write an inconsistent cursor: ${problem}`);
-  if (keys !== null && deliveries === null) throw new Error('refusing to write an inconsistent cursor: a version-3 checkpoint holds the delivery state too');
-  if (spool !== null && keys === null) throw new Error('refusing to write an inconsistent cursor: a version-4 checkpoint holds the keys too');
-  if (schedules !== null && spool === null) throw new Error('refusing to write an inconsistent cursor: a version-5 checkpoint holds the spool table too');
+  if (keys !== null && deliveries === null)
+    throw new Error('refusing to write an inconsistent cursor: a version-3 checkpoint holds the delivery state too');
+  if (spool !== null && keys === null)
+    throw new Error('refusing to write an inconsistent cursor: a version-4 checkpoint holds the keys too');
+  if (schedules !== null && spool === null)
+    throw new Error('refusing to write an inconsistent cursor: a version-5 checkpoint holds the spool table too');
   const n = acks.starts.length;
   const v2 = deliveries !== null;
   const v3 = keys !== null;
   const v4 = spool !== null;
   const v5 = schedules !== null;
-  const rangesAt = v5 ? CURSOR_V5_HEADER_BYTES : v4 ? CURSOR_V4_HEADER_BYTES : v3 ? CURSOR_V3_HEADER_BYTES : v2 ? CURSOR_V2_HEADER_BYTES : CURSOR_HEADER_BYTES;
+  const rangesAt = v5
+    ? CURSOR_V5_HEADER_BYTES
+    : v4
+      ? CURSOR_V4_HEADER_BYTES
+      : v3
+        ? CURSOR_V3_HEADER_BYTES
+        : v2
+          ? CURSOR_V2_HEADER_BYTES
+          : CURSOR_HEADER_BYTES;
   let marks: EncodedMark[] = [];
   let dead: EncodedDead[] = [];
   let bytes = rangesAt + n * RANGE_BYTES;
   const encodedKeys = v3 ? encodeKeys(keys) : { encoded: [], bytes: 0 };
-  for (const k of encodedKeys.encoded) if (k.entry.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: key of seq ${k.entry.seq} is not below ${nextSeq}`);
+  for (const k of encodedKeys.encoded)
+    if (k.entry.seq >= nextSeq)
+      throw new Error(`refusing to write an inconsistent cursor: key of seq ${k.entry.seq} is not below ${nextSeq}`);
   bytes += encodedKeys.bytes;
   const encodedSchedules = v5 ? schedules.map(encodeSchedule) : [];
   let schedulesBytes = 0;
   for (let i = 0; i < encodedSchedules.length; i++) {
-    if (i > 0 && !(encodedSchedules[i - 1]!.schedule.name < encodedSchedules[i]!.schedule.name)) throw new Error('refusing to write an inconsistent cursor: schedules out of order');
+    if (i > 0 && !(encodedSchedules[i - 1]!.schedule.name < encodedSchedules[i]!.schedule.name))
+      throw new Error('refusing to write an inconsistent cursor: schedules out of order');
     schedulesBytes += scheduleEntryBytes(encodedSchedules[i]!);
   }
   bytes += schedulesBytes;
@@ -241,7 +265,9 @@ export function encodeCheckpoint(
     for (let i = 0; i < spool.length; i++) {
       const e = spool[i]!;
       if (!/^[0-9a-f]{32}$/.test(e.file) || !Number.isSafeInteger(e.records) || e.records < 1 || (i > 0 && spool[i - 1]!.file >= e.file)) {
-        throw new Error(`refusing to write an inconsistent cursor: spool entry ${i} (${e.file}, ${e.records}) is malformed or out of order`);
+        throw new Error(
+          `refusing to write an inconsistent cursor: spool entry ${i} (${e.file}, ${e.records}) is malformed or out of order`,
+        );
       }
     }
     bytes += spool.length * SPOOL_ENTRY_BYTES;
@@ -252,13 +278,26 @@ export function encodeCheckpoint(
     for (const m of marks) bytes += markEntryBytes(m);
     for (const d of dead) {
       // Every dead letter is acked in the queue and below the next seq (assertion as documentation).
-      if (!acks.has(d.dead.seq) || d.dead.seq >= nextSeq) throw new Error(`refusing to write an inconsistent cursor: dead letter ${d.dead.seq} is not acked below ${nextSeq}`);
+      if (!acks.has(d.dead.seq) || d.dead.seq >= nextSeq)
+        throw new Error(`refusing to write an inconsistent cursor: dead letter ${d.dead.seq} is not acked below ${nextSeq}`);
       bytes += deadEntryBytes(d);
     }
   }
   const buf = Buffer.alloc(bytes);
   writeU32(buf, CUR_OFF_MAGIC, CURSOR_MAGIC);
-  writeU16(buf, CUR_OFF_VERSION, v5 ? CURSOR_VERSION_SCHEDULES : v4 ? CURSOR_VERSION_SPOOL : v3 ? CURSOR_VERSION_KEYS : v2 ? CURSOR_VERSION_DELIVERIES : CURSOR_VERSION_PLAIN);
+  writeU16(
+    buf,
+    CUR_OFF_VERSION,
+    v5
+      ? CURSOR_VERSION_SCHEDULES
+      : v4
+        ? CURSOR_VERSION_SPOOL
+        : v3
+          ? CURSOR_VERSION_KEYS
+          : v2
+            ? CURSOR_VERSION_DELIVERIES
+            : CURSOR_VERSION_PLAIN,
+  );
   writeU16(buf, CUR_OFF_FLAGS, flags);
   writeU64(buf, CUR_OFF_LWM, acks.lwm);
   writeU64(buf, CUR_OFF_NEXT_SEQ, nextSeq);
@@ -300,9 +339,7 @@ export function encodeCheckpoint(
   return buf;
 }
 
-export type CursorProblem =
-  | { kind: 'unsupported'; version: number }
-  | { kind: 'corrupt'; offset: number; reason: string };
+export type CursorProblem = { kind: 'unsupported'; version: number } | { kind: 'corrupt'; offset: number; reason: string };
 
 /**
  * Decode the fixed part of a checkpoint from `buf` (its first `min(CURSOR_V2_HEADER_BYTES, size)`
@@ -330,7 +367,25 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
       return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: `range count ${rangeCount} runs past the file` };
     }
     const keysAt = CURSOR_HEADER_BYTES + rangeCount * RANGE_BYTES;
-    return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt: CURSOR_HEADER_BYTES, deliveredBelow: 1, markCount: 0, deadCount: 0, keyCount: 0, keysAt, keysBytes: 0, spoolCount: 0, scheduleCount: 0, schedulesAt: keysAt, schedulesBytes: 0 };
+    return {
+      version,
+      flags,
+      lwm,
+      nextSeq,
+      rangeCount,
+      checkpointBytes,
+      rangesAt: CURSOR_HEADER_BYTES,
+      deliveredBelow: 1,
+      markCount: 0,
+      deadCount: 0,
+      keyCount: 0,
+      keysAt,
+      keysBytes: 0,
+      spoolCount: 0,
+      scheduleCount: 0,
+      schedulesAt: keysAt,
+      schedulesBytes: 0,
+    };
   }
   if (fileSize < CURSOR_V2_HEADER_BYTES || buf.length < CURSOR_V2_HEADER_BYTES) {
     return { kind: 'corrupt', offset: 0, reason: `cursor file is ${fileSize} bytes, shorter than its version-2 header` };
@@ -356,7 +411,11 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   const scheduleCount = v5 ? readU32(buf, CUR_OFF_SCHEDULE_COUNT) : 0;
   const schedulesBytes = v5 ? readU32(buf, CUR_OFF_SCHEDULES_BYTES) : 0;
   if (schedulesBytes < scheduleCount * SCHEDULE_ENTRY_FIXED_BYTES) {
-    return { kind: 'corrupt', offset: CUR_OFF_SCHEDULES_BYTES, reason: `schedule section of ${schedulesBytes} bytes cannot hold ${scheduleCount} schedules` };
+    return {
+      kind: 'corrupt',
+      offset: CUR_OFF_SCHEDULES_BYTES,
+      reason: `schedule section of ${schedulesBytes} bytes cannot hold ${scheduleCount} schedules`,
+    };
   }
   const keyCount = v3 ? readU32(buf, CUR_OFF_KEY_COUNT) : 0;
   const keysBytes = v3 ? readU32(buf, CUR_OFF_KEYS_BYTES) : 0;
@@ -365,22 +424,48 @@ export function decodeCheckpointHeader(buf: Uint8Array, fileSize: number): Check
   }
   // The whole checkpoint lies in the file, and its counts fit in it at their smallest entry size,
   // before anything is allocated for it.
-  const least = rangesAt + rangeCount * RANGE_BYTES + keysBytes + schedulesBytes + markCount * MARK_ENTRY_FIXED_BYTES + deadCount * DEAD_ENTRY_FIXED_BYTES + spoolCount * SPOOL_ENTRY_BYTES;
+  const least =
+    rangesAt +
+    rangeCount * RANGE_BYTES +
+    keysBytes +
+    schedulesBytes +
+    markCount * MARK_ENTRY_FIXED_BYTES +
+    deadCount * DEAD_ENTRY_FIXED_BYTES +
+    spoolCount * SPOOL_ENTRY_BYTES;
   if (checkpointBytes < 0 || checkpointBytes > fileSize) {
     return { kind: 'corrupt', offset: CUR_OFF_CHECKPOINT_BYTES, reason: `checkpoint size ${checkpointBytes} runs past the file` };
   }
   if (least > checkpointBytes) {
-    return { kind: 'corrupt', offset: CUR_OFF_RANGE_COUNT, reason: 'range, key, schedule, mark, dead-letter and spool counts run past the checkpoint' };
+    return {
+      kind: 'corrupt',
+      offset: CUR_OFF_RANGE_COUNT,
+      reason: 'range, key, schedule, mark, dead-letter and spool counts run past the checkpoint',
+    };
   }
   const keysAt = rangesAt + rangeCount * RANGE_BYTES;
-  return { version, flags, lwm, nextSeq, rangeCount, checkpointBytes, rangesAt, deliveredBelow, markCount, deadCount, keyCount, keysAt, keysBytes, spoolCount, scheduleCount, schedulesAt: keysAt + keysBytes, schedulesBytes };
+  return {
+    version,
+    flags,
+    lwm,
+    nextSeq,
+    rangeCount,
+    checkpointBytes,
+    rangesAt,
+    deliveredBelow,
+    markCount,
+    deadCount,
+    keyCount,
+    keysAt,
+    keysBytes,
+    spoolCount,
+    scheduleCount,
+    schedulesAt: keysAt + keysBytes,
+    schedulesBytes,
+  };
 }
 
 /** Check the CRC and decode the ranges of a checkpoint whose bytes `[0, checkpointBytes)` are in `buf`. */
-export function decodeCheckpointBody(
-  buf: Uint8Array,
-  h: CheckpointHeader,
-): AckSet | { kind: 'corrupt'; offset: number; reason: string } {
+export function decodeCheckpointBody(buf: Uint8Array, h: CheckpointHeader): AckSet | { kind: 'corrupt'; offset: number; reason: string } {
   const end = h.checkpointBytes;
   const crc = crc32c32(buf.subarray(CURSOR_HEADER_BYTES, end), crc32c32(buf.subarray(0, CUR_OFF_CRC)));
   if (crc !== readU32(buf, CUR_OFF_CRC)) return { kind: 'corrupt', offset: CUR_OFF_CRC, reason: 'checkpoint CRC mismatch' };
@@ -409,11 +494,16 @@ export function decodeCheckpointBody(
  * accepted (`acks`): marks of unacked seqs below `nextSeq` in seq order, then dead letters of acked
  * seqs below it in seq order, filling the checkpoint exactly. A version-1 checkpoint holds none.
  */
-export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader, acks: AckSet): DeliveryState | { kind: 'corrupt'; offset: number; reason: string } {
+export function decodeCheckpointDeliveries(
+  buf: Uint8Array,
+  h: CheckpointHeader,
+  acks: AckSet,
+): DeliveryState | { kind: 'corrupt'; offset: number; reason: string } {
   const state = new DeliveryState();
   if (h.version === CURSOR_VERSION_PLAIN) return state;
   const end = h.checkpointBytes;
-  if (h.deliveredBelow < 1) return { kind: 'corrupt', offset: CUR_OFF_DELIVERED_BELOW, reason: `delivered-below bound ${h.deliveredBelow} out of range` };
+  if (h.deliveredBelow < 1)
+    return { kind: 'corrupt', offset: CUR_OFF_DELIVERED_BELOW, reason: `delivered-below bound ${h.deliveredBelow} out of range` };
   state.deliveredBelow = h.deliveredBelow;
   let p = h.schedulesAt + h.schedulesBytes;
   let prev = 0;
@@ -437,7 +527,8 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
     prev = d.value.seq;
     p = d.next;
   }
-  if (p + h.spoolCount * SPOOL_ENTRY_BYTES !== end) return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
+  if (p + h.spoolCount * SPOOL_ENTRY_BYTES !== end)
+    return { kind: 'corrupt', offset: p, reason: 'checkpoint size does not match its contents' };
   return state;
 }
 
@@ -445,27 +536,37 @@ export function decodeCheckpointDeliveries(buf: Uint8Array, h: CheckpointHeader,
  * The spool table of a version-4 checkpoint accepted by `decodeCheckpointBody` (empty before
  * version 4): the last `spoolCount` entries of the checkpoint, ids strictly increasing, counts `>= 1`.
  */
-export function decodeCheckpointSpool(buf: Uint8Array, h: CheckpointHeader): SpoolEntry[] | { kind: 'corrupt'; offset: number; reason: string } {
+export function decodeCheckpointSpool(
+  buf: Uint8Array,
+  h: CheckpointHeader,
+): SpoolEntry[] | { kind: 'corrupt'; offset: number; reason: string } {
   const out: SpoolEntry[] = [];
   let p = h.checkpointBytes - h.spoolCount * SPOOL_ENTRY_BYTES;
   for (let i = 0; i < h.spoolCount; i++, p += SPOOL_ENTRY_BYTES) {
     const file = spoolIdText(buf, p);
     const records = readU64(buf, p + SPOOL_ID_BYTES);
-    if (records < 1 || (i > 0 && out[i - 1]!.file >= file)) return { kind: 'corrupt', offset: p, reason: `spool entry ${i} is malformed or out of order` };
+    if (records < 1 || (i > 0 && out[i - 1]!.file >= file))
+      return { kind: 'corrupt', offset: p, reason: `spool entry ${i} is malformed or out of order` };
     out.push({ file, records });
   }
   return out;
 }
 
 /** The schedule entries of a version-5 checkpoint accepted by `decodeCheckpointBody` (none before version 5). */
-export function decodeCheckpointSchedules(buf: Uint8Array, h: CheckpointHeader): StoredSchedule[] | { kind: 'corrupt'; offset: number; reason: string } {
+export function decodeCheckpointSchedules(
+  buf: Uint8Array,
+  h: CheckpointHeader,
+): StoredSchedule[] | { kind: 'corrupt'; offset: number; reason: string } {
   if (h.scheduleCount === 0 && h.schedulesBytes === 0) return [];
   const schedules = readSchedules(buf, h.schedulesAt, h.schedulesAt + h.schedulesBytes, h.scheduleCount);
   return Array.isArray(schedules) ? schedules : { kind: 'corrupt', ...schedules };
 }
 
 /** The key entries of a version-3 checkpoint accepted by `decodeCheckpointBody` (none before version 3). */
-export function decodeCheckpointKeys(buf: Uint8Array, h: CheckpointHeader): StoredKey[] | { kind: 'corrupt'; offset: number; reason: string } {
+export function decodeCheckpointKeys(
+  buf: Uint8Array,
+  h: CheckpointHeader,
+): StoredKey[] | { kind: 'corrupt'; offset: number; reason: string } {
   if (h.keyCount === 0 && h.keysBytes === 0) return [];
   const keys = readKeys(buf, h.keysAt, h.keysAt + h.keysBytes, h.keyCount, h.nextSeq);
   return Array.isArray(keys) ? keys : { kind: 'corrupt', ...keys };

@@ -10,7 +10,16 @@
 import type { DeadLetter, DeadLetterRange, DeliveryMark, Redrive, StoredItem } from '../../../contract/store.js';
 import { type StoreInvariantError, invariantError } from './assert.js';
 import type { CursorLog } from './cursor-log.js';
-import { deadPayloads, dropPayloads, markPayloads, redrivePayloads, utf8, type EncodedDead, type EncodedMark, type RecordPayload } from './delivery-format.js';
+import {
+  deadPayloads,
+  dropPayloads,
+  markPayloads,
+  redrivePayloads,
+  utf8,
+  type EncodedDead,
+  type EncodedMark,
+  type RecordPayload,
+} from './delivery-format.js';
 import type { Durability } from './durability.js';
 import { CURSOR_VERSION_DELIVERIES, MAX_REASON_BYTES_ON_DISK } from './format.js';
 
@@ -48,12 +57,15 @@ export class Deliveries {
 
   /** `seq` was appended and is neither acked nor a dead letter. */
   #held(seq: unknown): seq is number {
-    return Number.isSafeInteger(seq) && (seq as number) >= 1 && (seq as number) < this.d.nextSeq() && !this.d.cursor.acks.has(seq as number);
+    return (
+      Number.isSafeInteger(seq) && (seq as number) >= 1 && (seq as number) < this.d.nextSeq() && !this.d.cursor.acks.has(seq as number)
+    );
   }
 
   markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
     const { cursor, durability } = this.d;
-    if (!Number.isSafeInteger(below) || below < 1 || !Array.isArray(marks)) return durability.fail(bad(`markDelivered(${String(below)}) with a bad bound or marks`));
+    if (!Number.isSafeInteger(below) || below < 1 || !Array.isArray(marks))
+      return durability.fail(bad(`markDelivered(${String(below)}) with a bad bound or marks`));
     // A bound alone, unsynced, on a version-2 cursor no checkpoint is replacing: what a first
     // delivery writes, with nothing made for it.
     if (marks.length === 0 && !sync && cursor.version >= CURSOR_VERSION_DELIVERIES && cursor.free) {
@@ -67,10 +79,23 @@ export class Deliveries {
     const seen = new Set<number>();
     for (const m of marks) {
       const error = reasonBytes(m?.lastError);
-      const ok = this.#held(m?.seq) && !seen.has(m.seq) && Number.isSafeInteger(m.deliveries) && m.deliveries >= 1 && isTime(m.firstDeliveredAt) && isTime(m.lastDeliveredAt) && error !== null;
+      const ok =
+        this.#held(m?.seq) &&
+        !seen.has(m.seq) &&
+        Number.isSafeInteger(m.deliveries) &&
+        m.deliveries >= 1 &&
+        isTime(m.firstDeliveredAt) &&
+        isTime(m.lastDeliveredAt) &&
+        error !== null;
       if (!ok) return durability.fail(bad(`delivery mark of seq ${String(m?.seq)} is not for a held item or has bad fields`));
       seen.add(m.seq);
-      const mark: DeliveryMark = { seq: m.seq, deliveries: m.deliveries, firstDeliveredAt: m.firstDeliveredAt, lastDeliveredAt: m.lastDeliveredAt, lastError: m.lastError };
+      const mark: DeliveryMark = {
+        seq: m.seq,
+        deliveries: m.deliveries,
+        firstDeliveredAt: m.firstDeliveredAt,
+        lastDeliveredAt: m.lastDeliveredAt,
+        lastError: m.lastError,
+      };
       encoded.push({ mark, error });
     }
     // Any call, even one whose bound changes nothing, moves a version-1 cursor to version 2: a queue
@@ -78,7 +103,11 @@ export class Deliveries {
     // written within the call (an upgrade is a checkpoint: a file replaced, and waited for). A
     // store never asked for delivery records keeps writing version 1.
     const payloads = markPayloads(below, encoded);
-    const apply = () => cursor.deliveries.mark(below, encoded.map((e) => e.mark));
+    const apply = () =>
+      cursor.deliveries.mark(
+        below,
+        encoded.map((e) => e.mark),
+      );
     // Unsynced, on a version-2 cursor no checkpoint is replacing: written now, nothing to wait for.
     if (!sync && cursor.version >= CURSOR_VERSION_DELIVERIES && cursor.free) {
       const rejected = cursor.writeRecords(payloads, 'delivery mark');
@@ -110,7 +139,15 @@ export class Deliveries {
         reason !== null;
       if (!ok) return durability.fail(bad(`dead letter of seq ${String(e?.seq)} is not for a held item or has bad fields`));
       seen.add(e.seq);
-      const dead: DeadLetter = { seq: e.seq, bytes: e.bytes, deliveries: e.deliveries, firstDeliveredAt: e.firstDeliveredAt, lastDeliveredAt: e.lastDeliveredAt, deadAt: e.deadAt, reason: e.reason };
+      const dead: DeadLetter = {
+        seq: e.seq,
+        bytes: e.bytes,
+        deliveries: e.deliveries,
+        firstDeliveredAt: e.firstDeliveredAt,
+        lastDeliveredAt: e.lastDeliveredAt,
+        deadAt: e.deadAt,
+        reason: e.reason,
+      };
       encoded.push({ dead, reason });
     }
     encoded.sort((a, b) => a.dead.seq - b.dead.seq);
@@ -138,7 +175,8 @@ export class Deliveries {
     if (!Array.isArray(seqs) || seqs.length === 0) return durability.fail(bad('dropDeadLetters with no seqs'));
     const sorted = [...seqs].sort((a, b) => a - b);
     for (let i = 0; i < sorted.length; i++) {
-      if (!cursor.deliveries.holdsDead(sorted[i]!) || (i > 0 && sorted[i] === sorted[i - 1])) return durability.fail(bad(`seq ${sorted[i]} is not a held dead letter`));
+      if (!cursor.deliveries.holdsDead(sorted[i]!) || (i > 0 && sorted[i] === sorted[i - 1]))
+        return durability.fail(bad(`seq ${sorted[i]} is not a held dead letter`));
     }
     return this.#store(dropPayloads(sorted), 'dead-letter drop', sync, () => cursor.deliveries.dropDead(sorted));
   }
@@ -157,8 +195,18 @@ export class Deliveries {
     const seen = new Set<number>();
     let expect = this.d.nextSeq();
     for (const m of moves) {
-      const ok = cursor.deliveries.holdsDead(m?.from) && !seen.has(m.from) && m.item?.seq === expect && m.item.bytes instanceof Uint8Array && m.item.bytes.length <= this.d.maxItemBytes;
-      if (!ok) return durability.fail(bad(`redrive of ${String(m?.from)} to seq ${String(m?.item?.seq)} (expected ${expect}): not a held dead letter or not the next seq`));
+      const ok =
+        cursor.deliveries.holdsDead(m?.from) &&
+        !seen.has(m.from) &&
+        m.item?.seq === expect &&
+        m.item.bytes instanceof Uint8Array &&
+        m.item.bytes.length <= this.d.maxItemBytes;
+      if (!ok)
+        return durability.fail(
+          bad(
+            `redrive of ${String(m?.from)} to seq ${String(m?.item?.seq)} (expected ${expect}): not a held dead letter or not the next seq`,
+          ),
+        );
       seen.add(m.from);
       expect++;
     }

@@ -32,9 +32,7 @@ export type LoopMeter = (since?: LoopTime) => LoopTime;
 
 /** The runtime's meter, or null where it has none (the loop then counts as busy). */
 const runtimeLoopMeter: LoopMeter | null =
-  typeof globalThis.performance?.eventLoopUtilization === 'function'
-    ? (since) => performance.eventLoopUtilization(since)
-    : null;
+  typeof globalThis.performance?.eventLoopUtilization === 'function' ? (since) => performance.eventLoopUtilization(since) : null;
 
 export function errnoCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string'

@@ -1,5 +1,11 @@
 // Implements FORMAT.md §1 "Conventions", §2 "Segment files", §3 "Record frames", §4 "Cursor file" and §13 "Identity file".
-import { MAX_GROUP_BYTES, MAX_KEY_BYTES, MAX_REASON_BYTES, MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_SPEC_BYTES } from '../../../contract/store.js';
+import {
+  MAX_GROUP_BYTES,
+  MAX_KEY_BYTES,
+  MAX_REASON_BYTES,
+  MAX_SCHEDULE_NAME_BYTES,
+  MAX_SCHEDULE_SPEC_BYTES,
+} from '../../../contract/store.js';
 
 /**
  * The format vocabulary: every magic number, size, offset and type code of the on-disk format
@@ -358,7 +364,6 @@ export function readI64(buf: Uint8Array, offset: number): number | null {
   return hi * TWO_POW_32 + lo;
 }
 
-
 export function writeU32(buf: Uint8Array, offset: number, value: number): void {
   buf[offset] = value & 0xff;
   buf[offset + 1] = (value >>> 8) & 0xff;
@@ -392,6 +397,8 @@ for (const [name, contract, disk] of [
   ['MAX_SCHEDULE_NAME_BYTES', MAX_SCHEDULE_NAME_BYTES, MAX_SCHEDULE_NAME_BYTES_ON_DISK],
   ['MAX_SCHEDULE_SPEC_BYTES', MAX_SCHEDULE_SPEC_BYTES, MAX_SCHEDULE_SPEC_BYTES_ON_DISK],
 ] as const) {
-  if (contract !== disk) throw new Error(`${name} is ${contract} in the Store contract and ${disk} in the format (src/stores/log/engine/format.ts): they must be one`);
+  if (contract !== disk)
+    throw new Error(
+      `${name} is ${contract} in the Store contract and ${disk} in the format (src/stores/log/engine/format.ts): they must be one`,
+    );
 }
-

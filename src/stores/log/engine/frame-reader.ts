@@ -110,7 +110,8 @@ export interface FrameRules {
 const NEVER_DURABLE = (): boolean => false;
 /** The row of a valid record, looked up once: `next()` returns it for every record read. */
 const VALID_ROW: TailRow = tailRowForMask(VALID_RECORD_MASK);
-if (VALID_ROW.verdict !== 'record') throw new Error(`tail table: a valid record must be read as a record, row ${VALID_ROW.id} says ${VALID_ROW.verdict}`);
+if (VALID_ROW.verdict !== 'record')
+  throw new Error(`tail table: a valid record must be read as a record, row ${VALID_ROW.id} says ${VALID_ROW.verdict}`);
 
 /**
  * Walks the frames of `win` from `offset`. `next()` judges the frame at the current position
@@ -168,7 +169,10 @@ export class FrameReader {
       let at = win.ensure(pos, FRAME_HEADER_BYTES);
       readFrameHeader(win.buf, at, h);
       const bytes = frameBytes(h);
-      lengthInFile = h.length <= this.#maxPayload && bytes <= remaining && (this.rules.payloadBound === undefined || h.length <= this.rules.payloadBound(h.type));
+      lengthInFile =
+        h.length <= this.#maxPayload &&
+        bytes <= remaining &&
+        (this.rules.payloadBound === undefined || h.length <= this.rules.payloadBound(h.type));
       if (lengthInFile) {
         at = win.ensure(pos, bytes);
         crcOk = frameCrcOk(win.buf, at, h);
@@ -279,7 +283,13 @@ export interface ScanResult {
 }
 
 /** Accept every record from `offset` until a row other than "valid record" matches. */
-export function scanFrames(win: FileWindow, offset: number, rules: FrameRules, belowDurable: (offset: number) => boolean, liveWriter = false): ScanResult {
+export function scanFrames(
+  win: FileWindow,
+  offset: number,
+  rules: FrameRules,
+  belowDurable: (offset: number) => boolean,
+  liveWriter = false,
+): ScanResult {
   const reader = new FrameReader(win, offset, rules, belowDurable, liveWriter);
   while (reader.next() === 'record') reader.accept();
   return { row: reader.row, validEnd: reader.offset, inputs: reader.inputs, reason: reader.reason() };

@@ -122,7 +122,11 @@ export class SegmentFrames implements FrameRules {
     // Seqs of a plain segment are consecutive and every frame takes at least a header, so the
     // next valid ITEM lies at most one seq per header skipped ahead. (A COMPACTED segment, with
     // gaps, is never written in place: damage in it is corruption whatever the search says.)
-    return this.compacted || h.type !== RECORD_ITEM || h.seq <= Math.max(this.base, this.lastSeq + 1) + Math.floor(skippedBytes / FRAME_HEADER_BYTES);
+    return (
+      this.compacted ||
+      h.type !== RECORD_ITEM ||
+      h.seq <= Math.max(this.base, this.lastSeq + 1) + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
+    );
   }
 
   accept(h: FrameHeader, buf: Uint8Array, at: number, offset: number): void {
@@ -210,7 +214,10 @@ export class CursorFrames implements FrameRules {
   plausible(h: FrameHeader, skippedBytes: number): boolean {
     // Record numbers are consecutive and every record takes at least a header.
     return (
-      (h.type === RECORD_ACK || h.type === RECORD_OPENED || (this.#deliveries && isDeliveryRecordType(h.type)) || (this.#schedules && isScheduleRecordType(h.type))) &&
+      (h.type === RECORD_ACK ||
+        h.type === RECORD_OPENED ||
+        (this.#deliveries && isDeliveryRecordType(h.type)) ||
+        (this.#schedules && isScheduleRecordType(h.type))) &&
       h.seq > this.lastRecord &&
       h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
     );

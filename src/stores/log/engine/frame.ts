@@ -53,7 +53,8 @@ export function encodeScheduledItemFrame(buf: Uint8Array, offset: number, item: 
   writeHeaderFields(buf, offset, item.seq, RECORD_ITEM, length, metaBytes);
   const metaStart = offset + FRAME_HEADER_BYTES;
   const payloadStart = encodeItemMeta(buf, metaStart, item);
-  if (payloadStart !== metaStart + metaBytes) invariantViolated(`item ${item.seq}: metadata of ${payloadStart - metaStart} bytes, expected ${metaBytes}`);
+  if (payloadStart !== metaStart + metaBytes)
+    invariantViolated(`item ${item.seq}: metadata of ${payloadStart - metaStart} bytes, expected ${metaBytes}`);
   buf.set(item.bytes, payloadStart);
   const end = payloadStart + length;
   writeU32(buf, offset + FRAME_OFF_CRC, crc32cRange(buf, offset + FRAME_CRC_START, end));

@@ -66,15 +66,25 @@ export function encodeIdentity(id: Uint8Array): Uint8Array {
  * Decode an identity file. Magic, then version (a newer one is not damage, §8), then size, CRC,
  * flags and the reserved bytes.
  */
-export function decodeIdentity(buf: Uint8Array): { id: string } | { kind: 'unsupported'; version: number } | { kind: 'damaged'; offset: number; reason: string } {
-  if (buf.length < ID_OFF_VERSION + 2 || readU32(buf, ID_OFF_MAGIC) !== IDENTITY_MAGIC) return { kind: 'damaged', offset: ID_OFF_MAGIC, reason: 'bad identity file magic' };
+export function decodeIdentity(
+  buf: Uint8Array,
+): { id: string } | { kind: 'unsupported'; version: number } | { kind: 'damaged'; offset: number; reason: string } {
+  if (buf.length < ID_OFF_VERSION + 2 || readU32(buf, ID_OFF_MAGIC) !== IDENTITY_MAGIC)
+    return { kind: 'damaged', offset: ID_OFF_MAGIC, reason: 'bad identity file magic' };
   const version = readU16(buf, ID_OFF_VERSION);
   if (version > IDENTITY_FORMAT_VERSION) return { kind: 'unsupported', version };
   if (version === 0) return { kind: 'damaged', offset: ID_OFF_VERSION, reason: 'identity file version 0' };
-  if (buf.length !== IDENTITY_FILE_BYTES) return { kind: 'damaged', offset: Math.min(buf.length, IDENTITY_FILE_BYTES), reason: `identity file is ${buf.length} bytes, not ${IDENTITY_FILE_BYTES}` };
-  if (readU32(buf, ID_OFF_CRC) !== crc32c32(buf.subarray(0, ID_OFF_CRC))) return { kind: 'damaged', offset: ID_OFF_CRC, reason: 'identity file CRC mismatch' };
+  if (buf.length !== IDENTITY_FILE_BYTES)
+    return {
+      kind: 'damaged',
+      offset: Math.min(buf.length, IDENTITY_FILE_BYTES),
+      reason: `identity file is ${buf.length} bytes, not ${IDENTITY_FILE_BYTES}`,
+    };
+  if (readU32(buf, ID_OFF_CRC) !== crc32c32(buf.subarray(0, ID_OFF_CRC)))
+    return { kind: 'damaged', offset: ID_OFF_CRC, reason: 'identity file CRC mismatch' };
   if (readU16(buf, ID_OFF_FLAGS) !== 0) return { kind: 'damaged', offset: ID_OFF_FLAGS, reason: 'unknown identity file flags' };
-  if (readU32(buf, ID_OFF_RESERVED) !== 0) return { kind: 'damaged', offset: ID_OFF_RESERVED, reason: 'identity file reserved bytes are not zero' };
+  if (readU32(buf, ID_OFF_RESERVED) !== 0)
+    return { kind: 'damaged', offset: ID_OFF_RESERVED, reason: 'identity file reserved bytes are not zero' };
   return { id: identityText(buf.subarray(ID_OFF_ID, ID_OFF_ID + ID_ID_BYTES)) };
 }
 
@@ -97,7 +107,14 @@ export function readIdentity(fs: FileSystem, dir: string, names: readonly string
   const d = decodeIdentity(bytes);
   if ('id' in d) return d.id;
   if (d.kind === 'unsupported') {
-    report(checkFailed(FILE_CHECKS.newerVersion, path, ID_OFF_VERSION, `Identity file has format version ${d.version}; this version reads up to ${IDENTITY_FORMAT_VERSION}`));
+    report(
+      checkFailed(
+        FILE_CHECKS.newerVersion,
+        path,
+        ID_OFF_VERSION,
+        `Identity file has format version ${d.version}; this version reads up to ${IDENTITY_FORMAT_VERSION}`,
+      ),
+    );
   } else report(checkFailed(FILE_CHECKS.badIdentity, path, d.offset, d.reason));
   return null;
 }

@@ -54,7 +54,8 @@ export interface ItemSchedule {
 export function itemSegmentVersion(item: StoredItem): number {
   if (item.group !== undefined || item.fired !== undefined) return SEGMENT_VERSION_GROUPS;
   if (item.key !== undefined || item.spool !== undefined) return SEGMENT_VERSION_KEYED;
-  if ((item.priority !== undefined && item.priority !== 0) || (item.notBefore !== undefined && item.notBefore !== 0)) return SEGMENT_VERSION_SCHEDULED;
+  if ((item.priority !== undefined && item.priority !== 0) || (item.notBefore !== undefined && item.notBefore !== 0))
+    return SEGMENT_VERSION_SCHEDULED;
   return SEGMENT_VERSION_PLAIN;
 }
 
@@ -110,7 +111,6 @@ function keyBytesOf(key: string): number {
   return key.length;
 }
 
-
 /** Write `item`'s metadata entries at `buf[at..]` (room for {@link itemMetaBytes}); returns the offset past them. */
 export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): number {
   let p = at;
@@ -127,7 +127,10 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     p += NOT_BEFORE_ENTRY_BYTES;
   }
   if (item.key !== undefined) {
-    const { written } = utf8.encodeInto(item.key, buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_KEY_BYTES_ON_DISK));
+    const { written } = utf8.encodeInto(
+      item.key,
+      buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_KEY_BYTES_ON_DISK),
+    );
     buf[p] = META_TAG_KEY;
     buf[p + 1] = written;
     p += META_ENTRY_HEADER_BYTES + written;
@@ -144,7 +147,10 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     p += SPOOL_ENTRY_BYTES;
   }
   if (item.group !== undefined) {
-    const { written } = utf8.encodeInto(item.group, buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_GROUP_BYTES_ON_DISK));
+    const { written } = utf8.encodeInto(
+      item.group,
+      buf.subarray(p + META_ENTRY_HEADER_BYTES, p + META_ENTRY_HEADER_BYTES + MAX_GROUP_BYTES_ON_DISK),
+    );
     buf[p] = META_TAG_GROUP;
     buf[p + 1] = written;
     p += META_ENTRY_HEADER_BYTES + written;
@@ -153,7 +159,10 @@ export function encodeItemMeta(buf: Uint8Array, at: number, item: StoredItem): n
     const v = p + META_ENTRY_HEADER_BYTES;
     writeI64(buf, v, item.fired.slot);
     writeI64(buf, v + 8, item.fired.next);
-    const { written } = utf8.encodeInto(item.fired.name, buf.subarray(v + META_FIRE_FIXED_BYTES, v + META_FIRE_FIXED_BYTES + MAX_SCHEDULE_NAME_BYTES_ON_DISK));
+    const { written } = utf8.encodeInto(
+      item.fired.name,
+      buf.subarray(v + META_FIRE_FIXED_BYTES, v + META_FIRE_FIXED_BYTES + MAX_SCHEDULE_NAME_BYTES_ON_DISK),
+    );
     buf[p] = META_TAG_FIRE;
     buf[p + 1] = META_FIRE_FIXED_BYTES + written;
     p = v + META_FIRE_FIXED_BYTES + written;
@@ -261,9 +270,16 @@ export function decodeItemMeta(buf: Uint8Array, at: number, metaBytes: number, o
 }
 
 /** `{ seq, bytes }` with the non-zero scheduling fields of `s`, its group and its fire added, as `read` returns items. */
-export function withSchedule(seq: number, bytes: Uint8Array, s: Pick<ItemSchedule, 'priority' | 'notBefore' | 'group' | 'fired'>): StoredItem {
+export function withSchedule(
+  seq: number,
+  bytes: Uint8Array,
+  s: Pick<ItemSchedule, 'priority' | 'notBefore' | 'group' | 'fired'>,
+): StoredItem {
   if (s.group !== undefined || s.fired !== undefined) {
-    const item: { seq: number; bytes: Uint8Array; priority?: number; notBefore?: number; group?: string; fired?: ScheduleFire } = { seq, bytes };
+    const item: { seq: number; bytes: Uint8Array; priority?: number; notBefore?: number; group?: string; fired?: ScheduleFire } = {
+      seq,
+      bytes,
+    };
     if (s.priority !== 0) item.priority = s.priority;
     if (s.notBefore !== 0) item.notBefore = s.notBefore;
     if (s.group !== undefined) item.group = s.group;

@@ -24,7 +24,8 @@ export function encodeKeys(keys: readonly StoredKey[]): { encoded: EncodedKey[];
   let prev = 0;
   for (const entry of keys) {
     const b = encoder.encode(entry.key);
-    if (b.length === 0 || b.length > MAX_KEY_BYTES_ON_DISK || entry.seq <= prev) throw new Error(`refusing to write an inconsistent cursor: key of seq ${entry.seq} is empty, too long or out of order`);
+    if (b.length === 0 || b.length > MAX_KEY_BYTES_ON_DISK || entry.seq <= prev)
+      throw new Error(`refusing to write an inconsistent cursor: key of seq ${entry.seq} is empty, too long or out of order`);
     prev = entry.seq;
     encoded.push({ entry, bytes: b });
     bytes += KEY_ENTRY_FIXED_BYTES + b.length;
@@ -50,7 +51,13 @@ export function writeKeys(buf: Uint8Array, at: number, keys: readonly EncodedKey
  * above the one before, each key 1 to 255 bytes of valid UTF-8, each time a non-negative safe
  * integer. Returns the keys, or the offset and reason of the first bad entry.
  */
-export function readKeys(buf: Uint8Array, at: number, end: number, count: number, nextSeq: number): StoredKey[] | { offset: number; reason: string } {
+export function readKeys(
+  buf: Uint8Array,
+  at: number,
+  end: number,
+  count: number,
+  nextSeq: number,
+): StoredKey[] | { offset: number; reason: string } {
   const keys: StoredKey[] = [];
   let p = at;
   let prev = 0;

@@ -21,7 +21,15 @@ import { damaged } from './reader.js';
  * version 3 and 4 of `segments`, to `spool` the spool origin of each (FORMAT §14.3), and to
  * `schedules` the fire of each (FORMAT §4.7).
  */
-export function scanKeys(fs: FileSystem, segments: readonly Segment[], fromSeq: number, chunkBytes: number, out: KeyTable, spool?: SpoolProgress, schedules?: ScheduleTable): void {
+export function scanKeys(
+  fs: FileSystem,
+  segments: readonly Segment[],
+  fromSeq: number,
+  chunkBytes: number,
+  out: KeyTable,
+  spool?: SpoolProgress,
+  schedules?: ScheduleTable,
+): void {
   for (const s of segments) {
     if (s.version < SEGMENT_VERSION_KEYED) continue;
     if (s.seal !== null && s.seal.endSeq <= fromSeq) continue;

@@ -24,7 +24,17 @@ export interface Segment {
 
 /** A segment as the layout holds it, from what is known of its file: not yet opened for reading, not retired. */
 export function newSegment(file: Omit<Segment, 'readFd' | 'retired'>): Segment {
-  return { base: file.base, name: file.name, path: file.path, bytes: file.bytes, seal: file.seal, compacted: file.compacted, version: file.version, readFd: -1, retired: false };
+  return {
+    base: file.base,
+    name: file.name,
+    path: file.path,
+    bytes: file.bytes,
+    seal: file.seal,
+    compacted: file.compacted,
+    version: file.version,
+    readFd: -1,
+    retired: false,
+  };
 }
 
 /**

@@ -14,14 +14,34 @@ import { claimOpen } from '../../../fs/open-registry.js';
 import { scheduleFault } from '../../../contract/records/schedules.js';
 import { keyFault } from '../../../contract/records/keys.js';
 import type { OwnerSurface } from '../../../contract/owner-surface.js';
-import type { DeadLetter, DeadLetterRange, DeliveryMark, ReadRange, Redrive, Store, StoredItem, StoredSchedule, StoreFeatures, StoreRecovery, StoreUsage } from '../../../contract/store.js';
+import type {
+  DeadLetter,
+  DeadLetterRange,
+  DeliveryMark,
+  ReadRange,
+  Redrive,
+  Store,
+  StoredItem,
+  StoredSchedule,
+  StoreFeatures,
+  StoreRecovery,
+  StoreUsage,
+} from '../../../contract/store.js';
 import { Schedules } from './schedules.js';
 import { fireFault } from '../../../contract/schedule-table.js';
 import { expectation, optionsObject } from '../../../lib/validate.js';
 import { CursorLog } from './cursor-log.js';
 import { Deliveries } from './deliveries.js';
 import { Durability, errnoCode, isStoreFull } from './durability.js';
-import { CUR_FLAG_CLEAN, FRAME_HEADER_BYTES, IDENTITY_FILE_BYTES, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_GROUPS, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN } from './format.js';
+import {
+  CUR_FLAG_CLEAN,
+  FRAME_HEADER_BYTES,
+  IDENTITY_FILE_BYTES,
+  SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_GROUPS,
+  SEGMENT_VERSION_KEYED,
+  SEGMENT_VERSION_PLAIN,
+} from './format.js';
 import { SegmentLayout } from './layout.js';
 import { LockWait } from './lock-wait.js';
 import { Maintenance, type CompactionResult } from './maintenance.js';
@@ -119,7 +139,15 @@ export class LogEngine implements Store {
   protected static readonly defaultFileSystem: FileSystem | undefined = undefined;
 
   readonly maxItemBytes: number;
-  readonly features: StoreFeatures = { reopen: true, crashSafe: true, deliveries: true, scheduling: true, idempotency: true, groups: true, schedules: true };
+  readonly features: StoreFeatures = {
+    reopen: true,
+    crashSafe: true,
+    deliveries: true,
+    scheduling: true,
+    idempotency: true,
+    groups: true,
+    schedules: true,
+  };
   /** Absolute path of the store directory. */
   readonly dir: string;
 
@@ -174,7 +202,8 @@ export class LogEngine implements Store {
     this.#schedules = new Schedules({
       cursor: this.#cursor,
       maxItemBytes: this.maxItemBytes,
-      upgrade: (version) => this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive(), this.#cursor.version, version),
+      upgrade: (version) =>
+        this.#cursor.writeCheckpoint(0, this.#writer.nextSeq, () => this.#writer.syncActive(), this.#cursor.version, version),
       written: () => this.#maintenance.poke(),
     });
   }
@@ -296,7 +325,9 @@ export class LogEngine implements Store {
       const it = items[i]!;
       if (it.seq !== expect || it.bytes.length > this.maxItemBytes) {
         return this.#durability.fail(
-          new Error(`append invariant violated: item ${i} has seq ${it.seq} (expected ${expect}) and ${it.bytes.length} bytes (max ${this.maxItemBytes})`),
+          new Error(
+            `append invariant violated: item ${i} has seq ${it.seq} (expected ${expect}) and ${it.bytes.length} bytes (max ${this.maxItemBytes})`,
+          ),
         );
       }
       expect++;
@@ -461,7 +492,8 @@ export class LogEngine implements Store {
    */
   async compact(options?: { onProgress?: (doneBytes: number, totalBytes: number) => void }): Promise<CompactionResult> {
     const onProgress = optionsObject('options', options).onProgress;
-    if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(expectation('options.onProgress', 'a function', onProgress));
+    if (onProgress !== undefined && typeof onProgress !== 'function')
+      throw new TypeError(expectation('options.onProgress', 'a function', onProgress));
     const refused = this.#refuse();
     if (refused !== null) await refused;
     return this.#maintenance.compact(onProgress as ((doneBytes: number, totalBytes: number) => void) | undefined);
@@ -502,7 +534,14 @@ export class LogEngine implements Store {
     const acks = this.#cursor.acks;
     const view = this.#view;
     const bytesOnDisk = this.#bytesOnDisk();
-    const segments = this.#layout.list.map((s) => ({ file: s.name, baseSeq: s.base, bytes: s.bytes, sealed: s.seal !== null, compacted: s.compacted, version: s.version }));
+    const segments = this.#layout.list.map((s) => ({
+      file: s.name,
+      baseSeq: s.base,
+      bytes: s.bytes,
+      sealed: s.seal !== null,
+      compacted: s.compacted,
+      version: s.version,
+    }));
     return {
       storeId: this.#recovery.storeId,
       formatVersion: view?.cursorVersion ?? this.#cursor.version,
@@ -586,8 +625,15 @@ export class LogEngine implements Store {
     try {
       await ingest.poke();
     } catch (e) {
-      if (this.#state !== 'open' || this.#durability.failure !== null || (e instanceof QueueError && (e.code === 'ERR_CLOSED' || e.code === 'ERR_STORE_FAILED'))) return;
-      process.emitWarning(`The spool of ${this.dir} could not be read: ${(e as Error)?.message ?? e}; trying again at the next poll`, { code: 'PQ_SPOOL_READ' });
+      if (
+        this.#state !== 'open' ||
+        this.#durability.failure !== null ||
+        (e instanceof QueueError && (e.code === 'ERR_CLOSED' || e.code === 'ERR_STORE_FAILED'))
+      )
+        return;
+      process.emitWarning(`The spool of ${this.dir} could not be read: ${(e as Error)?.message ?? e}; trying again at the next poll`, {
+        code: 'PQ_SPOOL_READ',
+      });
     }
   }
 
@@ -608,7 +654,11 @@ export class LogEngine implements Store {
   // ---- Internals ----
 
   #readOnlyError(what: string): QueueError {
-    return new QueueError('ERR_READ_ONLY', `LogStore for ${this.dir} was opened read-only and ${what}; open it without readOnly to change it`, { file: this.dir });
+    return new QueueError(
+      'ERR_READ_ONLY',
+      `LogStore for ${this.dir} was opened read-only and ${what}; open it without readOnly to change it`,
+      { file: this.dir },
+    );
   }
 
   #refuse(): Promise<never> | null {

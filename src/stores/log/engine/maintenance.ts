@@ -13,7 +13,18 @@ import { unrefTimer } from '../../../lib/clock.js';
 import type { CursorLog } from './cursor-log.js';
 import type { AckSet } from './cursor.js';
 import { errnoCode, isStoreFull, type Durability } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SEAL, SEAL_FRAME_BYTES, SEG_FLAG_COMPACTED, SEGMENT_HEADER_BYTES, SEGMENT_VERSION_KEYED, SEGMENT_VERSION_PLAIN, SEGMENT_VERSION_SCHEDULED, TMP_SUFFIX } from './format.js';
+import {
+  FRAME_HEADER_BYTES,
+  RECORD_ITEM,
+  RECORD_SEAL,
+  SEAL_FRAME_BYTES,
+  SEG_FLAG_COMPACTED,
+  SEGMENT_HEADER_BYTES,
+  SEGMENT_VERSION_KEYED,
+  SEGMENT_VERSION_PLAIN,
+  SEGMENT_VERSION_SCHEDULED,
+  TMP_SUFFIX,
+} from './format.js';
 import { decodedSegmentVersion } from './item-meta.js';
 import { encodeFrame, payloadOffset } from './frame.js';
 import { FileWindow, FrameReader } from './frame-reader.js';
@@ -77,7 +88,8 @@ export class Maintenance {
    */
   poke(): void {
     const first = this.d.layout.first;
-    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm) || this.#keysBehind()) this.schedule();
+    if (this.d.cursor.needsCheckpoint() || (first.seal !== null && first.seal.endSeq <= this.d.cursor.acks.lwm) || this.#keysBehind())
+      this.schedule();
     else if (first.seal !== null) this.#arm();
   }
 
@@ -204,10 +216,12 @@ export class Maintenance {
     let full = false;
     if (this.d.cursor.needsCheckpoint() || this.#keysBehind()) {
       // On a full disk the checkpoint waits; deleting acked segments below still frees space.
-      await this.d.cursor.withLane(() => this.d.checkpoint()).catch((e: unknown) => {
-        if (!isStoreFull(e)) throw e;
-        full = true;
-      });
+      await this.d.cursor
+        .withLane(() => this.d.checkpoint())
+        .catch((e: unknown) => {
+          if (!isStoreFull(e)) throw e;
+          full = true;
+        });
     }
     const del = await this.#deleteAcked();
     deleted.bytes += del.bytes;
@@ -364,7 +378,8 @@ export class Maintenance {
         const h = frames.h;
         const bytes = frames.frameBytes;
         if (h.type !== RECORD_SEAL && !snapshot.has(h.seq)) {
-          if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED) out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
+          if (h.metaBytes !== 0 && s.version < SEGMENT_VERSION_SCHEDULED)
+            out.addPlain(frames.win.buf, payloadOffset(frames.at, h), h.length, h.seq);
           else out.add(frames.win.buf, frames.at, bytes, h.seq);
           // A copied key, spool origin or group needs the version that holds it (FORMAT §8).
           const need = decodedSegmentVersion(rules.schedule);
@@ -404,7 +419,18 @@ export class Maintenance {
     fs.rename(first.path + TMP_SUFFIX, first.path);
     let reclaimed = 0;
     for (const s of run) reclaimed += s.bytes;
-    layout.replaceFront(run.length, newSegment({ base: first.base, name: first.name, path: first.path, bytes: written.bytes, seal: written.seal, compacted: true, version: written.version }));
+    layout.replaceFront(
+      run.length,
+      newSegment({
+        base: first.base,
+        name: first.name,
+        path: first.path,
+        bytes: written.bytes,
+        seal: written.seal,
+        compacted: true,
+        version: written.version,
+      }),
+    );
     await fs.fsyncDir(this.d.dir);
     for (const s of run) if (s !== first) fs.unlink(s.path);
     await fs.fsyncDir(this.d.dir);

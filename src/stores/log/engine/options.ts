@@ -289,7 +289,8 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     throw new RangeError(expectation('maxItemBytes', `a positive integer of at most ${MAX_PAYLOAD_BYTES_CAP}`, maxItemBytes));
   }
   const readOnly = o.readOnly === undefined ? false : bool('readOnly', o.readOnly);
-  if (readOnly && o.mustExist === false) throw new TypeError('Expected `mustExist` not to be false with `readOnly`: a read-only open cannot create a store');
+  if (readOnly && o.mustExist === false)
+    throw new TypeError('Expected `mustExist` not to be false with `readOnly`: a read-only open cannot create a store');
   let fs: FileSystem | undefined = defaultFs;
   if (o.fs !== undefined) {
     const f = o.fs as Partial<FileSystem> | null;
@@ -313,8 +314,7 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     segmentBytes,
     maxItemBytes,
     fs,
-    cursorCheckpointBytes:
-      o.cursorCheckpointBytes === undefined ? MiB : positiveInteger('cursorCheckpointBytes', o.cursorCheckpointBytes),
+    cursorCheckpointBytes: o.cursorCheckpointBytes === undefined ? MiB : positiveInteger('cursorCheckpointBytes', o.cursorCheckpointBytes),
     tailCacheBytes: o.tailCacheBytes === undefined ? 0 : nonNegativeInteger('tailCacheBytes', o.tailCacheBytes),
     readAheadBytes: o.readAheadBytes === undefined ? 256 * 1024 : positiveInteger('readAheadBytes', o.readAheadBytes),
     autoCompact: o.autoCompact === undefined ? true : bool('autoCompact', o.autoCompact),
@@ -334,7 +334,8 @@ export function resolveOptions(raw: unknown, defaultFs: FileSystem | undefined):
     lockTimeoutMs: lockTimeoutOption(o.lockTimeoutMs),
     signal: lockSignalOption(o.signal),
     maxRangesPerRecord:
-      o.maxRangesPerRecord === undefined ? MAX_RANGES_PER_RECORD : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
+      o.maxRangesPerRecord === undefined
+        ? MAX_RANGES_PER_RECORD
+        : Math.min(MAX_RANGES_PER_RECORD, positiveInteger('maxRangesPerRecord', o.maxRangesPerRecord)),
   };
 }
-

@@ -92,14 +92,23 @@ function holderKey(holder: { readonly pid: number | null } | null): string {
  */
 function fingerprint(fs: FileSystem, dir: string): string {
   try {
-    const names = fs.readdir(dir).filter((n) => classifyEntry(n) !== 'os-metadata' && classifyEntry(n) !== 'endpoint').sort();
+    const names = fs
+      .readdir(dir)
+      .filter((n) => classifyEntry(n) !== 'os-metadata' && classifyEntry(n) !== 'endpoint')
+      .sort();
     return names.map((n) => `${n}:${fs.stat(join(dir, n))?.size ?? '-'}`).join('/');
   } catch {
     return `unreadable:${Math.random()}`;
   }
 }
 
-function viewOf(fs: FileSystem, dir: string, plan: RecoveryPlan, liveWriter: { readonly pid: number | null } | null, opts: ResolvedOptions): ReadOnlyView {
+function viewOf(
+  fs: FileSystem,
+  dir: string,
+  plan: RecoveryPlan,
+  liveWriter: { readonly pid: number | null } | null,
+  opts: ResolvedOptions,
+): ReadOnlyView {
   const acks = plan.acks;
   // ACK records past the data (an unsynced crash under `none`, or a writer that appended and
   // acked after the plan read the active segment): the seqs in between are acked, as open does.

@@ -156,7 +156,8 @@ function readFrames(batch: FrameBatch, from: number, before: number, limit: numb
     const length = readU32(frames, at + FRAME_OFF_LENGTH);
     if (seq >= from) {
       if (seq >= before || out.length >= limit) return false;
-      if (readU64(frames, at + FRAME_OFF_SEQ) !== seq) invariantViolated(`tail cache frame of seq ${readU64(frames, at + FRAME_OFF_SEQ)} where ${seq} was kept`);
+      if (readU64(frames, at + FRAME_OFF_SEQ) !== seq)
+        invariantViolated(`tail cache frame of seq ${readU64(frames, at + FRAME_OFF_SEQ)} where ${seq} was kept`);
       if (!acks.has(seq)) out.push({ seq, bytes: new Uint8Array(frames.buffer, frames.byteOffset + at + FRAME_HEADER_BYTES, length) });
     }
     at += FRAME_HEADER_BYTES + length;
@@ -227,7 +228,11 @@ export class LogReader {
     if (seg.readFd < 0) seg.readFd = this.fs.open(seg.path, 'read');
     this.#seg = seg;
     this.#rules = new SegmentFrames(seg.base, seg.compacted, seg.version, seg.seal);
-    this.#frames = new FrameReader(new FileWindow(this.fs, seg.readFd, seg.bytes, this.opts.readAheadBytes), SEGMENT_HEADER_BYTES, this.#rules);
+    this.#frames = new FrameReader(
+      new FileWindow(this.fs, seg.readFd, seg.bytes, this.opts.readAheadBytes),
+      SEGMENT_HEADER_BYTES,
+      this.#rules,
+    );
     return this.#frames;
   }
 
@@ -240,7 +245,15 @@ export class LogReader {
     // through the segment index (base seq -> segment) and scan from that segment's start.
     // `from < seg.base` too: after crossing a seal into the next segment the reader has read no
     // record there yet, so a read that starts further back must re-seek.
-    if (seg === null || frames === null || rules0 === null || seg.retired || rules0.lastSeq >= from || from < seg.base || (seg.seal !== null && seg.seal.endSeq <= from)) {
+    if (
+      seg === null ||
+      frames === null ||
+      rules0 === null ||
+      seg.retired ||
+      rules0.lastSeq >= from ||
+      from < seg.base ||
+      (seg.seal !== null && seg.seal.endSeq <= from)
+    ) {
       seg = this.layout.segmentFor(from);
       frames = this.#open(seg);
     }

@@ -70,7 +70,8 @@ export async function applyRecovery(plan: RecoveryPlan, p: RecoveryParts): Promi
   const scan = plan.activeScan;
   const activeSeg = plan.segments[plan.segments.length - 1];
   if (scan !== null && scan.row.verdict === 'torn') await cutTail(p, activeSeg!.path, scan.validEnd, scan.tornZero, cut);
-  if (plan.cursor !== null && plan.cursor.row.verdict === 'torn') await cutTail(p, join(dir, CURSOR_FILE), plan.cursor.validEnd, plan.cursor.tornZero, cut);
+  if (plan.cursor !== null && plan.cursor.row.verdict === 'torn')
+    await cutTail(p, join(dir, CURSOR_FILE), plan.cursor.validEnd, plan.cursor.tornZero, cut);
 
   layout.list = plan.segments;
   p.cursor.acks = plan.acks;

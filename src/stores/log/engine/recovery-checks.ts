@@ -30,11 +30,23 @@ function row(id: number, verdict: FileCheckVerdict, label: string): FileCheck {
 export const FILE_CHECKS = {
   foreignFile: row(1, 'refused', 'the directory holds a file that no store writes'),
   newerVersion: row(2, 'unsupported', 'a segment, the cursor or the identity file has magic and a format version above this reader'),
-  badSegmentHeader: row(3, 'corrupt', 'a segment header is damaged: short, bad magic, version 0, bad CRC, bad size, unknown flag, seqs out of range'),
+  badSegmentHeader: row(
+    3,
+    'corrupt',
+    'a segment header is damaged: short, bad magic, version 0, bad CRC, bad size, unknown flag, seqs out of range',
+  ),
   baseSeqMismatch: row(4, 'corrupt', "a segment header's base seq differs from its file name"),
-  interruptedCreation: row(5, 'tidied', 'the last segment is a prefix of the header its name implies, then zeros, and is the one a roll was creating: deleted'),
+  interruptedCreation: row(
+    5,
+    'tidied',
+    'the last segment is a prefix of the header its name implies, then zeros, and is the one a roll was creating: deleted',
+  ),
   tornHeaderElsewhere: row(6, 'corrupt', 'a segment with an incomplete header that is not the one a roll was creating'),
-  badCursor: row(7, 'corrupt', 'the cursor file is damaged: short, bad magic, version 0, bad CRC, bad ranges, a checkpoint size past the file, malformed or out-of-order marks or dead letters'),
+  badCursor: row(
+    7,
+    'corrupt',
+    'the cursor file is damaged: short, bad magic, version 0, bad CRC, bad ranges, a checkpoint size past the file, malformed or out-of-order marks or dead letters',
+  ),
   superseded: row(8, 'tidied', 'a COMPACTED segment replaces the segments whose base lies in its range: those are deleted'),
   cursorMissing: row(9, 'corrupt', 'the cursor file is missing while segments hold data'),
   noSegments: row(10, 'corrupt', 'no segment files, but the cursor describes data'),
@@ -47,8 +59,16 @@ export const FILE_CHECKS = {
   sealedActive: row(17, 'tidied', 'the active segment ends in a SEAL: the next segment is created'),
   acksPastData: row(18, 'tidied', 'ACK records reference seqs past the data (lost under `none`): the next seq is raised past them'),
   emptyDirectory: row(19, 'tidied', 'no store files: a new store is created'),
-  badIdentity: row(20, 'corrupt', 'the identity file is damaged: bad magic, version 0, bad size, bad CRC, unknown flags, reserved bytes not zero'),
-  noIdentity: row(21, 'tidied', 'no identity file (a new store, or one written before identities), or a new store beside an old identity file: a new identity is written'),
+  badIdentity: row(
+    20,
+    'corrupt',
+    'the identity file is damaged: bad magic, version 0, bad size, bad CRC, unknown flags, reserved bytes not zero',
+  ),
+  noIdentity: row(
+    21,
+    'tidied',
+    'no identity file (a new store, or one written before identities), or a new store beside an old identity file: a new identity is written',
+  ),
 } as const satisfies Record<string, FileCheck>;
 
 export type FileCheckName = keyof typeof FILE_CHECKS;

@@ -9,7 +9,16 @@ import { join } from 'node:path';
 import { OpenError } from '../../../contract/errors.js';
 import type { FileSystem } from '../../../fs/file-system.js';
 import { assertStore } from './assert.js';
-import { AckSet, decodeCheckpointBody, decodeCheckpointDeliveries, decodeCheckpointHeader, decodeCheckpointKeys, decodeCheckpointSchedules, decodeCheckpointSpool, type SpoolEntry } from './cursor.js';
+import {
+  AckSet,
+  decodeCheckpointBody,
+  decodeCheckpointDeliveries,
+  decodeCheckpointHeader,
+  decodeCheckpointKeys,
+  decodeCheckpointSchedules,
+  decodeCheckpointSpool,
+  type SpoolEntry,
+} from './cursor.js';
 import { ScheduleTable } from '../../../contract/schedule-table.js';
 import type { ScheduleRecord } from './schedule-format.js';
 import type { StoredKey } from '../../../contract/store.js';
@@ -158,14 +167,21 @@ export function foreignEntryProblem(dir: string, names: readonly string[]): Open
   const foreign = names.filter((n) => classifyEntry(n) === 'foreign').sort();
   if (foreign.length === 0) return null;
   const shown = `${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`;
-  return checkFailed(FILE_CHECKS.foreignFile, join(dir, foreign[0]!), 0, `Directory ${dir} holds files that are not part of a store (${shown})`);
+  return checkFailed(
+    FILE_CHECKS.foreignFile,
+    join(dir, foreign[0]!),
+    0,
+    `Directory ${dir} holds files that are not part of a store (${shown})`,
+  );
 }
 
 /** Read the directory `dir` and decide what recovery does. Writes nothing. */
 export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): RecoveryPlan {
-  const report = opts.onProblem ?? ((p: OpenError): never => {
-    throw p;
-  });
+  const report =
+    opts.onProblem ??
+    ((p: OpenError): never => {
+      throw p;
+    });
   const names = fs.readdir(dir).sort();
   const foreign = foreignEntryProblem(dir, names);
   if (foreign !== null) report(foreign);
@@ -209,8 +225,22 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       const f = layout[layout.length - 1]!;
       const compacted = (f.flags & SEG_FLAG_COMPACTED) !== 0;
       try {
-        activeScan = scanActive(fs, { fd: f.fd, path: f.path, base: f.base, size: f.size, compacted, version: f.version }, { durableNextSeq: checkpointNextSeq, chunkBytes: opts.readAheadBytes, liveWriter: opts.liveWriter === true });
-        segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: activeScan.validEnd, seal: activeScan.seal, compacted, version: f.version }));
+        activeScan = scanActive(
+          fs,
+          { fd: f.fd, path: f.path, base: f.base, size: f.size, compacted, version: f.version },
+          { durableNextSeq: checkpointNextSeq, chunkBytes: opts.readAheadBytes, liveWriter: opts.liveWriter === true },
+        );
+        segments.push(
+          newSegment({
+            base: f.base,
+            name: f.name,
+            path: f.path,
+            bytes: activeScan.validEnd,
+            seal: activeScan.seal,
+            compacted,
+            version: f.version,
+          }),
+        );
         if (activeScan.seal === null && compacted) {
           report(checkFailed(FILE_CHECKS.compactedUnsealed, f.path, activeScan.validEnd, 'a compacted segment must end in a seal record'));
         }
@@ -223,7 +253,14 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
       // Only the segment a roll was creating: the one after a sealed segment, or the very first.
       const expected = last === undefined ? 1 : last.seal?.endSeq;
       if (expected !== headers.tornCreated.base) {
-        report(checkFailed(FILE_CHECKS.tornHeaderElsewhere, join(dir, headers.tornCreated.name), 0, 'segment header is incomplete, and it is not the segment a roll was creating'));
+        report(
+          checkFailed(
+            FILE_CHECKS.tornHeaderElsewhere,
+            join(dir, headers.tornCreated.name),
+            0,
+            'segment header is incomplete, and it is not the segment a roll was creating',
+          ),
+        );
       } else stray.push(headers.tornCreated.name);
     }
     const dataNext = last === undefined ? 1 : last.seal !== null ? last.seal.endSeq : Math.max(last.base, (activeScan?.lastSeq ?? 0) + 1);
@@ -248,7 +285,12 @@ export function planRecovery(fs: FileSystem, dir: string, opts: PlanOptions): Re
  * gone); any other never happened. Then marks are kept only for items unacked below it, and the
  * delivered-below bound is not left above it.
  */
-function judgeDeliveries(cursor: CursorRead | null, acks: AckSet, dataNext: number, raiseTo: number): { deliveries: DeliveryState; voidRedrives: number } {
+function judgeDeliveries(
+  cursor: CursorRead | null,
+  acks: AckSet,
+  dataNext: number,
+  raiseTo: number,
+): { deliveries: DeliveryState; voidRedrives: number } {
   const deliveries = cursor?.deliveries ?? new DeliveryState();
   let voidRedrives = 0;
   const done: number[] = [];
@@ -273,7 +315,14 @@ function keepDescriptors(segments: Segment[], found: readonly Found[], fds: numb
 }
 
 /** Pass 1: every segment header, versions first. */
-function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], fds: number[], report: (p: OpenError) => void, collecting: boolean) {
+function readHeaders(
+  fs: FileSystem,
+  dir: string,
+  segNames: readonly string[],
+  fds: number[],
+  report: (p: OpenError) => void,
+  collecting: boolean,
+) {
   const found: Found[] = [];
   const problems: OpenError[] = [];
   let tornCreated: { name: string; base: number } | null = null;
@@ -296,7 +345,14 @@ function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], f
     const base = parseSegmentName(name)!;
     if ('kind' in h) {
       if (h.kind === 'unsupported') {
-        report(checkFailed(FILE_CHECKS.newerVersion, path, SEG_OFF_VERSION, `Segment ${name} has format version ${h.version}; this version reads up to ${SEGMENT_FORMAT_VERSION}`));
+        report(
+          checkFailed(
+            FILE_CHECKS.newerVersion,
+            path,
+            SEG_OFF_VERSION,
+            `Segment ${name} has format version ${h.version}; this version reads up to ${SEGMENT_FORMAT_VERSION}`,
+          ),
+        );
         continue;
       }
       // A crash while the last segment was being created, before its header was durable, leaves
@@ -310,7 +366,9 @@ function readHeaders(fs: FileSystem, dir: string, segNames: readonly string[], f
       continue;
     }
     if (h.baseSeq !== base) {
-      problems.push(checkFailed(FILE_CHECKS.baseSeqMismatch, path, SEG_OFF_BASE_SEQ, `header base seq ${h.baseSeq} does not match the file name`));
+      problems.push(
+        checkFailed(FILE_CHECKS.baseSeqMismatch, path, SEG_OFF_BASE_SEQ, `header base seq ${h.baseSeq} does not match the file name`),
+      );
     }
     found.push({ name, path, base: h.baseSeq, size, fd, flags: h.flags, replacesEndSeq: h.replacesEndSeq, version: h.version });
   }
@@ -339,7 +397,8 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
     // When problems are collected (`verify`), a segment with a bad seal stays in the layout
     // without one, so that its frames are still checked and the checks after it are not thrown off.
     const keepUnsealed = (): void => {
-      if (collecting) segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: f.size, seal: null, compacted, version: f.version }));
+      if (collecting)
+        segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: f.size, seal: null, compacted, version: f.version }));
     };
     if (f.size < SEGMENT_HEADER_BYTES + SEAL_FRAME_BYTES) {
       report(checkFailed(FILE_CHECKS.badSeal, f.path, f.size, 'sealed segment too short for its seal record'));
@@ -356,13 +415,27 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
       continue;
     }
     if (seal === null || (seal.recordCount > 0 && seal.firstSeq < f.base)) {
-      report(checkFailed(FILE_CHECKS.badSeal, f.path, at, seal === null ? 'sealed segment does not end in a valid seal record' : 'seal range below the base seq'));
+      report(
+        checkFailed(
+          FILE_CHECKS.badSeal,
+          f.path,
+          at,
+          seal === null ? 'sealed segment does not end in a valid seal record' : 'seal range below the base seq',
+        ),
+      );
       keepUnsealed();
       continue;
     }
     const next = layout[i + 1]!;
     if (next.base !== seal.endSeq) {
-      report(checkFailed(FILE_CHECKS.chainBroken, next.path, 0, `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`));
+      report(
+        checkFailed(
+          FILE_CHECKS.chainBroken,
+          next.path,
+          0,
+          `segment gap: the previous segment ends at seq ${seal.endSeq}, this one starts at ${next.base}`,
+        ),
+      );
     }
     segments.push(newSegment({ base: f.base, name: f.name, path: f.path, bytes: f.size, seal, compacted, version: f.version }));
   }
@@ -370,14 +443,35 @@ function sealedSegments(fs: FileSystem, layout: readonly Found[], report: (p: Op
 }
 
 /** Pass 4: the cursor against the data. Marks the seqs sealed segments hold no record of as acked. */
-function crossCheck(segments: readonly Segment[], acks: AckSet, checkpointNextSeq: number, dataNext: number, cursorPath: string, report: (p: OpenError) => void): void {
+function crossCheck(
+  segments: readonly Segment[],
+  acks: AckSet,
+  checkpointNextSeq: number,
+  dataNext: number,
+  cursorPath: string,
+  report: (p: OpenError) => void,
+): void {
   const first = segments[0];
   const last = segments[segments.length - 1];
   if (first !== undefined && first.base > acks.lwm) {
-    report(checkFailed(FILE_CHECKS.missingSegment, first.path, 0, `missing segment: seqs from ${acks.lwm} to ${first.base - 1} are unacked but no segment holds them`));
+    report(
+      checkFailed(
+        FILE_CHECKS.missingSegment,
+        first.path,
+        0,
+        `missing segment: seqs from ${acks.lwm} to ${first.base - 1} are unacked but no segment holds them`,
+      ),
+    );
   }
   if (last !== undefined && checkpointNextSeq > dataNext) {
-    report(checkFailed(FILE_CHECKS.dataBehindCheckpoint, last.path, last.bytes, `data ends at seq ${dataNext - 1} but the cursor checkpoint covers up to ${checkpointNextSeq - 1}`));
+    report(
+      checkFailed(
+        FILE_CHECKS.dataBehindCheckpoint,
+        last.path,
+        last.bytes,
+        `data ends at seq ${dataNext - 1} but the cursor checkpoint covers up to ${checkpointNextSeq - 1}`,
+      ),
+    );
   }
   // Seqs with no record in a sealed segment (before its first or after its last item) are acked
   // by definition: that keeps "unacked count = nextSeq - lwm - acked ranges" exact.
@@ -434,7 +528,14 @@ function isTornHeader(bytes: Uint8Array, size: number, base: number, version: nu
  */
 export function scanActive(
   fs: FileSystem,
-  file: { readonly fd: number; readonly path: string; readonly base: number; readonly size: number; readonly compacted: boolean; readonly version: number },
+  file: {
+    readonly fd: number;
+    readonly path: string;
+    readonly base: number;
+    readonly size: number;
+    readonly compacted: boolean;
+    readonly version: number;
+  },
   scan: { readonly durableNextSeq: number; readonly chunkBytes: number; readonly liveWriter?: boolean },
 ): ActiveScan {
   const { fd, path, base, size, compacted, version } = file;
@@ -464,7 +565,12 @@ export function readCursor(fs: FileSystem, fd: number, path: string, maxRangesPe
   const h = decodeCheckpointHeader(hbuf.subarray(0, n), size);
   if ('kind' in h) {
     if (h.kind === 'unsupported') {
-      throw checkFailed(FILE_CHECKS.newerVersion, path, CUR_OFF_VERSION, `Cursor file has format version ${h.version}; this version reads up to ${CURSOR_FORMAT_VERSION}`);
+      throw checkFailed(
+        FILE_CHECKS.newerVersion,
+        path,
+        CUR_OFF_VERSION,
+        `Cursor file has format version ${h.version}; this version reads up to ${CURSOR_FORMAT_VERSION}`,
+      );
     }
     throw checkFailed(FILE_CHECKS.badCursor, path, h.offset, h.reason);
   }

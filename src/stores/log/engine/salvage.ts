@@ -79,8 +79,10 @@ export async function salvageStore(src: string, dst: string, options: SalvageOpt
   knownKeys('options', raw, ['fs', 'onProgress']);
   const opts = raw as SalvageOptions;
   const fs = opts.fs;
-  if (fs === undefined) throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
-  if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function') throw new TypeError(expectation('onProgress', 'a function', opts.onProgress));
+  if (fs === undefined)
+    throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
+  if (opts.onProgress !== undefined && typeof opts.onProgress !== 'function')
+    throw new TypeError(expectation('onProgress', 'a function', opts.onProgress));
   const from = canonical(fs, resolve(src));
   const to = canonical(fs, resolve(dst));
   if (to === from || to.startsWith(from.endsWith(sep) ? from : from + sep)) {
@@ -111,7 +113,11 @@ function refuseExistingDestination(fs: FileSystem, dst: string): void {
   if (st === null) return;
   if (st.isDirectory && fs.readdir(dst).length === 0) return;
   const what = st.isDirectory ? 'a directory that is not empty' : 'not a directory';
-  throw new QueueError('ERR_EXISTS', `${dst} exists and is ${what}: salvage writes only into a new store (a missing path or an empty directory)`, { file: dst });
+  throw new QueueError(
+    'ERR_EXISTS',
+    `${dst} exists and is ${what}: salvage writes only into a new store (a missing path or an empty directory)`,
+    { file: dst },
+  );
 }
 
 interface Source extends KnownAcks {
@@ -130,22 +136,40 @@ function readSource(fs: FileSystem, src: string): Source {
   const holder = liveHolder(fs, src);
   let plan: RecoveryPlan;
   try {
-    plan = planRecovery(fs, src, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p), liveWriter: holder !== null });
+    plan = planRecovery(fs, src, {
+      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
+      readAheadBytes: CHUNK_BYTES,
+      onProblem: (p) => planProblems.push(p),
+      liveWriter: holder !== null,
+    });
   } catch (error) {
     throw new QueueError('ERR_STORE', `Cannot read ${src}: ${(error as Error)?.message ?? String(error)}`, { cause: error, file: src });
   }
-  if (!plan.names.some((n) => classifyEntry(n) === 'segment' || classifyEntry(n) === 'cursor')) throw new QueueError('ERR_NOT_FOUND', `No store at ${src}: the directory holds no segment or cursor file`, { file: src });
+  if (!plan.names.some((n) => classifyEntry(n) === 'segment' || classifyEntry(n) === 'cursor'))
+    throw new QueueError('ERR_NOT_FOUND', `No store at ${src}: the directory holds no segment or cursor file`, { file: src });
   const newer = planProblems.find((p) => p.code === 'ERR_UNSUPPORTED_VERSION');
   if (newer !== undefined) throw newer;
   return { plan, planProblems, holder, ...knownAcks(fs, src, plan, planProblems) };
 }
 
 /** Walk the source and append its intact unacked records to `store`, in batches. */
-async function copy(fs: FileSystem, src: string, store: LogEngine, source: Source, onProgress: SalvageOptions['onProgress']): Promise<SalvageResult> {
+async function copy(
+  fs: FileSystem,
+  src: string,
+  store: LogEngine,
+  source: Source,
+  onProgress: SalvageOptions['onProgress'],
+): Promise<SalvageResult> {
   const { plan, acks } = source;
   const segments = walkSegments(fs, src, plan);
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0);
-  const walk = new StoreWalk(fs, segments, { acks, firstSeq: source.firstSeq, durableNextSeq: source.durableNextSeq, chunkBytes: CHUNK_BYTES, liveWriter: source.holder !== null });
+  const walk = new StoreWalk(fs, segments, {
+    acks,
+    firstSeq: source.firstSeq,
+    durableNextSeq: source.durableNextSeq,
+    chunkBytes: CHUNK_BYTES,
+    liveWriter: source.holder !== null,
+  });
   const seqMap: SeqMapping[] = [];
   let batch: StoredItem[] = [];
   let batchBytes = 0;
@@ -158,7 +182,8 @@ async function copy(fs: FileSystem, src: string, store: LogEngine, source: Sourc
       continue;
     }
     const run = seqMap.at(-1);
-    if (run !== undefined && run.from + run.count === r.seq && run.to + run.count === next) seqMap[seqMap.length - 1] = { ...run, count: run.count + 1 };
+    if (run !== undefined && run.from + run.count === r.seq && run.to + run.count === next)
+      seqMap[seqMap.length - 1] = { ...run, count: run.count + 1 };
     else seqMap.push({ from: r.seq, to: next, count: 1 });
     // The item keeps its priority, not-before time, group and fire (the new store rolls to a segment
     // that holds them), and its spool origin, so the copy of the spool below is not ingested twice.
@@ -182,10 +207,14 @@ async function copy(fs: FileSystem, src: string, store: LogEngine, source: Sourc
     run.forEach((d, k) => {
       const from = dead[i + k]!.seq;
       const last = deadSeqMap.at(-1);
-      if (last !== undefined && last.from + last.count === from && last.to + last.count === d.seq) deadSeqMap[deadSeqMap.length - 1] = { ...last, count: last.count + 1 };
+      if (last !== undefined && last.from + last.count === from && last.to + last.count === d.seq)
+        deadSeqMap[deadSeqMap.length - 1] = { ...last, count: last.count + 1 };
       else deadSeqMap.push({ from, to: d.seq, count: 1 });
     });
-    await store.append(run.map((d) => ({ seq: d.seq, bytes: d.bytes })), false);
+    await store.append(
+      run.map((d) => ({ seq: d.seq, bytes: d.bytes })),
+      false,
+    );
     await store.deadLetter(run);
     next += run.length;
   }
@@ -197,7 +226,9 @@ async function copy(fs: FileSystem, src: string, store: LogEngine, source: Sourc
   }
   if (source.holder !== null) notes.push(liveWriterNote(source.holder));
   else if (plan.names.includes(LOCK_FILE)) {
-    notes.push(`${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`);
+    notes.push(
+      `${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`,
+    );
   }
   for (const p of storeProblems(src, plan, source.planProblems, segments, walk)) {
     if (p.end === undefined) notes.push(p.reason);

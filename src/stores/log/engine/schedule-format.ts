@@ -37,7 +37,12 @@ export interface EncodedSchedule {
 export function encodeSchedule(schedule: StoredSchedule): EncodedSchedule {
   const name = encoder.encode(schedule.name);
   const spec = encoder.encode(schedule.spec);
-  if (name.length === 0 || name.length > MAX_SCHEDULE_NAME_BYTES_ON_DISK || spec.length > MAX_SCHEDULE_SPEC_BYTES_ON_DISK || schedule.bytes.length > MAX_PAYLOAD_BYTES_CAP) {
+  if (
+    name.length === 0 ||
+    name.length > MAX_SCHEDULE_NAME_BYTES_ON_DISK ||
+    spec.length > MAX_SCHEDULE_SPEC_BYTES_ON_DISK ||
+    schedule.bytes.length > MAX_PAYLOAD_BYTES_CAP
+  ) {
     throw new Error(`refusing to write an inconsistent cursor: schedule ${JSON.stringify(schedule.name)} does not fit an entry`);
   }
   return { schedule, name, spec };
@@ -79,7 +84,15 @@ export function readScheduleEntry(buf: Uint8Array, at: number, end: number): { v
   const nameBytes = buf[at + 16]!;
   const specBytes = readU16(buf, at + 17);
   const payloadBytes = readU32(buf, at + 19);
-  if (firedThrough < 0 || nextAt < 0 || nameBytes === 0 || nameBytes > MAX_SCHEDULE_NAME_BYTES_ON_DISK || specBytes > MAX_SCHEDULE_SPEC_BYTES_ON_DISK || payloadBytes > MAX_PAYLOAD_BYTES_CAP) return null;
+  if (
+    firedThrough < 0 ||
+    nextAt < 0 ||
+    nameBytes === 0 ||
+    nameBytes > MAX_SCHEDULE_NAME_BYTES_ON_DISK ||
+    specBytes > MAX_SCHEDULE_SPEC_BYTES_ON_DISK ||
+    payloadBytes > MAX_PAYLOAD_BYTES_CAP
+  )
+    return null;
   let p = at + SCHEDULE_ENTRY_FIXED_BYTES;
   if (p + nameBytes + specBytes + payloadBytes > end) return null;
   const name = text(buf, p, nameBytes);
@@ -96,12 +109,18 @@ export function readScheduleEntry(buf: Uint8Array, at: number, end: number): { v
  * Read `count` entries filling `buf[at .. end)` exactly, names strictly increasing (as the
  * checkpoint writes them). Returns the schedules, or the offset and reason of the first bad entry.
  */
-export function readSchedules(buf: Uint8Array, at: number, end: number, count: number): StoredSchedule[] | { offset: number; reason: string } {
+export function readSchedules(
+  buf: Uint8Array,
+  at: number,
+  end: number,
+  count: number,
+): StoredSchedule[] | { offset: number; reason: string } {
   const out: StoredSchedule[] = [];
   let p = at;
   for (let i = 0; i < count; i++) {
     const e = readScheduleEntry(buf, p, end);
-    if (e === null || (i > 0 && !(out[i - 1]!.name < e.value.name))) return { offset: p, reason: `schedule entry ${i} is malformed or out of order` };
+    if (e === null || (i > 0 && !(out[i - 1]!.name < e.value.name)))
+      return { offset: p, reason: `schedule entry ${i} is malformed or out of order` };
     out.push(e.value);
     p = e.next;
   }
@@ -110,7 +129,9 @@ export function readSchedules(buf: Uint8Array, at: number, end: number, count: n
 }
 
 /** A record of the schedules: one stored, or one deleted. */
-export type ScheduleRecord = { readonly type: typeof RECORD_SCHEDULE; readonly schedule: StoredSchedule } | { readonly type: typeof RECORD_UNSCHEDULE; readonly name: string };
+export type ScheduleRecord =
+  | { readonly type: typeof RECORD_SCHEDULE; readonly schedule: StoredSchedule }
+  | { readonly type: typeof RECORD_UNSCHEDULE; readonly name: string };
 
 export function isScheduleRecordType(type: number): boolean {
   return type === RECORD_SCHEDULE || type === RECORD_UNSCHEDULE;
@@ -127,7 +148,8 @@ export function schedulePayload(schedule: StoredSchedule): Uint8Array {
 /** The payload of an UNSCHEDULE record: nameBytes u8, then the name. */
 export function unschedulePayload(name: string): Uint8Array {
   const bytes = encoder.encode(name);
-  if (bytes.length === 0 || bytes.length > MAX_SCHEDULE_NAME_BYTES_ON_DISK) throw new Error(`refusing to write an inconsistent cursor: schedule name ${JSON.stringify(name)} does not fit a record`);
+  if (bytes.length === 0 || bytes.length > MAX_SCHEDULE_NAME_BYTES_ON_DISK)
+    throw new Error(`refusing to write an inconsistent cursor: schedule name ${JSON.stringify(name)} does not fit a record`);
   const buf = new Uint8Array(1 + bytes.length);
   buf[0] = bytes.length;
   buf.set(bytes, 1);

@@ -32,7 +32,13 @@ export class Schedules {
     const fault = storedScheduleFault(schedule, this.d.maxItemBytes);
     if (fault !== undefined) return Promise.reject(new QueueError('ERR_STORE', `LogStore.putSchedule: ${fault}`));
     // The store keeps its own copy: the caller's bytes are the caller's.
-    const kept: StoredSchedule = { name: schedule.name, spec: schedule.spec, bytes: schedule.bytes.slice(), firedThrough: schedule.firedThrough, nextAt: schedule.nextAt };
+    const kept: StoredSchedule = {
+      name: schedule.name,
+      spec: schedule.spec,
+      bytes: schedule.bytes.slice(),
+      firedThrough: schedule.firedThrough,
+      nextAt: schedule.nextAt,
+    };
     return this.#store({ type: RECORD_SCHEDULE, payload: schedulePayload(kept) }, sync, () => this.d.cursor.schedules.put(kept));
   }
 

@@ -125,7 +125,12 @@ export class SegmentWriter {
         pos = encodeFrame(buf, pos, it.seq, RECORD_ITEM, it.bytes);
       }
     } else {
-      if (this.layout.active.version < need) return this.durability.fail(new Error(`items needing segment version ${need} written into ${this.layout.active.name}, a version-${this.layout.active.version} segment`));
+      if (this.layout.active.version < need)
+        return this.durability.fail(
+          new Error(
+            `items needing segment version ${need} written into ${this.layout.active.name}, a version-${this.layout.active.version} segment`,
+          ),
+        );
       for (let i = 0; i < items.length; i++) {
         const it = items[i]!;
         const meta = itemMetaBytes(it);
@@ -261,7 +266,15 @@ export class SegmentWriter {
       throw this.durability.markFailed(e);
     }
     this.detach();
-    const seg = newSegment({ base: old.base, name: old.name, path: old.path, bytes: SEGMENT_HEADER_BYTES, seal: null, compacted: false, version });
+    const seg = newSegment({
+      base: old.base,
+      name: old.name,
+      path: old.path,
+      bytes: SEGMENT_HEADER_BYTES,
+      seal: null,
+      compacted: false,
+      version,
+    });
     this.layout.replaceActive(seg);
     this.start(seg, fd);
   }

@@ -50,9 +50,7 @@ export function encodeSegmentHeader(h: Omit<SegmentHeader, 'version'> & { readon
 }
 
 /** Why a header was refused, with the offset of the offending field. */
-export type HeaderProblem =
-  | { kind: 'unsupported'; version: number }
-  | { kind: 'corrupt'; offset: number; reason: string };
+export type HeaderProblem = { kind: 'unsupported'; version: number } | { kind: 'corrupt'; offset: number; reason: string };
 
 /**
  * Decode a segment header. Magic and version are checked BEFORE the CRC (FORMAT.md §8): a newer

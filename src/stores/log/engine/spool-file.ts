@@ -65,12 +65,14 @@ export type SpoolHeaderProblem = { kind: 'unsupported'; version: number } | { ki
  * reported as such, whatever follows), and the id must be the one the file's name carries.
  */
 export function decodeSpoolHeader(buf: Uint8Array, size: number, nameId: string): SpoolHeader | SpoolHeaderProblem {
-  if (size < SPOOL_HEADER_BYTES || buf.length < SPOOL_HEADER_BYTES) return { kind: 'corrupt', offset: 0, reason: `spool file is ${size} bytes, shorter than its header` };
+  if (size < SPOOL_HEADER_BYTES || buf.length < SPOOL_HEADER_BYTES)
+    return { kind: 'corrupt', offset: 0, reason: `spool file is ${size} bytes, shorter than its header` };
   if (readU32(buf, SPL_OFF_MAGIC) !== SPOOL_MAGIC) return { kind: 'corrupt', offset: SPL_OFF_MAGIC, reason: 'bad magic' };
   const version = readU16(buf, SPL_OFF_VERSION);
   if (version > SPOOL_FORMAT_VERSION) return { kind: 'unsupported', version };
   if (version === 0) return { kind: 'corrupt', offset: SPL_OFF_VERSION, reason: 'version 0' };
-  if (crc32c32(buf.subarray(0, SPL_OFF_CRC)) !== readU32(buf, SPL_OFF_CRC)) return { kind: 'corrupt', offset: SPL_OFF_CRC, reason: 'header CRC mismatch' };
+  if (crc32c32(buf.subarray(0, SPL_OFF_CRC)) !== readU32(buf, SPL_OFF_CRC))
+    return { kind: 'corrupt', offset: SPL_OFF_CRC, reason: 'header CRC mismatch' };
   if (readU16(buf, SPL_OFF_HEADER_BYTES) !== SPOOL_HEADER_BYTES || readU32(buf, SPL_OFF_RESERVED) !== 0) {
     return { kind: 'corrupt', offset: SPL_OFF_HEADER_BYTES, reason: 'unknown header size or reserved bytes' };
   }
@@ -118,11 +120,17 @@ export class SpoolFrames implements FrameRules {
       return true;
     }
     // A spool record never carries a spool origin: the owner adds it when it ingests the record.
-    return decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.#schedule, SEGMENT_VERSION_KEYED) && this.#schedule.spool === undefined;
+    return (
+      decodeItemMeta(buf, at + FRAME_HEADER_BYTES, h.metaBytes, this.#schedule, SEGMENT_VERSION_KEYED) && this.#schedule.spool === undefined
+    );
   }
 
   plausible(h: FrameHeader, skippedBytes: number): boolean {
-    return (h.type === RECORD_ITEM || h.type === RECORD_SPOOL_END) && h.seq > this.lastRecord && h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES);
+    return (
+      (h.type === RECORD_ITEM || h.type === RECORD_SPOOL_END) &&
+      h.seq > this.lastRecord &&
+      h.seq <= this.lastRecord + 1 + Math.floor(skippedBytes / FRAME_HEADER_BYTES)
+    );
   }
 
   accept(h: FrameHeader, buf: Uint8Array, at: number): void {

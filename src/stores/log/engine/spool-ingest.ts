@@ -173,12 +173,18 @@ export class SpoolIngest {
     }
     this.#polling = true;
     const names = fs.readdir(this.#spoolDir);
-    const ids = names.map(parseSpoolName).filter((id): id is string => id !== null).sort();
+    const ids = names
+      .map(parseSpoolName)
+      .filter((id): id is string => id !== null)
+      .sort();
     this.stats.files = ids.length;
     let pending = 0;
     // In the order the files were created: one producer after another (two `pq push` runs in a row,
     // each with a file of its own) keep their order, as pushes of one producer do.
-    const files = ids.filter((id) => !this.#broken.has(id)).map((id) => this.#open(id)).filter((f): f is OpenFile => f !== null);
+    const files = ids
+      .filter((id) => !this.#broken.has(id))
+      .map((id) => this.#open(id))
+      .filter((f): f is OpenFile => f !== null);
     files.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
     for (const { id } of files) {
       if (this.#stopped) return;
@@ -271,7 +277,10 @@ export class SpoolIngest {
     if ('kind' in header) {
       closeQuietly(fs, fd);
       this.#broken.add(id);
-      const reason = header.kind === 'unsupported' ? `spool file version ${header.version} is newer than this release reads` : `${header.reason} (offset ${header.offset})`;
+      const reason =
+        header.kind === 'unsupported'
+          ? `spool file version ${header.version} is newer than this release reads`
+          : `${header.reason} (offset ${header.offset})`;
       this.#d.problem({ file: path, reason });
       this.stats.problems.push({ file: path, reason });
       return null;
@@ -351,7 +360,10 @@ export class SpoolIngest {
     closeQuietly(this.#d.fs, f.fd);
     this.#files.delete(f.id);
     this.#broken.add(f.id);
-    const problem = { file: join(this.#spoolDir, f.id + SPOOL_SUFFIX), reason: `${reason} (offset ${f.offset}); its records from there on were not ingested` };
+    const problem = {
+      file: join(this.#spoolDir, f.id + SPOOL_SUFFIX),
+      reason: `${reason} (offset ${f.offset}); its records from there on were not ingested`,
+    };
     this.stats.problems.push(problem);
     this.#d.problem(problem);
   }

@@ -21,7 +21,16 @@ import type { ProducerBackend, SpoolOptions } from '../../../remote/backend.js';
 import type { RemotePushOptions } from '../../../contract/owner-surface.js';
 import type { StoredItem } from '../../../contract/store.js';
 import { errnoCode } from './durability.js';
-import { FRAME_HEADER_BYTES, RECORD_ITEM, RECORD_SPOOL_END, SPOOL_DIR, SPOOL_LOCK_SUFFIX, SPOOL_SUFFIX, TMP_SUFFIX, classifyEntry } from './format.js';
+import {
+  FRAME_HEADER_BYTES,
+  RECORD_ITEM,
+  RECORD_SPOOL_END,
+  SPOOL_DIR,
+  SPOOL_LOCK_SUFFIX,
+  SPOOL_SUFFIX,
+  TMP_SUFFIX,
+  classifyEntry,
+} from './format.js';
 import { encodeFrame, encodeFrameInPlace, encodeScheduledItemFrame } from './frame.js';
 import { itemMetaBytes } from './item-meta.js';
 import { encodeSpoolHeader, newSpoolId } from './spool-file.js';
@@ -60,7 +69,12 @@ export async function openSpool(dir: string, options: SpoolProducerOptions): Pro
   if (st !== null && !st.isDirectory) throw new QueueError('ERR_STORE', `Store path ${dir} exists and is not a directory`, { file: dir });
   if (st !== null) {
     const foreign = fs.readdir(dir).filter((n) => classifyEntry(n) === 'foreign');
-    if (foreign.length > 0) throw new QueueError('ERR_STORE', `${dir} is not a store directory: it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`, { file: dir });
+    if (foreign.length > 0)
+      throw new QueueError(
+        'ERR_STORE',
+        `${dir} is not a store directory: it holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}`,
+        { file: dir },
+      );
   }
   const spoolDir = join(dir, SPOOL_DIR);
   if (fs.stat(spoolDir) === null) {
@@ -91,8 +105,12 @@ export async function openSpool(dir: string, options: SpoolProducerOptions): Pro
       // Left behind: the owner deletes a stray tmp file whose producer is gone.
     }
     lock.release();
-    if (errnoCode(e) === 'ENOSPC') throw new QueueError('ERR_STORE_FULL', `No room for a spool file in ${spoolDir}`, { cause: e, file: spoolDir });
-    throw new QueueError('ERR_STORE', `Cannot create a spool file in ${spoolDir}: ${(e as Error)?.message ?? e}`, { cause: e, file: spoolDir });
+    if (errnoCode(e) === 'ENOSPC')
+      throw new QueueError('ERR_STORE_FULL', `No room for a spool file in ${spoolDir}`, { cause: e, file: spoolDir });
+    throw new QueueError('ERR_STORE', `Cannot create a spool file in ${spoolDir}: ${(e as Error)?.message ?? e}`, {
+      cause: e,
+      file: spoolDir,
+    });
   }
 }
 
@@ -113,7 +131,15 @@ class SpoolProducer implements ProducerBackend {
   #closing: Promise<void> | null = null;
   #idle: (() => void) | null = null;
 
-  constructor(fs: FileSystem, fd: number, offset: number, lock: LockHandle, durability: SpoolOptions['durability'], now: () => number, path: string) {
+  constructor(
+    fs: FileSystem,
+    fd: number,
+    offset: number,
+    lock: LockHandle,
+    durability: SpoolOptions['durability'],
+    now: () => number,
+    path: string,
+  ) {
     this.#fs = fs;
     this.#fd = fd;
     this.#offset = offset;
@@ -170,7 +196,10 @@ class SpoolProducer implements ProducerBackend {
       const { priority = 0, notBefore = 0, keys } = w.options;
       w.payloads.forEach((payload, i) => {
         const key = keys?.[i];
-        const item: StoredItem = key === undefined ? { seq: record, bytes: payload, priority, notBefore } : { seq: record, bytes: payload, priority, notBefore, key, keyedAt };
+        const item: StoredItem =
+          key === undefined
+            ? { seq: record, bytes: payload, priority, notBefore }
+            : { seq: record, bytes: payload, priority, notBefore, key, keyedAt };
         record++;
         items.push(item);
         bytes += FRAME_HEADER_BYTES + payload.length + itemMetaBytes(item);
@@ -195,7 +224,10 @@ class SpoolProducer implements ProducerBackend {
         } catch (cut) {
           return this.#fail(cut, batch);
         }
-        const full = new QueueError('ERR_STORE_FULL', `No room in ${this.#path} for ${items.length} spooled item(s)`, { cause: e, file: this.#path });
+        const full = new QueueError('ERR_STORE_FULL', `No room in ${this.#path} for ${items.length} spooled item(s)`, {
+          cause: e,
+          file: this.#path,
+        });
         for (const w of batch) w.reject(full);
         return;
       }
@@ -215,7 +247,11 @@ class SpoolProducer implements ProducerBackend {
 
   /** Fail-stop: a failed write or sync leaves the file's tail unknown; this producer takes nothing more. */
   #fail(cause: unknown, batch: Waiting[]): void {
-    this.#failure ??= new QueueError('ERR_STORE_FAILED', `The spool file ${this.#path} failed; connect again: ${(cause as Error)?.message ?? cause}`, { cause, file: this.#path });
+    this.#failure ??= new QueueError(
+      'ERR_STORE_FAILED',
+      `The spool file ${this.#path} failed; connect again: ${(cause as Error)?.message ?? cause}`,
+      { cause, file: this.#path },
+    );
     for (const w of [...batch, ...this.#waiting.splice(0)]) w.reject(this.#failure);
   }
 

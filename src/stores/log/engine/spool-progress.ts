@@ -17,7 +17,8 @@ export function spoolFault(item: StoredItem): string | undefined {
   if (s === null || typeof s !== 'object' || typeof s.file !== 'string' || !HEX_ID.test(s.file)) {
     return `seq ${item.seq} has spool origin ${JSON.stringify(s)}, not { file: 32 hex digits, record }`;
   }
-  if (!Number.isSafeInteger(s.record) || (s.record as number) < 1) return `seq ${item.seq} has spool record ${String(s.record)}, not a positive safe integer`;
+  if (!Number.isSafeInteger(s.record) || (s.record as number) < 1)
+    return `seq ${item.seq} has spool record ${String(s.record)}, not a positive safe integer`;
   return undefined;
 }
 
@@ -51,7 +52,9 @@ export class SpoolProgress {
 
   /** Every entry, in id order (as a checkpoint holds them). */
   list(): { file: string; records: number }[] {
-    return [...this.#ingested].map(([file, records]) => ({ file, records })).sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
+    return [...this.#ingested]
+      .map(([file, records]) => ({ file, records }))
+      .sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
   }
 
   clone(): SpoolProgress {

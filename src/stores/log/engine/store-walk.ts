@@ -164,7 +164,16 @@ export function walkSegments(fs: FileSystem, dir: string, plan: RecoveryPlan): W
 function leftOutSegment(fs: FileSystem, dir: string, name: string): WalkSegment | null {
   const path = join(dir, name);
   const base = parseSegmentName(name)!;
-  const plain: WalkSegment = { name, path, base, compacted: false, version: SEGMENT_VERSION_PLAIN, seal: null, active: false, headerDamage: null };
+  const plain: WalkSegment = {
+    name,
+    path,
+    base,
+    compacted: false,
+    version: SEGMENT_VERSION_PLAIN,
+    seal: null,
+    active: false,
+    headerDamage: null,
+  };
   let fd: number;
   try {
     fd = fs.open(path, 'read');
@@ -310,7 +319,14 @@ export class StoreWalk {
         // An I/O error (EIO on a bad sector, a file removed meanwhile) is not corruption: it is
         // reported as such, the seqs the rest of the file held count as lost, and the walk goes on.
         if (typeof (e as { code?: unknown } | null)?.code !== 'string') throw e;
-        const damage: DamagedRange = { file: seg.path, offset: 0, end: 0, reason: `cannot read ${seg.path}: ${(e as Error).message}`, budgetSpent: false, lostSeqs: [] };
+        const damage: DamagedRange = {
+          file: seg.path,
+          offset: 0,
+          end: 0,
+          reason: `cannot read ${seg.path}: ${(e as Error).message}`,
+          budgetSpent: false,
+          lostSeqs: [],
+        };
         this.damages.push(damage);
         this.#open = damage;
         this.dataNext = seg.seal?.endSeq ?? seg.base;
@@ -334,8 +350,19 @@ export class StoreWalk {
     if (seg.headerDamage !== null) {
       // The records after a damaged header are judged as any others: a CRC-valid frame with a
       // seq that fits the base. Until the first of them, what is lost belongs to the header's damage.
-      const reason = damaged(newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: false, version: seg.version }), seg.headerDamage.offset, seg.headerDamage.reason).message;
-      const damage: DamagedRange = { file: seg.path, offset: seg.headerDamage.offset, end: Math.min(SEGMENT_HEADER_BYTES, win.size), reason, budgetSpent: false, lostSeqs: [] };
+      const reason = damaged(
+        newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: false, version: seg.version }),
+        seg.headerDamage.offset,
+        seg.headerDamage.reason,
+      ).message;
+      const damage: DamagedRange = {
+        file: seg.path,
+        offset: seg.headerDamage.offset,
+        end: Math.min(SEGMENT_HEADER_BYTES, win.size),
+        reason,
+        budgetSpent: false,
+        lostSeqs: [],
+      };
       this.damages.push(damage);
       this.#open = damage;
       if (win.size <= SEGMENT_HEADER_BYTES) {
@@ -344,7 +371,13 @@ export class StoreWalk {
       }
     }
     const rules = new SegmentFrames(seg.base, seg.compacted, seg.version, seg.seal, seg.active ? this.opts.durableNextSeq : 0);
-    const frames = new FrameReader(win, SEGMENT_HEADER_BYTES, rules, seg.active ? () => rules.tornLosesDurable : undefined, seg.active && this.opts.liveWriter === true);
+    const frames = new FrameReader(
+      win,
+      SEGMENT_HEADER_BYTES,
+      rules,
+      seg.active ? () => rules.tornLosesDurable : undefined,
+      seg.active && this.opts.liveWriter === true,
+    );
     frames.sharedResyncBudgetBytes = resyncBudgetBytes(win.size);
     this.#frames = frames;
     for (;;) {
@@ -360,7 +393,15 @@ export class StoreWalk {
           this.#ledger.skipTo(h.seq + 1);
           this.records++;
           const p = payloadOffset(frames.at, h);
-          yield { seq: h.seq, payload: win.buf.subarray(p, p + h.length), priority: rules.schedule.priority, notBefore: rules.schedule.notBefore, spool: rules.schedule.spool, group: rules.schedule.group, fired: rules.schedule.fired };
+          yield {
+            seq: h.seq,
+            payload: win.buf.subarray(p, p + h.length),
+            priority: rules.schedule.priority,
+            notBefore: rules.schedule.notBefore,
+            spool: rules.schedule.spool,
+            group: rules.schedule.group,
+            fired: rules.schedule.fired,
+          };
         }
         frames.accept();
         continue;
@@ -384,7 +425,11 @@ export class StoreWalk {
   /** Record the damage at the reader's position and resynchronise after it; false when nothing intact follows. */
   #skipDamage(seg: WalkSegment, frames: FrameReader, rules: SegmentFrames, why: string): boolean {
     const offset = frames.offset;
-    const reason = damaged(newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: seg.compacted, version: seg.version }), offset, why).message;
+    const reason = damaged(
+      newSegment({ base: seg.base, name: seg.name, path: seg.path, bytes: 0, seal: null, compacted: seg.compacted, version: seg.version }),
+      offset,
+      why,
+    ).message;
     rules.skipDamage();
     let resumed = false;
     let found = frames.resync();
@@ -395,7 +440,14 @@ export class StoreWalk {
       }
       found = frames.resync();
     }
-    const damage: DamagedRange = { file: seg.path, offset, end: resumed ? frames.offset : frames.win.size, reason, budgetSpent: found === 'budget', lostSeqs: [] };
+    const damage: DamagedRange = {
+      file: seg.path,
+      offset,
+      end: resumed ? frames.offset : frames.win.size,
+      reason,
+      budgetSpent: found === 'budget',
+      lostSeqs: [],
+    };
     this.damages.push(damage);
     this.#open = damage;
     return resumed;
@@ -453,7 +505,10 @@ export function knownAcks(fs: FileSystem, dir: string, plan: RecoveryPlan, planP
   const missing = !plan.names.includes(CURSOR_FILE);
   const note = `${CURSOR_FILE} is ${missing ? 'missing' : 'unreadable'}: no ack is known, so every intact record counts as unacked (acked ones will be delivered again)`;
   const skip = new Set([...plan.stray, ...plan.superseded]);
-  const bases = plan.names.filter((n) => !skip.has(n)).map(parseSegmentName).filter((b): b is number => b !== null);
+  const bases = plan.names
+    .filter((n) => !skip.has(n))
+    .map(parseSegmentName)
+    .filter((b): b is number => b !== null);
   return { acks: new AckSet(1), firstSeq: bases.length > 0 ? Math.min(...bases) : 1, durableNextSeq: 1, note };
 }
 
@@ -482,4 +537,3 @@ function readCursorBeforeDamage(fs: FileSystem, path: string, damageAt: number):
     if (fd >= 0) closeQuietly(fs, fd);
   }
 }
-

@@ -14,7 +14,16 @@ import { decodeSpoolHeader, spoolFileIds, SpoolFrames } from './spool-file.js';
 import { join } from 'node:path';
 import type { OpenError } from '../../../contract/errors.js';
 import type { FileSystem } from '../../../fs/file-system.js';
-import { CURSOR_FILE, IDENTITY_FILE, LOCK_FILE, MAX_RANGES_PER_RECORD, SPOOL_DIR, SPOOL_HEADER_BYTES, SPOOL_SUFFIX, classifyEntry } from './format.js';
+import {
+  CURSOR_FILE,
+  IDENTITY_FILE,
+  LOCK_FILE,
+  MAX_RANGES_PER_RECORD,
+  SPOOL_DIR,
+  SPOOL_HEADER_BYTES,
+  SPOOL_SUFFIX,
+  classifyEntry,
+} from './format.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
 import { liveHolder } from './store-dir.js';
@@ -57,7 +66,8 @@ export function notAStore(dir: string): string {
 
 export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyResult {
   const fs = options.fs;
-  if (fs === undefined) throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
+  if (fs === undefined)
+    throw new TypeError('Expected `fs` to be a FileSystem: this entry has no default (the `persistent-queue` entry uses node:fs)');
   const problems: VerifyProblem[] = [];
   const notes: string[] = [];
   let st;
@@ -81,7 +91,12 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const holder = liveHolder(fs, dir);
   const liveWriter = holder !== null;
   try {
-    plan = planRecovery(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES, onProblem: (p) => planProblems.push(p), liveWriter });
+    plan = planRecovery(fs, dir, {
+      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
+      readAheadBytes: CHUNK_BYTES,
+      onProblem: (p) => planProblems.push(p),
+      liveWriter,
+    });
   } catch (e) {
     for (const p of planProblems) problem(p, dir);
     problem(e, dir);
@@ -98,16 +113,20 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
     if (kind === 'tmp') notes.push(`${n}: stray tmp file (deleted, unread, at the next open)`);
     else if (kind === 'torn') notes.push(`${n}: bytes cut off a torn tail by an earlier recovery`);
   }
-  if (plan.identity === null && !plan.names.includes(IDENTITY_FILE)) notes.push(`${IDENTITY_FILE}: missing (a store written before identities; the next open writes one)`);
+  if (plan.identity === null && !plan.names.includes(IDENTITY_FILE))
+    notes.push(`${IDENTITY_FILE}: missing (a store written before identities; the next open writes one)`);
   for (const n of plan.superseded) notes.push(`${n}: superseded by a compacted segment (deleted at the next open)`);
-  for (const n of plan.stray) if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
+  for (const n of plan.stray)
+    if (classifyEntry(n) === 'segment') notes.push(`${n}: a segment whose creation was interrupted (deleted at the next open)`);
 
   const segments = walkSegments(fs, dir, plan);
   const cursorBytes = plan.cursor !== null ? (fs.stat(join(dir, CURSOR_FILE))?.size ?? 0) : 0;
   const total = segments.reduce((sum, s) => sum + (fs.stat(s.path)?.size ?? 0), 0) + cursorBytes;
   // A damaged cursor is a problem of its own; the acks still known keep the lost seqs exact.
   const { acks, firstSeq, durableNextSeq } = knownAcks(fs, dir, plan, planProblems);
-  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES, liveWriter }, (w) => options.onProgress?.(w.bytesDone, total));
+  const walk = new StoreWalk(fs, segments, { acks, firstSeq, durableNextSeq, chunkBytes: CHUNK_BYTES, liveWriter }, (w) =>
+    options.onProgress?.(w.bytesDone, total),
+  );
   if (holder !== null) notes.push(liveWriterNote(holder));
   for (const _ of walk.walk());
   problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
@@ -120,7 +139,14 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
     // be replaced by a checkpoint under the read (its size then is another file's): no tail of it
     // is called torn, as none of the active segment's is.
     if (c.row.verdict === 'torn' && holder === null && cursorBytes > c.validEnd) {
-      notes.push(tailNote(CURSOR_FILE, { file: CURSOR_FILE, offset: c.validEnd, bytes: cursorBytes - c.validEnd, zeroBytes: c.tornZero ? cursorBytes - c.validEnd : 0 }));
+      notes.push(
+        tailNote(CURSOR_FILE, {
+          file: CURSOR_FILE,
+          offset: c.validEnd,
+          bytes: cursorBytes - c.validEnd,
+          zeroBytes: c.tornZero ? cursorBytes - c.validEnd : 0,
+        }),
+      );
     }
   }
   const spool = checkSpool(fs, dir);
@@ -155,7 +181,11 @@ function checkSpool(fs: FileSystem, dir: string): { files: number; problems: Ver
       const head = new Uint8Array(SPOOL_HEADER_BYTES);
       const header = decodeSpoolHeader(head.subarray(0, fs.read(fd, head, 0, head.length, 0)), size, id);
       if ('kind' in header) {
-        problems.push({ file: path, offset: header.kind === 'corrupt' ? header.offset : 0, reason: header.kind === 'corrupt' ? header.reason : `spool file version ${header.version} is newer than this release reads` });
+        problems.push({
+          file: path,
+          offset: header.kind === 'corrupt' ? header.offset : 0,
+          reason: header.kind === 'corrupt' ? header.reason : `spool file version ${header.version} is newer than this release reads`,
+        });
         continue;
       }
       const frames = new FrameReader(new FileWindow(fs, fd, size, CHUNK_BYTES), SPOOL_HEADER_BYTES, new SpoolFrames());
@@ -165,7 +195,10 @@ function checkSpool(fs: FileSystem, dir: string): { files: number; problems: Ver
         verdict = frames.next();
       }
       if (verdict === 'corrupt') problems.push({ file: path, offset: frames.offset, reason: frames.reason() });
-      else if (verdict === 'torn') notes.push(`spool file ${id + SPOOL_SUFFIX}: ${size - frames.offset} byte(s) past its last whole record (a write in progress, or a producer that died mid-write)`);
+      else if (verdict === 'torn')
+        notes.push(
+          `spool file ${id + SPOOL_SUFFIX}: ${size - frames.offset} byte(s) past its last whole record (a write in progress, or a producer that died mid-write)`,
+        );
     } finally {
       fs.close(fd);
     }
@@ -193,7 +226,13 @@ function toProblem(e: unknown, file: string): VerifyProblem {
  * follow from damage the walk reports, then each damaged range the walk found (one problem when
  * the plan saw the same damage first: a bad seal, the active segment's scan).
  */
-export function storeProblems(dir: string, plan: RecoveryPlan, planProblems: readonly OpenError[], segments: readonly WalkSegment[], walk: StoreWalk): VerifyProblem[] {
+export function storeProblems(
+  dir: string,
+  plan: RecoveryPlan,
+  planProblems: readonly OpenError[],
+  segments: readonly WalkSegment[],
+  walk: StoreWalk,
+): VerifyProblem[] {
   // When the plan's scan of the active segment met damage, the plan knows none of its data, so the
   // checkpoint looks ahead of the data (file check 15); the walk reports the damage and what it cost.
   const activeFailed = plan.activeScan === null && segments.at(-1)?.active === true;
@@ -203,14 +242,21 @@ export function storeProblems(dir: string, plan: RecoveryPlan, planProblems: rea
     const damage = { end: d.end, lostSeqs: d.lostSeqs };
     const same = problems.findIndex((p) => p.file === d.file && p.offset === d.offset);
     if (same >= 0) problems[same] = { ...problems[same]!, ...damage };
-    else problems.push({ file: d.file, offset: d.offset, reason: d.budgetSpent ? `${d.reason}; no intact frame was found after it within the resync search's budget` : d.reason, ...damage });
+    else
+      problems.push({
+        file: d.file,
+        offset: d.offset,
+        reason: d.budgetSpent ? `${d.reason}; no intact frame was found after it within the resync search's budget` : d.reason,
+        ...damage,
+      });
   }
   return problems;
 }
 
 /** What open will cut off the end of a file: preallocated zeros, a torn record, or a torn record and then zeros. */
 function tailNote(name: string, t: TailCut): string {
-  if (t.zeroBytes === t.bytes) return `${name}: ${t.bytes} zero bytes at offset ${t.offset} after the last record (preallocated space; trimmed at the next open)`;
+  if (t.zeroBytes === t.bytes)
+    return `${name}: ${t.bytes} zero bytes at offset ${t.offset} after the last record (preallocated space; trimmed at the next open)`;
   const torn = t.bytes - t.zeroBytes;
   const zeros = t.zeroBytes > 0 ? `, then ${t.zeroBytes} zero bytes of preallocated space` : '';
   return `${name}: torn tail of ${torn} bytes at offset ${t.offset}${zeros} (cut at the next open)`;
