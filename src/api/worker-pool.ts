@@ -4,7 +4,7 @@
 // signal or the first fatal error, and wait for them). What a worker takes and how it settles an
 // item are each engine's own: the embedded queue's workers take from the core and retry there,
 // the JetStream queue's ask the server.
-import type { TimeSource } from '../lib/clock.js';
+import { type TimeSource, unrefTimer } from '../lib/clock.js';
 import { QueueError } from '../contract/errors.js';
 import { expectation, knownKeys, optionalSignal, optionsObject, positiveInteger } from '../lib/validate.js';
 import type { HandlerContext, HandlerErrorInfo, WorkerOptions } from './types.js';
@@ -194,7 +194,7 @@ export function runHandler<I extends PoolItem>(
         }, lengthMs / 2);
         // Unref'd as a lease timer is: the handler's own work keeps the process alive, a
         // heartbeat alone must not keep a hung handler's process running.
-        unrefHandle(beat);
+        unrefTimer(beat);
       };
       arm();
     }
@@ -209,11 +209,6 @@ export function runHandler<I extends PoolItem>(
       },
     );
   });
-}
-
-function unrefHandle(handle: unknown): void {
-  const h = handle as { unref?: () => void } | null;
-  if (h !== null && typeof h === 'object' && typeof h.unref === 'function') h.unref();
 }
 
 /** What the workers of one pool share. @internal */
