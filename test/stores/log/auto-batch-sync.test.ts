@@ -8,8 +8,8 @@ import { Durability, LOOK_AGAIN_EVERY, type LoopMeter, type LoopTime } from '../
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-/** A FileSystem that records its syncs; the asynchronous ones wait for `settle`. */
-function recordingFs() {
+/** A FileSystem that records its syncs; the asynchronous ones wait for `settle`, one on the calling thread moves `clock` by 1 ms. */
+function recordingFs(clock?: FakeLoop) {
   const calls = { onThread: [] as number[], threadpool: [] as number[], closed: [] as number[] };
   const pending: Array<() => void> = [];
   const later = (fd: number): Promise<void> => {
@@ -18,6 +18,7 @@ function recordingFs() {
   };
   const now = (fd: number): void => {
     calls.onThread.push(fd);
+    if (clock) clock.time += 1;
   };
   const fs = { fdatasync: later, fsync: later, fdatasyncSync: now, fsyncSync: now, close: (fd: number) => calls.closed.push(fd) };
   const settle = (): void => {
@@ -26,10 +27,12 @@ function recordingFs() {
   return { fs: fs as unknown as FileSystem, calls, settle };
 }
 
-/** An event loop whose idle and active time the test moves forward. */
+/** An event loop whose idle and active time, and whose clock (ms), the test moves forward. */
 class FakeLoop {
   idle = 0;
   active = 0;
+  time = 0;
+  readonly now = (): number => this.time;
   readonly meter: LoopMeter = (since?: LoopTime) =>
     since === undefined
       ? { idle: this.idle, active: this.active, utilization: 0 }
@@ -37,8 +40,8 @@ class FakeLoop {
 }
 
 function setup(meter: LoopMeter | null = new FakeLoop().meter, loop?: FakeLoop) {
-  const rec = recordingFs();
-  const durability = new Durability(rec.fs, '/q', 'auto', loop?.meter ?? meter);
+  const rec = recordingFs(loop);
+  const durability = new Durability(rec.fs, '/q', 'auto', loop?.meter ?? meter, loop?.now ?? (() => 0));
   /**
    * One batch sync of `fd` in a turn of its own; while it is in the threadpool the loop is idle
    * (`quiet`) or runs callbacks. Returns where it ran.
@@ -118,6 +121,54 @@ describe("blockingSync 'auto' for batches", () => {
     const firstOfTheRest = where.length - 2 * LOOK_AGAIN_EVERY;
     expect(where.slice(firstOfTheRest).every((w) => w === 'threadpool')).toBe(true);
     expect(where.slice(0, firstOfTheRest)).toContain('calling thread');
+  });
+
+  /** Two batch syncs of fd 3 in one turn: the first blocks, the second waits for the next turn while the loop does `gapMs` of other work. */
+  async function twoInATurn(s: ReturnType<typeof setup>, loop: FakeLoop, gapMs: number): Promise<string[]> {
+    const before = { onThread: s.calls.onThread.length, threadpool: s.calls.threadpool.length };
+    const first = s.durability.syncFd(3, true);
+    const second = s.durability.syncFd(3, true);
+    loop.time += gapMs;
+    if (s.calls.threadpool.length > before.threadpool) {
+      loop.active += 10;
+      s.settle();
+    }
+    await first;
+    await nextTurn();
+    if (s.calls.threadpool.length > before.threadpool) {
+      loop.active += 10;
+      s.settle();
+    }
+    await second;
+    await nextTurn();
+    return [
+      ...s.calls.onThread.slice(before.onThread).map(() => 'calling thread'),
+      ...s.calls.threadpool.slice(before.threadpool).map(() => 'threadpool'),
+    ];
+  }
+
+  it('whileBatchSyncsWaitForTheNextTurn_theTurnBetweenIsTheLookAtTheLoop_soNoneGoesToTheThreadpoolToLook', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    const pooled = s.calls.threadpool.length;
+    // A quiet turn: 0.02 ms of other work against a 1 ms flush.
+    for (let i = 0; i < 4 * LOOK_AGAIN_EVERY; i++) expect(await twoInATurn(s, loop, 0.02)).toEqual(['calling thread', 'calling thread']);
+    expect(s.calls.threadpool.length - pooled, 'no look in the threadpool while the turns were measured').toBe(0);
+  });
+
+  it('aLoopThatGetsBusyBetweenBatchSyncsOnTheCallingThreadIsSeenInTheTurnsBetween_andBatchesGoBackToTheThreadpool', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    // 10 ms of other work in each turn against a 1 ms flush: the loop is busy.
+    let rounds = 0;
+    while (!(await twoInATurn(s, loop, 10)).includes('threadpool')) {
+      rounds++;
+      expect(rounds, 'batches go back to the threadpool before any would go there to look').toBeLessThan(LOOK_AGAIN_EVERY / 2 - 1);
+    }
+    // Busy in the threadpool too: every batch stays there.
+    for (let i = 0; i < 2 * LOOK_AGAIN_EVERY; i++) expect(await s.batch(3, false)).toBe('threadpool');
   });
 
   it('neverOnTheCallingThreadBesideARunningSyncOfTheSameFile', async () => {
