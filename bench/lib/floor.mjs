@@ -14,11 +14,23 @@
 // (`lazy`): items become reservable once their batch is durable; `reserve()` returns a promise of
 // an item; `ack()` writes one CRC-framed ACK record (36 bytes, as LogStore's for one seq) to a
 // second file before it resolves, and every 4096 acks starts an fdatasync of that file that no
-// ack waits for. No leases, delivery counts, read-ahead bound or tail cache.
+// ack waits for. Delivery counts are exact, as LogStore's are (docs/internals/core.md, "Delivery
+// counts and dead letters"): before an item is handed out, a MARK record of the first-delivery
+// bound past it (32 bytes, as LogStore's) is written to that file, one for the items handed out
+// together. No leases, redelivery, read-ahead bound or tail cache.
 import { closeSync, fdatasync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeFrame } from '../../dist/stores/log/engine/frame.js';
-import { FRAME_HEADER_BYTES, FRAME_OFF_LENGTH, RECORD_ACK, RECORD_ITEM, readU32, writeU64 } from '../../dist/stores/log/engine/format.js';
+import {
+  FRAME_HEADER_BYTES,
+  FRAME_OFF_LENGTH,
+  MARK_RECORD_HEADER_BYTES,
+  RECORD_ACK,
+  RECORD_ITEM,
+  RECORD_MARK,
+  readU32,
+  writeU64,
+} from '../../dist/stores/log/engine/format.js';
 import { pushOnly } from './queue-work.mjs';
 
 const SETTLED = Promise.resolve();
@@ -119,6 +131,7 @@ export async function floorRate(scratch, { producers, payload, records, budgetMs
 }
 
 const ACK_RECORD_BYTES = FRAME_HEADER_BYTES + 16;
+const MARK_RECORD_BYTES = FRAME_HEADER_BYTES + MARK_RECORD_HEADER_BYTES;
 const ACK_SYNC_EVERY = 4096;
 
 class FloorItem {
@@ -138,6 +151,8 @@ export class FloorQueue {
   #log;
   #ackFd;
   #ackBuf = Buffer.alloc(ACK_RECORD_BYTES);
+  #markBuf = Buffer.alloc(MARK_RECORD_BYTES);
+  #markPayload = new Uint8Array(MARK_RECORD_HEADER_BYTES);
   #payload = new Uint8Array(16);
   #ackPos = 0;
   #recordSeq = 0;
@@ -159,8 +174,20 @@ export class FloorQueue {
         this.#ready.push(new FloorItem(this, seqs[i], new Uint8Array(buf.buffer, buf.byteOffset + at + FRAME_HEADER_BYTES, n)));
         at += FRAME_HEADER_BYTES + n;
       }
-      while (this.#waiters.length > 0 && this.#head < this.#ready.length) this.#waiters.shift()(this.#take());
+      if (this.#waiters.length === 0 || this.#head === this.#ready.length) return;
+      const n = Math.min(this.#waiters.length, this.#ready.length - this.#head);
+      // One bound for the items handed out together, written before any of them is.
+      this.#mark(this.#ready[this.#head + n - 1].seq);
+      for (let i = 0; i < n; i++) this.#waiters.shift()(this.#take());
     };
+  }
+
+  /** The MARK record of the first-delivery bound past `seq`, written before the item is handed out. */
+  #mark(seq) {
+    writeU64(this.#markPayload, 0, seq + 1);
+    const end = encodeFrame(this.#markBuf, 0, ++this.#recordSeq, RECORD_MARK, this.#markPayload);
+    writeSync(this.#ackFd, this.#markBuf, 0, end, this.#ackPos);
+    this.#ackPos += end;
   }
 
   push(payload) {
@@ -178,7 +205,10 @@ export class FloorQueue {
   }
 
   reserve() {
-    if (this.#head < this.#ready.length) return Promise.resolve(this.#take());
+    if (this.#head < this.#ready.length) {
+      this.#mark(this.#ready[this.#head].seq);
+      return Promise.resolve(this.#take());
+    }
     return new Promise((resolve) => {
       this.#waiters.push(resolve);
     });
