@@ -121,7 +121,7 @@ describe('blockingSync', () => {
     const [tx] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: idle.fs })).durability('group').open();
     const quiet = await batches(tx, idle.counts);
     expect(quiet.onThread, 'batches synced on the calling thread once the loop was seen idle').toBeGreaterThan(0);
-    expect(quiet.threadpool, 'until then, and one in sixteen after').toBeGreaterThan(0);
+    expect(quiet.threadpool, 'until the loop was measured').toBeGreaterThan(0);
     await tx.close();
     // The same pushes while the loop keeps running other callbacks: every batch stays in the threadpool.
     const busy = slowed();
