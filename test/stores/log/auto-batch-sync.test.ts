@@ -76,6 +76,7 @@ describe("blockingSync 'auto' for batches", () => {
     expect(await s.batch(3, true), 'before any flush was measured').toBe('threadpool');
     const n = await untilOnThread(s);
     expect(n).toBeGreaterThan(1);
+    expect(n, 'a new store blocks after a few quiet readings, not some 30').toBeLessThan(8);
     const where: string[] = [];
     for (let i = 0; i < 4 * LOOK_AGAIN_EVERY; i++) where.push(await s.batch(3, true));
     expect(where.filter((w) => w === 'threadpool')).toHaveLength(4);
@@ -99,6 +100,15 @@ describe("blockingSync 'auto' for batches", () => {
     expect(where).toEqual(Array(10).fill('threadpool'));
     // The consumer stopped: batches block again, the loop being as quiet as before.
     expect(await untilOnThread(s, 2)).toBe(1);
+  });
+
+  it('twoQuietReadingsDoNotMakeABusyLoopLookIdle_theStartingFigureCountsAsOneReading', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    expect(await s.batch(3, true)).toBe('threadpool');
+    expect(await s.batch(3, true)).toBe('threadpool');
+    for (let i = 0; i < 3 * LOOK_AGAIN_EVERY; i++) expect(await s.batch(3, false)).toBe('threadpool');
+    expect(s.calls.onThread).toEqual([]);
   });
 
   it('aBusyLoopKeepsBatchSyncsInTheThreadpool', async () => {

@@ -17,7 +17,10 @@ const BACKGROUND_FLUSH_BYTES = 8 * 1024 * 1024;
  * ran callbacks for less than this share of the recent syncs it waited for in the threadpool.
  */
 const LOOP_QUIET_SHARE = 0.15;
-/** Weight of the latest sync in that average. */
+/**
+ * Weight of the latest reading in that average, once it has this many; before, each reading
+ * weighs as much as the ones before it and the starting figure (busy) counts as one.
+ */
 const LOOP_WEIGHT = 1 / 16;
 /**
  * While batch syncs run on the calling thread and none was put off to a later turn (see
@@ -64,6 +67,8 @@ export class Durability {
    * thread since the last one sent to the threadpool to measure it again.
    */
   #loopBusy = 1;
+  /** Readings of the loop so far, the starting figure counted as one (see LOOP_WEIGHT). */
+  #loopReadings = 1;
   #blockedBatches = 0;
   /** A batch's sync ran on the calling thread in this turn of the event loop (see `#blockBatch`). */
   #stalledThisTurn = false;
@@ -215,7 +220,19 @@ export class Durability {
   #noteFlight(since: LoopTime): void {
     const { idle, active } = this.loopMeter!(since);
     // A runtime whose meter reports no time at all tells nothing: the figure stays.
-    if (idle + active > 0) this.#loopBusy += (active / (idle + active) - this.#loopBusy) * LOOP_WEIGHT;
+    if (idle + active > 0) this.#noteShare(active / (idle + active));
+  }
+
+  /**
+   * A reading of the share of the time the loop ran other callbacks joins the average. The first
+   * readings weigh more, so that a new store on an idle loop starts blocking after about 8 of
+   * them, not some 30 (each a batch of 64 pushes synced in the threadpool at 2–3 times the cost);
+   * the starting figure still counts as one reading, so a quiet moment or two at open does not
+   * make a busy loop look idle.
+   */
+  #noteShare(share: number): void {
+    if (this.#loopReadings < 1 / LOOP_WEIGHT) this.#loopReadings++;
+    this.#loopBusy += (share - this.#loopBusy) / this.#loopReadings;
   }
 
   /**
@@ -257,7 +274,7 @@ export class Durability {
     const total = gapMs + this.#stallMs;
     // A clock that did not move tells nothing: the figure and the count stay.
     if (!(total > 0)) return;
-    this.#loopBusy += (gapMs / total - this.#loopBusy) * LOOP_WEIGHT;
+    this.#noteShare(gapMs / total);
     this.#blockedBatches = 0;
   }
 
