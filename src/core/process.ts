@@ -26,7 +26,7 @@ export async function runProcess(core: QueueCore, handler: ProcessHandler, setti
   const worker = async (slot: number, { halt, running }: Pool): Promise<void> => {
     let handled = 0;
     while (!halt.stopped) {
-      const item = await core.reserveIn(waiting, settings.holder, core.leaseMs, settings.groupLimit);
+      const item = await core.reserveIn(waiting, settings.holder, core.leaseMs, settings.groupLimit, settings.concurrency > 1);
       if (!item) return;
       if (settings.accept !== undefined && !settings.accept(item)) continue;
       const context = new RunContext();

@@ -102,6 +102,9 @@ export interface CoreSettings {
 }
 
 /** The single owner of a queue's in-memory state. @internal */
+/** A settled promise: a reaction on it runs a callback in a microtask without queueMicrotask's per-call resource. */
+const SETTLED = Promise.resolve();
+
 export class QueueCore {
   readonly store: Store;
   readonly capacity: number;
@@ -561,12 +564,38 @@ export class QueueCore {
    * reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no
    * listener per worker; `groupLimit` as for `tryReserve`.
    */
-  reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs, groupLimit = Infinity): Promise<Reserved | null> {
+  /**
+   * `gather`: the caller is one of several workers that reserve together (`process()` with a
+   * concurrency above 1). Over a store that keeps delivery counts, its reserve then waits in line
+   * even when an item is ready, and the waiters that joined in the same run of microtasks are
+   * served together, in one pass whose hand-outs share one delivery record: workers draining a
+   * backlog each come back for their next item at nearly the same moment, and taking them one by
+   * one wrote a record per item (one write(2) each under `lazy` and `none`).
+   */
+  reserveIn(group: WaitGroup, holder?: Holder, leaseMs = this.leaseMs, groupLimit = Infinity, gather = false): Promise<Reserved | null> {
+    if (gather && this.ledger !== undefined) {
+      if (this.#failure) return Promise.reject(this.#failure);
+      if (this.#state !== 'open' || holder?.closed) return Promise.resolve(null);
+      const waiting = this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder, groupLimit));
+      if (!this.#serveSoon) {
+        this.#serveSoon = true;
+        void SETTLED.then(this.#servePending);
+      }
+      return waiting;
+    }
     return (
       this.#reserveAtOnce(undefined, leaseMs, holder, groupLimit) ??
       this.#wait(waitInGroup(this.#reserveWaiters, group, leaseMs, holder, groupLimit))
     );
   }
+
+  /** A pass over the waiters is due in a microtask (`reserveIn` with `gather`). */
+  #serveSoon = false;
+  readonly #servePending = (): void => {
+    this.#serveSoon = false;
+    // Closing or failed meanwhile: the close or the failure settled the waiters already.
+    if (this.#state === 'open' && !this.#failure) this.#serveWaiters();
+  };
 
   /**
    * Close a forked consumer: its waiting reserves resolve null (its process() loops end), and the

@@ -348,3 +348,67 @@ describe('a store without delivery counts', () => {
     await rx2.close();
   });
 });
+
+describe('process() workers draining a backlog', () => {
+  /** A store whose delivery marks are counted, with the highest bound stored so far. */
+  function counting<S extends Store>(store: S): { store: S; marks: { calls: number; below: number } } {
+    const marks = { calls: 0, below: 0 };
+    const markDelivered = store.markDelivered!.bind(store);
+    store.markDelivered = (below: number, list: readonly DeliveryMark[], sync: boolean) => {
+      marks.calls++;
+      const stored = markDelivered(below, list, sync);
+      const note = (): void => {
+        marks.below = Math.max(marks.below, below);
+      };
+      if (stored === undefined) note();
+      else return stored.then(note);
+      return stored;
+    };
+    return { store, marks };
+  }
+
+  for (const [name, open] of [
+    ['MemStore', async () => new MemStore()],
+    [
+      'LogStore',
+      async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'pq-drain-'));
+        dirs.push(dir);
+        return LogStore.open(dir);
+      },
+    ],
+  ] as const) {
+    it(`shareOneDeliveryRecordAmongTheItemsTheyTakeTogether_eachStoredBeforeItsHandlerRuns_over${name}`, async () => {
+      const run = async (concurrency: number) => {
+        const { store, marks } = counting(await open());
+        const [tx, rx] = await new Builder(store).open();
+        const count = 800;
+        await tx.pushMany(Array.from({ length: count }, (_, i) => `i${i}`));
+        const before = marks.calls;
+        const stop = new AbortController();
+        const seen: number[] = [];
+        let unmarked = 0;
+        await rx.process(
+          async (item) => {
+            seen.push(item.deliveries);
+            // The bound past this item was stored before its handler ran.
+            if (marks.below <= item.seq) unmarked++;
+            if (seen.length === count) stop.abort();
+          },
+          { concurrency, signal: stop.signal },
+        );
+        await tx.close();
+        return { calls: marks.calls - before, seen, unmarked };
+      };
+      const many = await run(16);
+      expect(many.seen).toHaveLength(800);
+      expect(many.seen.every((d) => d === 1)).toBe(true);
+      expect(many.unmarked).toBe(0);
+      // 16 workers come back for their next items together: about one record per 16 items.
+      expect(many.calls).toBeLessThanOrEqual(800 / 8);
+      const one = await run(1);
+      expect(one.unmarked).toBe(0);
+      expect(one.calls, 'a lone worker takes its items one by one').toBeGreaterThanOrEqual(800);
+    });
+  }
+});
