@@ -101,10 +101,10 @@ export interface CoreSettings {
   readonly rateLimit?: RateLimit | undefined;
 }
 
-/** The single owner of a queue's in-memory state. @internal */
 /** A settled promise: a reaction on it runs a callback in a microtask without queueMicrotask's per-call resource. */
 const SETTLED = Promise.resolve();
 
+/** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {
   readonly store: Store;
   readonly capacity: number;
@@ -563,8 +563,7 @@ export class QueueCore {
   /**
    * reserve() for process(): waits in `group`, which `stopWaiting` withdraws whole, with no
    * listener per worker; `groupLimit` as for `tryReserve`.
-   */
-  /**
+   *
    * `gather`: the caller is one of several workers that reserve together (`process()` with a
    * concurrency above 1). Over a store that keeps delivery counts, its reserve then waits in line
    * even when an item is ready, and the waiters that joined in the same run of microtasks are
@@ -616,7 +615,12 @@ export class QueueCore {
     this.#waitersLeft();
     if (this.#state !== 'open' || this.#failure) return;
     const held = [...holder.held];
-    for (const entry of held) this.#endLease(entry);
+    for (const entry of held) {
+      this.#endLease(entry);
+      // Taken for one of its waiters and still waiting for its delivery record: never handed out,
+      // so its delivery does not count (the waiter gets null, see `#handOver`).
+      if (this.#handingOver.delete(entry)) entry.deliveries--;
+    }
     this.#returnEntries(held);
   }
 
@@ -913,6 +917,7 @@ export class QueueCore {
     // are handed their items once it has stored them.
     const served: Waiter<Reserved | null>[] = [];
     const handed: Reserved[] = [];
+    const entries: Entry[] = [];
     let failure: { error: unknown } | undefined;
     ledger.beginRun();
     while (waiters.length > 0) {
@@ -929,19 +934,42 @@ export class QueueCore {
       detachAbort(waiter);
       served.push(waiter);
       handed.push(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
+      this.#handingOver.add(entry);
+      entries.push(entry);
     }
-    this.#handOver(served, handed);
+    this.#handOver(served, handed, entries);
     if (failure !== undefined) rejectAll(waiters.splice(0), failure.error);
     if (waiters.length === 0) this.#hold(false);
   }
 
+  /**
+   * Items taken for waiters whose delivery records are being stored (`#handOver`): counted as
+   * delivered, not handed out yet. A close or a closed holder meanwhile takes their delivery off
+   * the count again (`#exactCounts`, `closeHolder`): they never reached user code.
+   */
+  readonly #handingOver = new Set<Entry>();
+
   /** End the ledger's run: each waiter gets its item once the records of the run are stored. */
-  #handOver(served: Waiter<Reserved | null>[], handed: Reserved[]): void {
+  #handOver(served: Waiter<Reserved | null>[], handed: Reserved[], entries: Entry[]): void {
     const give = (error?: unknown): void => {
-      if (error !== undefined) return rejectAll(served, this.#failure ?? error);
-      // Closed while the records were being stored: the items went back with the close.
+      if (error !== undefined) {
+        for (const entry of entries) this.#handingOver.delete(entry);
+        return rejectAll(served, this.#failure ?? error);
+      }
+      // Closed while the records were being stored: the items went back with the close. A waiter
+      // whose consumer closed meanwhile gets nothing: its item went back with it (`closeHolder`),
+      // and may be in other hands already.
       const open = this.#state === 'open' && !this.#failure;
-      for (let i = 0; i < served.length; i++) served[i]!.resolve(open ? handed[i]! : null);
+      for (let i = 0; i < served.length; i++) {
+        const holder = served[i]!.holder;
+        if (!open || holder?.closed) {
+          if (!open) this.#handingOver.delete(entries[i]!);
+          served[i]!.resolve(null);
+          continue;
+        }
+        this.#handingOver.delete(entries[i]!);
+        served[i]!.resolve(handed[i]!);
+      }
     };
     let now: boolean;
     try {
@@ -1291,7 +1319,13 @@ export class QueueCore {
     let lowestUndelivered = this.#readAhead.lowestUnread();
     for (const e of known) if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
     const delivered = known.filter((e) => e.deliveries > 0);
-    if (this.#inFlightEntries !== undefined) for (const e of this.#inFlightEntries) delivered.push(e);
+    // Taken for waiters, their records still being stored: never handed out (the close gives
+    // their waiters null), so this delivery is not theirs.
+    for (const e of this.#handingOver) {
+      e.deliveries--;
+      if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
+    }
+    if (this.#inFlightEntries !== undefined) for (const e of this.#inFlightEntries) if (e.deliveries > 0) delivered.push(e);
     return { countedAhead, lowestUndelivered, delivered };
   }
 

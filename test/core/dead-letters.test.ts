@@ -288,6 +288,69 @@ describe('a store whose delivery marks finish asynchronously', () => {
     expect(dec((await rx.reserve())!.bytes)).toBe('b');
     await rx.close();
   });
+
+  /** Microtasks pass, not a turn: the run's mark is still being stored. */
+  const microtasks = async (n: number) => {
+    for (let i = 0; i < n; i++) await Promise.resolve();
+  };
+
+  for (const concurrency of [1, 4]) {
+    it(`aCloseWhileTheWorkersItemsWaitForTheirMarkCountsNoDeliveryForThem_concurrency${concurrency}`, async () => {
+      const store = new AsyncMarks();
+      let [tx, rx] = await new Builder(store).open();
+      await tx.pushMany(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+      const handled: string[] = [];
+      const running = rx.process(
+        async (item) => {
+          handled.push(dec(item.bytes));
+        },
+        { concurrency },
+      );
+      await microtasks(3);
+      await rx.close();
+      await running;
+      [tx, rx] = await new Builder(store).open();
+      const counts: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const item = (await rx.reserve())!;
+        counts.push(`${dec(item.bytes)}:${item.deliveries}`);
+        await item.ack();
+      }
+      expect(rx.stats().ready, 'nothing else came back').toBe(0);
+      // Whatever was handled before the close counts one delivery, and comes back with a second;
+      // nothing the close took back counts one it never had.
+      const expected = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((t) => `${t}:${handled.includes(t) ? 2 : 1}`);
+      expect(counts).toEqual(expected);
+      await rx.close();
+    });
+
+    it(`aForkClosedWhileItsWorkersItemsWaitForTheirMarkHandlesNoneOfThem_theyGoToTheQueueUncounted_concurrency${concurrency}`, async () => {
+      const store = new AsyncMarks();
+      const [tx, rx] = await new Builder(store).open();
+      await tx.pushMany(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+      const fork = rx.fork();
+      const forkSaw: string[] = [];
+      const running = fork.process(
+        async (item) => {
+          forkSaw.push(dec(item.bytes));
+        },
+        { concurrency },
+      );
+      await microtasks(3);
+      await fork.close();
+      await running;
+      const mainSaw: string[] = [];
+      for (let item = await rx.reserve(); ; item = await rx.reserve()) {
+        mainSaw.push(`${dec(item!.bytes)}:${item!.deliveries}`);
+        await item!.ack();
+        if (mainSaw.length + forkSaw.length >= 8) break;
+      }
+      // Each item handled once, by one of them, and counted once.
+      expect([...forkSaw, ...mainSaw.map((m) => m.split(':')[0])].sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+      expect(mainSaw.every((m) => m.endsWith(':1'))).toBe(true);
+      await tx.close();
+    });
+  }
 });
 
 describe('a store whose delivery mark fails', () => {

@@ -167,6 +167,27 @@ describe("blockingSync 'auto' for batches", () => {
     expect(s.calls.threadpool.length - pooled, 'no look in the threadpool while the turns were measured').toBe(0);
   });
 
+  it('withSeveralBatchesPutOffToOneTurn_onlyTheFirstReadsIt_theStallsOfTheOthersAreNotTheLoopsWork', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    const pooled = s.calls.threadpool.length;
+    for (let round = 0; round < 4 * LOOK_AGAIN_EVERY; round++) {
+      // Four batches in one turn: the first blocks, the others block one per turn after it.
+      const syncs = Array.from({ length: 4 }, () => s.durability.syncFd(3, true));
+      for (let turn = 0; turn < 5; turn++) {
+        loop.time += 0.02;
+        await nextTurn();
+        // A batch sent to the threadpool finishes over an idle loop.
+        loop.idle += 10;
+        s.settle();
+      }
+      await Promise.all(syncs);
+      await nextTurn();
+    }
+    expect(s.calls.threadpool.length - pooled, 'an idle loop read as idle').toBe(0);
+  });
+
   it('aLoopThatGetsBusyBetweenBatchSyncsOnTheCallingThreadIsSeenInTheTurnsBetween_andBatchesGoBackToTheThreadpool', async () => {
     const loop = new FakeLoop();
     const s = setup(null, loop);

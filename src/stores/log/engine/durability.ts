@@ -253,7 +253,9 @@ export class Durability {
     this.#hold(fd);
     const putOff = this.now();
     return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      this.#noteGap(this.now() - putOff);
+      // Only the first batch put off to this turn reads it: a later one would count the stall of
+      // the one before it as the loop's other work.
+      if (!this.#stalledThisTurn) this.#noteGap(this.now() - putOff);
       // A sync of the file may have started meanwhile: this one then joins it in the threadpool.
       const sync = this.#runningByFd.has(fd) ? this.#syncLater(fd, dataOnly) : this.#blockBatch(fd, dataOnly);
       this.#release(fd);
