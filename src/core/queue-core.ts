@@ -615,12 +615,7 @@ export class QueueCore {
     this.#waitersLeft();
     if (this.#state !== 'open' || this.#failure) return;
     const held = [...holder.held];
-    for (const entry of held) {
-      this.#endLease(entry);
-      // Taken for one of its waiters and still waiting for its delivery record: never handed out,
-      // so its delivery does not count (the waiter gets null, see `#handOver`).
-      if (this.#handingOver.delete(entry)) entry.deliveries--;
-    }
+    for (const entry of held) this.#endLease(entry);
     this.#returnEntries(held);
   }
 
@@ -917,7 +912,6 @@ export class QueueCore {
     // are handed their items once it has stored them.
     const served: Waiter<Reserved | null>[] = [];
     const handed: Reserved[] = [];
-    const entries: Entry[] = [];
     let failure: { error: unknown } | undefined;
     ledger.beginRun();
     while (waiters.length > 0) {
@@ -934,42 +928,21 @@ export class QueueCore {
       detachAbort(waiter);
       served.push(waiter);
       handed.push(this.#deliver(entry, waiter.leaseMs ?? this.leaseMs, waiter.holder));
-      this.#handingOver.add(entry);
-      entries.push(entry);
     }
-    this.#handOver(served, handed, entries);
+    this.#handOver(served, handed);
     if (failure !== undefined) rejectAll(waiters.splice(0), failure.error);
     if (waiters.length === 0) this.#hold(false);
   }
 
-  /**
-   * Items taken for waiters whose delivery records are being stored (`#handOver`): counted as
-   * delivered, not handed out yet. A close or a closed holder meanwhile takes their delivery off
-   * the count again (`#exactCounts`, `closeHolder`): they never reached user code.
-   */
-  readonly #handingOver = new Set<Entry>();
-
   /** End the ledger's run: each waiter gets its item once the records of the run are stored. */
-  #handOver(served: Waiter<Reserved | null>[], handed: Reserved[], entries: Entry[]): void {
+  #handOver(served: Waiter<Reserved | null>[], handed: Reserved[]): void {
     const give = (error?: unknown): void => {
-      if (error !== undefined) {
-        for (const entry of entries) this.#handingOver.delete(entry);
-        return rejectAll(served, this.#failure ?? error);
-      }
+      if (error !== undefined) return rejectAll(served, this.#failure ?? error);
       // Closed while the records were being stored: the items went back with the close. A waiter
-      // whose consumer closed meanwhile gets nothing: its item went back with it (`closeHolder`),
-      // and may be in other hands already.
+      // whose consumer closed meanwhile gets nothing either: its item went back with it
+      // (`closeHolder`), and may be in other hands already.
       const open = this.#state === 'open' && !this.#failure;
-      for (let i = 0; i < served.length; i++) {
-        const holder = served[i]!.holder;
-        if (!open || holder?.closed) {
-          if (!open) this.#handingOver.delete(entries[i]!);
-          served[i]!.resolve(null);
-          continue;
-        }
-        this.#handingOver.delete(entries[i]!);
-        served[i]!.resolve(handed[i]!);
-      }
+      for (let i = 0; i < served.length; i++) served[i]!.resolve(open && !served[i]!.holder?.closed ? handed[i]! : null);
     };
     let now: boolean;
     try {
@@ -1319,13 +1292,7 @@ export class QueueCore {
     let lowestUndelivered = this.#readAhead.lowestUnread();
     for (const e of known) if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
     const delivered = known.filter((e) => e.deliveries > 0);
-    // Taken for waiters, their records still being stored: never handed out (the close gives
-    // their waiters null), so this delivery is not theirs.
-    for (const e of this.#handingOver) {
-      e.deliveries--;
-      if (e.deliveries === 0 && e.seq < lowestUndelivered) lowestUndelivered = e.seq;
-    }
-    if (this.#inFlightEntries !== undefined) for (const e of this.#inFlightEntries) if (e.deliveries > 0) delivered.push(e);
+    if (this.#inFlightEntries !== undefined) for (const e of this.#inFlightEntries) delivered.push(e);
     return { countedAhead, lowestUndelivered, delivered };
   }
 
