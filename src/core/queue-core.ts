@@ -951,6 +951,9 @@ export class QueueCore {
       return give(error);
     }
     if (now) give();
+    // Failed during the run (a read of the store that threw while it took items): the ledger,
+    // stopped, stores nothing more and would never call back, so the waiters it served are told now.
+    else if (this.#failure) give(this.#failure);
   }
 
   /**

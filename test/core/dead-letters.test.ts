@@ -13,6 +13,7 @@ import {
   QueueError,
   type Store,
   type StoreFeatures,
+  type StoredItem,
 } from '../../src/index.js';
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -353,6 +354,39 @@ describe('a store whose delivery marks finish asynchronously', () => {
       await tx.close();
     });
   }
+});
+
+describe('a store whose read fails while workers are being served together', () => {
+  /** Delivery marks that finish a turn later, and reads that hand back one item each until `failAt`. */
+  class FailingReads extends MemStore {
+    reads = 0;
+    failAt = Infinity;
+    override markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): Promise<void> {
+      super.markDelivered(below, marks, sync);
+      return new Promise((resolve) => setImmediate(resolve));
+    }
+    override read(range: Parameters<MemStore['read']>[0]): readonly StoredItem[] {
+      if (++this.reads >= this.failAt) throw new Error('the disk went away');
+      return (super.read(range) as readonly StoredItem[]).slice(0, 1);
+    }
+  }
+
+  it('failsProcessWithErrStoreFailed_noWorkerWaitsForever', async () => {
+    const store = new FailingReads();
+    const [tx, rx] = await new Builder(store).open();
+    await tx.pushMany(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+    store.failAt = store.reads + 3;
+    const running = rx.process(async () => {}, { concurrency: 4 });
+    const outcome = await Promise.race([
+      running.then(
+        () => 'resolved',
+        (error: unknown) => (error as QueueError).code,
+      ),
+      new Promise<string>((resolve) => setTimeout(() => resolve('still waiting after 2 s'), 2000)),
+    ]);
+    expect(outcome).toBe('ERR_STORE_FAILED');
+    await rx.close().catch(() => {});
+  });
 });
 
 describe('a store whose delivery mark fails', () => {
