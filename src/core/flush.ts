@@ -12,7 +12,8 @@
  */
 export const TURN_STORE_CALLS = 16;
 
-const SETTLED = Promise.resolve();
+/** A settled promise: a reaction on it runs a callback in a microtask (see `FlushScheduler.schedule`). */
+export const SETTLED = Promise.resolve();
 
 /** Under `'auto'`, the budget doubles after this many flushes in a row that waited a turn for one operation. */
 const LONE_FLUSHES_TO_GROW = 4;

@@ -39,7 +39,7 @@ import { DelayedItems } from './delayed.js';
 import { DeliveryLedger, type ExactCounts, errorMessage } from './deliveries.js';
 import { DropGuards } from './drop-guard.js';
 import { AckPipeline } from './ack-pipeline.js';
-import type { TurnBudget } from './flush.js';
+import { SETTLED, type TurnBudget } from './flush.js';
 import { ByteBudget } from './byte-budget.js';
 import { PushPipeline } from './push-pipeline.js';
 import { IdempotencyKeys, type KeyWindow } from './idempotency.js';
@@ -100,9 +100,6 @@ export interface CoreSettings {
   readonly bytes?: { readonly capacity: number; readonly recovered: number } | undefined;
   readonly rateLimit?: RateLimit | undefined;
 }
-
-/** A settled promise: a reaction on it runs a callback in a microtask without queueMicrotask's per-call resource. */
-const SETTLED = Promise.resolve();
 
 /** The single owner of a queue's in-memory state. @internal */
 export class QueueCore {

@@ -7,6 +7,7 @@
  */
 import { QueueError } from '../../../contract/errors.js';
 import type { FileSystem } from '../../../fs/file-system.js';
+import { systemTime, type TimeSource } from '../../../lib/clock.js';
 import { closeQuietly } from './layout.js';
 
 /** Under `none`, the active segment is fdatasynced in the background every this many bytes. */
@@ -39,10 +40,6 @@ export type LoopMeter = (since?: LoopTime) => LoopTime;
 /** The runtime's meter, or null where it has none (the loop then counts as busy). */
 const runtimeLoopMeter: LoopMeter | null =
   typeof globalThis.performance?.eventLoopUtilization === 'function' ? (since) => performance.eventLoopUtilization(since) : null;
-
-/** A monotonic clock in milliseconds. */
-export type Clock = () => number;
-const runtimeClock: Clock = () => performance.now();
 
 export function errnoCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string'
@@ -91,7 +88,8 @@ export class Durability {
      */
     private readonly blocking: boolean | 'auto' = false,
     private readonly loopMeter: LoopMeter | null = runtimeLoopMeter,
-    private readonly now: Clock = runtimeClock,
+    /** A clock that never steps back (ms), for the gaps between blocking syncs. */
+    private readonly now: TimeSource['monoNow'] = systemTime.monoNow,
   ) {}
 
   get failure(): QueueError | null {
