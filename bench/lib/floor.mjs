@@ -164,10 +164,13 @@ export class FloorQueue {
   #turnSeqs = [];
   #turnDone;
   #turnResolve;
+  /** Set before the files close: consumers left behind with the queue write nothing more. */
+  closed = false;
 
-  constructor(fd, ackFd) {
+  /** `mainThread`: the log's batch syncs on the calling thread (FloorLog). */
+  constructor(fd, ackFd, mainThread = false) {
     this.#ackFd = ackFd;
-    this.#log = new FloorLog(fd, false);
+    this.#log = new FloorLog(fd, mainThread);
     this.#log.durable = (buf, start, end, seqs) => {
       for (let i = 0, at = start; at < end; i++) {
         const n = PAYLOAD_OF(buf, at);
@@ -184,6 +187,7 @@ export class FloorQueue {
 
   /** The MARK record of the first-delivery bound past `seq`, written before the item is handed out. */
   #mark(seq) {
+    if (this.closed) return;
     writeU64(this.#markPayload, 0, seq + 1);
     const end = encodeFrame(this.#markBuf, 0, ++this.#recordSeq, RECORD_MARK, this.#markPayload);
     writeSync(this.#ackFd, this.#markBuf, 0, end, this.#ackPos);
@@ -238,6 +242,7 @@ export class FloorQueue {
     const resolve = this.#turnResolve;
     this.#turnSeqs = [];
     this.#turnDone = undefined;
+    if (this.closed) return resolve();
     const buf = Buffer.allocUnsafe(seqs.length * ACK_RECORD_BYTES);
     let at = 0;
     for (const seq of seqs) at = this.#encodeAck(buf, at, seq);
@@ -250,6 +255,7 @@ export class FloorQueue {
   };
 
   ack(seq) {
+    if (this.closed) return SETTLED;
     this.#encodeAck(this.#ackBuf, 0, seq);
     writeSync(this.#ackFd, this.#ackBuf, 0, ACK_RECORD_BYTES, this.#ackPos);
     this.#ackPos += ACK_RECORD_BYTES;
@@ -267,9 +273,11 @@ function PAYLOAD_OF(buf, at) {
  * The README's consumers over a FloorQueue, for `budgetMs`, while `producers` callers await push
  * in a loop: `consumer` 'loop' (one consumer awaiting reserve() and ack()), 'process' (64 workers,
  * each awaiting reserve(), an async handler and an ack whose write it shares with the other acks
- * of its turn), or undefined (push only). Returns { pushed, handled } per second.
+ * of its turn), or undefined (push only). `mainThread`: the log's syncs block the calling thread,
+ * as LogStore's do under `blockingSync` (and under 'auto' on a quiet loop). Returns { pushed,
+ * handled } per second.
  */
-export async function floorReadmeRates(scratch, { producers, payload, budgetMs, consumer }) {
+export async function floorReadmeRates(scratch, { producers, payload, budgetMs, consumer, mainThread = false }) {
   const base = join(scratch, `floor-q-${process.pid}-${Math.floor(performance.now() * 1000)}`);
   const fd = openSync(`${base}.log`, 'w+', 0o600);
   const ackFd = openSync(`${base}.ack`, 'w+', 0o600);
@@ -278,7 +286,7 @@ export async function floorReadmeRates(scratch, { producers, payload, budgetMs, 
     const zeros = Buffer.alloc(1 << 20);
     for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
     fdatasyncSync(fd);
-    const q = new FloorQueue(fd, ackFd);
+    const q = new FloorQueue(fd, ackFd, mainThread);
     let handled = 0;
     let running = true;
     const handle = async () => {
@@ -306,6 +314,7 @@ export async function floorReadmeRates(scratch, { producers, payload, budgetMs, 
     // Consumers still waiting for an item when the producers stop are left behind with the queue.
     const r = await pushOnly(q, { producers, payload, count: Infinity, budgetMs });
     running = false;
+    q.closed = true;
     return { pushed: r.msgs / r.seconds, handled: handled / r.seconds };
   } finally {
     closeSync(fd);

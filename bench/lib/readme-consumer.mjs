@@ -79,16 +79,21 @@ export async function runOne(kind, dir, { budgetMs, configure, wrap, storeOption
 }
 
 /** The push-only cell a consumer cell is taken against: the floor's for the floor's cells. */
-export const pushCellOf = (kind) => (kind.startsWith('floor-') ? 'floor-push' : 'push');
+export const pushCellOf = (kind) =>
+  kind.startsWith('floor-main-') ? 'floor-main-push' : kind.startsWith('floor-') ? 'floor-push' : 'push';
 
 /**
  * `rounds` rounds of push / loop / process; returns the rates per cell and the per-round ratios
  * of each consumer to the push-only cell of the same round. With `floor`, each round also runs
  * the contract's floor (bench/lib/floor.mjs) push only, with the loop and with 64 workers, and
- * reports their ratios the same way (`floor-loop`, `floor-process`).
+ * reports their ratios the same way (`floor-loop`, `floor-process`); and again with the floor's
+ * syncs on the calling thread (`floor-main-push`, `floor-main-process`), as the queue's batch syncs
+ * run under 'auto' on a quiet loop.
  */
 export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wrap, floor = false }) {
-  const kinds = floor ? ['push', 'loop', 'process', 'floor-push', 'floor-loop', 'floor-process'] : ['push', 'loop', 'process'];
+  const kinds = floor
+    ? ['push', 'loop', 'process', 'floor-push', 'floor-loop', 'floor-process', 'floor-main-push', 'floor-main-process']
+    : ['push', 'loop', 'process'];
   const rates = Object.fromEntries(kinds.map((k) => [k, []]));
   const ratios = Object.fromEntries(kinds.filter((k) => !k.endsWith('push')).map((k) => [k, []]));
   const payload = new Uint8Array(README_PAYLOAD_BYTES).fill(7);
@@ -98,8 +103,10 @@ export async function runReadmeRounds({ scratch, rounds, budgetMs, configure, wr
       const dir = mkdtempSync(join(scratch, `readme-${kind}-`));
       try {
         if (kind.startsWith('floor-')) {
-          const consumer = kind === 'floor-push' ? undefined : kind.slice('floor-'.length);
-          const res = await floorReadmeRates(dir, { producers: README_PRODUCERS, payload, budgetMs, consumer });
+          const mainThread = kind.startsWith('floor-main-');
+          const what = kind.slice(mainThread ? 'floor-main-'.length : 'floor-'.length);
+          const consumer = what === 'push' ? undefined : what;
+          const res = await floorReadmeRates(dir, { producers: README_PRODUCERS, payload, budgetMs, consumer, mainThread });
           round[kind] = consumer === undefined ? res.pushed : res.handled;
         } else {
           const res = await runOne(kind, dir, { budgetMs, configure, wrap });
