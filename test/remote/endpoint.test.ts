@@ -55,8 +55,20 @@ async function openOwner(dir: string, setup: (b: Builder) => Builder = (b) => b,
 }
 
 /** Everything still in the queue, acked as read. */
-function drain(rx: Consumer): string[] {
+/**
+ * The texts of the next `count` items and of any ready after them, each acked. It waits for each
+ * of the `count` with reserve(): a remote push resolves once its item is stored, and the owner's
+ * consumer may still be reading it from the store then, when tryReserve() would answer null.
+ */
+async function drain(rx: Consumer, count: number): Promise<string[]> {
   const out: string[] = [];
+  const signal = AbortSignal.timeout(5000);
+  while (out.length < count) {
+    const item = await rx.reserve({ signal });
+    if (item === null) break;
+    out.push(text(item.bytes));
+    void item.ack();
+  }
   for (let item = rx.tryReserve(); item !== null; item = rx.tryReserve()) {
     out.push(text(item.bytes));
     void item.ack();
@@ -198,7 +210,7 @@ describe('the endpoint file', () => {
       const producer = await connect(dir);
       expect(producer.mode).toBe('endpoint');
       expect(await producer.push('through a long path')).toBe(1);
-      expect(drain(owner.rx)).toEqual(['through a long path']);
+      expect(await drain(owner.rx, 1)).toEqual(['through a long path']);
       // Neither the bind nor the connect left its private directory behind.
       expect(readdirSync(privateTmp)).toEqual([]);
       // No abstract-namespace socket: every Unix socket of this process has a path in the file system.
@@ -259,7 +271,7 @@ for await (const item of rx) {}
     expect(readdirSync(dir)).not.toContain('pq.sock.tmp');
     const producer = await connect(dir);
     expect(await producer.push('after the restart')).toBe(2);
-    expect(drain(owner.rx)).toEqual(['before the kill', 'after the restart']);
+    expect(await drain(owner.rx, 2)).toEqual(['before the kill', 'after the restart']);
     await producer.close();
     await owner.rx.close();
   });
@@ -275,7 +287,7 @@ describe('hostile bytes', () => {
     await attack(dir);
     expect(await producer.push('after')).toBe(2);
     expect(owner.tx.stats().pushed).toBe(2);
-    expect(drain(owner.rx)).toEqual(['before', 'after']);
+    expect(await drain(owner.rx, 2)).toEqual(['before', 'after']);
     await producer.close();
     await owner.rx.close();
   }
@@ -391,7 +403,7 @@ describe('pushes through the endpoint', () => {
     expect(await producer.push('keyed again', { key: 'order-1' })).toBe(6);
     expect(await producer.pushMany(['k2', 'k3', 'k2 again'], { keys: ['order-2', 'order-3', 'order-2'] })).toEqual([7, 8, 7]);
     expect(await producer.pushMany([])).toEqual([]);
-    expect(drain(owner.rx)).toEqual(['urgent-a', 'urgent-b', 'plain', 'keyed', 'k2', 'k3']);
+    expect(await drain(owner.rx, 6)).toEqual(['urgent-a', 'urgent-b', 'plain', 'keyed', 'k2', 'k3']);
     expect(owner.rx.stats().delayed).toBe(2);
     await producer.close();
     await owner.rx.close();
@@ -404,7 +416,7 @@ describe('pushes through the endpoint', () => {
     const values = Array.from({ length: 200 }, (_, i) => `${i}:${'x'.repeat(1000)}`);
     const seqs = await producer.pushMany(values);
     expect(seqs).toEqual(values.map((_, i) => i + 1));
-    expect(drain(owner.rx)).toEqual(values);
+    expect(await drain(owner.rx, values.length)).toEqual(values);
     await producer.close();
     await owner.rx.close();
   });
@@ -447,7 +459,7 @@ describe('pushes through the endpoint', () => {
     const first = owner.rx.tryReserve()!;
     await first.ack();
     expect(await remote).toBe(2);
-    expect(drain(owner.rx)).toEqual(['waits']);
+    expect(await drain(owner.rx, 1)).toEqual(['waits']);
     await producer.close();
     await owner.rx.close();
   });
@@ -465,7 +477,7 @@ describe('pushes through the endpoint', () => {
     await expect(remote).rejects.toBe(reason);
     expect(owner.tx.stats().pendingPushes).toBe(0);
     // The keys were not stored either: the same keys push anew.
-    expect(drain(owner.rx)).toEqual(['fills', 'the queue']);
+    expect(await drain(owner.rx, 2)).toEqual(['fills', 'the queue']);
     expect(await producer.pushMany(['again-1'], { keys: ['w1'] })).toEqual([3]);
     // Stored when the push resolves; the consumer reads it from the store, which may still be
     // under way when the producer hears back, so it waits for it rather than try once.
@@ -491,7 +503,7 @@ describe('pushes through the endpoint', () => {
     expect(await remote).toMatchObject({ code: 'ERR_CLOSED' });
     await expect(producer.push('after close')).rejects.toMatchObject({ code: 'ERR_CLOSED' });
     expect(owner.tx.stats().pendingPushes).toBe(0);
-    expect(drain(owner.rx)).toEqual(['fills the queue']);
+    expect(await drain(owner.rx, 1)).toEqual(['fills the queue']);
     await owner.rx.close();
   });
 });
@@ -536,7 +548,7 @@ describe('typed errors cross the endpoint', () => {
     await expect(producer.push('after')).rejects.toMatchObject({ code: 'ERR_OWNER_GONE' });
     await producer.close();
     const reopened = await openOwner(dir);
-    expect(drain(reopened.rx)).toEqual(['fills the queue']);
+    expect(await drain(reopened.rx, 1)).toEqual(['fills the queue']);
     await reopened.rx.close();
   });
 });
