@@ -820,7 +820,7 @@ function limitsSection(md, results, config) {
   md.push("## The log at the disk's limit");
   md.push('');
   md.push(
-    `\`bench/lib/limits.mjs\` (\`node bench/run.mjs --only=limits\`): each per-item target beside its reference, 128 B payloads, default options unless the row names one. Every cell runs once per round for ${config.abBudgetMs} ms, ${rounds} rounds, in one process, the order rotated by one each round; a ratio is taken within each round and the table gives the median of the rounds with its range. On a machine of 2 cores, a cell's rate moves from round to round, the ratio of a round much less. Where the reference is a raw fdatasync loop, it is the faster of the threadpool's \`fdatasync\` and \`fdatasyncSync\` on the main thread in that round (the count says how often each won). The last three columns are the event loop's delay during our cell (\`perf_hooks.monitorEventLoopDelay\`, 1 ms resolution, less 1 ms: how late a timer due every millisecond fired; median of the rounds, in ms): what a timer or a socket in the same process waits while the queue runs.`,
+    `\`bench/lib/limits.mjs\` (\`node bench/run.mjs --only=limits\`): each per-item target beside its reference, 128 B payloads, default options unless the row names one. Every cell runs once per round for ${config.abBudgetMs} ms, ${rounds} rounds, in one process, the order rotated by one each round; a ratio is taken within each round and the table gives the median of the rounds with its range. On a machine of 2 cores, a cell's rate moves from round to round, the ratio of a round much less. Where the reference is a raw fdatasync loop, it is the faster of the threadpool's \`fdatasync\` and \`fdatasyncSync\` on the main thread in that round (the count says how often each won). The last three columns are the event loop's delay during our cell (\`perf_hooks.monitorEventLoopDelay\`, 1 ms resolution, less 1 ms: how late a timer due every millisecond fired; median of the rounds, in ms): what a timer or a socket in the same process waits while the queue runs. A row marked *(reference, not a target)* runs the contract's floor (\`bench/lib/floor.mjs\`: the least work a queue keeping these promises does) against the reference of the row above it, with that row's goal: whether the goal is within the reach of any such queue in the same rounds.`,
   );
   md.push('');
   const body = rows.map((r) => {
@@ -840,7 +840,7 @@ function limitsSection(md, results, config) {
       rateFmt(r.denominatorMedian),
       `${f(r.value)} (${f(r.min)}–${f(r.max)})`,
       goalOf(r.goal),
-      statusOf(r.value, r.goal),
+      r.floor ? (r.value >= r.goal ? 'within reach' : 'out of reach') : statusOf(r.value, r.goal),
       r.sync ? ms(d?.p50Ms) : `(${ms(d?.p50Ms)})`,
       r.sync ? ms(d?.p99Ms) : `(${ms(d?.p99Ms)})`,
       r.sync ? ms(d?.maxMs) : `(${ms(d?.maxMs)})`,

@@ -538,6 +538,7 @@ async function runLimitsSection() {
       reference: row.ref,
       sync: Boolean(row.sync),
       goal: row.goal,
+      floor: Boolean(row.floor),
       unit: 'ratio',
       samples: r.ratios,
       min: Math.min(...r.ratios),

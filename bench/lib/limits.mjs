@@ -19,6 +19,12 @@
 //                   one serial producer and a consumer awaiting each ack; one frame per writeSync;
 //                   MemStore; the simplest async array queue
 //   readme-loop, readme-process     the README's consumer code beside group-push
+//   floor-push-main, floor-push, floor-loop, floor-process   the contract's floor (bench/lib/floor.mjs):
+//                   the least work a queue with this contract does, 64 producers: push only with
+//                   fdatasyncSync (the `group` row's floor), and the README's consumers over it
+//                   (its push only with the threadpool's fdatasync too, the faster of the two being
+//                   its push only). Its rows are references, not targets: what any queue keeping
+//                   these promises reaches on this machine in the same rounds.
 // Beside each of our cells: the event loop's delay during the run (perf_hooks.monitorEventLoopDelay
 // at 1 ms resolution, less that 1 ms: how late a timer due every millisecond fired).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -28,6 +34,7 @@ import { Builder, LogStore } from '../../dist/index.js';
 import { FRAME_HEADER_BYTES } from '../../dist/stores/log/engine/format.js';
 import { runBaselineCell } from './baseline.mjs';
 import { runCell } from './cell.mjs';
+import { floorRate, floorReadmeRates } from './floor.mjs';
 import { sqlitePeer } from './peers.mjs';
 import { pushOnly } from './queue-work.mjs';
 import { rawBatchedAppend, rawSyncLoop } from './raw.mjs';
@@ -65,6 +72,17 @@ const rawSync = (batch, records, mainThread) => (scratch, budgetMs) =>
   withDir(scratch, 'limits-raw-', (dir) =>
     rawSyncLoop(dir, { frameBytes: FRAME_BYTES, records, batch, preallocate: true, budgetMs, mainThread }),
   );
+const floorReadme = (consumer, mainThread) => (scratch, budgetMs) =>
+  withDir(scratch, 'limits-floor-', async (dir) => {
+    const r = await floorReadmeRates(dir, {
+      producers: 64,
+      payload: new Uint8Array(LIMITS_PAYLOAD_BYTES).fill(7),
+      budgetMs,
+      consumer,
+      mainThread,
+    });
+    return consumer === undefined ? r.pushed : r.handled;
+  });
 const sqlite = (batch) => async (scratch, budgetMs) =>
   rate(
     await sqlitePeer(scratch, {
@@ -109,11 +127,29 @@ export const LIMITS_CELLS = {
   'simple1-e2e': { run: baseline('simple') },
   'readme-loop': { ours: true, run: readme('loop') },
   'readme-process': { ours: true, run: readme('process') },
+  'floor-push-main': {
+    run: (scratch, budgetMs) =>
+      withDir(scratch, 'limits-floor-', (dir) =>
+        floorRate(dir, {
+          producers: 64,
+          payload: new Uint8Array(LIMITS_PAYLOAD_BYTES).fill(7),
+          records: 400_000,
+          budgetMs,
+          mainThread: true,
+        }),
+      ),
+  },
+  'floor-readme-push': { run: floorReadme(undefined, false) },
+  'floor-readme-push-main': { run: floorReadme(undefined, true) },
+  'floor-readme-loop': { run: floorReadme('loop', false) },
+  'floor-readme-process': { run: floorReadme('process', false) },
 };
 
 /**
  * The rows of the table: ours against its reference (one cell, or the faster of several in each
- * round), with the project's goal for the ratio. `sync` says the row waits on fdatasync.
+ * round), with the project's goal for the ratio. `sync` says the row waits on fdatasync. A row
+ * with `floor` is the contract's floor against the reference of the row it follows, with that
+ * row's goal: not a target, but whether the goal is within any such queue's reach in these rounds.
  */
 export const LIMITS_ROWS = [
   {
@@ -142,6 +178,16 @@ export const LIMITS_ROWS = [
     sync: true,
     what: '`group`, 64 producers, push only',
     against: 'raw overwrite of a preallocated file, 64 records + one fdatasync (the faster of threadpool and main thread)',
+  },
+  {
+    key: 'group-raw-floor',
+    ours: 'floor-push-main',
+    ref: ['raw-sync64', 'raw-sync64-main'],
+    goal: 0.75,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the contract's floor, 64 producers, push only, fdatasyncSync",
+    against: 'the same raw loops',
   },
   {
     key: 'group-sqlite',
@@ -193,6 +239,26 @@ export const LIMITS_ROWS = [
     sync: true,
     what: "README's `process({ concurrency: 64 })`, 64 producers",
     against: 'push only, the same queue',
+  },
+  {
+    key: 'readme-loop-floor',
+    ours: 'floor-readme-loop',
+    ref: ['floor-readme-push', 'floor-readme-push-main'],
+    goal: 0.8,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the contract's floor: a serial reserve + ack loop, 64 producers",
+    against: "the floor's push only (the faster of threadpool and main thread)",
+  },
+  {
+    key: 'readme-process-floor',
+    ours: 'floor-readme-process',
+    ref: ['floor-readme-push', 'floor-readme-push-main'],
+    goal: 0.9,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the contract's floor: 64 workers, 64 producers",
+    against: "the floor's push only (the faster of threadpool and main thread)",
   },
 ];
 

@@ -398,6 +398,7 @@ export function computeTargets(output) {
       source: 'ab',
       goal: row.goal,
       unit: 'msgs/s',
+      ...(row.floor ? { reference: true } : {}),
     });
   }
   // Producers in other processes (section `remote`): the ratios that have a goal.
