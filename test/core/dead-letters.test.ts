@@ -353,6 +353,51 @@ describe('a store whose delivery marks finish asynchronously', () => {
       expect(rx.tryReserve()).toBeNull();
       await tx.close();
     });
+
+    it(`aForkClosedWhileItsBatchWorkersItemsWaitForTheirMarkHandlesNoneOfThem_eachItemIsHandledOnce_concurrency${concurrency}`, async () => {
+      // A batch's first item comes through a waiting reserve; the items ready beside it are taken
+      // in one run whose marks are stored together (`takeTogether`). The fork closes one or two
+      // turns in, plus a few microtasks, while such a run's marks are being stored.
+      for (const [turns, ticks] of [
+        [1, 0],
+        [1, 2],
+        [2, 0],
+        [2, 2],
+      ]) {
+        const store = new AsyncMarks();
+        const [tx, rx] = await new Builder(store).open();
+        await tx.pushMany(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+        const fork = rx.fork();
+        const forkSaw: string[] = [];
+        let closing = false;
+        const afterClose: string[] = [];
+        const running = fork.process(
+          async (items) => {
+            for (const item of items) {
+              forkSaw.push(dec(item.bytes));
+              if (closing) afterClose.push(dec(item.bytes));
+            }
+          },
+          { concurrency, batch: { size: 3 } },
+        );
+        for (let i = 0; i < turns; i++) await new Promise((resolve) => setImmediate(resolve));
+        await microtasks(ticks);
+        closing = true;
+        await fork.close();
+        await running;
+        const mainSaw: string[] = [];
+        while (mainSaw.length + forkSaw.length < 8) {
+          const item = (await rx.reserve())!;
+          mainSaw.push(dec(item.bytes));
+          await item.ack();
+        }
+        const when = `fork closed after ${turns} turn(s) and ${ticks} microtask(s)`;
+        expect(afterClose, `${when}: no batch handler starts once the close was asked for`).toEqual([]);
+        expect([...forkSaw, ...mainSaw].sort(), `${when}: each item handled once`).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
+        expect(rx.tryReserve()).toBeNull();
+        await tx.close();
+      }
+    });
   }
 });
 
