@@ -199,6 +199,16 @@ export const LIMITS_ROWS = [
     against: 'better-sqlite3 WAL synchronous=FULL, 64 inserts per commit',
   },
   {
+    key: 'group-sqlite-floor',
+    ours: 'floor-push-main',
+    ref: 'sqlite-64',
+    goal: 1.3,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the contract's floor, 64 producers, push only, fdatasyncSync",
+    against: 'the same better-sqlite3 commits',
+  },
+  {
     key: 'none64-raw',
     ours: 'none64-e2e',
     ref: 'raw-write64',
