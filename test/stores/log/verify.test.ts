@@ -187,3 +187,71 @@ test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
     ).toBe(true);
   }
 });
+
+/**
+ * Beside a live writer, which deletes a segment once every record in it is acked, a segment the
+ * plan listed can be gone by the time the walk opens it. `after` is the store as the writer left
+ * it (its cursor is put in place when the walk comes to the first segment, which is deleted then).
+ */
+class WriterMidRead extends WrappedFs {
+  opens = 0;
+  /** The open of `target` (counted from 1) at which the writer's change lands; 0: never. */
+  at = 0;
+  constructor(
+    readonly target: string,
+    readonly after: string,
+    readonly dir: string,
+  ) {
+    super(nodeFileSystem);
+  }
+  override lockHolder() {
+    return { pid: 4242 };
+  }
+  override open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
+    if (p === this.target && ++this.opens === this.at) {
+      fs.rmSync(p);
+      fs.copyFileSync(join(this.after, 'cursor.pqc'), join(this.dir, 'cursor.pqc'));
+    }
+    return super.open(p, mode, fm);
+  }
+}
+
+test('besideALiveWriterASegmentDeletedDuringTheReadIsANoteWhenTheCursorAcksItsRecordsNow_andAProblemWhenNot', async () => {
+  for (const ackedNow of [true, false]) {
+    const dir = await rolled();
+    const [firstName, secondName] = segFiles(dir);
+    const first = join(dir, firstName!);
+    const secondBase = Number(/\d{20}/.exec(secondName!)![0]);
+    const after = `${dir}-after`;
+    fs.cpSync(dir, after, { recursive: true });
+    if (ackedNow) {
+      // The writer acks the first segment's records (3 and 4 were acked already) and deletes it.
+      const { store } = await openStore(after, { segmentBytes: 256, autoCompact: false });
+      const seqs = Array.from({ length: secondBase - 1 }, (_, i) => i + 1).filter((s) => s !== 3 && s !== 4);
+      await store.ack(seqs, true);
+      await store.close();
+    }
+    // A dry run counts the opens of the first segment: the walk's is the last.
+    const dry = new WriterMidRead(first, after, dir);
+    expect(verifyStore(dir, { fs: dry }).problems).toEqual([]);
+    const wrapped = new WriterMidRead(first, after, dir);
+    wrapped.at = dry.opens;
+    const r = verifyStore(dir, { fs: wrapped });
+    expect(fs.existsSync(first), 'the writer deleted the first segment during the walk').toBe(false);
+    if (ackedNow) {
+      expect(r.problems).toEqual([]);
+      expect(r.notes.join('\n')).toContain(`${firstName}: deleted by the live writer while verify read the store`);
+    } else {
+      // Unacked records were in it: damage, with the seqs it cost.
+      expect(r.problems).toHaveLength(1);
+      expect(r.problems[0]).toMatchObject({
+        file: first,
+        lostSeqs: [
+          { first: 1, last: 2 },
+          { first: 5, last: secondBase - 1 },
+        ],
+      });
+      expect(r.notes.join('\n')).not.toContain('deleted by the live writer');
+    }
+  }
+});

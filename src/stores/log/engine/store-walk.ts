@@ -57,6 +57,8 @@ export interface DamagedRange {
   readonly budgetSpent: boolean;
   /** Unacked seqs whose records lay in the damaged bytes. */
   readonly lostSeqs: SeqRange[];
+  /** The file was gone when the walk came to open it (ENOENT): deleted after the plan listed it. */
+  readonly missing?: boolean;
 }
 
 /** Bytes at the end of the active segment that open would cut (FORMAT §6.1 rows 4–7): not damage. */
@@ -326,6 +328,7 @@ export class StoreWalk {
           reason: `cannot read ${seg.path}: ${(e as Error).message}`,
           budgetSpent: false,
           lostSeqs: [],
+          ...((e as { code: string }).code === 'ENOENT' ? { missing: true } : {}),
         };
         this.damages.push(damage);
         this.#open = damage;

@@ -11,7 +11,7 @@
  */
 import { FileWindow, FrameReader } from './frame-reader.js';
 import { decodeSpoolHeader, spoolFileIds, SpoolFrames } from './spool-file.js';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { OpenError } from '../../../contract/errors.js';
 import type { FileSystem } from '../../../fs/file-system.js';
 import {
@@ -27,7 +27,8 @@ import {
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { FILE_CHECKS } from './recovery-checks.js';
 import { liveHolder } from './store-dir.js';
-import { StoreWalk, knownAcks, walkSegments, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
+import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
+import type { AckSet } from './cursor.js';
 
 export interface VerifyProblem {
   readonly file: string;
@@ -129,7 +130,12 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   );
   if (holder !== null) notes.push(liveWriterNote(holder));
   for (const _ of walk.walk());
-  problems.push(...storeProblems(dir, plan, planProblems, segments, walk));
+  const removed = liveWriter ? removedByWriter(fs, dir, walk.damages) : [];
+  for (const d of removed)
+    notes.push(
+      `${basename(d.file)}: deleted by the live writer while verify read the store; the cursor acks every record it held that verify had not seen acked`,
+    );
+  problems.push(...storeProblems(dir, plan, planProblems, segments, walk, new Set(removed)));
   for (const t of walk.tails) notes.push(tailNote(segments.find((s) => s.path === t.file)!.name, t));
   let files = walk.files;
   if (plan.cursor !== null) {
@@ -206,6 +212,32 @@ function checkSpool(fs: FileSystem, dir: string): { files: number; problems: Ver
   return { files: ids.length, problems, notes };
 }
 
+/**
+ * Beside a live writer, the segments the plan listed that were gone when the walk came to them and
+ * whose records are all acked by the cursor as it is now: the writer deletes a segment once every
+ * record in it is acked (compaction, the segments behind the acks), and it may do so between the
+ * plan and the walk. One whose records the cursor does not ack now stays damage. The cursor is read
+ * again through a fresh plan; when that fails, nothing is taken for deleted by the writer.
+ */
+function removedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedRange[]): DamagedRange[] {
+  const missing = damages.filter((d) => d.missing === true);
+  if (missing.length === 0) return [];
+  let acks: AckSet;
+  try {
+    const planProblems: OpenError[] = [];
+    const now = planRecovery(fs, dir, {
+      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
+      readAheadBytes: CHUNK_BYTES,
+      onProblem: (p) => planProblems.push(p),
+      liveWriter: true,
+    });
+    acks = knownAcks(fs, dir, now, planProblems).acks;
+  } catch {
+    return [];
+  }
+  return missing.filter((d) => d.lostSeqs.every((r) => acks.ackedIn(r.first, r.last + 1) === r.last + 1 - r.first));
+}
+
 /** What verify and salvage say of a store another process had open as they read it. */
 export function liveWriterNote(holder: { readonly pid: number | null }): string {
   const who = holder.pid !== null ? `process ${holder.pid}` : 'another process';
@@ -232,6 +264,7 @@ export function storeProblems(
   planProblems: readonly OpenError[],
   segments: readonly WalkSegment[],
   walk: StoreWalk,
+  notDamage: ReadonlySet<DamagedRange> = new Set(),
 ): VerifyProblem[] {
   // When the plan's scan of the active segment met damage, the plan knows none of its data, so the
   // checkpoint looks ahead of the data (file check 15); the walk reports the damage and what it cost.
@@ -239,6 +272,7 @@ export function storeProblems(
   const knockOn = `(file check ${FILE_CHECKS.dataBehindCheckpoint.id})`;
   const problems = planProblems.filter((p) => !(activeFailed && p.message.includes(knockOn))).map((p) => toProblem(p, dir));
   for (const d of walk.damages) {
+    if (notDamage.has(d)) continue;
     const damage = { end: d.end, lostSeqs: d.lostSeqs };
     const same = problems.findIndex((p) => p.file === d.file && p.offset === d.offset);
     if (same >= 0) problems[same] = { ...problems[same]!, ...damage };
