@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   Builder,
+  type Consumer,
   type DeliveryMark,
   LogStore,
   MAX_REASON_BYTES,
@@ -295,6 +296,24 @@ describe('a store whose delivery marks finish asynchronously', () => {
     for (let i = 0; i < n; i++) await Promise.resolve();
   };
 
+  const EIGHT = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+
+  /**
+   * After a fork's close: the main consumer takes what the fork left until all eight were handled
+   * by one of them, and each was handled once (the closed fork ran no handler on an item it had
+   * returned to the queue).
+   */
+  const expectEachHandledOnce = async (rx: Consumer, forkSaw: readonly string[], what = ''): Promise<void> => {
+    const mainSaw: string[] = [];
+    while (mainSaw.length + forkSaw.length < 8) {
+      const item = (await rx.reserve())!;
+      mainSaw.push(dec(item.bytes));
+      await item.ack();
+    }
+    expect([...forkSaw, ...mainSaw].sort(), `${what}each item handled once`).toEqual(EIGHT);
+    expect(rx.tryReserve()).toBeNull();
+  };
+
   for (const concurrency of [1, 4]) {
     it(`aCloseWhileTheWorkersItemsWaitForTheirMarkLosesNoItem_andEachHandledOneCountsItsDelivery_concurrency${concurrency}`, async () => {
       const store = new AsyncMarks();
@@ -341,16 +360,7 @@ describe('a store whose delivery marks finish asynchronously', () => {
       await microtasks(3);
       await fork.close();
       await running;
-      const mainSaw: string[] = [];
-      while (mainSaw.length + forkSaw.length < 8) {
-        const item = (await rx.reserve())!;
-        mainSaw.push(dec(item.bytes));
-        await item.ack();
-      }
-      // Each item handled once, by one of them: the closed fork ran no handler on an item it had
-      // returned to the queue.
-      expect([...forkSaw, ...mainSaw].sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
-      expect(rx.tryReserve()).toBeNull();
+      await expectEachHandledOnce(rx, forkSaw);
       await tx.close();
     });
 
@@ -385,16 +395,9 @@ describe('a store whose delivery marks finish asynchronously', () => {
         closing = true;
         await fork.close();
         await running;
-        const mainSaw: string[] = [];
-        while (mainSaw.length + forkSaw.length < 8) {
-          const item = (await rx.reserve())!;
-          mainSaw.push(dec(item.bytes));
-          await item.ack();
-        }
         const when = `fork closed after ${turns} turn(s) and ${ticks} microtask(s)`;
         expect(afterClose, `${when}: no batch handler starts once the close was asked for`).toEqual([]);
-        expect([...forkSaw, ...mainSaw].sort(), `${when}: each item handled once`).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']);
-        expect(rx.tryReserve()).toBeNull();
+        await expectEachHandledOnce(rx, forkSaw, `${when}: `);
         await tx.close();
       }
     });

@@ -92,12 +92,7 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   const holder = liveHolder(fs, dir);
   const liveWriter = holder !== null;
   try {
-    plan = planRecovery(fs, dir, {
-      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
-      readAheadBytes: CHUNK_BYTES,
-      onProblem: (p) => planProblems.push(p),
-      liveWriter,
-    });
+    plan = planFor(fs, dir, planProblems, liveWriter);
   } catch (e) {
     for (const p of planProblems) problem(p, dir);
     problem(e, dir);
@@ -212,6 +207,16 @@ function checkSpool(fs: FileSystem, dir: string): { files: number; problems: Ver
   return { files: ids.length, problems, notes };
 }
 
+/** The store's recovery plan as verify reads it, its problems collected into `problems`. */
+function planFor(fs: FileSystem, dir: string, problems: OpenError[], liveWriter: boolean): RecoveryPlan {
+  return planRecovery(fs, dir, {
+    maxRangesPerRecord: MAX_RANGES_PER_RECORD,
+    readAheadBytes: CHUNK_BYTES,
+    onProblem: (p) => problems.push(p),
+    liveWriter,
+  });
+}
+
 /**
  * Beside a live writer, the segments the plan listed that were gone when the walk came to them and
  * whose records are all acked by the cursor as it is now: the writer deletes a segment once every
@@ -225,13 +230,7 @@ function removedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedR
   let acks: AckSet;
   try {
     const planProblems: OpenError[] = [];
-    const now = planRecovery(fs, dir, {
-      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
-      readAheadBytes: CHUNK_BYTES,
-      onProblem: (p) => planProblems.push(p),
-      liveWriter: true,
-    });
-    acks = knownAcks(fs, dir, now, planProblems).acks;
+    acks = knownAcks(fs, dir, planFor(fs, dir, planProblems, true), planProblems).acks;
   } catch {
     return [];
   }
