@@ -189,69 +189,90 @@ test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
 });
 
 /**
- * Beside a live writer, which deletes a segment once every record in it is acked, a segment the
- * plan listed can be gone by the time the walk opens it. `after` is the store as the writer left
- * it (its cursor is put in place when the walk comes to the first segment, which is deleted then).
+ * Beside a live writer, which deletes a segment once every record in it is acked and cuts the
+ * active segment's preallocated zeros before sealing it, a segment can change between the plan and
+ * the walk's read. `after` is the store as the writer left it: its cursor is put in place when the
+ * walk comes to the first segment, which is then deleted (`delete`) or, once the walk has opened it
+ * and taken its size, cut to its header (`cut`).
  */
 class WriterMidRead extends WrappedFs {
   opens = 0;
   /** The open of `target` (counted from 1) at which the writer's change lands; 0: never. */
   at = 0;
+  #cutFd = -1;
   constructor(
     readonly target: string,
     readonly after: string,
     readonly dir: string,
+    readonly change: 'delete' | 'cut',
   ) {
     super(nodeFileSystem);
   }
   override lockHolder() {
     return { pid: 4242 };
   }
+  #writerActs(): void {
+    if (this.change === 'delete') fs.rmSync(this.target);
+    else fs.truncateSync(this.target, SEGMENT_HEADER_BYTES);
+    fs.copyFileSync(join(this.after, 'cursor.pqc'), join(this.dir, 'cursor.pqc'));
+  }
   override open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
-    if (p === this.target && ++this.opens === this.at) {
-      fs.rmSync(p);
-      fs.copyFileSync(join(this.after, 'cursor.pqc'), join(this.dir, 'cursor.pqc'));
+    const landing = p === this.target && ++this.opens === this.at;
+    if (landing && this.change === 'delete') this.#writerActs();
+    const fd = super.open(p, mode, fm);
+    if (landing && this.change === 'cut') this.#cutFd = fd;
+    return fd;
+  }
+  override size(fd: number) {
+    const size = super.size(fd);
+    if (fd === this.#cutFd) {
+      this.#cutFd = -1;
+      this.#writerActs();
     }
-    return super.open(p, mode, fm);
+    return size;
   }
 }
 
-test('besideALiveWriterASegmentDeletedDuringTheReadIsANoteWhenTheCursorAcksItsRecordsNow_andAProblemWhenNot', async () => {
-  for (const ackedNow of [true, false]) {
-    const dir = await rolled();
-    const [firstName, secondName] = segFiles(dir);
-    const first = join(dir, firstName!);
-    const secondBase = Number(/\d{20}/.exec(secondName!)![0]);
-    const after = `${dir}-after`;
-    fs.cpSync(dir, after, { recursive: true });
-    if (ackedNow) {
-      // The writer acks the first segment's records (3 and 4 were acked already) and deletes it.
-      const { store } = await openStore(after, { segmentBytes: 256, autoCompact: false });
-      const seqs = Array.from({ length: secondBase - 1 }, (_, i) => i + 1).filter((s) => s !== 3 && s !== 4);
-      await store.ack(seqs, true);
-      await store.close();
+test('besideALiveWriterASegmentChangedDuringTheReadIsANoteWhenTheCursorAcksItsRecordsNow_andAProblemWhenNot', async () => {
+  for (const change of ['delete', 'cut'] as const)
+    for (const ackedNow of [true, false]) {
+      const what = `${change}, ${ackedNow ? 'acked' : 'not acked'} now`;
+      const dir = await rolled();
+      const [firstName, secondName] = segFiles(dir);
+      const first = join(dir, firstName!);
+      const secondBase = Number(/\d{20}/.exec(secondName!)![0]);
+      const after = `${dir}-after`;
+      fs.cpSync(dir, after, { recursive: true });
+      if (ackedNow) {
+        // The writer acks the first segment's records (3 and 4 were acked already).
+        const { store } = await openStore(after, { segmentBytes: 256, autoCompact: false });
+        const seqs = Array.from({ length: secondBase - 1 }, (_, i) => i + 1).filter((s) => s !== 3 && s !== 4);
+        await store.ack(seqs, true);
+        await store.close();
+      }
+      // A dry run counts the opens of the first segment: the walk's is the last.
+      const dry = new WriterMidRead(first, after, dir, change);
+      expect(verifyStore(dir, { fs: dry }).problems, what).toEqual([]);
+      const wrapped = new WriterMidRead(first, after, dir, change);
+      wrapped.at = dry.opens;
+      const r = verifyStore(dir, { fs: wrapped });
+      expect(fs.existsSync(first) ? fs.statSync(first).size : -1, `${what}: the writer changed the first segment`).toBe(
+        change === 'delete' ? -1 : SEGMENT_HEADER_BYTES,
+      );
+      if (ackedNow) {
+        expect(r.problems, what).toEqual([]);
+        expect(r.notes.join('\n'), what).toContain(`${firstName}: changed by the live writer while verify read it`);
+      } else {
+        // Unacked records were in it: damage, with the seqs it cost.
+        expect(r.problems, what).toHaveLength(1);
+        expect(r.problems[0], what).toMatchObject({
+          file: first,
+          lostSeqs: [
+            { first: 1, last: 2 },
+            { first: 5, last: secondBase - 1 },
+          ],
+        });
+        expect(r.notes.join('\n'), what).not.toContain('changed by the live writer');
+      }
     }
-    // A dry run counts the opens of the first segment: the walk's is the last.
-    const dry = new WriterMidRead(first, after, dir);
-    expect(verifyStore(dir, { fs: dry }).problems).toEqual([]);
-    const wrapped = new WriterMidRead(first, after, dir);
-    wrapped.at = dry.opens;
-    const r = verifyStore(dir, { fs: wrapped });
-    expect(fs.existsSync(first), 'the writer deleted the first segment during the walk').toBe(false);
-    if (ackedNow) {
-      expect(r.problems).toEqual([]);
-      expect(r.notes.join('\n')).toContain(`${firstName}: deleted by the live writer while verify read the store`);
-    } else {
-      // Unacked records were in it: damage, with the seqs it cost.
-      expect(r.problems).toHaveLength(1);
-      expect(r.problems[0]).toMatchObject({
-        file: first,
-        lostSeqs: [
-          { first: 1, last: 2 },
-          { first: 5, last: secondBase - 1 },
-        ],
-      });
-      expect(r.notes.join('\n')).not.toContain('deleted by the live writer');
-    }
-  }
 });

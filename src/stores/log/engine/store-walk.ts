@@ -57,8 +57,12 @@ export interface DamagedRange {
   readonly budgetSpent: boolean;
   /** Unacked seqs whose records lay in the damaged bytes. */
   readonly lostSeqs: SeqRange[];
-  /** The file was gone when the walk came to open it (ENOENT): deleted after the plan listed it. */
-  readonly missing?: boolean;
+  /**
+   * The file changed under the walk: it was gone when the walk came to open it, or shorter when the
+   * read failed than when the walk opened it. Beside a live writer, the writer's own doing (a segment
+   * deleted once all of it was acked, the preallocated zeros cut off before a seal).
+   */
+  readonly changed?: boolean;
 }
 
 /** Bytes at the end of the active segment that open would cut (FORMAT §6.1 rows 4–7): not damage. */
@@ -269,6 +273,17 @@ class LossLedger {
  * Walks every segment once, yielding the intact ITEM records in order (`walk()`), and records
  * the damage, the tails and the lost seqs as it goes.
  */
+/** Whether the file at `path`, `size` bytes when opened (-1: not opened), is shorter now or gone. */
+function shrank(fs: FileSystem, path: string, size: number): boolean {
+  if (size < 0) return false;
+  try {
+    const now = fs.stat(path);
+    return now === null || now.size < size;
+  } catch {
+    return false;
+  }
+}
+
 export class StoreWalk {
   /** Intact ITEM records. */
   records = 0;
@@ -312,9 +327,10 @@ export class StoreWalk {
       this.#account(this.#ledger.lostBelow(seg.base));
       if (seg.seal !== null) this.#ledger.skipTo(seg.seal.recordCount > 0 ? seg.seal.firstSeq : seg.seal.endSeq);
       let fd = -1;
+      let size = -1;
       try {
         fd = this.fs.open(seg.path, 'read');
-        const size = this.fs.size(fd);
+        size = this.fs.size(fd);
         yield* this.#segment(seg, new FileWindow(this.fs, fd, size, this.opts.chunkBytes));
         this.bytesDone += size;
       } catch (e) {
@@ -328,7 +344,7 @@ export class StoreWalk {
           reason: `cannot read ${seg.path}: ${(e as Error).message}`,
           budgetSpent: false,
           lostSeqs: [],
-          ...((e as { code: string }).code === 'ENOENT' ? { missing: true } : {}),
+          ...((e as { code: string }).code === 'ENOENT' || shrank(this.fs, seg.path, size) ? { changed: true } : {}),
         };
         this.damages.push(damage);
         this.#open = damage;

@@ -125,12 +125,12 @@ export function verifyStore(dir: string, options: VerifyOptions = {}): VerifyRes
   );
   if (holder !== null) notes.push(liveWriterNote(holder));
   for (const _ of walk.walk());
-  const removed = liveWriter ? removedByWriter(fs, dir, walk.damages) : [];
-  for (const d of removed)
+  const changed = liveWriter ? changedByWriter(fs, dir, walk.damages) : [];
+  for (const d of changed)
     notes.push(
-      `${basename(d.file)}: deleted by the live writer while verify read the store; the cursor acks every record it held that verify had not seen acked`,
+      `${basename(d.file)}: changed by the live writer while verify read it (deleted, or its preallocated zeros cut before a seal); the cursor acks every record verify had not seen acked there`,
     );
-  problems.push(...storeProblems(dir, plan, planProblems, segments, walk, new Set(removed)));
+  problems.push(...storeProblems(dir, plan, planProblems, segments, walk, new Set(changed)));
   for (const t of walk.tails) notes.push(tailNote(segments.find((s) => s.path === t.file)!.name, t));
   let files = walk.files;
   if (plan.cursor !== null) {
@@ -218,15 +218,16 @@ function planFor(fs: FileSystem, dir: string, problems: OpenError[], liveWriter:
 }
 
 /**
- * Beside a live writer, the segments the plan listed that were gone when the walk came to them and
- * whose records are all acked by the cursor as it is now: the writer deletes a segment once every
- * record in it is acked (compaction, the segments behind the acks), and it may do so between the
- * plan and the walk. One whose records the cursor does not ack now stays damage. The cursor is read
- * again through a fresh plan; when that fails, nothing is taken for deleted by the writer.
+ * Beside a live writer, the segments that changed under the walk (`DamagedRange.changed`) whose
+ * records the walk could not read are all acked by the cursor as it is now: the writer deletes a
+ * segment once every record in it is acked, and cuts the active segment's preallocated zeros
+ * before sealing it; either may come between the plan and the walk's read. One whose records the
+ * cursor does not ack now stays damage. The cursor is read again through a fresh plan; when that
+ * fails, nothing is taken for the writer's doing.
  */
-function removedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedRange[]): DamagedRange[] {
-  const missing = damages.filter((d) => d.missing === true);
-  if (missing.length === 0) return [];
+function changedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedRange[]): DamagedRange[] {
+  const changed = damages.filter((d) => d.changed === true);
+  if (changed.length === 0) return [];
   let acks: AckSet;
   try {
     const planProblems: OpenError[] = [];
@@ -234,7 +235,7 @@ function removedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedR
   } catch {
     return [];
   }
-  return missing.filter((d) => d.lostSeqs.every((r) => acks.ackedIn(r.first, r.last + 1) === r.last + 1 - r.first));
+  return changed.filter((d) => d.lostSeqs.every((r) => acks.ackedIn(r.first, r.last + 1) === r.last + 1 - r.first));
 }
 
 /** What verify and salvage say of a store another process had open as they read it. */
