@@ -10,6 +10,10 @@
 //   under the seq its push resolved with; seqs strictly increase (FIFO by seq);
 // - the store opens after every kill (never ERR_CORRUPT).
 // About a third of the children open the store with blockingSync (syncs on the main thread).
+// About a quarter of them meet a parent that stops reading their stdout for STALL_MS at a seeded
+// line: the pipe fills, and a line the child wrote before an operation must still arrive whole
+// (the child writes each one synchronously; a write Node had queued inside the child would die
+// with it and its ack would read as a lost item).
 // Usage: npm run torture -- --kills 300 [--seconds 120] [--seed 0x1234]
 // Exit 1 on any violation, with the line that reproduces the run.
 import { spawn } from 'node:child_process';
@@ -60,6 +64,8 @@ const rand = () => {
 };
 const payloadText = (id) => `t${id}:${'x'.repeat(id % 97)}`;
 const POLICIES = ['sync', 'group', 'none'];
+/** How long the parent stops reading a stalled child's stdout. */
+const STALL_MS = 300;
 
 const root = mkdtempSync(join(tmpdir(), 'pq-torture-'));
 const dir = join(root, 'store');
@@ -70,17 +76,27 @@ const started = Date.now();
 const pushed = new Map();
 /** seqs whose ack was reported resolved: never to be seen again. */
 const ackedSeqs = new Set();
-/** seqs whose ack was issued: they may be gone after a kill (stdout to a pipe is synchronous on Linux, so the line precedes the ack). */
+/** seqs whose ack was issued: they may be gone after a kill (the child's line is in the pipe before it calls ack()). */
 const ackIssued = new Set();
 let nextId = 1;
-const totals = { kills: 0, pushes: 0, acks: 0, recovered: 0, checked: 0, byPolicy: { sync: 0, group: 0, none: 0 }, blocking: 0 };
+const totals = {
+  kills: 0,
+  pushes: 0,
+  acks: 0,
+  recovered: 0,
+  checked: 0,
+  byPolicy: { sync: 0, group: 0, none: 0 },
+  blocking: 0,
+  stalled: 0,
+};
 const violations = [];
 
 function violation(kill, policy, message) {
   violations.push(`kill ${kill} (${policy}): ${message}`);
 }
 
-function runChild(kill, policy, killAfter) {
+/** `stallAt`: after reading this many lines, stop reading for STALL_MS (-1: never). */
+function runChild(kill, policy, killAfter, stallAt) {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
@@ -117,6 +133,11 @@ function runChild(kill, policy, killAfter) {
         } else if (kind === 'X') violation(kill, policy, `child: ${line.slice(2)}`);
         else if (kind === 'ready' && a === 'blocking') totals.blocking++;
         if (kind !== 'ready') lines++;
+        if (lines === stallAt && !child.stdout.isPaused()) {
+          totals.stalled++;
+          child.stdout.pause();
+          setTimeout(() => child.stdout.resume(), STALL_MS);
+        }
         if (!killed && lines >= killAfter) {
           killed = true;
           child.kill('SIGKILL');
@@ -201,7 +222,8 @@ try {
     if ((Date.now() - started) / 1000 >= args.seconds) break;
     const policy = POLICIES[Math.floor(rand() * 3)];
     const killAfter = 1 + Math.floor(rand() * (rand() < 0.2 ? 20 : 400));
-    await runChild(kill, policy, killAfter);
+    const stallAt = killAfter > 1 && rand() < 0.25 ? 1 + Math.floor(rand() * (killAfter - 1)) : -1;
+    await runChild(kill, policy, killAfter, stallAt);
     totals.kills++;
     totals.byPolicy[policy]++;
     if (!(await check(kill, policy))) break;
@@ -212,7 +234,7 @@ try {
   if (tty) process.stdout.write('\n');
   progress(true);
   console.log(
-    `torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none} (${totals.blocking} of them with blockingSync); store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`,
+    `torture: kills by policy: sync ${totals.byPolicy.sync}, group ${totals.byPolicy.group}, none ${totals.byPolicy.none} (${totals.blocking} of them with blockingSync, ${totals.stalled} with their stdout left unread for ${STALL_MS} ms); store ${violations.length > 0 ? 'kept at' : 'was in'} ${dir}`,
   );
   if (violations.length === 0) rmSync(root, { recursive: true, force: true });
 }
