@@ -47,13 +47,16 @@ export class Lines {
     }
   }
 
-  /** SIGKILL the child and wait until it is gone. */
+  /**
+   * SIGKILL the child and wait until it is gone and its stdout is read to the end ('close', not
+   * 'exit': 'exit' can come while lines it wrote are still in the pipe), so `lines` holds every
+   * line it wrote before the kill.
+   */
   async kill(): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      const gone = new Promise((r) => this.child.once('exit', r));
-      this.child.kill('SIGKILL');
-      await gone;
-    }
+    if (this.#ended) return;
+    const closed = new Promise((r) => this.child.once('close', r));
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+    await closed;
   }
 }
 
@@ -77,22 +80,47 @@ export function runModule(
 }
 
 /**
+ * Source that defines `out(line)` in a child: the line is in the pipe to the parent when it
+ * returns. process.stdout.write (and console.log) is not enough in a child that is SIGKILLed: once
+ * the pipe is full (a parent slow to read) Node queues the write inside the child, and the kill
+ * then loses lines whose operations went ahead; a test that takes the lines as what the child did
+ * would check less than it claims, or see a violation that is not there. fd 1 stays blocking as
+ * long as the child never touches process.stdout; EAGAIN is retried in case it was made
+ * non-blocking anyway.
+ */
+export const lineWriterSource = `
+import { writeSync as writeToFd } from 'node:fs';
+const out = (line) => {
+  const bytes = new TextEncoder().encode(line + '\\n');
+  for (let at = 0; at < bytes.length; ) {
+    try {
+      at += writeToFd(1, bytes, at);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+    }
+  }
+};
+`;
+
+/**
  * Source of a writer: opens `storeModule`'s `storeClass` at argv[2] under `durability`, prints
- * `ready`, then has `producers` loops push forever, printing `seq payload` for every resolved push.
+ * `ready`, then has `producers` loops push forever, printing `seq payload` for every resolved push
+ * (with `out`: each line is in the pipe before the next push can resolve).
  */
 export function writerSource(storeModule: string, storeClass: string, durability: string, producers: number): string {
   return `
 import { Builder } from ${JSON.stringify(distUrl('index.js'))};
 import { ${storeClass} } from ${JSON.stringify(distUrl(storeModule))};
+${lineWriterSource}
 const store = await ${storeClass}.open(process.argv[2]);
 const [tx] = await new Builder(store).durability(${JSON.stringify(durability)}).open();
-console.log('ready');
+out('ready');
 let n = 0;
 await Promise.all(Array.from({ length: ${producers} }, async () => {
   for (;;) {
     const payload = 'item-' + n++;
     const seq = await tx.push(payload);
-    process.stdout.write(seq + ' ' + payload + '\\n');
+    out(seq + ' ' + payload);
   }
 }));
 `;

@@ -12,7 +12,7 @@ import { isQueueError } from '../../src/contract/errors.js';
 import { isScheduled, PRIORITY_MAX, PRIORITY_MIN, type Store, type StoredItem } from '../../src/contract/store.js';
 import { formatSeed, Prng, seedFromEnv, withReproduction } from '../../src/testing/index.js';
 import { freshDir } from './backend-suite.js';
-import { distUrl, runModule } from './child-process.js';
+import { distUrl, lineWriterSource, runModule } from './child-process.js';
 
 /** A durable store with the delivery calls, which every store here has. */
 export type ScheduledStore = Store &
@@ -372,6 +372,7 @@ export function runSchedulingSuite(b: SchedulingBackend): void {
         dirname(path),
         'sched-writer.mjs',
         `import { ${b.className} } from ${JSON.stringify(distUrl(b.distModule))};
+${lineWriterSource}
 const store = await ${b.className}.open(process.argv[2]);
 let { nextSeq: seq } = await store.open();
 const bytes = (s) => new TextEncoder().encode(s);
@@ -381,7 +382,7 @@ for (let n = 0; ; n++) {
   const b = { seq: seq + 1, bytes: bytes('b' + seq), notBefore: 1_700_000_000_000 + n };
   await store.append([a], false);
   await store.append([b, { seq: seq + 2, bytes: bytes('p' + seq) }], true);
-  console.log(seq);
+  out(String(seq)); // in the pipe when it returns: the kill may come right after
   if (n % 3 === 0) await store.ack([seq + 2], false);
   seq += 3;
 }

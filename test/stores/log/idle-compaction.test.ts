@@ -256,7 +256,8 @@ console.log('sealed ' + store.inspect().segments.filter((s) => s.sealed).length)
       [dir],
     );
     children.push(child);
-    const code = await new Promise<number | null>((resolve) => child.child.on('exit', resolve));
+    // 'close', not 'exit': 'exit' can come before the child's output is read.
+    const code = await new Promise<number | null>((resolve) => child.child.on('close', resolve));
     expect(child.stderr).toBe('');
     expect(code).toBe(0);
     expect(Number(child.lines[0]!.split(' ')[1])).toBeGreaterThan(3);

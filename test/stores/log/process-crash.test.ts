@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../../src/stores/log/log-store.js';
 import { Prng, formatSeed, seedFromEnv, withReproduction } from '../../../src/testing/index.js';
+import { lineWriterSource } from '../../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 
 afterAll(cleanupDirs);
@@ -19,14 +20,17 @@ const distStore = join(root, 'dist', 'stores', 'log', 'log-store.js');
 const distIndex = join(root, 'dist', 'index.js');
 const built = existsSync(distStore) && existsSync(distIndex);
 
-/** The child: pushes p0, p1, ... with `durability`, acks every third one, reports each resolution. */
+/**
+ * The child: pushes p0, p1, ... with `durability`, acks every third one, reports each resolution
+ * with `out`, whose line is in the pipe when it returns: a kill after an operation keeps its line.
+ */
 const CHILD = `
+${lineWriterSource}
 const [storeUrl, indexUrl, dir, durability, mode] = process.argv.slice(2);
 const { LogStore } = await import(storeUrl);
 const { Builder } = await import(indexUrl);
 const store = await LogStore.open(dir);
 const [tx, rx] = await new Builder(store).durability(durability).open();
-const out = (line) => process.stdout.write(line + '\\n');
 out('ready');
 if (mode === 'hold') { setInterval(() => {}, 1 << 30); }
 else if (mode === 'ooo') {
@@ -96,10 +100,11 @@ function startChild(
   return { child, lines, waitFor };
 }
 
+/** SIGKILL `child` and wait until its stdout is read to the end ('close'; 'exit' can come first), so every line it wrote is in. */
 async function kill(child: ChildProcess): Promise<void> {
-  const exited = new Promise((r) => child.once('exit', r));
+  const closed = new Promise((r) => child.once('close', r));
   child.kill('SIGKILL');
-  await exited;
+  await closed;
 }
 
 /** Everything unacked, in order, read through the store, as numbers ('4' -> 4). */

@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, test } from 'vitest';
 import { LogStore } from '../../../src/stores/log/log-store.js';
 import { Prng, formatSeed, seedFromEnv, withReproduction } from '../../../src/testing/index.js';
-import { distUrl, runModule } from '../../support/child-process.js';
+import { distUrl, lineWriterSource, runModule } from '../../support/child-process.js';
 import { cleanupDirs, freshDir } from './helpers.js';
 import { dirname } from 'node:path';
 
@@ -17,13 +17,15 @@ afterAll(cleanupDirs);
 
 const EVERY_MS = 20;
 
+// Lines go out with `out`, in the pipe when it returns: a fire reported before the kill is never lost.
 const CHILD = `
 import { channel } from 'node:diagnostics_channel';
 import { Builder, LogStore, channels } from ${JSON.stringify(distUrl('index.js'))};
-channel(channels.push).subscribe((m) => process.stdout.write('fired ' + m.seq + '\\n'));
+${lineWriterSource}
+channel(channels.push).subscribe((m) => out('fired ' + m.seq));
 const [tx] = await new Builder(await LogStore.open(process.argv[2])).open();
 await tx.schedule('tick', { everyMs: ${EVERY_MS} }, 'tick', { catchUp: 'all', maxCatchUp: 100000 });
-process.stdout.write('ready\\n');
+out('ready');
 // A ref'd timer: the schedule's own timer does not keep a process alive.
 setInterval(() => {}, 1 << 30);
 `;

@@ -7,7 +7,7 @@ import { Builder } from '../../../src/core/builder.js';
 import { SQLITE_FORMAT_VERSION, SqliteStore } from '../../../src/stores/sqlite/index.js';
 import type { DeadLetter } from '../../../src/contract/store.js';
 import { freshDir, runBackendSuite } from '../../support/backend-suite.js';
-import { distUrl, runModule } from '../../support/child-process.js';
+import { distUrl, lineWriterSource, runModule } from '../../support/child-process.js';
 
 runBackendSuite({
   name: 'SqliteStore',
@@ -343,6 +343,7 @@ test('SqliteStore: a dead letter that resolved survives kill -9 of the writer pr
       dir,
       'dead-writer.mjs',
       `import { SqliteStore } from ${JSON.stringify(distUrl('stores/sqlite/index.js'))};
+${lineWriterSource}
 const store = await SqliteStore.open(process.argv[2]);
 await store.open();
 const bytes = (s) => new TextEncoder().encode(s);
@@ -350,7 +351,7 @@ for (let seq = 1; ; seq += 2) {
   // Unsynced appends and acks around the synced move: the move alone must survive.
   await store.append([{ seq, bytes: bytes('p' + seq) }, { seq: seq + 1, bytes: bytes('p' + (seq + 1)) }], false);
   await store.deadLetter([{ seq, bytes: bytes('p' + seq), deliveries: 3, firstDeliveredAt: 1, lastDeliveredAt: 2, deadAt: 3, reason: 'r' + seq }]);
-  console.log(seq);
+  out(String(seq)); // in the pipe when it returns: the kill may come right after
   await store.ack([seq + 1], false);
 }
 `,
