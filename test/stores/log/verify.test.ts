@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
 import { SEGMENT_HEADER_BYTES, FRAME_HEADER_BYTES } from '../../../src/stores/log/engine/format.js';
 import { verifyStore } from '../../../src/stores/log/engine/verify.js';
+import { salvageStore } from '../../../src/stores/log/engine/salvage.js';
 import { nodeFileSystem } from '../../../src/stores/log/log-store.js';
 import {
   WrappedFs,
@@ -233,10 +234,25 @@ class WriterMidRead extends WrappedFs {
   }
 }
 
-test('besideALiveWriterASegmentChangedDuringTheReadIsANoteWhenTheCursorAcksItsRecordsNow_andAProblemWhenNot', async () => {
+interface WriterCase {
+  readonly what: string;
+  readonly change: 'delete' | 'cut';
+  readonly ackedNow: boolean;
+  readonly dir: string;
+  readonly first: string;
+  readonly firstName: string;
+  readonly secondBase: number;
+  /** A FileSystem on which the writer's change lands at the open of the first segment numbered `at` (0: never). */
+  readonly writer: (at: number) => WriterMidRead;
+}
+
+/**
+ * Each case of a segment changed by a live writer under a read (deleted or cut; its records acked
+ * by the cursor then or not): a rolled store, and the store as the writer left it in `${dir}-after`.
+ */
+async function* writerCases(): AsyncGenerator<WriterCase> {
   for (const change of ['delete', 'cut'] as const)
     for (const ackedNow of [true, false]) {
-      const what = `${change}, ${ackedNow ? 'acked' : 'not acked'} now`;
       const dir = await rolled();
       const [firstName, secondName] = segFiles(dir);
       const first = join(dir, firstName!);
@@ -250,29 +266,75 @@ test('besideALiveWriterASegmentChangedDuringTheReadIsANoteWhenTheCursorAcksItsRe
         await store.ack(seqs, true);
         await store.close();
       }
-      // A dry run counts the opens of the first segment: the walk's is the last.
-      const dry = new WriterMidRead(first, after, dir, change);
-      expect(verifyStore(dir, { fs: dry }).problems, what).toEqual([]);
-      const wrapped = new WriterMidRead(first, after, dir, change);
-      wrapped.at = dry.opens;
-      const r = verifyStore(dir, { fs: wrapped });
-      expect(fs.existsSync(first) ? fs.statSync(first).size : -1, `${what}: the writer changed the first segment`).toBe(
-        change === 'delete' ? -1 : SEGMENT_HEADER_BYTES,
-      );
-      if (ackedNow) {
-        expect(r.problems, what).toEqual([]);
-        expect(r.notes.join('\n'), what).toContain(`${firstName}: changed by the live writer while verify read it`);
-      } else {
-        // Unacked records were in it: damage, with the seqs it cost.
-        expect(r.problems, what).toHaveLength(1);
-        expect(r.problems[0], what).toMatchObject({
-          file: first,
-          lostSeqs: [
-            { first: 1, last: 2 },
-            { first: 5, last: secondBase - 1 },
-          ],
-        });
-        expect(r.notes.join('\n'), what).not.toContain('changed by the live writer');
-      }
+      const writer = (at: number): WriterMidRead => {
+        const w = new WriterMidRead(first, after, dir, change);
+        w.at = at;
+        return w;
+      };
+      yield {
+        what: `${change}, ${ackedNow ? 'acked' : 'not acked'} now`,
+        change,
+        ackedNow,
+        dir,
+        first,
+        firstName: firstName!,
+        secondBase,
+        writer,
+      };
     }
+}
+
+/** The first segment as the writer left it: gone, or cut to its header. */
+function expectChanged(c: WriterCase): void {
+  expect(fs.existsSync(c.first) ? fs.statSync(c.first).size : -1, `${c.what}: the writer changed the first segment`).toBe(
+    c.change === 'delete' ? -1 : SEGMENT_HEADER_BYTES,
+  );
+}
+
+/** The unacked seqs the first segment held: what its loss costs. */
+const lostOfFirst = (c: WriterCase) => [
+  { first: 1, last: 2 },
+  { first: 5, last: c.secondBase - 1 },
+];
+
+test('besideALiveWriterASegmentChangedDuringTheReadIsANoteWhenTheCursorAcksItsRecordsNow_andAProblemWhenNot', async () => {
+  for await (const c of writerCases()) {
+    const { what } = c;
+    // A dry run counts the opens of the first segment: the walk's is the last.
+    const dry = c.writer(0);
+    expect(verifyStore(c.dir, { fs: dry }).problems, what).toEqual([]);
+    const r = verifyStore(c.dir, { fs: c.writer(dry.opens) });
+    expectChanged(c);
+    if (c.ackedNow) {
+      expect(r.problems, what).toEqual([]);
+      expect(r.notes.join('\n'), what).toContain(`${c.firstName}: changed by the live writer while verify read it`);
+    } else {
+      // Unacked records were in it: damage, with the seqs it cost.
+      expect(r.problems, what).toHaveLength(1);
+      expect(r.problems[0], what).toMatchObject({ file: c.first, lostSeqs: lostOfFirst(c) });
+      expect(r.notes.join('\n'), what).not.toContain('changed by the live writer');
+    }
+  }
+});
+
+test('salvageBesideALiveWriter_aSegmentChangedDuringTheReadCostsNothingWhenTheCursorAcksItsRecordsNow_andIsLostWhenNot', async () => {
+  for await (const c of writerCases()) {
+    const { what } = c;
+    const dry = c.writer(0);
+    expect((await salvageStore(c.dir, `${c.dir}-dry`, { fs: dry })).lost.count, what).toBe(0);
+    const r = await salvageStore(c.dir, `${c.dir}-copy`, { fs: c.writer(dry.opens) });
+    expectChanged(c);
+    // The second segment's items are copied either way.
+    expect(r.copied, what).toBe(24 - (c.secondBase - 1));
+    if (c.ackedNow) {
+      expect(r.lost, what).toEqual({ count: 0, seqs: [] });
+      expect(r.damaged, what).toEqual([]);
+      expect(r.notes.join('\n'), what).toContain(`${c.firstName}: changed by the live writer while salvage read it`);
+    } else {
+      expect(r.lost, what).toEqual({ count: c.secondBase - 3, seqs: lostOfFirst(c) });
+      expect(r.damaged, what).toHaveLength(1);
+      expect(r.damaged[0], what).toMatchObject({ file: c.first, lostSeqs: lostOfFirst(c) });
+      expect(r.notes.join('\n'), what).not.toContain('changed by the live writer');
+    }
+  }
 });

@@ -25,7 +25,7 @@ import { LogEngine } from './log-engine.js';
 import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
 import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
-import { liveWriterNote, storeProblems } from './verify.js';
+import { changedByWriter, liveWriterNote, storeProblems } from './verify.js';
 
 export interface SalvageOptions {
   /** @default the node:fs FileSystem, through the `persistent-queue` entry point */
@@ -221,6 +221,17 @@ async function copy(
   onProgress?.(total, total);
   const spooled = await copySpool(fs, src, store, plan);
   const notes = [...(source.note !== null ? [source.note] : []), ...walk.tails.map(tailText), ...spooled];
+  // A segment the live writer deleted or cut while the walk read it, every record of which the
+  // cursor acks now, cost nothing: what salvage could not read there was acked meanwhile.
+  const settled = new Set(source.holder !== null ? changedByWriter(fs, src, walk.damages) : []);
+  for (const d of settled)
+    notes.push(
+      `${basename(d.file)}: changed by the live writer while salvage read it (deleted, or its preallocated zeros cut before a seal); the cursor acks every record salvage had not seen acked there, so none of them is lost`,
+    );
+  const lost = withoutRanges(
+    walk.lost,
+    [...settled].flatMap((d) => d.lostSeqs),
+  );
   if (plan.cursor === null && plan.names.includes(CURSOR_FILE)) {
     notes.push(`${CURSOR_FILE} could not be read whole: its dead letters (if it held any) are not copied`);
   }
@@ -230,7 +241,7 @@ async function copy(
       `${LOCK_FILE} is present: the store is in use, or its last user did not close it; the copy holds what its files held as they were read`,
     );
   }
-  for (const p of storeProblems(src, plan, source.planProblems, segments, walk)) {
+  for (const p of storeProblems(src, plan, source.planProblems, segments, walk, settled)) {
     if (p.end === undefined) notes.push(p.reason);
   }
   return {
@@ -239,13 +250,31 @@ async function copy(
     copied: next - 1 - dead.length,
     copiedBytes,
     acked,
-    lost: { count: walk.lostCount, seqs: walk.lost },
-    damaged: walk.damages,
+    lost: { count: lost.reduce((n, r) => n + r.last + 1 - r.first, 0), seqs: lost },
+    damaged: walk.damages.filter((d) => !settled.has(d)),
     seqMap,
     deadLetters: dead.length,
     deadSeqMap,
     notes,
   };
+}
+
+/** The seqs of `ranges` (in order, disjoint) that are in none of `removed`. */
+function withoutRanges(ranges: readonly SeqRange[], removed: readonly SeqRange[]): SeqRange[] {
+  if (removed.length === 0) return [...ranges];
+  const cuts = [...removed].sort((a, b) => a.first - b.first);
+  const out: SeqRange[] = [];
+  for (const r of ranges) {
+    let first = r.first;
+    for (const c of cuts) {
+      if (c.last < first || c.first > r.last) continue;
+      if (c.first > first) out.push({ first, last: c.first - 1 });
+      first = Math.max(first, c.last + 1);
+      if (first > r.last) break;
+    }
+    if (first <= r.last) out.push({ first, last: r.last });
+  }
+  return out;
 }
 
 function tailText(t: TailCut): string {

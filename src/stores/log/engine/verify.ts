@@ -225,7 +225,7 @@ function planFor(fs: FileSystem, dir: string, problems: OpenError[], liveWriter:
  * cursor does not ack now stays damage. The cursor is read again through a fresh plan; when that
  * fails, nothing is taken for the writer's doing.
  */
-function changedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedRange[]): DamagedRange[] {
+export function changedByWriter(fs: FileSystem, dir: string, damages: readonly DamagedRange[]): DamagedRange[] {
   const changed = damages.filter((d) => d.changed === true);
   if (changed.length === 0) return [];
   let acks: AckSet;
