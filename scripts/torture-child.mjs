@@ -2,8 +2,9 @@
 // (dist/), reporting every resolved operation on stdout, one line each:
 //   ready [blocking] | p <id> <seq> (push resolved) | a <seq> (ack issued) | A <seq> (ack resolved) | X <message> (a check failed here)
 // argv: dir policy seed firstId
-import { writeSync } from 'node:fs';
 import { Builder, LogStore } from '../dist/index.js';
+// Each line is in the pipe before the operation it reports goes on (see line-out.mjs).
+import { out } from './line-out.mjs';
 
 const [dir, policy, seedText, firstIdText] = process.argv.slice(2);
 let state = Number(seedText) >>> 0;
@@ -18,23 +19,6 @@ const rand = () => {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 export const payloadText = (id) => `t${id}:${'x'.repeat(id % 97)}`;
-/**
- * One line to the parent, in the pipe when this returns. process.stdout.write is not enough: once
- * the pipe is full (a parent slow to read) Node queues the write inside this process, and the
- * SIGKILL then loses lines whose operations went ahead. An `a` line lost so, before an ack that
- * reached the store, reads as an item lost by the store. fd 1 stays blocking because
- * process.stdout is never touched; EAGAIN is retried in case it was made non-blocking anyway.
- */
-const out = (line) => {
-  const bytes = Buffer.from(`${line}\n`);
-  for (let at = 0; at < bytes.length; ) {
-    try {
-      at += writeSync(1, bytes, at);
-    } catch (e) {
-      if (e.code !== 'EAGAIN') throw e;
-    }
-  }
-};
 
 const segmentBytes = 4096 + Math.floor(rand() * 8192);
 const cursorCheckpointBytes = 512 + Math.floor(rand() * 4096);

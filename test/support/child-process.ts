@@ -80,26 +80,12 @@ export function runModule(
 }
 
 /**
- * Source that defines `out(line)` in a child: the line is in the pipe to the parent when it
- * returns. process.stdout.write (and console.log) is not enough in a child that is SIGKILLed: once
- * the pipe is full (a parent slow to read) Node queues the write inside the child, and the kill
- * then loses lines whose operations went ahead; a test that takes the lines as what the child did
- * would check less than it claims, or see a violation that is not there. fd 1 stays blocking as
- * long as the child never touches process.stdout; EAGAIN is retried in case it was made
- * non-blocking anyway.
+ * Source that brings `out(line)` into a child: the line is in the pipe to the parent when it
+ * returns, so a SIGKILL never drops a line whose operation went ahead (scripts/line-out.mjs says
+ * why process.stdout.write and console.log are not enough).
  */
 export const lineWriterSource = `
-import { writeSync as writeToFd } from 'node:fs';
-const out = (line) => {
-  const bytes = new TextEncoder().encode(line + '\\n');
-  for (let at = 0; at < bytes.length; ) {
-    try {
-      at += writeToFd(1, bytes, at);
-    } catch (e) {
-      if (e.code !== 'EAGAIN') throw e;
-    }
-  }
-};
+import { out } from ${JSON.stringify(pathToFileURL(join(root, 'scripts', 'line-out.mjs')).href)};
 `;
 
 /**

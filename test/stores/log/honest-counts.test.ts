@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder } from '../../../src/core/builder.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';
-import { distUrl } from '../../support/child-process.js';
+import { distUrl, lineWriterSource } from '../../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 
 afterAll(cleanupDirs);
@@ -21,8 +21,7 @@ function child(dir: string, body: string): { status: number | null; signal: Node
   writeFileSync(
     file,
     `const { LogStore, Builder } = await import(${JSON.stringify(distUrl('index.js'))});
-const { writeSync } = await import('node:fs');
-const out = (line) => writeSync(1, line + '\\n');
+${lineWriterSource}
 const dir = ${JSON.stringify(dir)};
 ${body}`,
   );

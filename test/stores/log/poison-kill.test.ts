@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { Builder } from '../../../src/core/builder.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';
-import { distUrl, root } from '../../support/child-process.js';
+import { distUrl, lineWriterSource, root } from '../../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 
 afterAll(cleanupDirs);
@@ -29,14 +29,12 @@ const STARTS_MAX = 8;
 /**
  * The worker: processes until the queue is idle, printing `d <payload> <deliveries>` when a handler
  * starts and `p <payload>` when it returns (the item is then acked by process()). Lines go to
- * stdout with writeSync, so every line printed before the kill reaches the supervisor.
+ * stdout with `out`, so every line printed before the kill reaches the supervisor.
  */
-const WORKER = `
+const WORKER = `${lineWriterSource}
 const [storeUrl, indexUrl, dir, durability, acks, concurrency] = process.argv.slice(2);
-const { writeSync } = await import('node:fs');
 const { LogStore } = await import(storeUrl);
 const { Builder } = await import(indexUrl);
-const out = (line) => writeSync(1, line + '\\n');
 const builder = new Builder(await LogStore.open(dir)).durability(durability).maxDeliveries(${MAX_DELIVERIES}).retry({ kind: 'fixed', delayMs: 0 });
 if (acks !== 'default') builder.ackDurability(acks);
 const [tx, rx] = await builder.open();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Builder } from '../../../src/core/builder.js';
 import { LogStore } from '../../../src/stores/log/log-store.js';
-import { distUrl, runModule, type Lines } from '../../support/child-process.js';
+import { distUrl, lineWriterSource, runModule, type Lines } from '../../support/child-process.js';
 import { cleanupDirs, dec, freshDir } from './helpers.js';
 import { Prng, formatSeed } from '../../../src/testing/index.js';
 
@@ -24,16 +24,16 @@ const PRODUCERS = 4;
 const PRODUCER = `
 const { openSpool } = await import(${JSON.stringify(distUrl('stores/log/engine/spool-producer.js'))});
 const { nodeFileSystem } = await import(${JSON.stringify(distUrl('fs/node-fs.js'))});
-const { writeSync } = await import('node:fs');
+${lineWriterSource}
 const [dir, name] = process.argv.slice(2);
 const spool = await openSpool(dir, { durability: 'group', fs: nodeFileSystem });
-writeSync(1, 'ready\\n');
+out('ready');
 let n = 0;
 await Promise.all(Array.from({ length: 8 }, async () => {
   for (;;) {
     const text = name + '-' + String(n++).padStart(6, '0');
     await spool.pushMany([new TextEncoder().encode(text)], {}, undefined);
-    writeSync(1, 'ok ' + text + '\\n');
+    out('ok ' + text);
   }
 }));
 `;
