@@ -3,12 +3,14 @@
 // little. Here every contestant of a comparison runs once per round, back to back, in the same
 // process; each round gives one ratio, and the report takes the median over the rounds.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Builder, LogStore, nodeFileSystem } from '../../dist/index.js';
 import { levelPeer, sqlitePeer } from './peers.mjs';
 import { rawSyncLoop } from './raw.mjs';
 import { endToEndBatched, pushOnly } from './queue-work.mjs';
 import { floorRate } from './floor.mjs';
+import { median } from './stats.mjs';
 
 const FRAME_BYTES = 20 + 128;
 
@@ -77,8 +79,10 @@ const peerRate = async (fn) => {
 
 /**
  * A comparison at one batch size: raw loops (appending, overwriting, and overwriting with a
- * main-thread fdatasync), LogStore behind the queue (by default, and with the opt-in
- * `blockingSync`), and the two peers committing `batch` records at a time.
+ * main-thread fdatasync), LogStore behind the queue (every sync in the threadpool, `blockingSync:
+ * false`: the engine that keeps the event loop free; and with the opt-in `blockingSync`), and the
+ * two peers committing `batch` records at a time. The default, `'auto'`, is measured in
+ * bench/lib/limits.mjs.
  */
 function fsyncGroup({ id, title, batch, records, policy, producers }) {
   const raw = (extra) => (s, ms) => rawSyncLoop(s, { frameBytes: FRAME_BYTES, records, batch, budgetMs: ms, ...extra });
@@ -201,4 +205,23 @@ export async function runAbGroup(group, { scratch, rounds, budgetMs, onRound }) 
     rmSync(dir, { recursive: true, force: true });
   }
   return { rates, ratios, denominators };
+}
+
+/**
+ * Run `rounds` rounds of `group` in a scratch directory of its own and print each contestant's
+ * median rate and each ratio's median with their ranges (bench/experiments/).
+ */
+export async function printAbGroup(group, rounds, budgetMs) {
+  const scratch = mkdtempSync(join(tmpdir(), `pq-${group.id}-`));
+  try {
+    const res = await runAbGroup(group, { scratch, rounds, budgetMs, onRound: (r) => process.stderr.write(`round ${r + 1}/${rounds}\n`) });
+    const k = (x) => `${(x / 1000).toFixed(1)} k/s`;
+    console.log(`${group.title}: ${rounds} rounds of ${budgetMs} ms (median, min–max)`);
+    for (const [name, v] of Object.entries(res.rates))
+      console.log(`  ${name.padEnd(36)} ${k(median(v)).padStart(11)}  (${k(Math.min(...v))} – ${k(Math.max(...v))})`);
+    for (const [id, v] of Object.entries(res.ratios))
+      console.log(`  ${id.padEnd(36)} ${median(v).toFixed(2)}  (${Math.min(...v).toFixed(2)} – ${Math.max(...v).toFixed(2)})`);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }

@@ -32,6 +32,7 @@ import {
   writeU64,
 } from '../../dist/stores/log/engine/format.js';
 import { pushOnly } from './queue-work.mjs';
+import { INBAND_STEP_BYTES, zeroFill } from './raw.mjs';
 
 const SETTLED = Promise.resolve();
 
@@ -48,13 +49,25 @@ export class FloorLog {
   #seqs = [];
   #inFlight = false;
   #scheduled = false;
+  #io;
+  /** With in-band preallocation: the file's size, the write position plus the zeros ahead of it. */
+  #fileBytes = -1;
   /** Told of every durable batch: its buffer, where it starts and ends there, and its seqs (FloorQueue). */
   durable;
 
-  /** `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 and `blockingSync` do. */
-  constructor(fd, mainThread) {
+  /**
+   * `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 and `blockingSync` do.
+   * `inband`: the file starts empty and, as LogStore's active segment does, gets 4 MiB of zeros
+   * ahead of its write position whenever a batch comes within reach of its end; the next
+   * fdatasync flushes them (otherwise the caller zero-fills the file before the clock starts).
+   * `io`: the write(2) and main-thread fdatasync it calls, node:fs's unless replaced (by ones
+   * that do nothing, to time the floor's own work alone).
+   */
+  constructor(fd, mainThread, inband = false, io = { writeSync, fdatasyncSync }) {
     this.#fd = fd;
     this.#mainThread = mainThread;
+    if (inband) this.#fileBytes = 0;
+    this.#io = io;
   }
 
   push(payload) {
@@ -80,8 +93,12 @@ export class FloorLog {
     const buf = this.#buf;
     const start = this.#start;
     const end = this.#len;
-    writeSync(this.#fd, buf, start, end - start, this.#pos);
+    this.#io.writeSync(this.#fd, buf, start, end - start, this.#pos);
     this.#pos += end - start;
+    if (this.#fileBytes >= 0 && this.#fileBytes - this.#pos < FRAME_HEADER_BYTES + (end - start)) {
+      this.#fileBytes = Math.max(this.#fileBytes, this.#pos);
+      this.#fileBytes = zeroFill(this.#fd, this.#fileBytes, this.#pos + INBAND_STEP_BYTES);
+    }
     if (this.durable === undefined) {
       this.#len = 0;
     } else if (buf.length - end < 1 << 19) {
@@ -99,7 +116,7 @@ export class FloorLog {
     };
     this.#inFlight = true;
     if (this.#mainThread) {
-      fdatasyncSync(this.#fd);
+      this.#io.fdatasyncSync(this.#fd);
       done();
     } else {
       fdatasync(this.#fd, (error) => {
@@ -112,17 +129,18 @@ export class FloorLog {
 
 /**
  * `producers` callers each awaiting `push` in a loop over a FloorLog, for `budgetMs` or `records`
- * pushes; returns pushes per second. The file holds room for `records` frames of `payload`.
+ * pushes; returns pushes per second. The file holds room for `records` frames of `payload`, zero-filled
+ * before the clock starts, or (`inband`) grows with zeros ahead of the writes as LogStore's does.
  */
-export async function floorRate(scratch, { producers, payload, records, budgetMs, mainThread = false }) {
+export async function floorRate(scratch, { producers, payload, records, budgetMs, mainThread = false, inband = false }) {
   const path = join(scratch, `floor-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
   const fd = openSync(path, 'w+', 0o600);
   try {
-    const bytes = records * (FRAME_HEADER_BYTES + payload.length);
-    const zeros = Buffer.alloc(1 << 20);
-    for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
-    fdatasyncSync(fd);
-    const r = await pushOnly(new FloorLog(fd, mainThread), { producers, payload, count: records, budgetMs });
+    if (!inband) {
+      zeroFill(fd, 0, records * (FRAME_HEADER_BYTES + payload.length));
+      fdatasyncSync(fd);
+    }
+    const r = await pushOnly(new FloorLog(fd, mainThread, inband), { producers, payload, count: records, budgetMs });
     return r.msgs / r.seconds;
   } finally {
     closeSync(fd);
@@ -282,9 +300,7 @@ export async function floorReadmeRates(scratch, { producers, payload, budgetMs, 
   const fd = openSync(`${base}.log`, 'w+', 0o600);
   const ackFd = openSync(`${base}.ack`, 'w+', 0o600);
   try {
-    const bytes = Math.ceil((400_000 * budgetMs) / 1000) * (FRAME_HEADER_BYTES + payload.length);
-    const zeros = Buffer.alloc(1 << 20);
-    for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
+    zeroFill(fd, 0, Math.ceil((400_000 * budgetMs) / 1000) * (FRAME_HEADER_BYTES + payload.length));
     fdatasyncSync(fd);
     const q = new FloorQueue(fd, ackFd, mainThread);
     let handled = 0;

@@ -5,6 +5,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 const fdatasyncAsync = promisify(fdatasync);
+/** Zeros written ahead at a time under in-band preallocation: LogStore's step. */
+export const INBAND_STEP_BYTES = 4 * 1024 * 1024;
+const ZEROS = Buffer.alloc(1 << 20);
+
+/** Write zeros over [from, to) of `fd`; returns `to`. */
+export function zeroFill(fd, from, to) {
+  for (let off = from; off < to; off += ZEROS.length) writeSync(fd, ZEROS, 0, Math.min(ZEROS.length, to - off), off);
+  return to;
+}
 
 function withFile(dir, preallocateBytes, body) {
   const path = join(dir, `raw-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
@@ -12,9 +21,7 @@ function withFile(dir, preallocateBytes, body) {
   try {
     if (preallocateBytes > 0) {
       // Zero-fill and sync once, so later overwrites do not change the file's size (docs/internals/engine.md, "Write path").
-      const zeros = Buffer.alloc(1 << 20);
-      for (let off = 0; off < preallocateBytes; off += zeros.length)
-        writeSync(fd, zeros, 0, Math.min(zeros.length, preallocateBytes - off), off);
+      zeroFill(fd, 0, preallocateBytes);
       fdatasyncSync(fd);
     }
     return body(fd);
@@ -43,8 +50,10 @@ export function rawBatchedAppend(dir, { frameBytes, records, batch = 64, budgetM
 
 /**
  * Raw write + fdatasync, `batch` frames per sync (1 = one sync per record), either appending to a
- * growing file or overwriting a zero-filled, synced file. Uses the async fdatasync, as an engine
- * that keeps the event loop free must (unless `mainThread`).
+ * growing file or overwriting a zero-filled, synced file (`preallocate`; `'inband'`: zeros written
+ * 4 MiB ahead of the writes as they come near the file's end, as LogStore's active segment gets
+ * them, and flushed by the next fdatasync). Uses the async fdatasync, as an engine that keeps the
+ * event loop free must (unless `mainThread`).
  */
 export async function rawSyncLoop(
   dir,
@@ -55,11 +64,11 @@ export async function rawSyncLoop(
   const path = join(dir, `raw-sync-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
   const fd = openSync(path, 'w+', 0o600);
   try {
-    if (preallocate) {
-      const zeros = Buffer.alloc(1 << 20);
-      for (let off = 0; off < bytes; off += zeros.length) writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - off), off);
+    if (preallocate === true) {
+      zeroFill(fd, 0, bytes);
       fdatasyncSync(fd);
     }
+    let fileBytes = 0;
     const t0 = performance.now();
     const deadline = t0 + budgetMs;
     let pos = 0;
@@ -68,6 +77,8 @@ export async function rawSyncLoop(
       const t = performance.now();
       writeSync(fd, buf, 0, buf.length, pos);
       pos += buf.length;
+      if (preallocate === 'inband' && fileBytes - pos < buf.length + 20)
+        fileBytes = zeroFill(fd, Math.max(fileBytes, pos), pos + INBAND_STEP_BYTES);
       // `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 does (a reference
       // point for the cost of the threadpool round trip, not a limit an async engine can reach).
       if (mainThread) fdatasyncSync(fd);
