@@ -32,7 +32,7 @@ import {
   writeU64,
 } from '../../dist/stores/log/engine/format.js';
 import { pushOnly } from './queue-work.mjs';
-import { INBAND_STEP_BYTES, zeroFill } from './raw.mjs';
+import { inbandZeros, zeroFill } from './raw.mjs';
 
 const SETTLED = Promise.resolve();
 
@@ -60,8 +60,8 @@ export class FloorLog {
    * `inband`: the file starts empty and, as LogStore's active segment does, gets 4 MiB of zeros
    * ahead of its write position whenever a batch comes within reach of its end; the next
    * fdatasync flushes them (otherwise the caller zero-fills the file before the clock starts).
-   * `io`: the write(2) and main-thread fdatasync it calls, node:fs's unless replaced (by ones
-   * that do nothing, to time the floor's own work alone).
+   * `io`: the write(2) (zeros included) and main-thread fdatasync it calls, node:fs's unless
+   * replaced (by ones that do nothing, to time the floor's own work alone).
    */
   constructor(fd, mainThread, inband = false, io = { writeSync, fdatasyncSync }) {
     this.#fd = fd;
@@ -95,10 +95,7 @@ export class FloorLog {
     const end = this.#len;
     this.#io.writeSync(this.#fd, buf, start, end - start, this.#pos);
     this.#pos += end - start;
-    if (this.#fileBytes >= 0 && this.#fileBytes - this.#pos < FRAME_HEADER_BYTES + (end - start)) {
-      this.#fileBytes = Math.max(this.#fileBytes, this.#pos);
-      this.#fileBytes = zeroFill(this.#fd, this.#fileBytes, this.#pos + INBAND_STEP_BYTES);
-    }
+    if (this.#fileBytes >= 0) this.#fileBytes = inbandZeros(this.#fd, this.#fileBytes, this.#pos, end - start, this.#io.writeSync);
     if (this.durable === undefined) {
       this.#len = 0;
     } else if (buf.length - end < 1 << 19) {

@@ -9,10 +9,23 @@ const fdatasyncAsync = promisify(fdatasync);
 export const INBAND_STEP_BYTES = 4 * 1024 * 1024;
 const ZEROS = Buffer.alloc(1 << 20);
 
-/** Write zeros over [from, to) of `fd`; returns `to`. */
-export function zeroFill(fd, from, to) {
-  for (let off = from; off < to; off += ZEROS.length) writeSync(fd, ZEROS, 0, Math.min(ZEROS.length, to - off), off);
+/** Frame header bytes: a batch needs room for one more header past its end, as LogStore checks. */
+const FRAME_HEADER_BYTES = 20;
+
+/** Write zeros over [from, to) of `fd` with `write` (node:fs's writeSync by default); returns `to`. */
+export function zeroFill(fd, from, to, write = writeSync) {
+  for (let off = from; off < to; off += ZEROS.length) write(fd, ZEROS, 0, Math.min(ZEROS.length, to - off), off);
   return to;
+}
+
+/**
+ * In-band preallocation, as LogStore's active segment gets it: once a batch of `batchBytes` that
+ * ended at `pos` leaves less than another such batch (and a frame header) before the file's end
+ * `fileBytes`, zeros go up to INBAND_STEP_BYTES past `pos`. Returns the file's size after.
+ */
+export function inbandZeros(fd, fileBytes, pos, batchBytes, write = writeSync) {
+  if (fileBytes - pos >= batchBytes + FRAME_HEADER_BYTES) return fileBytes;
+  return zeroFill(fd, Math.max(fileBytes, pos), pos + INBAND_STEP_BYTES, write);
 }
 
 function withFile(dir, preallocateBytes, body) {
@@ -77,8 +90,7 @@ export async function rawSyncLoop(
       const t = performance.now();
       writeSync(fd, buf, 0, buf.length, pos);
       pos += buf.length;
-      if (preallocate === 'inband' && fileBytes - pos < buf.length + 20)
-        fileBytes = zeroFill(fd, Math.max(fileBytes, pos), pos + INBAND_STEP_BYTES);
+      if (preallocate === 'inband') fileBytes = inbandZeros(fd, fileBytes, pos, buf.length);
       // `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 does (a reference
       // point for the cost of the threadpool round trip, not a limit an async engine can reach).
       if (mainThread) fdatasyncSync(fd);
