@@ -7,6 +7,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import type { FileSystem } from '../../fs/file-system.js';
 import { nodeFileSystem } from '../../fs/node-fs.js';
 import { LogEngine, type LogStoreOptions } from './engine/log-engine.js';
+import { SPOOL_DIR } from './engine/format.js';
 import { EndpointServer } from '../../remote/server.js';
 import type { OwnerSurface } from '../../contract/owner-surface.js';
 import { salvageStore as salvageWith, type SalvageOptions, type SalvageResult } from './engine/salvage.js';
@@ -21,7 +22,7 @@ export class LogStore extends LogEngine {
   /** The endpoint other processes push through while a queue over this store is open (`options.endpoint`). */
   #endpoint: EndpointServer | null = null;
   /** Notices the spool directory a producer makes while this owner serves (the spool's polls run only once it exists). */
-  #watcher: FSWatcher | null = null;
+  #watch: SpoolDirWatch | null = null;
 
   /** As the engine's `open`; typed as this class, which is what it constructs. */
   static override open(dir: string, options?: LogStoreOptions): Promise<LogStore> {
@@ -43,29 +44,81 @@ export class LogStore extends LogEngine {
     void this.ingestSpool();
     // A producer that took this owner for none (it did not answer in time) makes the spool
     // directory later: the watch of the store directory starts the polls then.
+    this.#watch = new SpoolDirWatch(this.dir, this.spoolPollMs, () => void this.ingestSpool());
+  }
+
+  /** Stop serving (the socket file is removed), then close the store. */
+  override async close(): Promise<void> {
+    this.#watch?.close();
+    this.#watch = null;
+    const endpoint = this.#endpoint;
+    this.#endpoint = null;
+    if (endpoint !== null) await endpoint.close();
+    return super.close();
+  }
+}
+
+/**
+ * The watch of a store directory for the spool directory a producer makes there. The kernel
+ * reports every write to the log's own files in that directory as well (a directory's watch
+ * cannot ask for creations alone): one wake-up of the event loop and one callback per write,
+ * measured at 7–8 % of the `group` push-only cell and 10 % of the `none` end-to-end one. So the
+ * first report of any other name stops the watch for `pauseMs` (the spool's poll period); then it
+ * watches again and `found` looks once, which sees a spool directory made during the pause. A
+ * busy store pays one report per pause, an idle one nothing, and a spool directory made while the
+ * store is quiet is seen at once.
+ */
+class SpoolDirWatch {
+  readonly #dir: string;
+  readonly #pauseMs: number;
+  readonly #found: () => void;
+  #watcher: FSWatcher | null = null;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #closed = false;
+
+  constructor(dir: string, pauseMs: number, found: () => void) {
+    this.#dir = dir;
+    this.#pauseMs = pauseMs;
+    this.#found = found;
+    this.#arm();
+  }
+
+  #arm(): void {
     try {
-      this.#watcher = watch(this.dir, (_event, name) => {
-        if (name === 'spool') void this.ingestSpool();
+      const watcher = watch(this.#dir, (_event, name) => {
+        if (name === SPOOL_DIR) this.#found();
+        else this.#pause();
       });
-      this.#watcher.unref();
-      this.#watcher.on('error', () => {
+      watcher.unref();
+      watcher.on('error', () => {
         // Watching stopped: the spool is still ingested at the next open.
-        this.#watcher?.close();
-        this.#watcher = null;
+        this.close();
       });
+      this.#watcher = watcher;
     } catch {
       // No watch here (a file system without inotify): the next open ingests what is spooled.
     }
   }
 
-  /** Stop serving (the socket file is removed), then close the store. */
-  override async close(): Promise<void> {
+  #pause(): void {
+    if (this.#timer !== null) return;
     this.#watcher?.close();
     this.#watcher = null;
-    const endpoint = this.#endpoint;
-    this.#endpoint = null;
-    if (endpoint !== null) await endpoint.close();
-    return super.close();
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      if (this.#closed) return;
+      this.#arm();
+      this.#found();
+    }, this.#pauseMs);
+    this.#timer.unref();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#watcher?.close();
+    this.#watcher = null;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
   }
 }
 

@@ -90,4 +90,31 @@ describe('the spool', () => {
     await expect(openSpool(other, { durability: 'group', fs: nodeFileSystem })).rejects.toMatchObject({ code: 'ERR_STORE' });
     expect(existsSync(join(other, 'spool'))).toBe(false);
   });
+
+  it('aSpoolDirectoryMadeWhileTheOwnerWritesWithoutPauseIsIngestedWithinAPoll', async () => {
+    const dir = freshDir();
+    const store = await LogStore.open(dir, { spoolPollMs: 20 });
+    const [tx, rx] = await new Builder(store).open();
+    // The owner writes all the time: every write of its log is a change in the directory it watches.
+    let writing = true;
+    const writer = (async () => {
+      for (let i = 0; writing; i++) await tx.push(enc(`own-${i}`));
+    })();
+    try {
+      await new Promise((r) => setTimeout(r, 50));
+      expect(existsSync(join(dir, 'spool')), 'no spool yet: the producer below makes it').toBe(false);
+      const p = await openSpool(dir, { durability: 'group', fs: nodeFileSystem });
+      await p.pushMany([enc('spooled')], {}, undefined);
+      await p.close();
+      for (;;) {
+        const item = await rx.reserve();
+        await item.ack();
+        if (dec(item.bytes) === 'spooled') break;
+      }
+    } finally {
+      writing = false;
+      await writer;
+      await tx.close();
+    }
+  });
 });

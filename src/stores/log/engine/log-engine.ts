@@ -270,6 +270,11 @@ export class LogEngine implements Store {
     return this.#opts.endpoint && !this.#opts.readOnly && this.#state === 'open';
   }
 
+  /** How often the spool is polled while it exists (`spoolPollMs`). */
+  protected get spoolPollMs(): number {
+    return this.#opts.spoolPollMs;
+  }
+
   /** Keys stored before `at` are left out of the next checkpoint (`./cursor-log.ts`), and so gone once it is durable. */
   keepKeysFrom(at: number): void {
     this.#cursor.keys.keepKeysFrom(at);
