@@ -29,6 +29,8 @@ const SLAB_ITEM_BYTES_MAX = 4096;
 
 export class ByteArena {
   #slab = new Uint8Array(0);
+  /** The slab's ArrayBuffer, kept: reading `.buffer` is a call into the runtime on every copy. */
+  #slabBuffer = this.#slab.buffer;
   #offset = 0;
 
   /** A copy of `bytes` that shares no memory with it. */
@@ -42,13 +44,14 @@ export class ByteArena {
     }
     let slab = this.#slab;
     if (this.#offset + length > slab.length) {
-      slab = this.#slab = new Uint8Array(SLAB_BYTES);
+      this.#slabBuffer = new ArrayBuffer(SLAB_BYTES);
+      slab = this.#slab = new Uint8Array(this.#slabBuffer);
       this.#offset = 0;
     }
     const start = this.#offset;
     slab.set(bytes, start);
     this.#offset = start + length;
     // A constructed view is measurably cheaper than `subarray`, which looks up the species constructor.
-    return new Uint8Array(slab.buffer, start, length);
+    return new Uint8Array(this.#slabBuffer, start, length);
   }
 }

@@ -4,6 +4,7 @@
  * nothing there imports node:fs.
  */
 import { type FSWatcher, watch } from 'node:fs';
+import { clearTimeout, setTimeout } from 'node:timers';
 import type { FileSystem } from '../../fs/file-system.js';
 import { nodeFileSystem } from '../../fs/node-fs.js';
 import { LogEngine, type LogStoreOptions } from './engine/log-engine.js';
@@ -66,7 +67,9 @@ export class LogStore extends LogEngine {
  * first report of any other name stops the watch for `pauseMs` (the spool's poll period); then it
  * watches again and `found` looks once, which sees a spool directory made during the pause. A
  * busy store pays one report per pause, an idle one nothing, and a spool directory made while the
- * store is quiet is seen at once.
+ * store is quiet is seen at once. The pause runs on the runtime's own timers (node:timers), not on
+ * the store's clock (`options.clock`, which a test may hold still or replace): it belongs to the
+ * kernel's watch, and a clock nobody moves must not stop that watch for good.
  */
 class SpoolDirWatch {
   readonly #dir: string;

@@ -107,7 +107,7 @@ describe('the spool', () => {
       await p.pushMany([enc('spooled')], {}, undefined);
       await p.close();
       for (;;) {
-        const item = await rx.reserve();
+        const item = (await rx.reserve())!;
         await item.ack();
         if (dec(item.bytes) === 'spooled') break;
       }

@@ -338,3 +338,68 @@ test('salvageBesideALiveWriter_aSegmentChangedDuringTheReadCostsNothingWhenTheCu
     }
   }
 });
+
+/**
+ * A live writer rolls while verify or salvage plans: after the plan took the active segment's size,
+ * the writer cuts its preallocated zeros (as before every seal), and the plan's read past the new
+ * end comes up short. `at`: the open of the active segment (counted from 1) whose size is taken
+ * just before the cut; 0: never.
+ */
+class RollMidPlan extends WrappedFs {
+  opens = 0;
+  cuts = 0;
+  #cutFd = -1;
+  constructor(
+    readonly active: string,
+    readonly dataEnd: number,
+    readonly at: number,
+  ) {
+    super(nodeFileSystem);
+  }
+  override lockHolder() {
+    return { pid: 4242 };
+  }
+  override open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
+    const fd = super.open(p, mode, fm);
+    if (p === this.active && ++this.opens === this.at) this.#cutFd = fd;
+    return fd;
+  }
+  override size(fd: number) {
+    const size = super.size(fd);
+    if (fd === this.#cutFd) {
+      this.#cutFd = -1;
+      fs.truncateSync(this.active, this.dataEnd);
+      this.cuts++;
+    }
+    return size;
+  }
+}
+
+test('besideALiveWriterThatCutsTheActiveSegmentsZerosWhileThePlanReadsIt_verifyAndSalvagePlanAgainAndFindNothingWrong', async () => {
+  const dir = freshDir();
+  const { store } = await openStore(dir);
+  const texts = Array.from({ length: 40 }, (_, i) => `item-${i}`);
+  await store.append(items(1, texts), true);
+  // The directory as the writer has it: records, then the preallocated zeros ahead of them.
+  const live = `${dir}-live`;
+  fs.cpSync(dir, live, { recursive: true });
+  await store.close();
+  const [activeName] = segFiles(live);
+  const active = join(live, activeName!);
+  const dataEnd = SEGMENT_HEADER_BYTES + texts.reduce((n, t) => n + FRAME_HEADER_BYTES + t.length, 0);
+  expect(fs.statSync(active).size, 'the copy holds preallocated zeros past its records').toBeGreaterThan(dataEnd + 1024 * 1024);
+  const restore = (): void => fs.cpSync(join(dir, activeName!), active);
+  // The plan opens the active segment first: the cut lands under that read.
+  const v = new RollMidPlan(active, dataEnd, 1);
+  const r = verifyStore(live, { fs: v });
+  expect(v.cuts, 'the writer cut the zeros under the plan').toBe(1);
+  expect(r.problems).toEqual([]);
+  expect(r.records).toBe(40);
+  fs.truncateSync(active, 0);
+  restore();
+  const s = new RollMidPlan(active, dataEnd, 1);
+  const copied = await salvageStore(live, `${dir}-copy`, { fs: s });
+  expect(s.cuts).toBe(1);
+  expect(copied.lost).toEqual({ count: 0, seqs: [] });
+  expect(copied.copied).toBe(40);
+});

@@ -25,7 +25,8 @@ import { CURSOR_FILE, IDENTITY_FILE_BYTES, classifyEntry } from './format.js';
 import type { Segment } from './layout.js';
 import type { ResolvedOptions } from './options.js';
 import type { LogStoreRecoveryInfo } from './recovery-apply.js';
-import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import { planRecovery, type PlanOptions, type RecoveryPlan } from './recovery-plan.js';
+import type { OpenError } from '../../../contract/errors.js';
 import { liveHolder } from './store-dir.js';
 import { readSpoolBacklog, type SpoolBacklog } from './spool-file.js';
 import { KeyTable } from '../../../contract/records/keys.js';
@@ -79,6 +80,42 @@ export async function readOnlyView(fs: FileSystem, dir: string, opts: ResolvedOp
       continue;
     }
     return viewOf(fs, dir, plan, holder, opts);
+  }
+}
+
+/**
+ * `planRecovery` for a tool that reads a store beside its writer (verify, salvage), planned again
+ * while a live writer changes the directory under the plan: a roll cuts the active segment's
+ * preallocated zeros before sealing it and compaction deletes segments, so a read the plan sized
+ * before the change comes up short. An attempt that failed, or found problems, while the directory
+ * changed is dropped with its problems; one over a directory that did not change stands, and so
+ * does the last of MAX_ATTEMPTS. Without a live writer this is `planRecovery`, once. Synchronous:
+ * the attempts follow one another at once (the writer's change is done when the names and sizes
+ * show it).
+ */
+export function planBesideWriter(
+  fs: FileSystem,
+  dir: string,
+  opts: Omit<PlanOptions, 'onProblem' | 'liveWriter'>,
+  problems: OpenError[],
+  liveWriter: boolean,
+): RecoveryPlan {
+  const onProblem = (p: OpenError): void => {
+    problems.push(p);
+  };
+  for (let attempt = 1; ; attempt++) {
+    const before = liveWriter ? fingerprint(fs, dir) : '';
+    const mark = problems.length;
+    let plan: RecoveryPlan;
+    try {
+      plan = planRecovery(fs, dir, { ...opts, onProblem, liveWriter });
+    } catch (e) {
+      if (!liveWriter || attempt >= MAX_ATTEMPTS || fingerprint(fs, dir) === before) throw e;
+      problems.length = mark;
+      continue;
+    }
+    if (!liveWriter || problems.length === mark || attempt >= MAX_ATTEMPTS || fingerprint(fs, dir) === before) return plan;
+    problems.length = mark;
   }
 }
 

@@ -22,7 +22,8 @@ import { readFully } from './segment-writer.js';
 import { spoolFileIds } from './spool-file.js';
 import { withSchedule } from './item-meta.js';
 import { LogEngine } from './log-engine.js';
-import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import type { RecoveryPlan } from './recovery-plan.js';
+import { planBesideWriter } from './read-only.js';
 import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type KnownAcks, type SeqRange, type TailCut } from './store-walk.js';
 import { changedByWriter, liveWriterNote, storeProblems } from './verify.js';
@@ -136,12 +137,13 @@ function readSource(fs: FileSystem, src: string): Source {
   const holder = liveHolder(fs, src);
   let plan: RecoveryPlan;
   try {
-    plan = planRecovery(fs, src, {
-      maxRangesPerRecord: MAX_RANGES_PER_RECORD,
-      readAheadBytes: CHUNK_BYTES,
-      onProblem: (p) => planProblems.push(p),
-      liveWriter: holder !== null,
-    });
+    plan = planBesideWriter(
+      fs,
+      src,
+      { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES },
+      planProblems,
+      holder !== null,
+    );
   } catch (error) {
     throw new QueueError('ERR_STORE', `Cannot read ${src}: ${(error as Error)?.message ?? String(error)}`, { cause: error, file: src });
   }

@@ -24,7 +24,8 @@ import {
   SPOOL_SUFFIX,
   classifyEntry,
 } from './format.js';
-import { planRecovery, type RecoveryPlan } from './recovery-plan.js';
+import type { RecoveryPlan } from './recovery-plan.js';
+import { planBesideWriter } from './read-only.js';
 import { FILE_CHECKS } from './recovery-checks.js';
 import { liveHolder } from './store-dir.js';
 import { StoreWalk, knownAcks, walkSegments, type DamagedRange, type SeqRange, type TailCut, type WalkSegment } from './store-walk.js';
@@ -209,12 +210,7 @@ function checkSpool(fs: FileSystem, dir: string): { files: number; problems: Ver
 
 /** The store's recovery plan as verify reads it, its problems collected into `problems`. */
 function planFor(fs: FileSystem, dir: string, problems: OpenError[], liveWriter: boolean): RecoveryPlan {
-  return planRecovery(fs, dir, {
-    maxRangesPerRecord: MAX_RANGES_PER_RECORD,
-    readAheadBytes: CHUNK_BYTES,
-    onProblem: (p) => problems.push(p),
-    liveWriter,
-  });
+  return planBesideWriter(fs, dir, { maxRangesPerRecord: MAX_RANGES_PER_RECORD, readAheadBytes: CHUNK_BYTES }, problems, liveWriter);
 }
 
 /**
