@@ -54,6 +54,13 @@ export class FloorLog {
   #fileBytes = -1;
   /** Told of every durable batch: its buffer, where it starts and ends there, and its seqs (FloorQueue). */
   durable;
+  /**
+   * Gather each batch over a turn of the event loop (setImmediate) rather than a microtask, so
+   * that timers and I/O run between two flushes: with `mainThread`, what LogStore's default
+   * (`blockingSync: 'auto'`) grants a busy loop, one flush of stall at most. Off by default: the
+   * floor of the A/B rounds and the `limits` section never yields between its flushes.
+   */
+  turnPerFlush = false;
 
   /**
    * `mainThread`: fdatasyncSync, blocking the event loop as better-sqlite3 and `blockingSync` do.
@@ -78,7 +85,8 @@ export class FloorLog {
       this.#seqs.push(seq);
       if (!this.#inFlight && !this.#scheduled) {
         this.#scheduled = true;
-        void SETTLED.then(this.#flush);
+        if (this.turnPerFlush) setImmediate(this.#flush);
+        else void SETTLED.then(this.#flush);
       }
     });
   }
@@ -129,7 +137,10 @@ export class FloorLog {
  * pushes; returns pushes per second. The file holds room for `records` frames of `payload`, zero-filled
  * before the clock starts, or (`inband`) grows with zeros ahead of the writes as LogStore's does.
  */
-export async function floorRate(scratch, { producers, payload, records, budgetMs, mainThread = false, inband = false }) {
+export async function floorRate(
+  scratch,
+  { producers, payload, records, budgetMs, mainThread = false, inband = false, turnPerFlush = false },
+) {
   const path = join(scratch, `floor-${process.pid}-${Math.floor(performance.now() * 1000)}.bin`);
   const fd = openSync(path, 'w+', 0o600);
   try {
@@ -137,7 +148,9 @@ export async function floorRate(scratch, { producers, payload, records, budgetMs
       zeroFill(fd, 0, records * (FRAME_HEADER_BYTES + payload.length));
       fdatasyncSync(fd);
     }
-    const r = await pushOnly(new FloorLog(fd, mainThread, inband), { producers, payload, count: records, budgetMs });
+    const log = new FloorLog(fd, mainThread, inband);
+    log.turnPerFlush = turnPerFlush;
+    const r = await pushOnly(log, { producers, payload, count: records, budgetMs });
     return r.msgs / r.seconds;
   } finally {
     closeSync(fd);
