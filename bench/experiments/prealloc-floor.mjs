@@ -7,12 +7,9 @@
 // rotating order (bench/lib/ab.mjs). Every sync of these contestants runs on the main thread
 // except LogStore's under 'auto', which chooses.
 // Usage: npm run build && node bench/experiments/prealloc-floor.mjs [rounds=7] [ms=600]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { Builder, LogStore } from '../../dist/index.js';
 import { printAbGroup } from '../lib/ab.mjs';
 import { floorRate } from '../lib/floor.mjs';
-import { pushOnly } from '../lib/queue-work.mjs';
+import { logStoreGroupPush } from '../lib/queue-work.mjs';
 import { rawSyncLoop } from '../lib/raw.mjs';
 
 const rounds = Number(process.argv[2] ?? 7);
@@ -23,20 +20,7 @@ const payload = Buffer.alloc(128, 7);
 const raw = (preallocate) => (s, ms) =>
   rawSyncLoop(s, { frameBytes: 20 + 128, records: RECORDS, batch: 64, preallocate, budgetMs: ms, mainThread: true });
 const floor = (inband) => (s, ms) => floorRate(s, { producers: 64, payload, records: RECORDS, budgetMs: ms, mainThread: true, inband });
-const logstore = (blockingSync) => async (s, ms) => {
-  const dir = mkdtempSync(join(s, 'pf-log-'));
-  try {
-    const [tx] = await new Builder(await LogStore.open(join(dir, 'q'), { blockingSync })).durability('group').open();
-    try {
-      const r = await pushOnly(tx, { producers: 64, payload: new Uint8Array(payload), count: 2_000_000, budgetMs: ms });
-      return r.msgs / r.seconds;
-    } finally {
-      await tx.close();
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
+const logstore = (blockingSync) => (s, ms) => logStoreGroupPush(s, ms, { payload: new Uint8Array(payload), blockingSync });
 
 const group = {
   id: 'prealloc-floor',

@@ -10,12 +10,9 @@
 // rotating order (bench/lib/ab.mjs); every file gets its zeros inside the clock, as a new
 // LogStore's active segment does, except the raw loop's, the row's reference.
 // Usage: npm run build && node bench/experiments/turn-floor.mjs [rounds=7] [ms=600]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { Builder, LogStore } from '../../dist/index.js';
 import { printAbGroup } from '../lib/ab.mjs';
 import { floorRate } from '../lib/floor.mjs';
-import { pushOnly } from '../lib/queue-work.mjs';
+import { logStoreGroupPush } from '../lib/queue-work.mjs';
 import { rawSyncLoop } from '../lib/raw.mjs';
 
 const rounds = Number(process.argv[2] ?? 7);
@@ -27,22 +24,8 @@ const raw = (s, ms) =>
   rawSyncLoop(s, { frameBytes: 20 + 128, records: RECORDS, batch: 64, preallocate: true, budgetMs: ms, mainThread: true });
 const floor = (turnPerFlush) => (s, ms) =>
   floorRate(s, { producers: 64, payload, records: RECORDS, budgetMs: ms, mainThread: true, inband: true, turnPerFlush });
-const logstore = (blockingSync, storeCallsPerTurn) => async (s, ms) => {
-  const dir = mkdtempSync(join(s, 'tf-log-'));
-  try {
-    let builder = new Builder(await LogStore.open(join(dir, 'q'), { blockingSync })).durability('group');
-    if (storeCallsPerTurn !== undefined) builder = builder.storeCallsPerTurn(storeCallsPerTurn);
-    const [tx] = await builder.open();
-    try {
-      const r = await pushOnly(tx, { producers: 64, payload: new Uint8Array(payload), count: 2_000_000, budgetMs: ms });
-      return r.msgs / r.seconds;
-    } finally {
-      await tx.close();
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
+const logstore = (blockingSync, storeCallsPerTurn) => (s, ms) =>
+  logStoreGroupPush(s, ms, { payload: new Uint8Array(payload), blockingSync, storeCallsPerTurn });
 
 const group = {
   id: 'turn-floor',

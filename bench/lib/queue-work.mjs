@@ -71,6 +71,28 @@ export async function pushOnly(tx, { producers, payload, count, budgetMs, latenc
   return { msgs: pushed, seconds: (performance.now() - t0) / 1000 };
 }
 
+/**
+ * The `group` push-only cell over a new LogStore in a temp dir under `scratch`: 64 producers, 128 B
+ * (`payload`), for `budgetMs`; pushes per second. `blockingSync` as LogStore takes it (undefined:
+ * its default), `storeCallsPerTurn` as the Builder takes it (undefined: its default).
+ */
+export async function logStoreGroupPush(scratch, budgetMs, { payload, blockingSync, storeCallsPerTurn } = {}) {
+  const dir = mkdtempSync(join(scratch, 'group-push-'));
+  try {
+    let builder = new Builder(await LogStore.open(join(dir, 'q'), { blockingSync })).durability('group');
+    if (storeCallsPerTurn !== undefined) builder = builder.storeCallsPerTurn(storeCallsPerTurn);
+    const [tx] = await builder.open();
+    try {
+      const r = await pushOnly(tx, { producers: 64, payload: payload ?? new Uint8Array(128).fill(7), count: 2_000_000, budgetMs });
+      return r.msgs / r.seconds;
+    } finally {
+      await tx.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Fill a backlog fast: pushMany in batches (callers open the queue under `none`). */
 export async function fill(tx, payload, count, batch = 4096) {
   const list = new Array(batch).fill(payload);

@@ -190,48 +190,60 @@ test('aPermissionErrorAnywhereIsAProblemOfTheResultNeverAThrow', async () => {
 });
 
 /**
- * Beside a live writer, which deletes a segment once every record in it is acked and cuts the
- * active segment's preallocated zeros before sealing it, a segment can change between the plan and
- * the walk's read. `after` is the store as the writer left it: its cursor is put in place when the
- * walk comes to the first segment, which is then deleted (`delete`) or, once the walk has opened it
- * and taken its size, cut to its header (`cut`).
+ * A FileSystem beside a live writer (its lock names process 4242) whose `act` lands at the open of
+ * `target` numbered `at` (counted from 1; 0: never): before that open (`'open'`), or once the
+ * opener has taken the file's size (`'size'`). `opens` counts the opens of `target`, `acts` the
+ * writer's changes made.
  */
-class WriterMidRead extends WrappedFs {
+class LiveWriterFs extends WrappedFs {
   opens = 0;
-  /** The open of `target` (counted from 1) at which the writer's change lands; 0: never. */
-  at = 0;
-  #cutFd = -1;
+  acts = 0;
+  #sizedFd = -1;
   constructor(
     readonly target: string,
-    readonly after: string,
-    readonly dir: string,
-    readonly change: 'delete' | 'cut',
+    readonly at: number,
+    readonly when: 'open' | 'size',
+    readonly act: () => void,
   ) {
     super(nodeFileSystem);
   }
   override lockHolder() {
     return { pid: 4242 };
   }
-  #writerActs(): void {
-    if (this.change === 'delete') fs.rmSync(this.target);
-    else fs.truncateSync(this.target, SEGMENT_HEADER_BYTES);
-    fs.copyFileSync(join(this.after, 'cursor.pqc'), join(this.dir, 'cursor.pqc'));
-  }
   override open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
     const landing = p === this.target && ++this.opens === this.at;
-    if (landing && this.change === 'delete') this.#writerActs();
+    if (landing && this.when === 'open') this.#act();
     const fd = super.open(p, mode, fm);
-    if (landing && this.change === 'cut') this.#cutFd = fd;
+    if (landing && this.when === 'size') this.#sizedFd = fd;
     return fd;
   }
   override size(fd: number) {
     const size = super.size(fd);
-    if (fd === this.#cutFd) {
-      this.#cutFd = -1;
-      this.#writerActs();
+    if (fd === this.#sizedFd) {
+      this.#sizedFd = -1;
+      this.#act();
     }
     return size;
   }
+  #act(): void {
+    this.acts++;
+    this.act();
+  }
+}
+
+/**
+ * Beside a live writer, which deletes a segment once every record in it is acked and cuts the
+ * active segment's preallocated zeros before sealing it, a segment can change between the plan and
+ * the walk's read. `after` is the store as the writer left it: its cursor is put in place when the
+ * walk comes to `first`, which is then deleted (`delete`) or, once the walk has opened it and
+ * taken its size, cut to its header (`cut`).
+ */
+function writerMidRead(first: string, after: string, dir: string, change: 'delete' | 'cut', at: number): LiveWriterFs {
+  return new LiveWriterFs(first, at, change === 'delete' ? 'open' : 'size', () => {
+    if (change === 'delete') fs.rmSync(first);
+    else fs.truncateSync(first, SEGMENT_HEADER_BYTES);
+    fs.copyFileSync(join(after, 'cursor.pqc'), join(dir, 'cursor.pqc'));
+  });
 }
 
 interface WriterCase {
@@ -243,7 +255,7 @@ interface WriterCase {
   readonly firstName: string;
   readonly secondBase: number;
   /** A FileSystem on which the writer's change lands at the open of the first segment numbered `at` (0: never). */
-  readonly writer: (at: number) => WriterMidRead;
+  readonly writer: (at: number) => LiveWriterFs;
 }
 
 /**
@@ -266,11 +278,7 @@ async function* writerCases(): AsyncGenerator<WriterCase> {
         await store.ack(seqs, true);
         await store.close();
       }
-      const writer = (at: number): WriterMidRead => {
-        const w = new WriterMidRead(first, after, dir, change);
-        w.at = at;
-        return w;
-      };
+      const writer = (at: number): LiveWriterFs => writerMidRead(first, after, dir, change, at);
       yield {
         what: `${change}, ${ackedNow ? 'acked' : 'not acked'} now`,
         change,
@@ -340,40 +348,12 @@ test('salvageBesideALiveWriter_aSegmentChangedDuringTheReadCostsNothingWhenTheCu
 });
 
 /**
- * A live writer rolls while verify or salvage plans: after the plan took the active segment's size,
- * the writer cuts its preallocated zeros (as before every seal), and the plan's read past the new
- * end comes up short. `at`: the open of the active segment (counted from 1) whose size is taken
- * just before the cut; 0: never.
+ * A live writer rolls while verify or salvage plans: once the plan has taken the active segment's
+ * size at its first open, the writer cuts the segment's preallocated zeros off at `dataEnd` (as
+ * before every seal), and the plan's read past the new end comes up short.
  */
-class RollMidPlan extends WrappedFs {
-  opens = 0;
-  cuts = 0;
-  #cutFd = -1;
-  constructor(
-    readonly active: string,
-    readonly dataEnd: number,
-    readonly at: number,
-  ) {
-    super(nodeFileSystem);
-  }
-  override lockHolder() {
-    return { pid: 4242 };
-  }
-  override open(p: string, mode: 'read' | 'readWrite' | 'create', fm?: number) {
-    const fd = super.open(p, mode, fm);
-    if (p === this.active && ++this.opens === this.at) this.#cutFd = fd;
-    return fd;
-  }
-  override size(fd: number) {
-    const size = super.size(fd);
-    if (fd === this.#cutFd) {
-      this.#cutFd = -1;
-      fs.truncateSync(this.active, this.dataEnd);
-      this.cuts++;
-    }
-    return size;
-  }
-}
+const rollMidPlan = (active: string, dataEnd: number): LiveWriterFs =>
+  new LiveWriterFs(active, 1, 'size', () => fs.truncateSync(active, dataEnd));
 
 test('besideALiveWriterThatCutsTheActiveSegmentsZerosWhileThePlanReadsIt_verifyAndSalvagePlanAgainAndFindNothingWrong', async () => {
   const dir = freshDir();
@@ -390,16 +370,16 @@ test('besideALiveWriterThatCutsTheActiveSegmentsZerosWhileThePlanReadsIt_verifyA
   expect(fs.statSync(active).size, 'the copy holds preallocated zeros past its records').toBeGreaterThan(dataEnd + 1024 * 1024);
   const restore = (): void => fs.cpSync(join(dir, activeName!), active);
   // The plan opens the active segment first: the cut lands under that read.
-  const v = new RollMidPlan(active, dataEnd, 1);
+  const v = rollMidPlan(active, dataEnd);
   const r = verifyStore(live, { fs: v });
-  expect(v.cuts, 'the writer cut the zeros under the plan').toBe(1);
+  expect(v.acts, 'the writer cut the zeros under the plan').toBe(1);
   expect(r.problems).toEqual([]);
   expect(r.records).toBe(40);
   fs.truncateSync(active, 0);
   restore();
-  const s = new RollMidPlan(active, dataEnd, 1);
+  const s = rollMidPlan(active, dataEnd);
   const copied = await salvageStore(live, `${dir}-copy`, { fs: s });
-  expect(s.cuts).toBe(1);
+  expect(s.acts).toBe(1);
   expect(copied.lost).toEqual({ count: 0, seqs: [] });
   expect(copied.copied).toBe(40);
 });
