@@ -7,6 +7,8 @@ import { abortReason, pushMeta } from './entry.js';
 import { type PushSettings, manyPushSettings, notBeforeOf, payloadBytes, singlePushSettings } from './push-options.js';
 import type { PushOptions, PushValue, QueueStats, WaitOptions } from '../api/types.js';
 import { QueueError } from '../contract/errors.js';
+import type { ByteArena } from '../lib/bytes.js';
+import { isRaw } from '../lib/codec.js';
 import { scheduleDefinition, type ScheduleOptions, type ScheduleSpec } from './schedule-slots.js';
 import { type ScheduleInfo, scheduleName } from './schedules.js';
 
@@ -17,7 +19,9 @@ export type { PushValue } from '../api/types.js';
 /** The producing handle: push items. Any number of callers may push concurrently. */
 export class Producer<T = Uint8Array> implements QueueProducer<T> {
   readonly #core: QueueCore;
-  /** Copies a caller's buffer into the queue's arena, so the caller may reuse it at once. */
+  /** The queue's arena: each payload is copied into it, so the caller may reuse its buffer at once. */
+  readonly #arena: ByteArena;
+  /** Copies a caller's buffer into the queue's arena. */
   readonly #copy: (bytes: Uint8Array) => Uint8Array;
   readonly #bytesOf = (name: string, value: unknown): Uint8Array => payloadBytes(this.#core.codec, name, value, this.#copy);
 
@@ -25,6 +29,7 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
   constructor(core: QueueCore) {
     this.#core = core;
     const arena = core.arena;
+    this.#arena = arena;
     this.#copy = (bytes) => arena.copy(bytes);
   }
 
@@ -35,6 +40,12 @@ export class Producer<T = Uint8Array> implements QueueProducer<T> {
    * `ERR_INVALID`) and stores nothing.
    */
   push(payload: PushValue<T>, options?: PushOptions): Promise<number> {
+    // The plain push of bytes, the README's: no options to read, nothing to encode. The same
+    // checks and the same copy as below, without the layers that read options and meta, and one
+    // object for the push and its item (measured: about 4 % of a push's main-thread time in the
+    // `group` cell without the disk for the first, 5 % for the second).
+    if (options === undefined && isRaw(this.#core.codec) && payload instanceof Uint8Array)
+      return this.#core.pushOne(this.#arena.copy(payload));
     let bytes: Uint8Array;
     let o: PushSettings;
     try {

@@ -7,6 +7,7 @@ import type { Store } from '../contract/store.js';
 import { expectation } from '../lib/validate.js';
 import {
   type Entry,
+  type OnePush,
   type PendingPush,
   type PushMeta,
   NO_ENTRIES,
@@ -16,6 +17,7 @@ import {
   detachAbort,
   keyedEntry,
   newEntry,
+  newOnePush,
   unset,
   withFire,
   withSource,
@@ -23,6 +25,28 @@ import {
 import { FlushLoop, FlushScheduler, type TurnBudget } from './flush.js';
 import type { Durability } from '../api/types.js';
 import { payloadBytes } from './byte-budget.js';
+
+/** A push waiting for capacity, admitted, or in the batch being stored. */
+type Push = PendingPush | OnePush;
+
+function isOne(push: Push): push is OnePush {
+  return (push as PendingPush).payloads === undefined;
+}
+
+/** Items the push stores. */
+function itemCount(push: Push): number {
+  return isOne(push) ? 1 : push.payloads.length;
+}
+
+/** Payload bytes the push stores. */
+function pushBytes(push: Push): number {
+  return isOne(push) ? push.bytes.byteLength : payloadBytes(push.payloads);
+}
+
+/** The push moves dead letters back (`redrive`), which go to the store in a call of their own. */
+function isRedrive(push: Push): boolean {
+  return !isOne(push) && push.from !== undefined;
+}
 
 /** What the push pipeline asks of the core. */
 export interface PushHost {
@@ -61,9 +85,9 @@ export class PushPipeline {
   #nextSeq: number;
   /** Every item with a seq below this is stored (its push resolved), or was never assigned. */
   #committedBefore: number;
-  #capacityWaiters: PendingPush[] = [];
+  #capacityWaiters: Push[] = [];
   #capacityHead = 0;
-  #admitted: PendingPush[] = [];
+  #admitted: Push[] = [];
   /** Items admitted under capacity and not yet stored. */
   #admittedCount = 0;
   /** Payload bytes of the items admitted and not yet stored (counted under a byte capacity only). */
@@ -72,7 +96,7 @@ export class PushPipeline {
   /** Redrives among the admitted pushes. */
   #redrivesAdmitted = 0;
   /** The batch the store is writing now, and its first seq (it ends at `#nextSeq`). */
-  #appendBatch: PendingPush[] = NO_PUSHES;
+  #appendBatch: Push[] = NO_PUSHES;
   #appendItems: Entry[] = NO_ENTRIES;
   #appendFirstSeq = 0;
   /** The batch in flight holds items with a priority or a not-before time. */
@@ -129,7 +153,7 @@ export class PushPipeline {
   rejectWaiting(error: QueueError): void {
     for (let i = this.#capacityHead; i < this.#capacityWaiters.length; i++) {
       const p = this.#capacityWaiters[i]!;
-      detachAbort(p);
+      if (!isOne(p)) detachAbort(p);
       p.reject(error);
     }
     this.#capacityWaiters = [];
@@ -140,12 +164,41 @@ export class PushPipeline {
   failAll(failure: QueueError): void {
     this.#redrivesAdmitted = 0;
     for (const p of this.#admitted.splice(0)) {
-      detachAbort(p);
+      if (!isOne(p)) detachAbort(p);
       p.reject(failure);
     }
     this.#admittedCount = 0;
     this.#admittedBytes = 0;
     this.rejectWaiting(failure);
+  }
+
+  /**
+   * `push(bytes)` without options: what `push` checks and does for one payload with no signal and
+   * no meta, with one object for the push and its item (`OnePush`).
+   */
+  pushOne(bytes: Uint8Array): Promise<number> {
+    const error = this.#host.refusal();
+    if (error) return Promise.reject(error);
+    const max = this.#store.maxItemBytes;
+    if (bytes.byteLength > max) {
+      return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${bytes.byteLength} bytes exceeds the store's limit of ${max} bytes`));
+    }
+    if (this.#capacityBytes !== Infinity && bytes.byteLength > this.#capacityBytes) {
+      return Promise.reject(
+        new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes.byteLength)),
+      );
+    }
+    const one = newOnePush(bytes);
+    const promise = new Promise<number>((resolve, reject) => {
+      one.resolve = resolve;
+      one.reject = reject;
+    });
+    if (this.#capacityHead === this.#capacityWaiters.length && this.#fits(one)) {
+      this.#admit(one);
+    } else {
+      this.#capacityWaiters.push(one);
+    }
+    return promise;
   }
 
   push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number | number[]> {
@@ -219,22 +272,19 @@ export class PushPipeline {
     return promise;
   }
 
-  #fits(pending: PendingPush): boolean {
-    if (this.#host.storedCount() + this.#admittedCount + pending.payloads.length > this.#capacity) return false;
-    return (
-      this.#capacityBytes === Infinity ||
-      this.#host.storedBytes() + this.#admittedBytes + payloadBytes(pending.payloads) <= this.#capacityBytes
-    );
+  #fits(pending: Push): boolean {
+    if (this.#host.storedCount() + this.#admittedCount + itemCount(pending) > this.#capacity) return false;
+    return this.#capacityBytes === Infinity || this.#host.storedBytes() + this.#admittedBytes + pushBytes(pending) <= this.#capacityBytes;
   }
 
-  #admit(pending: PendingPush): void {
-    if (pending.from !== undefined) this.#redrivesAdmitted++;
+  #admit(pending: Push): void {
+    if (isRedrive(pending)) this.#redrivesAdmitted++;
     // A literal of one, not a push into an empty array, which allocates room for seventeen: a
     // serial producer's batch holds one push.
     if (this.#admitted.length === 0) this.#admitted = [pending];
     else this.#admitted.push(pending);
-    this.#admittedCount += pending.payloads.length;
-    if (this.#capacityBytes !== Infinity) this.#admittedBytes += payloadBytes(pending.payloads);
+    this.#admittedCount += itemCount(pending);
+    if (this.#capacityBytes !== Infinity) this.#admittedBytes += pushBytes(pending);
     this.#scheduleAppend();
   }
 
@@ -263,7 +313,7 @@ export class PushPipeline {
     while (this.#capacityHead < waiters.length && this.#host.refusal() === undefined) {
       const next = waiters[this.#capacityHead]!;
       if (!this.#fits(next)) break;
-      waiters[this.#capacityHead++] = undefined as unknown as PendingPush;
+      waiters[this.#capacityHead++] = undefined as unknown as Push;
       this.#admit(next);
     }
     if (this.#capacityHead === waiters.length) {
@@ -301,13 +351,13 @@ export class PushPipeline {
       return 0;
     }
     if (!this.#appendFlush.admit()) return 0;
-    let batch: PendingPush[];
-    const redrive = this.#admitted[0]!.from !== undefined;
+    let batch: Push[];
+    const redrive = isRedrive(this.#admitted[0]!);
     if (this.#oneByOne || redrive) {
       batch = [this.#admitted.shift()!];
     } else {
       // A redrive goes to the store in a call of its own: the batch stops before the next one.
-      const cut = this.#redrivesAdmitted === 0 ? -1 : this.#admitted.findIndex((p) => p.from !== undefined);
+      const cut = this.#redrivesAdmitted === 0 ? -1 : this.#admitted.findIndex(isRedrive);
       batch = cut < 0 ? this.#admitted : this.#admitted.splice(0, cut);
       if (cut < 0) this.#admitted = [];
     }
@@ -315,12 +365,17 @@ export class PushPipeline {
     const firstSeq = this.#nextSeq;
     // Sized up front: pushes into an empty array would allocate room for seventeen for a batch of one.
     let count = 0;
-    for (let p = 0; p < batch.length; p++) count += batch[p]!.payloads.length;
+    for (let p = 0; p < batch.length; p++) count += itemCount(batch[p]!);
     const items = new Array<Entry>(count);
     let seq = firstSeq;
     let scheduled = false;
     for (let p = 0, k = 0; p < batch.length; p++) {
       const pending = batch[p]!;
+      if (isOne(pending)) {
+        (pending as { seq: number }).seq = seq++;
+        items[k++] = pending;
+        continue;
+      }
       detachAbort(pending);
       const { priority, notBefore, group } = pending;
       if (priority !== 0 || notBefore !== 0) scheduled = true;
@@ -345,7 +400,7 @@ export class PushPipeline {
     let result: Promise<void>;
     try {
       if (redrive) {
-        const from = batch[0]!.from!;
+        const from = (batch[0] as PendingPush).from!;
         result = this.#store.redrive!(
           items.map((item, i) => ({ from: from[i]!, item })),
           this.#syncWrites,
@@ -363,7 +418,7 @@ export class PushPipeline {
   }
 
   /** The batch the store finished (stored or failed), no longer in flight. */
-  #takeAppendBatch(): { batch: PendingPush[]; items: Entry[]; firstSeq: number; count: number } {
+  #takeAppendBatch(): { batch: Push[]; items: Entry[]; firstSeq: number; count: number } {
     const batch = this.#appendBatch;
     const items = this.#appendItems;
     const firstSeq = this.#appendFirstSeq;
@@ -372,7 +427,7 @@ export class PushPipeline {
     this.#appendInFlight = false;
     this.#appendBatch = NO_PUSHES;
     this.#admittedCount -= count;
-    if (this.#capacityBytes !== Infinity) for (const pending of batch) this.#admittedBytes -= payloadBytes(pending.payloads);
+    if (this.#capacityBytes !== Infinity) for (const pending of batch) this.#admittedBytes -= pushBytes(pending);
     return { batch, items, firstSeq, count };
   }
 
@@ -391,9 +446,17 @@ export class PushPipeline {
       return false;
     }
     this.#committedBefore = firstSeq + count;
-    this.#host.stored(items, this.#appendScheduled, batch[0]!.from !== undefined);
+    this.#host.stored(items, this.#appendScheduled, isRedrive(batch[0]!));
     let seq = firstSeq;
     for (const pending of batch) {
+      if (isOne(pending)) {
+        // The entry stays with the consumer side: it no longer holds the settled promise's functions.
+        const resolve = pending.resolve;
+        pending.resolve = unset;
+        pending.reject = unset;
+        resolve(seq++);
+        continue;
+      }
       if (pending.single) {
         pending.resolve(seq++);
         continue;

@@ -410,6 +410,11 @@ export class QueueCore {
     return this.#pushes.push(payloads, single, signal, meta);
   }
 
+  /** Push one payload without a signal or meta: `push([bytes], true)` with one object per push (`OnePush`). */
+  pushOne(bytes: Uint8Array): Promise<number> {
+    return this.#pushes.pushOne(bytes);
+  }
+
   /** Push one payload under an idempotency key (see `./idempotency.ts`). */
   pushKeyed(payload: Uint8Array, key: string, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number> {
     const error = this.operationalError();

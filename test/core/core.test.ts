@@ -4,6 +4,7 @@ import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved, is
 import type { StoredItem } from '../../src/contract/store.js';
 import { RecordingStore, tick } from '../support/stores.js';
 import { FlushScheduler, TURN_STORE_CALLS } from '../../src/core/flush.js';
+import { unset } from '../../src/core/entry.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -662,6 +663,103 @@ describe('bad input throws a typed error and changes nothing', () => {
     await expect(rx.process(() => {}, { concurrency: 2.5 })).rejects.toBeInstanceOf(RangeError);
     expect(store.calls).toEqual([]);
     expect(rx.stats()).toMatchObject({ ready: 0, inFlight: 0, pendingPushes: 0 });
+    await tx.close();
+  });
+});
+
+describe('a push of bytes without options (one object per push)', () => {
+  const bytesOf = (s: string) => enc(s);
+
+  it('plainBytePushesAndOtherPushesMadeInOneRunGetSeqsInCallOrder', async () => {
+    const { store, tx, rx } = await openMem();
+    const done = [
+      tx.push(bytesOf('a')),
+      tx.push('b'),
+      tx.pushMany([bytesOf('c'), bytesOf('d')]),
+      tx.push(bytesOf('e'), { priority: 0 }),
+      tx.push(bytesOf('f')),
+    ];
+    expect(await Promise.all(done)).toEqual([1, 2, [3, 4], 5, 6]);
+    expect(store.calls.filter((c) => c.op === 'append')).toEqual([{ op: 'append', seqs: [1, 2, 3, 4, 5, 6], sync: true }]);
+    const got: string[] = [];
+    for (let item = rx.tryReserve(); item !== null; item = rx.tryReserve()) {
+      got.push(`${item.seq}:${dec(item.bytes)}`);
+      await item.ack();
+    }
+    expect(got).toEqual(['1:a', '2:b', '3:c', '4:d', '5:e', '6:f']);
+    await tx.close();
+  });
+
+  it('plainBytePushesWaitForCapacityInFifoOrderBehindABatch', async () => {
+    const { tx, rx } = await openMem(2);
+    expect(await tx.push(bytesOf('x'))).toBe(1);
+    const order: string[] = [];
+    const batch = tx.pushMany([bytesOf('m1'), bytesOf('m2')]).then((seqs) => order.push(`m${seqs.join(',')}`));
+    // It would fit beside `x`, but it waits behind the batch at the head.
+    const one = tx.push(bytesOf('y')).then((seq) => order.push(`y${seq}`));
+    await tick();
+    expect(tx.stats().pendingPushes).toBe(2);
+    await rx.tryReserve()!.ack();
+    await batch;
+    await rx.tryReserve()!.ack();
+    await one;
+    expect(order).toEqual(['m2,3', 'y4']);
+    await tx.close();
+  });
+
+  it('aPlainBytePushOverTheByteCapacityOrTheStoresLimitIsRefusedAtTheCallAndChangesNothing', async () => {
+    const store = new RecordingStore({ maxItemBytes: 8 });
+    const [tx, rx] = await new Builder(store).capacityBytes(6).open();
+    await expect(tx.push(new Uint8Array(7))).rejects.toBeInstanceOf(RangeError);
+    await expect(tx.push(new Uint8Array(9))).rejects.toSatisfy(code('ERR_TOO_LARGE'));
+    // The same refusals as a push that goes the long way (a string of the same length).
+    await expect(tx.push('1234567')).rejects.toBeInstanceOf(RangeError);
+    await expect(tx.push('123456789')).rejects.toSatisfy(code('ERR_TOO_LARGE'));
+    expect(store.calls).toEqual([]);
+    expect(rx.stats()).toMatchObject({ ready: 0, pendingPushes: 0 });
+    // A push that fits waits for bytes the way any push does.
+    expect(await tx.push(new Uint8Array(4))).toBe(1);
+    let second = false;
+    const next = tx.push(new Uint8Array(4)).then((seq) => ((second = true), seq));
+    await tick();
+    expect(second).toBe(false);
+    await rx.tryReserve()!.ack();
+    expect(await next).toBe(2);
+    await tx.close();
+  });
+
+  it('plainBytePushesAreRejectedWhenTheirBatchFailsOrTheQueueClosesWhileTheyWait', async () => {
+    const full = await openMem();
+    full.store.failNextAppend = new QueueError('ERR_STORE_FULL', 'no space');
+    await expect(full.tx.push(bytesOf('nope'))).rejects.toSatisfy(code('ERR_STORE_FULL'));
+    expect(await full.tx.push(bytesOf('yes'))).toBe(1);
+    full.store.failNextAppend = new Error('EIO');
+    await expect(full.tx.push(bytesOf('lost'))).rejects.toSatisfy(code('ERR_STORE_FAILED'));
+    await full.tx.close();
+
+    const { tx } = await openMem(1);
+    await tx.push(bytesOf('held'));
+    const waiting = tx.push(bytesOf('waits'));
+    await tick();
+    await tx.close();
+    await expect(waiting).rejects.toSatisfy(code('ERR_CLOSED'));
+  });
+
+  it('anItemTheStoreKeepsHoldsNoneOfItsSettledPushsFunctions', async () => {
+    const { store, tx } = await openMem();
+    const kept: StoredItem[] = [];
+    const append = store.append.bind(store);
+    store.append = (items, sync) => {
+      kept.push(...items);
+      return append(items, sync);
+    };
+    await Promise.all([tx.push(bytesOf('a')), tx.push(bytesOf('b'))]);
+    expect(kept).toHaveLength(2);
+    for (const item of kept) {
+      const fields = item as unknown as Record<string, unknown>;
+      expect(fields.resolve).toBe(unset);
+      expect(fields.reject).toBe(unset);
+    }
     await tx.close();
   });
 });
