@@ -51,12 +51,15 @@ class Push implements Cmd {
   constructor(
     readonly texts: string[],
     readonly many: boolean,
+    /** Pushed as UTF-8 bytes rather than strings: a plain push of bytes takes a path of its own. */
+    readonly asBytes: boolean,
   ) {}
   check(m: Readonly<Model>) {
     return m.items.size + this.texts.length <= m.capacity && (this.many || this.texts.length === 1);
   }
   async run(m: Model, r: Real) {
-    const seqs = this.many ? await r.tx.pushMany(this.texts) : [await r.tx.push(this.texts[0]!)];
+    const values = this.asBytes ? this.texts.map((t) => utf8.encode(t)) : this.texts;
+    const seqs = this.many ? await r.tx.pushMany(values) : [await r.tx.push(values[0]!)];
     expect(seqs.length).toBe(this.texts.length);
     seqs.forEach((seq, i) => {
       expect(seq).toBeGreaterThan(m.lastSeq);
@@ -66,7 +69,7 @@ class Push implements Cmd {
     checkStats(m, r);
   }
   toString() {
-    return `${this.many ? 'pushMany' : 'push'}(${JSON.stringify(this.texts)})`;
+    return `${this.many ? 'pushMany' : 'push'}(${JSON.stringify(this.texts)}${this.asBytes ? ' as bytes' : ''})`;
   }
 }
 
@@ -161,9 +164,10 @@ class Reopen implements Cmd {
 }
 
 const text = fc.string({ maxLength: 8 });
+const utf8 = new TextEncoder();
 const commands = [
-  text.map((t) => new Push([t], false)),
-  fc.array(text, { minLength: 1, maxLength: 4 }).map((ts) => new Push(ts, true)),
+  fc.tuple(text, fc.boolean()).map(([t, asBytes]) => new Push([t], false, asBytes)),
+  fc.tuple(fc.array(text, { minLength: 1, maxLength: 4 }), fc.boolean()).map(([ts, asBytes]) => new Push(ts, true, asBytes)),
   fc.constant(new Reserve()),
   fc.constant(new Reserve()),
   fc.nat(16).map((n) => new Settle(n, 'ack')),
