@@ -159,41 +159,16 @@ export function newEntry(
 
 /**
  * A push of one payload without options (`push(bytes)`): the entry its item becomes, made at
- * `push()` and given its seq at the hand-over, with the push's resolving functions beside it. One
- * object where a push with options takes a pending record, an array for its payload and an entry
+ * `push()` and given its seq at the hand-over, and the push's resolving functions. Two small
+ * objects where a push with options takes a pending record, an array for its payload and an entry
  * (measured: about 5 % of a push's main-thread time in the `group` cell without the disk). The
- * resolving functions are dropped once the push settles, so that an entry kept for long (a
- * backlog held in memory) does not keep its promise alive.
+ * functions stay out of the entry: a store receives the entry as a `StoredItem` and may keep or
+ * clone it, so it holds data only.
  */
-export interface OnePush extends Entry {
+export interface OnePush {
+  readonly entry: Entry;
   resolve: (seq: number) => void;
   reject: (error: unknown) => void;
-}
-
-/** The entry of a push of `bytes` without options; its seq is set at the hand-over. */
-export function newOnePush(bytes: Uint8Array): OnePush {
-  // newEntry's fields written out again: one literal makes the object with its final shape at
-  // once, where newEntry and two fields added after it take two transitions a push (measured
-  // 1.03× the time a push without the disk).
-  return {
-    seq: 0,
-    bytes,
-    priority: 0,
-    notBefore: 0,
-    group: undefined,
-    fired: undefined,
-    deliveries: 0,
-    token: 0,
-    inFlight: false,
-    lease: undefined,
-    holder: undefined,
-    marked: 0,
-    firstAt: 0,
-    lastAt: 0,
-    lastError: '',
-    resolve: unset,
-    reject: unset,
-  };
 }
 
 /** The entry of an item pushed with an idempotency key: a plain entry with the two fields added. */

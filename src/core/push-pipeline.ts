@@ -17,7 +17,6 @@ import {
   detachAbort,
   keyedEntry,
   newEntry,
-  newOnePush,
   unset,
   withFire,
   withSource,
@@ -40,7 +39,7 @@ function itemCount(push: Push): number {
 
 /** Payload bytes the push stores. */
 function pushBytes(push: Push): number {
-  return isOne(push) ? push.bytes.byteLength : payloadBytes(push.payloads);
+  return isOne(push) ? push.entry.bytes.byteLength : payloadBytes(push.payloads);
 }
 
 /** The push moves dead letters back (`redrive`), which go to the store in a call of their own. */
@@ -174,7 +173,8 @@ export class PushPipeline {
 
   /**
    * `push(bytes)` without options: what `push` checks and does for one payload with no signal and
-   * no meta, with one object for the push and its item (`OnePush`).
+   * no meta: the item's entry is made here, beside a record of the push's resolving functions
+   * (`OnePush`), with no pending record or payload array.
    */
   pushOne(bytes: Uint8Array): Promise<number> {
     const error = this.#host.refusal();
@@ -188,7 +188,7 @@ export class PushPipeline {
         new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes.byteLength)),
       );
     }
-    const one = newOnePush(bytes);
+    const one: OnePush = { entry: newEntry(0, bytes), resolve: unset, reject: unset };
     const promise = new Promise<number>((resolve, reject) => {
       one.resolve = resolve;
       one.reject = reject;
@@ -372,8 +372,9 @@ export class PushPipeline {
     for (let p = 0, k = 0; p < batch.length; p++) {
       const pending = batch[p]!;
       if (isOne(pending)) {
-        (pending as { seq: number }).seq = seq++;
-        items[k++] = pending;
+        const entry = pending.entry;
+        (entry as { seq: number }).seq = seq++;
+        items[k++] = entry;
         continue;
       }
       detachAbort(pending);
@@ -450,11 +451,7 @@ export class PushPipeline {
     let seq = firstSeq;
     for (const pending of batch) {
       if (isOne(pending)) {
-        // The entry stays with the consumer side: it no longer holds the settled promise's functions.
-        const resolve = pending.resolve;
-        pending.resolve = unset;
-        pending.reject = unset;
-        resolve(seq++);
+        pending.resolve(seq++);
         continue;
       }
       if (pending.single) {

@@ -410,7 +410,7 @@ export class QueueCore {
     return this.#pushes.push(payloads, single, signal, meta);
   }
 
-  /** Push one payload without a signal or meta: `push([bytes], true)` with one object per push (`OnePush`). */
+  /** Push one payload without a signal or meta: `push([bytes], true)` without a pending record (`OnePush`). */
   pushOne(bytes: Uint8Array): Promise<number> {
     return this.#pushes.pushOne(bytes);
   }

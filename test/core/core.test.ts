@@ -4,7 +4,6 @@ import { Builder, Durability, MemStore, OpenError, QueueError, type Reserved, is
 import type { StoredItem } from '../../src/contract/store.js';
 import { RecordingStore, tick } from '../support/stores.js';
 import { FlushScheduler, TURN_STORE_CALLS } from '../../src/core/flush.js';
-import { unset } from '../../src/core/entry.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -667,7 +666,7 @@ describe('bad input throws a typed error and changes nothing', () => {
   });
 });
 
-describe('a push of bytes without options (one object per push)', () => {
+describe('a push of bytes without options (a path of its own)', () => {
   const bytesOf = (s: string) => enc(s);
 
   it('plainBytePushesAndOtherPushesMadeInOneRunGetSeqsInCallOrder', async () => {
@@ -745,21 +744,45 @@ describe('a push of bytes without options (one object per push)', () => {
     await expect(waiting).rejects.toSatisfy(code('ERR_CLOSED'));
   });
 
-  it('anItemTheStoreKeepsHoldsNoneOfItsSettledPushsFunctions', async () => {
-    const { store, tx } = await openMem();
-    const kept: StoredItem[] = [];
-    const append = store.append.bind(store);
-    store.append = (items, sync) => {
-      kept.push(...items);
-      return append(items, sync);
-    };
-    await Promise.all([tx.push(bytesOf('a')), tx.push(bytesOf('b'))]);
-    expect(kept).toHaveLength(2);
-    for (const item of kept) {
-      const fields = item as unknown as Record<string, unknown>;
-      expect(fields.resolve).toBe(unset);
-      expect(fields.reject).toBe(unset);
+  it('theItemAStoreReceivesHoldsDataOnlySoAStoreMayCloneIt', async () => {
+    // A store may keep or clone the items it is handed (into another thread, an IndexedDB).
+    class CloningStore extends MemStore {
+      fields: string[][] = [];
+      override append(items: readonly StoredItem[], sync: boolean): Promise<void> {
+        for (const item of items)
+          this.fields.push(Object.keys(item).filter((k) => typeof (item as unknown as Record<string, unknown>)[k] === 'function'));
+        return super.append(
+          items.map((item) => structuredClone(item)),
+          sync,
+        );
+      }
     }
+    const store = new CloningStore();
+    const [tx, rx] = await new Builder(store).open();
+    expect(await Promise.all([tx.push(bytesOf('a')), tx.push(bytesOf('b'), {}), tx.push(bytesOf('c'))])).toEqual([1, 2, 3]);
+    expect(store.fields).toEqual([[], [], []]);
+    const got: string[] = [];
+    for (let item = rx.tryReserve(); item !== null; item = rx.tryReserve()) {
+      got.push(dec(item.bytes));
+      await item.ack();
+    }
+    expect(got).toEqual(['a', 'b', 'c']);
+    await tx.close();
+  });
+
+  it('aDetachedBufferIsRefusedByARejectionAsWithOptions', async () => {
+    const { store, tx, rx } = await openMem();
+    const buffer = new ArrayBuffer(8);
+    const view = new Uint8Array(buffer);
+    structuredClone(buffer, { transfer: [buffer] });
+    let plain: Promise<number> | undefined;
+    expect(() => {
+      plain = tx.push(view);
+    }).not.toThrow();
+    await expect(plain).rejects.toBeInstanceOf(TypeError);
+    await expect(tx.push(view, {})).rejects.toBeInstanceOf(TypeError);
+    expect(store.calls).toEqual([]);
+    expect(rx.stats()).toMatchObject({ ready: 0, pendingPushes: 0 });
     await tx.close();
   });
 });
