@@ -96,9 +96,10 @@ export interface Holder {
 }
 
 /**
- * One item on its way through the core. The object made when its batch is handed to the store is
- * the same one the store may keep, the read-ahead holds, and the consumer's reservation points
- * to: one allocation per item. Stores read only `seq` and `bytes`.
+ * One item on its way through the core. The object made when its batch is handed to the store (at
+ * `push()` for a push of bytes without options, `OnePush`) is the same one the store may keep, the
+ * read-ahead holds, and the consumer's reservation points to: one allocation per item. Stores read
+ * only `seq` and `bytes`.
  */
 export interface Entry extends StoredItem {
   /** The payload; a delayed retry replaces a view into a store's read chunk with a copy (`unpinned`). */

@@ -28,6 +28,7 @@ import { payloadBytes } from './byte-budget.js';
 /** A push waiting for capacity, admitted, or in the batch being stored. */
 type Push = PendingPush | OnePush;
 
+/** A OnePush: every PendingPush has its payloads, and a OnePush has none (its entry holds them). */
 function isOne(push: Push): push is OnePush {
   return (push as PendingPush).payloads === undefined;
 }
@@ -201,6 +202,7 @@ export class PushPipeline {
     return promise;
   }
 
+  /** A check added here that a push of one payload with no signal and no meta can fail belongs in `pushOne` too. */
   push(payloads: Uint8Array[], single: boolean, signal: AbortSignal | undefined, meta: PushMeta = PLAIN): Promise<number | number[]> {
     const { from, priority = 0, keys, keyedAt = 0, sources, group, fires } = meta;
     let notBefore = meta.notBefore ?? 0;

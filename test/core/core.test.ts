@@ -666,7 +666,7 @@ describe('bad input throws a typed error and changes nothing', () => {
   });
 });
 
-describe('a push of bytes without options (a path of its own)', () => {
+describe('a push of bytes without options', () => {
   const bytesOf = (s: string) => enc(s);
 
   it('plainBytePushesAndOtherPushesMadeInOneRunGetSeqsInCallOrder', async () => {
