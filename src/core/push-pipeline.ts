@@ -178,17 +178,8 @@ export class PushPipeline {
    * (`OnePush`), with no pending record or payload array.
    */
   pushOne(bytes: Uint8Array): Promise<number> {
-    const error = this.#host.refusal();
+    const error = this.#host.refusal() ?? this.#tooLarge(bytes) ?? this.#overByteCapacity(bytes.byteLength);
     if (error) return Promise.reject(error);
-    const max = this.#store.maxItemBytes;
-    if (bytes.byteLength > max) {
-      return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${bytes.byteLength} bytes exceeds the store's limit of ${max} bytes`));
-    }
-    if (this.#capacityBytes !== Infinity && bytes.byteLength > this.#capacityBytes) {
-      return Promise.reject(
-        new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes.byteLength)),
-      );
-    }
     const one: OnePush = { entry: newEntry(0, bytes), resolve: unset, reject: unset };
     const promise = new Promise<number>((resolve, reject) => {
       one.resolve = resolve;
@@ -221,21 +212,16 @@ export class PushPipeline {
     }
     // A time already come is no delay: the item is stored as a plain one.
     if (notBefore !== 0 && notBefore <= this.#host.now()) notBefore = 0;
-    const max = this.#store.maxItemBytes;
     for (const p of payloads) {
-      if (p.byteLength > max) {
-        return Promise.reject(new QueueError('ERR_TOO_LARGE', `Item of ${p.byteLength} bytes exceeds the store's limit of ${max} bytes`));
-      }
+      const tooLarge = this.#tooLarge(p);
+      if (tooLarge) return Promise.reject(tooLarge);
     }
     if (payloads.length > this.#capacity) {
       return Promise.reject(new RangeError(expectation('payloads.length', `at most the capacity (${this.#capacity})`, payloads.length)));
     }
     if (this.#capacityBytes !== Infinity) {
-      // A push that could never fit would wait forever: refuse it now, as a batch over the capacity is.
-      const bytes = payloadBytes(payloads);
-      if (bytes > this.#capacityBytes) {
-        return Promise.reject(new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes)));
-      }
+      const over = this.#overByteCapacity(payloadBytes(payloads));
+      if (over) return Promise.reject(over);
     }
     const pending: PendingPush = {
       payloads,
@@ -272,6 +258,23 @@ export class PushPipeline {
       this.#capacityWaiters.push(pending);
     }
     return promise;
+  }
+
+  /** `ERR_TOO_LARGE` for a payload over the store's limit, or undefined. */
+  #tooLarge(payload: Uint8Array): QueueError | undefined {
+    const max = this.#store.maxItemBytes;
+    if (payload.byteLength <= max) return undefined;
+    return new QueueError('ERR_TOO_LARGE', `Item of ${payload.byteLength} bytes exceeds the store's limit of ${max} bytes`);
+  }
+
+  /**
+   * The `RangeError` of a push of `bytes` payload bytes that could never fit under the byte
+   * capacity, or undefined: it would wait forever, so it is refused now, as a batch over the
+   * capacity is.
+   */
+  #overByteCapacity(bytes: number): RangeError | undefined {
+    if (bytes <= this.#capacityBytes) return undefined;
+    return new RangeError(expectation('payload bytes', `at most the byte capacity (${this.#capacityBytes})`, bytes));
   }
 
   #fits(pending: Push): boolean {
