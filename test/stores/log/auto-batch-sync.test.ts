@@ -1,7 +1,7 @@
 // Where `blockingSync: 'auto'` runs the sync of a batch (Durability.syncFd): on the calling thread
-// once the event loop sat idle through the recent flushes in the threadpool, in the threadpool while
-// it has other work, never beside a running sync of the same file, and at most one per turn of the
-// event loop. The loop's meter is a fake the test advances; the flushes are promises it settles.
+// while the event loop's other work during the recent flushes is shorter than what the threadpool's
+// round trip adds to a flush, in the threadpool while it has more, never beside a running sync of
+// the same file, and at most one per turn of the event loop. The loop's meter is a fake the test advances; the flushes are promises it settles.
 import { describe, expect, it } from 'vitest';
 import type { FileSystem } from '../../../src/fs/file-system.js';
 import { Durability, LOOK_AGAIN_EVERY, type LoopMeter, type LoopTime } from '../../../src/stores/log/engine/durability.js';
@@ -86,23 +86,71 @@ describe("blockingSync 'auto' for batches", () => {
     expect(s.calls.onThread).toHaveLength(onThread + 1);
   });
 
-  it('aConsumerWritingBesideTheProducersSendsTheNextBatchSyncToTheThreadpool', async () => {
+  /**
+   * One batch sync of fd 3 in a turn of its own over a loop that runs callbacks for `share` of a
+   * flush in the threadpool, which takes `flightMs` (a flush on the calling thread takes 1 ms).
+   */
+  async function timedBatch(s: ReturnType<typeof setup>, loop: FakeLoop, share: number, flightMs: number): Promise<string> {
+    const before = s.calls.threadpool.length;
+    const sync = s.durability.syncFd(3, true);
+    await nextTurn();
+    const pooled = s.calls.threadpool.length > before;
+    if (pooled) {
+      loop.active += 10 * share;
+      loop.idle += 10 * (1 - share);
+      loop.time += flightMs;
+      s.settle();
+    }
+    await sync;
+    await nextTurn();
+    return pooled ? 'threadpool' : 'calling thread';
+  }
+
+  it('aLoopBusyForPartOfEachFlushStillBlocks_whileItsWorkIsShorterThanWhatTheThreadpoolAddsToAFlush', async () => {
     const loop = new FakeLoop();
     const s = setup(null, loop);
-    await untilOnThread(s);
-    // An ack or a delivery record between two batches: the next batch's sync goes to the
-    // threadpool, however quiet the loop, so that the consumer's writes go on during the flush.
-    const where: string[] = [];
-    for (let i = 0; i < 10; i++) {
-      s.durability.noteConsumerWrite();
-      where.push(await s.batch(3, true));
-    }
-    expect(where).toEqual(Array(10).fill('threadpool'));
-    // The consumer stopped: batches block again, the loop being as quiet as before.
-    expect(await untilOnThread(s, 2)).toBe(1);
+    // Flushes of 4 ms in the threadpool, timed while the loop sat idle, against 1 ms on the
+    // calling thread: a loop that runs callbacks for less than 3/4 of a flush there does its work
+    // in less than the round trip adds.
+    for (let i = 0; i < 3 * LOOK_AGAIN_EVERY; i++) await timedBatch(s, loop, 0, 4);
+    const busier: string[] = [];
+    for (let i = 0; i < 6 * LOOK_AGAIN_EVERY; i++) busier.push(await timedBatch(s, loop, 0.6, 4));
+    expect(
+      busier.filter((w) => w === 'threadpool'),
+      'busy 60 % of each flush: only the looks',
+    ).toHaveLength(6);
+    // Saturated: the looks see it, and the batches go back to the threadpool.
+    const saturated: string[] = [];
+    for (let i = 0; i < 12 * LOOK_AGAIN_EVERY; i++) saturated.push(await timedBatch(s, loop, 1, 4));
+    expect(saturated.slice(-2 * LOOK_AGAIN_EVERY)).toEqual(Array(2 * LOOK_AGAIN_EVERY).fill('threadpool'));
   });
 
-  it('twoQuietReadingsDoNotMakeABusyLoopLookIdle_theStartingFigureCountsAsOneReading', async () => {
+  it('whenTheThreadpoolAddsLittleToAFlush_aLoopBusyForPartOfEachKeepsItsBatchesThere', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    // Flushes of 1.1 ms in the threadpool against 1 ms on the calling thread: an idle loop still
+    // blocks, and once both were timed a loop busy 40 % of each flush sends its batches back.
+    const idle: string[] = [];
+    for (let i = 0; i < 3 * LOOK_AGAIN_EVERY; i++) idle.push(await timedBatch(s, loop, 0, 1.1));
+    expect(idle.slice(-LOOK_AGAIN_EVERY)).toContain('calling thread');
+    const busier: string[] = [];
+    for (let i = 0; i < 6 * LOOK_AGAIN_EVERY; i++) busier.push(await timedBatch(s, loop, 0.4, 1.1));
+    expect(busier.slice(-2 * LOOK_AGAIN_EVERY)).toEqual(Array(2 * LOOK_AGAIN_EVERY).fill('threadpool'));
+  });
+
+  it('aFlushInTheThreadpoolOverABusyLoopIsNotTimed_itsCompletionWaitedForItsTurn', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    // Flushes over a loop busy 40 % that take 20 ms to come back would put the threadpool's
+    // round trip at 19/20 of a flush if they were timed; untimed, the share stays at its starting
+    // figure's 1/2, and a loop busy 60 % keeps its batches in the threadpool.
+    for (let i = 0; i < 3 * LOOK_AGAIN_EVERY; i++) await timedBatch(s, loop, 0.4, 20);
+    const busier: string[] = [];
+    for (let i = 0; i < 6 * LOOK_AGAIN_EVERY; i++) busier.push(await timedBatch(s, loop, 0.6, 20));
+    expect(busier.slice(-2 * LOOK_AGAIN_EVERY)).toEqual(Array(2 * LOOK_AGAIN_EVERY).fill('threadpool'));
+  });
+
+  it('twoQuietReadingsDoNotMakeABusyLoopLookIdle_theAverageStartsBusy', async () => {
     const loop = new FakeLoop();
     const s = setup(null, loop);
     expect(await s.batch(3, true)).toBe('threadpool');

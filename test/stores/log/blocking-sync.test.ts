@@ -123,14 +123,14 @@ describe('blockingSync', () => {
     expect(quiet.onThread, 'batches synced on the calling thread once the loop was seen idle').toBeGreaterThan(0);
     expect(quiet.threadpool, 'until the loop was measured').toBeGreaterThan(0);
     await tx.close();
-    // The same pushes while the loop keeps running other callbacks: every batch stays in the threadpool.
+    // The same pushes while other callbacks keep the loop busy: every batch stays in the threadpool.
     const busy = slowed();
     const [tx2] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: busy.fs })).durability('group').open();
     let serving = true;
     let served = 0;
     const serve = (): void => {
       if (!serving) return;
-      for (let i = 0; i < 20_000; i++) served += i % 3;
+      for (let i = 0; i < 200_000; i++) served += i % 3;
       setImmediate(serve);
     };
     setImmediate(serve);
@@ -139,10 +139,12 @@ describe('blockingSync', () => {
     expect(served).toBeGreaterThan(0);
     expect(loaded).toEqual({ onThread: 0, threadpool: 80 });
     await tx2.close();
-    // An idle loop again, but a consumer acks between the batches: its writes go on during each
-    // flush, so every batch stays in the threadpool.
-    // (The consumer's own lazy-ack syncs of the cursor file are not batches of pushes: only the
-    // segments' syncs are counted.)
+    // An idle loop again, with a consumer. One that keeps up (each batch taken and acked before
+    // the next) leaves the loop idle through each flush: batches block beside it. One that falls
+    // behind (two items pushed for every one it takes) needs the loop to catch up: once it trails
+    // by more than two batches, no batch blocks beside it.
+    // (The consumer's own syncs of the cursor file are not batches of pushes: only the segments'
+    // syncs are counted.)
     const consumed = slowed();
     const segments = new Set<number>();
     const open = consumed.fs.open.bind(consumed.fs);
@@ -159,15 +161,20 @@ describe('blockingSync', () => {
     };
     const [tx3, rx3] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: consumed.fs })).durability('group').open();
     await batches(tx3, consumed.counts);
-    expect(segmentsOnThread, 'the loop was seen idle: batches blocked').toBeGreaterThan(0);
+    for (let i = 0; i < 80 * 2; i++) await (await rx3.reserve())!.ack();
+    segmentsOnThread = 0;
     for (let i = 0; i < 40; i++) {
-      // Counted from the second batch: the first comes before the consumer's first write.
-      if (i === 1) segmentsOnThread = 0;
       await tx3.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
-      const item = await rx3.reserve();
-      await item!.ack();
+      for (let k = 0; k < 2; k++) await (await rx3.reserve())!.ack();
     }
-    expect(segmentsOnThread, 'no batch blocked beside the consumer').toBe(0);
+    expect(segmentsOnThread, 'batches blocked beside a consumer that keeps up').toBeGreaterThan(0);
+    for (let i = 0; i < 40; i++) {
+      // Counted once it trails by more than two batches (four items).
+      if (i === 6) segmentsOnThread = 0;
+      await tx3.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
+      await (await rx3.reserve())!.ack();
+    }
+    expect(segmentsOnThread, 'no batch blocked beside a consumer that fell behind').toBe(0);
     await tx3.close();
   });
 

@@ -14,15 +14,30 @@ import { closeQuietly } from './layout.js';
 const BACKGROUND_FLUSH_BYTES = 8 * 1024 * 1024;
 
 /**
- * Under `blockingSync: 'auto'`, a sync of a batch runs on the calling thread while the event loop
- * ran callbacks for less than this share of the recent syncs it waited for in the threadpool.
+ * Under `blockingSync: 'auto'`, a sync of a batch runs on the calling thread while the share of
+ * the time the event loop ran callbacks (its other work) stays under `1 - stall / flight`, the
+ * part of a flush in the threadpool that a blocking one saves: below it, the loop's other work per
+ * flush takes less than that part, so a blocking flush and the work after it end before the
+ * threadpool's flush would have (`#quietShare`). That share is never taken below this one, whatever
+ * the two flushes measured (a loop this idle gains from blocking); and a flush in the threadpool is
+ * timed only if the loop ran callbacks for less than this share of it (over a busier loop, its
+ * completion waited for its turn).
  */
 const LOOP_QUIET_SHARE = 0.15;
 /**
- * Weight of the latest reading in that average, once it has this many; before, each reading
- * weighs as much as the ones before it and the starting figure (busy) counts as one.
+ * `stall / flight` until both were timed: a batch sync on the calling thread took about half as
+ * long as one in the threadpool on this machine's disk (0.18 ms against 0.46 ms over 2 s of the
+ * README's push-only cell; 0.13 ms against 0.22–0.33 ms in its `process()` cell).
  */
-const LOOP_WEIGHT = 1 / 16;
+const STALL_TO_FLIGHT_BEFORE_TIMED = 0.5;
+/**
+ * Weight of the latest reading in the loop's average, which starts at 1 (busy): a new store on an
+ * idle loop blocks after six readings, not some 30 (each a batch synced in the threadpool at 2–3
+ * times the cost), and the few syncs of an open or a quiet moment do not make a busy loop look
+ * idle. The flush times' averages weigh their readings the same way once they have this many;
+ * before, each weighs as much as the ones before it.
+ */
+const LOOP_WEIGHT = 1 / 8;
 /**
  * While batch syncs run on the calling thread and none was put off to a later turn (see
  * `#noteGap`), one in this many still goes to the threadpool, to look at the loop again.
@@ -64,15 +79,16 @@ export class Durability {
    * thread since the last one sent to the threadpool to measure it again.
    */
   #loopBusy = 1;
-  /** Readings of the loop so far, the starting figure counted as one (see LOOP_WEIGHT). */
-  #loopReadings = 1;
   #blockedBatches = 0;
   /** A batch's sync ran on the calling thread in this turn of the event loop (see `#blockBatch`). */
   #stalledThisTurn = false;
   /** How long the last batch sync on the calling thread took (ms; see `#noteGap`). */
   #stallMs = 0;
-  /** A consumer wrote to the store (an ack, a delivery record) since the last batch's sync was placed (see `#batchMayBlock`). */
-  #consumerWrote = false;
+  /** How long batch syncs took on the calling thread, and in the threadpool from the call to their completion's turn (ms, moving averages; see `#quietShare`). */
+  readonly #stall = new MovingAverage();
+  readonly #flight = new MovingAverage();
+  /** A consumer that trails the producers handed out an item since the last batch's sync was placed (see `#batchMayBlock`). */
+  #consumerBehind = false;
   /** Write offset of the active segment when its last data sync started. */
   #flushedOffset = 0;
   #backgroundFlush = false;
@@ -125,12 +141,20 @@ export class Durability {
       // A sync of one operation has nothing to overlap with: the threadpool's round trip is all it would add.
       if (single) return this.#syncNow(fd, dataOnly);
       if (this.#batchMayBlock()) return this.#blockBatch(fd, dataOnly);
+      return this.#syncLater(fd, dataOnly, true);
     }
     return this.#syncLater(fd, dataOnly);
   }
 
-  /** `syncFd` in the threadpool. */
-  #syncLater(fd: number, dataOnly: boolean): Promise<void> {
+  /**
+   * `syncFd` in the threadpool. `batch`: a batch sync that could have blocked (no other sync of
+   * its fd running): the loop is read through it, and its time from here to its completion's turn
+   * joins the flights' average when the loop sat idle through it. Other syncs (of one operation
+   * beside a running one, the background flush, those of an open or a roll) tell nothing of what a
+   * batch's flush costs the loop.
+   */
+  #syncLater(fd: number, dataOnly: boolean, batch = false): Promise<void> {
+    const start = batch ? this.now() : 0;
     this.#hold(fd);
     const sync = dataOnly ? this.fs.fdatasync(fd) : this.fs.fsync(fd);
     let running = this.#runningByFd.get(fd);
@@ -139,7 +163,7 @@ export class Durability {
     // How busy the loop is while the device flushes, read from the first check phase on, past the
     // rest of the work that started this sync (see `#batchMayBlock`).
     let loopAt: LoopTime | undefined;
-    if (this.blocking === 'auto' && this.loopMeter !== null) {
+    if (batch && this.loopMeter !== null) {
       const meter = this.loopMeter;
       setImmediate(() => {
         loopAt = meter();
@@ -152,7 +176,12 @@ export class Durability {
     };
     return sync.then(
       async () => {
-        if (loopAt !== undefined) this.#noteFlight(loopAt);
+        if (loopAt !== undefined) {
+          const share = this.#noteFlight(loopAt);
+          // Timed only over a loop that sat idle through it: over a busy one the completion waits
+          // for its turn, and the wait would pass for the flush's time.
+          if (share < LOOP_QUIET_SHARE) this.#flight.note(this.now() - start);
+        }
         done();
         // The failure handler of each of those syncs runs before this waiter is resumed (it was
         // attached first), so a failure among them is already recorded when it is looked at.
@@ -185,52 +214,62 @@ export class Durability {
 
   /**
    * Under 'auto', whether a sync of a batch runs on the calling thread. In the threadpool, the
-   * event loop goes on with other work while the device flushes: the producers' next pushes,
-   * acks, a server's requests. When the loop instead sat idle through the recent flushes (from
-   * the first check phase after each started, it ran callbacks for less than LOOP_QUIET_SHARE of
-   * the time on average), the round trip through the threadpool only delayed every operation of
-   * the batch, and blocking stalls nobody. While batches block, the turns between them show what
-   * else the loop runs (`#noteGap`); where no batch waited for a turn to measure one, one batch in
-   * LOOK_AGAIN_EVERY still goes to the threadpool, so that a loop which got busy is seen within a
-   * few of them.
+   * event loop goes on with other work while the device flushes: a consumer's handlers and acks,
+   * a server's requests. Blocking is worth it while that work is shorter than what the
+   * threadpool's round trip adds to a flush: the share of the time the loop ran callbacks (from
+   * the first check phase after each flush in the threadpool started, and in the turns between
+   * blocking ones: `#noteGap`) stays under `#quietShare()`. A consumer that keeps up with the
+   * producers leaves the loop idle for part of each flush, and its work then runs between blocking
+   * flushes; one that falls behind (`noteConsumerBehind`) gets the loop during every flush. While
+   * batches block, the turns between them show what else the loop runs; where no batch waited for
+   * a turn to measure one, one batch in LOOK_AGAIN_EVERY still goes to the threadpool, so that a
+   * loop which got busy is seen within a few of them.
    */
   #batchMayBlock(): boolean {
-    // A consumer at work beside the producers: its acks and delivery records go on while the
-    // device flushes in the threadpool, however idle the loop looks between them, and a stall would
-    // hold each of them behind every flush (measured, the README's `process()` cell: 0.91× with
-    // batches blocking, against the threadpool).
-    if (this.#consumerWrote) {
-      this.#consumerWrote = false;
+    // A consumer behind the producers needs the loop between two flushes more than the flush
+    // needs to be short: blocking would hand it less of the loop and let the backlog grow
+    // (measured, the README's `for await` loop: 0.6× with batches blocking beside it).
+    if (this.#consumerBehind) {
+      this.#consumerBehind = false;
       return false;
     }
-    if (this.#loopBusy >= LOOP_QUIET_SHARE) return false;
+    if (this.#loopBusy >= this.#quietShare()) return false;
     if (++this.#blockedBatches < LOOK_AGAIN_EVERY) return true;
     this.#blockedBatches = 0;
     return false;
   }
 
-  /** A consumer wrote an ack or a delivery record: the next batch's sync goes to the threadpool. */
-  noteConsumerWrite(): void {
-    this.#consumerWrote = true;
-  }
-
-  /** A sync in the threadpool settled: the share of the time since `since` that the loop ran callbacks joins the average. */
-  #noteFlight(since: LoopTime): void {
-    const { idle, active } = this.loopMeter!(since);
-    // A runtime whose meter reports no time at all tells nothing: the figure stays.
-    if (idle + active > 0) this.#noteShare(active / (idle + active));
+  /** A consumer handed out items that trail the producers' by more than two batches: the next batch's sync goes to the threadpool. */
+  noteConsumerBehind(): void {
+    this.#consumerBehind = true;
   }
 
   /**
-   * A reading of the share of the time the loop ran other callbacks joins the average. The first
-   * readings weigh more, so that a new store on an idle loop starts blocking after about 8 of
-   * them, not some 30 (each a batch of 64 pushes synced in the threadpool at 2–3 times the cost);
-   * the starting figure still counts as one reading, so a quiet moment or two at open does not
-   * make a busy loop look idle.
+   * The share of the time the loop may run other callbacks while batch syncs still block: `1 -
+   * stall / flight`, the share of a flush in the threadpool (from the call to its completion's
+   * turn) that a blocking flush saves, from the averages of both (STALL_TO_FLIGHT_BEFORE_TIMED
+   * until both were timed), and never under LOOP_QUIET_SHARE.
    */
+  #quietShare(): number {
+    const stall = this.#stall.value;
+    const flight = this.#flight.value;
+    const ratio = stall > 0 && flight > 0 ? stall / flight : STALL_TO_FLIGHT_BEFORE_TIMED;
+    return Math.max(LOOP_QUIET_SHARE, 1 - ratio);
+  }
+
+  /** A sync in the threadpool settled: the share of the time since `since` that the loop ran callbacks joins the average, and is returned (NaN: not measured). */
+  #noteFlight(since: LoopTime): number {
+    const { idle, active } = this.loopMeter!(since);
+    // A runtime whose meter reports no time at all tells nothing: the figure stays.
+    if (!(idle + active > 0)) return Number.NaN;
+    const share = active / (idle + active);
+    this.#noteShare(share);
+    return share;
+  }
+
+  /** A reading of the share of the time the loop ran other callbacks joins the average (LOOP_WEIGHT). */
   #noteShare(share: number): void {
-    if (this.#loopReadings < 1 / LOOP_WEIGHT) this.#loopReadings++;
-    this.#loopBusy += (share - this.#loopBusy) / this.#loopReadings;
+    this.#loopBusy += (share - this.#loopBusy) * LOOP_WEIGHT;
   }
 
   /**
@@ -246,6 +285,7 @@ export class Durability {
       const start = this.now();
       const synced = this.#syncNow(fd, dataOnly);
       this.#stallMs = this.now() - start;
+      this.#stall.note(this.#stallMs);
       return synced;
     }
     this.#hold(fd);
@@ -364,5 +404,18 @@ export class Durability {
   release(): void {
     for (const fd of this.#closeWanted) closeQuietly(this.fs, fd);
     this.#closeWanted.clear();
+  }
+}
+
+/** A moving average of times (ms) weighted as the loop's share is (LOOP_WEIGHT), with no starting figure: 0 until the first reading above 0. */
+class MovingAverage {
+  value = 0;
+  #readings = 0;
+
+  note(ms: number): void {
+    // A clock that did not move tells nothing.
+    if (!(ms > 0)) return;
+    if (this.#readings < 1 / LOOP_WEIGHT) this.#readings++;
+    this.value += (ms - this.value) / this.#readings;
   }
 }

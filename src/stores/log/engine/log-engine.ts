@@ -169,6 +169,8 @@ export class LogEngine implements Store {
   #view: ReadOnlyView | null = null;
   /** The spool's ingestion, once the store serves a queue (`attach`). */
   #ingest: SpoolIngest | null = null;
+  /** Items in the last batch appended: how far a consumer may trail the producers and still keep up (`markDelivered`). */
+  #lastBatchItems = 1;
 
   protected constructor(dir: string, opts: ResolvedOptions) {
     this.dir = dir;
@@ -295,7 +297,9 @@ export class LogEngine implements Store {
 
   /** Finishes synchronously (returns undefined) when unsynced and no checkpoint runs: the record is written then. */
   markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
-    this.#durability.noteConsumerWrite();
+    // A consumer handing out items that trail the producers' by more than two batches needs the
+    // event loop to catch up: the next batch's sync leaves it to the consumer (Durability.syncFd).
+    if (this.#writer.nextSeq - below > 2 * this.#lastBatchItems) this.#durability.noteConsumerBehind();
     return this.#refuse() ?? this.#deliveries.markDelivered(below, marks, sync);
   }
 
@@ -322,6 +326,7 @@ export class LogEngine implements Store {
     const refused = this.#refuse();
     if (refused !== null) return refused;
     if (items.length === 0) return this.#durability.fail(new Error('append invariant violated: empty batch'));
+    this.#lastBatchItems = items.length;
     let bytes = 0;
     /** The lowest segment version that holds every item of the batch (FORMAT §8). */
     let need = SEGMENT_VERSION_PLAIN;
@@ -398,7 +403,6 @@ export class LogEngine implements Store {
         return this.#durability.fail(new Error(`ack invariant violated: seq ${s} was not appended or is already acked`));
       }
     }
-    this.#durability.noteConsumerWrite();
     try {
       return this.#cursor.ack(seqs, sync);
     } catch (e) {
