@@ -25,6 +25,10 @@
 //                   (its push only with the threadpool's fdatasync too, the faster of the two being
 //                   its push only). Its rows are references, not targets: what any queue keeping
 //                   these promises reaches on this machine in the same rounds.
+//   floor-push-rules  the same push only as LogStore's default runs it: a new file that gets its
+//                   zeros as it grows (4 MiB ahead), and a turn of the event loop between two
+//                   flushes on the calling thread (no stall longer than one flush)
+//   floor-readme-process-main  the floor's 64 workers with its batch syncs on the calling thread
 // Beside each of our cells: the event loop's delay during the run (perf_hooks.monitorEventLoopDelay
 // at 1 ms resolution, less that 1 ms: how late a timer due every millisecond fired).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -71,6 +75,11 @@ const baseline = (cell) => (scratch, budgetMs) => runBaselineCell(cell, scratch,
 const rawSync = (batch, records, mainThread) => (scratch, budgetMs) =>
   withDir(scratch, 'limits-raw-', (dir) =>
     rawSyncLoop(dir, { frameBytes: FRAME_BYTES, records, batch, preallocate: true, budgetMs, mainThread }),
+  );
+/** The floor's push only, 64 producers, with FloorLog's `options` (bench/lib/floor.mjs, `floorRate`). */
+const floorPush = (options) => (scratch, budgetMs) =>
+  withDir(scratch, 'limits-floor-', (dir) =>
+    floorRate(dir, { producers: 64, payload: new Uint8Array(LIMITS_PAYLOAD_BYTES).fill(7), records: 400_000, budgetMs, ...options }),
   );
 const floorReadme = (consumer, mainThread) => (scratch, budgetMs) =>
   withDir(scratch, 'limits-floor-', async (dir) => {
@@ -127,22 +136,13 @@ export const LIMITS_CELLS = {
   'simple1-e2e': { run: baseline('simple') },
   'readme-loop': { ours: true, run: readme('loop') },
   'readme-process': { ours: true, run: readme('process') },
-  'floor-push-main': {
-    run: (scratch, budgetMs) =>
-      withDir(scratch, 'limits-floor-', (dir) =>
-        floorRate(dir, {
-          producers: 64,
-          payload: new Uint8Array(LIMITS_PAYLOAD_BYTES).fill(7),
-          records: 400_000,
-          budgetMs,
-          mainThread: true,
-        }),
-      ),
-  },
+  'floor-push-main': { run: floorPush({ mainThread: true }) },
+  'floor-push-rules': { run: floorPush({ mainThread: true, inband: true, turnPerFlush: true }) },
   'floor-readme-push': { run: floorReadme(undefined, false) },
   'floor-readme-push-main': { run: floorReadme(undefined, true) },
   'floor-readme-loop': { run: floorReadme('loop', false) },
   'floor-readme-process': { run: floorReadme('process', false) },
+  'floor-readme-process-main': { run: floorReadme('process', true) },
 };
 
 /**
@@ -187,6 +187,16 @@ export const LIMITS_ROWS = [
     sync: true,
     floor: true,
     what: "(reference, not a target) the contract's floor, 64 producers, push only, fdatasyncSync",
+    against: 'the same raw loops',
+  },
+  {
+    key: 'group-raw-floor-rules',
+    ours: 'floor-push-rules',
+    ref: ['raw-sync64', 'raw-sync64-main'],
+    goal: 0.75,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the same floor as LogStore's default runs it: a new file's zeros written as it grows, a turn of the event loop between two flushes",
     against: 'the same raw loops',
   },
   {
@@ -268,6 +278,16 @@ export const LIMITS_ROWS = [
     sync: true,
     floor: true,
     what: "(reference, not a target) the contract's floor: 64 workers, 64 producers",
+    against: "the floor's push only (the faster of threadpool and main thread)",
+  },
+  {
+    key: 'readme-process-floor-main',
+    ours: 'floor-readme-process-main',
+    ref: ['floor-readme-push', 'floor-readme-push-main'],
+    goal: 0.9,
+    sync: true,
+    floor: true,
+    what: "(reference, not a target) the contract's floor: 64 workers, 64 producers, its batch syncs on the calling thread",
     against: "the floor's push only (the faster of threadpool and main thread)",
   },
 ];
