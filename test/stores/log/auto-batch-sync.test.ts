@@ -138,6 +138,42 @@ describe("blockingSync 'auto' for batches", () => {
     expect(busier.slice(-2 * LOOK_AGAIN_EVERY)).toEqual(Array(2 * LOOK_AGAIN_EVERY).fill('threadpool'));
   });
 
+  it('whenAFlushOnTheCallingThreadTakesAsLongAsOneInTheThreadpool_anIdleLoopStillBlocks', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    // Flushes of 0.8 ms in the threadpool against 1 ms on the calling thread: the share the loop
+    // may be busy is taken at its least, 15 %, not below it.
+    const where: string[] = [];
+    for (let i = 0; i < 8 * LOOK_AGAIN_EVERY; i++) where.push(await timedBatch(s, loop, 0, 0.8));
+    expect(where.slice(-4 * LOOK_AGAIN_EVERY).filter((w) => w === 'calling thread').length).toBeGreaterThanOrEqual(3 * LOOK_AGAIN_EVERY);
+  });
+
+  it('aConsumerBehindTheProducersSendsTheNextBatchSyncOfItsSegmentToTheThreadpool_notAnotherFilesSync', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    s.durability.noteConsumerBehind(3);
+    expect(await s.batch(7, true), 'the cursor file, say').toBe('calling thread');
+    expect(await s.batch(3, true), 'the segment the note named').toBe('threadpool');
+    expect(await s.batch(3, true), 'once per note').toBe('calling thread');
+  });
+
+  it('onlyBatchSyncsThatCouldHaveBlockedReadTheLoop_notTheBackgroundFlush', async () => {
+    const loop = new FakeLoop();
+    const s = setup(null, loop);
+    await untilOnThread(s);
+    // Background flushes under `none`, in the threadpool over a busy loop, say nothing of what a
+    // batch's flush costs it: batches go on blocking.
+    for (let i = 1; i <= 20; i++) {
+      s.durability.afterUnsyncedWrite(5, i * 8 * 1024 * 1024);
+      await nextTurn();
+      loop.active += 10;
+      s.settle();
+      await nextTurn();
+    }
+    expect(await s.batch(3, true)).toBe('calling thread');
+  });
+
   it('aFlushInTheThreadpoolOverABusyLoopIsNotTimed_itsCompletionWaitedForItsTurn', async () => {
     const loop = new FakeLoop();
     const s = setup(null, loop);

@@ -162,12 +162,25 @@ describe('blockingSync', () => {
     const [tx3, rx3] = await new Builder(await LogStore.open(join(freshDir(), 'q'), { fs: consumed.fs })).durability('group').open();
     await batches(tx3, consumed.counts);
     for (let i = 0; i < 80 * 2; i++) await (await rx3.reserve())!.ack();
-    segmentsOnThread = 0;
-    for (let i = 0; i < 40; i++) {
-      await tx3.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
-      for (let k = 0; k < 2; k++) await (await rx3.reserve())!.ack();
-    }
-    expect(segmentsOnThread, 'batches blocked beside a consumer that keeps up').toBeGreaterThan(0);
+    /**
+     * 40 batches of two, each followed by two items taken and acked; returns the segments' syncs on
+     * the calling thread from the fourth batch on (the first ones follow what came before).
+     */
+    const keepingUp = async (): Promise<number> => {
+      for (let i = 0; i < 40; i++) {
+        if (i === 3) segmentsOnThread = 0;
+        await tx3.pushMany([new Uint8Array([i]), new Uint8Array([i, i])]);
+        for (let k = 0; k < 2; k++) await (await rx3.reserve())!.ack();
+      }
+      return segmentsOnThread;
+    };
+    expect(await keepingUp(), 'batches blocked beside a consumer that keeps up').toBeGreaterThan(0);
+    // Three items behind, under two batches of two: it still keeps up.
+    await tx3.pushMany([new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]);
+    expect(await keepingUp(), 'three items behind').toBeGreaterThan(0);
+    // An item held back for an hour: the items handed out past it are what the consumer reached.
+    await tx3.push(new Uint8Array([9]), { delayMs: 3_600_000 });
+    expect(await keepingUp(), 'beside a delayed item').toBeGreaterThan(0);
     for (let i = 0; i < 40; i++) {
       // Counted once it trails by more than two batches (four items).
       if (i === 6) segmentsOnThread = 0;

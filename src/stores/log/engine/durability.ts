@@ -87,8 +87,8 @@ export class Durability {
   /** How long batch syncs took on the calling thread, and in the threadpool from the call to their completion's turn (ms, moving averages; see `#quietShare`). */
   readonly #stall = new MovingAverage();
   readonly #flight = new MovingAverage();
-  /** A consumer that trails the producers handed out an item since the last batch's sync was placed (see `#batchMayBlock`). */
-  #consumerBehind = false;
+  /** The fd of the segment whose next batch sync goes to the threadpool: a consumer that trails the producers handed out an item since its last one was placed (see `#batchMayBlock`); -1: none. */
+  #consumerBehindFd = -1;
   /** Write offset of the active segment when its last data sync started. */
   #flushedOffset = 0;
   #backgroundFlush = false;
@@ -140,7 +140,7 @@ export class Durability {
     if (this.blocking === 'auto' && !this.#runningByFd.has(fd)) {
       // A sync of one operation has nothing to overlap with: the threadpool's round trip is all it would add.
       if (single) return this.#syncNow(fd, dataOnly);
-      if (this.#batchMayBlock()) return this.#blockBatch(fd, dataOnly);
+      if (this.#batchMayBlock(fd)) return this.#blockBatch(fd, dataOnly);
       return this.#syncLater(fd, dataOnly, true);
     }
     return this.#syncLater(fd, dataOnly);
@@ -176,13 +176,13 @@ export class Durability {
     };
     return sync.then(
       async () => {
+        done();
         if (loopAt !== undefined) {
           const share = this.#noteFlight(loopAt);
           // Timed only over a loop that sat idle through it: over a busy one the completion waits
           // for its turn, and the wait would pass for the flush's time.
           if (share < LOOP_QUIET_SHARE) this.#flight.note(this.now() - start);
         }
-        done();
         // The failure handler of each of those syncs runs before this waiter is resumed (it was
         // attached first), so a failure among them is already recorded when it is looked at.
         if (running.size > 0) await Promise.allSettled([...running]);
@@ -225,12 +225,12 @@ export class Durability {
    * a turn to measure one, one batch in LOOK_AGAIN_EVERY still goes to the threadpool, so that a
    * loop which got busy is seen within a few of them.
    */
-  #batchMayBlock(): boolean {
+  #batchMayBlock(fd: number): boolean {
     // A consumer behind the producers needs the loop between two flushes more than the flush
     // needs to be short: blocking would hand it less of the loop and let the backlog grow
-    // (measured, the README's `for await` loop: 0.6× with batches blocking beside it).
-    if (this.#consumerBehind) {
-      this.#consumerBehind = false;
+    // (measured, the README's `for await` loop: 0.6–0.7× with every batch blocking beside it).
+    if (fd === this.#consumerBehindFd) {
+      this.#consumerBehindFd = -1;
       return false;
     }
     if (this.#loopBusy >= this.#quietShare()) return false;
@@ -239,9 +239,9 @@ export class Durability {
     return false;
   }
 
-  /** A consumer handed out items that trail the producers' by more than two batches: the next batch's sync goes to the threadpool. */
-  noteConsumerBehind(): void {
-    this.#consumerBehind = true;
+  /** A consumer handed out items that trail the producers' by more than two batches: the next batch sync of `fd`, the active segment, goes to the threadpool. */
+  noteConsumerBehind(fd: number): void {
+    this.#consumerBehindFd = fd;
   }
 
   /**

@@ -171,6 +171,8 @@ export class LogEngine implements Store {
   #ingest: SpoolIngest | null = null;
   /** Items in the last batch appended: how far a consumer may trail the producers and still keep up (`markDelivered`). */
   #lastBatchItems = 1;
+  /** One past the highest seq handed out since open (`markDelivered`). */
+  #handedOutBelow = 0;
 
   protected constructor(dir: string, opts: ResolvedOptions) {
     this.dir = dir;
@@ -299,7 +301,12 @@ export class LogEngine implements Store {
   markDelivered(below: number, marks: readonly DeliveryMark[], sync: boolean): void | Promise<void> {
     // A consumer handing out items that trail the producers' by more than two batches needs the
     // event loop to catch up: the next batch's sync leaves it to the consumer (Durability.syncFd).
-    if (this.#writer.nextSeq - below > 2 * this.#lastBatchItems) this.#durability.noteConsumerBehind();
+    // How far it got is the highest item handed out: the bound stops below an item held back
+    // (a delay, a priority, a group's limit), and the items handed out past it come as marks.
+    let handedOutBelow = Math.max(this.#handedOutBelow, below);
+    for (let i = 0; i < marks.length; i++) if (marks[i]!.seq >= handedOutBelow) handedOutBelow = marks[i]!.seq + 1;
+    this.#handedOutBelow = handedOutBelow;
+    if (this.#writer.nextSeq - handedOutBelow > 2 * this.#lastBatchItems) this.#durability.noteConsumerBehind(this.#writer.fd);
     return this.#refuse() ?? this.#deliveries.markDelivered(below, marks, sync);
   }
 
