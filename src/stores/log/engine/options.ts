@@ -89,13 +89,13 @@ export interface LogStoreOptions {
    * - `'auto'` (the default): on the calling thread when no other sync of the file is running and
    *   the sync covers one operation (a batch of one push or one ack: a serial producer or consumer,
    *   which has nothing to overlap with the flush), or covers a batch (or a new segment or
-   *   checkpoint file) while the event loop has had nothing else to do (during the recent syncs in
-   *   the threadpool it ran callbacks for less than 15 % of the time, by
-   *   `performance.eventLoopUtilization`: the round trip through the threadpool then only delayed
-   *   the batch) and no consumer wrote an ack or a delivery record since the last batch. In the
-   *   threadpool otherwise, where the event loop goes on with other work while the device flushes
-   *   (the next batch's pushes, a consumer's acks, a server's requests); one such sync in 16 goes
-   *   there anyway, to see a loop that got busy. At most one of them per turn of the event loop
+   *   checkpoint file) while the event loop's other work during a flush is shorter than what the
+   *   threadpool's round trip adds to it (the share of the time the loop ran callbacks, by
+   *   `performance.eventLoopUtilization`, under `1 - stall / flight`, both flushes' times
+   *   measured as the store runs; never under 15 %), unless a consumer trails the producers by
+   *   more than two batches. In the threadpool otherwise, where the event loop goes on with other
+   *   work while the device flushes (a consumer that fell behind, a server's requests); one such
+   *   sync in 16 goes there anyway, to see a loop that got busy. At most one of them per turn of the event loop
    *   runs on the calling thread: the loop stands still for at most one device flush at a time,
    *   and timers and I/O run between two.
    *   docs/guides/durability.md, "Blocking syncs", has the measured figures.
